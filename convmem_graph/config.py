@@ -1,0 +1,50 @@
+"""MemoryConfig: budgets, retention, bot ids and model settings for one deployment."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["MemoryConfig"]
+
+
+class MemoryConfig(BaseModel):
+    """Settings shared by the lifecycle nodes, the payload builders and the CLI.
+
+    Example:
+        >>> cfg = MemoryConfig(bot_ids=["ai_xiaoyu_bot"], summary_budget_tokens=200)
+        >>> cfg.recent_turns
+        10
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    bot_ids: list[str] = Field(
+        default_factory=list,
+        description="Accounts whose messages are the assistant's (IM '@RBT#' accounts always are).",
+    )
+    non_text_elements: Literal["placeholder", "skip"] = Field(
+        default="placeholder",
+        description="IM image/face/sound/... elements: a short placeholder like '[image]', or skipped.",
+    )
+    dedupe_window_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="Same speaker + same text within this window from two channels is one message.",
+    )
+    summary_budget_tokens: int = Field(default=300, ge=20)
+    summary_threshold_tokens: int = Field(
+        default=200, ge=0, description="New transcript tokens since the last summary that trigger a refresh."
+    )
+    memory_block_budget_tokens: int = Field(default=300, ge=40)
+    recent_turns: int = Field(default=10, ge=0, le=30)
+    transient_ttl_days: int = Field(default=7, ge=1)
+    keep_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept per memory after pruning.")
+    purge_summarized_messages: bool = Field(
+        default=False,
+        description="Delete raw messages older than the short-term window once a summary covers them.",
+    )
+    extraction_batch_messages: int = Field(default=200, ge=1)
+    structured_output_method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema"
+    model_max_attempts: int = Field(default=3, ge=1, le=10)

@@ -1,0 +1,204 @@
+"""Domain types of convmem_graph (design section 3), as validated pydantic v2 models.
+
+Nothing here knows a vendor's field names: ``sources/`` produce these types and ``payloads/``
+consume them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "Channel",
+    "ExtractionResult",
+    "Fragment",
+    "FragmentCandidate",
+    "FragmentOp",
+    "FragmentStatus",
+    "MemoryInfo",
+    "MemorySnapshot",
+    "Message",
+    "ReadResult",
+    "Role",
+    "SkippedItem",
+    "Summary",
+    "VariableGuess",
+    "VariableSpec",
+    "VariableValue",
+    "VariableValueType",
+]
+
+Role = Literal["user", "assistant"]
+Channel = Literal["im", "voice", "api"]
+FragmentStatus = Literal["active", "superseded", "deleted"]
+VariableValueType = str | int | list[str]
+
+#: Longest fragment we keep; Bailian caps MemoryNode content at 200 characters too.
+FRAGMENT_MAX_CHARS = 200
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Message(_Model):
+    """One normalized conversation message.
+
+    ``id`` is derived from the source's own key (IM ``MsgKey``, TRTC ``TaskId``+``RoundId``+speaker,
+    Agora agent id + index ...), so reading the same payload twice gives the same id.
+    ``content`` of an interrupted assistant message is what was actually spoken; the full generated
+    text is in ``original``.
+    """
+
+    id: str = Field(min_length=1)
+    memory_id: str = ""
+    role: Role
+    content: str
+    channel: Channel
+    source: str = Field(min_length=1, description="asr, message, command, llm, greeting, chatbot, ...")
+    timestamp_ms: int = Field(ge=0)
+    turn_id: int | None = None
+    round_id: str | None = None
+    speaker_id: str | None = None
+    partial: bool = False
+    interrupted: bool = False
+    original: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SkippedItem(_Model):
+    """An input item that was read but not turned into a message, and why."""
+
+    reason: str = Field(min_length=1, description="short machine-readable reason, e.g. 'recalled'")
+    path: str = Field(description="JSON path of the item in its payload, e.g. 'MsgList[5]'")
+    detail: str = ""
+
+
+class ReadResult(_Model):
+    """What a source reader returns: messages in the payload's order plus skipped items."""
+
+    source: str
+    messages: list[Message] = Field(default_factory=list)
+    skipped: list[SkippedItem] = Field(default_factory=list)
+
+
+class Fragment(_Model):
+    """A long-term personal fact in the third person ("User is allergic to mango")."""
+
+    id: str = Field(min_length=1)
+    memory_id: str
+    content: str = Field(min_length=1, max_length=FRAGMENT_MAX_CHARS)
+    category: str = "other"
+    key: str = Field(min_length=1, description="normalized subject used for dedupe and conflicts")
+    status: FragmentStatus = "active"
+    transient: bool = False
+    expires_at: int | None = Field(default=None, ge=0, description="ms UTC; set for transient facts")
+    source_message_ids: list[str] = Field(default_factory=list)
+    origin: Literal["extracted", "manual", "api"] = "extracted"
+    superseded_by: str | None = None
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    created_at: int = Field(default=0, ge=0)
+    updated_at: int = Field(default=0, ge=0)
+
+
+class FragmentCandidate(_Model):
+    """A fact proposed by an extractor, before reconciliation against stored fragments.
+
+    ``key`` names the slot (``allergy:mango``, ``profile:city``); ``value`` is the slot's value
+    where it has one (``杭州``) and ``polarity`` is -1 for negative statements (dislike, avoid), so
+    reconciliation can tell a refinement from a contradiction.
+    """
+
+    content: str = Field(min_length=1, max_length=FRAGMENT_MAX_CHARS)
+    category: str = "other"
+    key: str = Field(min_length=1)
+    value: str | None = None
+    polarity: Literal[-1, 1] = 1
+    single_valued: bool = False
+    transient: bool = False
+    expires_at: int | None = Field(default=None, ge=0)
+    source_message_ids: list[str] = Field(default_factory=list)
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0)
+
+
+class FragmentOp(_Model):
+    """A reconciliation decision for one candidate."""
+
+    op: Literal["add", "update", "supersede", "noop"]
+    candidate: FragmentCandidate
+    target_id: str | None = Field(default=None, description="existing fragment updated/superseded/matched")
+    reason: str = ""
+
+
+class VariableSpec(_Model):
+    """One profile field of a memory's variable schema (Bailian "memory variable")."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    description: str = ""
+    infer: bool = True
+    type: Literal["string", "integer", "list"] = "string"
+    allowed_values: list[str] | None = None
+
+
+class VariableValue(_Model):
+    """The current value of one variable. A manual value is never overwritten by inference."""
+
+    name: str
+    value: VariableValueType
+    origin: Literal["inferred", "manual"]
+    fragment_ids: list[str] = Field(default_factory=list)
+    updated_at: int = Field(default=0, ge=0)
+
+
+class VariableGuess(_Model):
+    """A value proposed for a variable by inference, with the fragments that support it."""
+
+    value: VariableValueType
+    fragment_ids: list[str] = Field(default_factory=list)
+
+
+class ExtractionResult(_Model):
+    """What an extractor returns for one batch of messages."""
+
+    candidates: list[FragmentCandidate] = Field(default_factory=list)
+    variables: dict[str, VariableGuess] = Field(default_factory=dict)
+    model_calls: int = 0
+
+
+class Summary(_Model):
+    """The rolling summary of a memory, kept within a token budget."""
+
+    text: str
+    tokens: int = Field(ge=0)
+    covers_until_ms: int = Field(ge=0)
+    version: int = Field(default=1, ge=1)
+    updated_at: int = Field(default=0, ge=0)
+
+
+class MemoryInfo(_Model):
+    """A memory (the isolation unit, Bailian's Memory ID) and its counters."""
+
+    memory_id: str
+    description: str = ""
+    created_at: int = 0
+    updated_at: int = 0
+    message_count: int = 0
+    fragment_count: int = 0
+
+
+class MemorySnapshot(_Model):
+    """Everything the payload builders need for one memory, read in one go at call start."""
+
+    memory_id: str
+    variables: dict[str, VariableValue] = Field(default_factory=dict)
+    specs: dict[str, VariableSpec] = Field(default_factory=dict)
+    fragments: list[Fragment] = Field(default_factory=list)
+    summary: Summary | None = None
+    recent: list[Message] = Field(default_factory=list)
+
+    @field_validator("fragments")
+    @classmethod
+    def _only_active(cls, v: list[Fragment]) -> list[Fragment]:
+        return [f for f in v if f.status == "active"]
