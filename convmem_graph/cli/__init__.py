@@ -1,0 +1,79 @@
+"""The ``convmem`` command: one module per sub-command, each exposing ``register(subparsers)``.
+
+Sub-command modules import their heavy dependencies inside their handlers so ``convmem --help``
+stays fast. Every handler returns the process exit code; user errors exit 2 with one clear line on
+stderr and never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from convmem_graph.errors import ConvMemError
+
+__all__ = ["build_parser", "main"]
+
+# Order is the order shown in --help.
+_COMMAND_MODULES = (
+    "normalize",
+    "ingest",
+    "replay",
+    "show",
+    "memories",
+    "delete",
+    "variables",
+    "inject",
+    "export",
+    "graph",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser with every sub-command that is installed."""
+    parser = argparse.ArgumentParser(
+        prog="convmem",
+        description="Conversational memory for voice and text agents (LangGraph lifecycle).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run 'convmem COMMAND --help' for a command's options and an example.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"convmem_graph.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"convmem_graph.cli.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``convmem`` command line and return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.func(args)
+        return code
+    except ConvMemError as exc:
+        print(f"convmem {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"convmem {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

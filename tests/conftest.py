@@ -1,0 +1,29 @@
+"""Shared test fixtures: fixture paths and a clean provider environment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def load_fixture(name: str) -> Any:
+    """Load a JSON fixture from tests/fixtures."""
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True)
+def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A developer's real key must never reach a test.
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "DASHSCOPE_API_KEY", "CONVMEM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES
