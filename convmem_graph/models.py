@@ -82,6 +82,8 @@ class ReadResult(_Model):
     source: str
     messages: list[Message] = Field(default_factory=list)
     skipped: list[SkippedItem] = Field(default_factory=list)
+    user_id: str | None = Field(default=None, description="the human's account/uid found in the payload")
+    memory_id: str | None = Field(default=None, description="an explicit memory id found (e.g. Agora labels)")
 
 
 class Fragment(_Model):
