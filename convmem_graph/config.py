@@ -39,6 +39,11 @@ class MemoryConfig(BaseModel):
     )
     memory_block_budget_tokens: int = Field(default=300, ge=40)
     recent_turns: int = Field(default=10, ge=0, le=30)
+    snapshot_max_fragments: int = Field(
+        default=200,
+        ge=1,
+        description="Strongest active fragments cached for call start (relevance ranks among these).",
+    )
     transient_ttl_days: int = Field(default=7, ge=1)
     keep_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept per memory after pruning.")
     purge_summarized_messages: bool = Field(

@@ -1,0 +1,88 @@
+"""``convmem inject``: print the vendor payload that injects a memory into a voice or text agent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, subcommand
+
+__all__ = ["VENDORS", "register"]
+
+VENDORS = ("trtc", "trtc-llmconfig", "agora", "agora-llm", "agora-update", "agora-custom", "agora-standard", "openai")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the sub-command."""
+    p = subcommand(
+        sub,
+        "inject",
+        "Print the payload that injects a memory: TRTC StartAIConversation body (LLMConfig as a JSON "
+        "string), Agora join/update bodies or custom-LLM messages, or OpenAI messages.",
+        """convmem inject mem_u10086 --vendor trtc --persona "你是「小雨」，一个温柔的 AI 陪伴伙伴。" --recent 6
+convmem inject mem_u10086 --vendor agora-update --options agora.json --query 芒果
+convmem inject mem_u10086 --vendor openai --query "what fruit should I avoid?\"""",
+    )
+    p.add_argument("memory", metavar="MEMORY")
+    p.add_argument("--vendor", required=True, choices=VENDORS)
+    p.add_argument("--persona", default="", help="persona text placed before the memory block")
+    p.add_argument("--query", default=None, help="current user query: ranks facts by relevance")
+    p.add_argument("--recent", type=int, default=None, metavar="N", help="recent turns to include (max 30)")
+    p.add_argument("--budget", type=int, default=None, metavar="TOKENS", help="memory block budget")
+    p.add_argument(
+        "--placement",
+        choices=["user_messages", "system_prompt"],
+        default=None,
+        help="TRTC: recent turns in LLMConfig.UserMessages (default) or a delimited SystemPrompt block",
+    )
+    p.add_argument(
+        "--options",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="JSON file of vendor options passed through (llm, agent_config, tts_config, params, name, properties ...)",
+    )
+    add_db_argument(p)
+    p.set_defaults(func=run)
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.options is not None:
+        try:
+            loaded = json.loads(args.options.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"convmem inject: {args.options}: not a JSON options file: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise SystemExit(f"convmem inject: {args.options}: $: expected a JSON object")
+        options.update(loaded)
+    for key, value in (
+        ("persona", args.persona or None),
+        ("query", args.query),
+        ("recent_turns", args.recent),
+        ("budget_tokens", args.budget),
+        ("recent_placement", args.placement),
+    ):
+        if value is not None:
+            options[key] = value
+    return options
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build and print the payload."""
+    try:
+        options = _options(args)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    with open_memory(args) as mem:
+        try:
+            payload = mem.payload(args.memory, args.vendor, **options)
+        except ValueError as exc:
+            print(f"convmem inject: {args.vendor}: {exc}", file=sys.stderr)
+            return 2
+    dump_json(payload)
+    return 0

@@ -1,0 +1,92 @@
+"""The memory lifecycle as a LangGraph state machine.
+
+```
+START -> ingest -> normalize -> extract -> update_variables -> summarize -> inject -> END
+```
+
+Conditional edges skip steps with nothing to do: no message past the extraction cursor skips
+``extract``; no fragment change skips ``update_variables``; too little new content skips
+``summarize``. ``extract`` and ``summarize`` carry a :class:`~langgraph.types.RetryPolicy` because
+they may call a model. Services reach the nodes through the run context
+(:class:`~convmem_graph.state.MemoryContext`), so every node also works in someone else's graph.
+
+Example:
+    >>> from convmem_graph.graph import build_memory_graph
+    >>> graph = build_memory_graph().compile()
+    >>> sorted(n for n in graph.get_graph().nodes if not n.startswith("__"))
+    ['extract', 'ingest', 'inject', 'normalize', 'summarize', 'update_variables']
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import RetryPolicy
+
+from convmem_graph.errors import ExtractionError
+from convmem_graph.nodes import extract, ingest, inject, normalize, summarize, update_variables
+from convmem_graph.state import MemoryContext, MemoryState
+
+__all__ = ["MemoryContext", "MemoryState", "build_memory_graph", "model_retry_policy", "retry_on"]
+
+
+def retry_on(exc: Exception) -> bool:
+    """Decide whether a failed model-calling node is retried by LangGraph.
+
+    Network failures, timeouts and rate limits are retried; an :class:`ExtractionError` is not
+    (the extractor already retried invalid output), and neither are programming errors.
+    """
+    if isinstance(exc, ExtractionError):
+        return False
+    from convmem_graph.extractors.llm import is_retryable
+
+    return is_retryable(exc)
+
+
+def model_retry_policy(max_attempts: int = 3) -> RetryPolicy:
+    """Return the retry policy used on model-calling nodes."""
+    return RetryPolicy(max_attempts=max_attempts, initial_interval=0.5, max_interval=10.0, retry_on=retry_on)
+
+
+def _after_normalize(state: MemoryState) -> Literal["extract", "summarize", "inject"]:
+    if state.get("pending_extraction"):
+        return "extract"
+    return "summarize" if state.get("summary_due") else "inject"
+
+
+def _after_extract(state: MemoryState) -> Literal["update_variables", "summarize", "inject"]:
+    if state.get("fragments_changed"):
+        return "update_variables"
+    return "summarize" if state.get("summary_due") else "inject"
+
+
+def _after_variables(state: MemoryState) -> Literal["summarize", "inject"]:
+    return "summarize" if state.get("summary_due") else "inject"
+
+
+def build_memory_graph(*, max_attempts: int = 3) -> StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState]:
+    """Build (not compile) the lifecycle graph; compile it with the checkpointer of your choice.
+
+    Args:
+        max_attempts: Attempts of model-calling nodes (``extract``, ``summarize``) before the run
+            raises; what was stored before stays stored and the next run resumes from the cursors.
+    """
+    policy = model_retry_policy(max_attempts)
+    g: StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState] = StateGraph(
+        MemoryState, context_schema=MemoryContext
+    )
+    g.add_node("ingest", ingest)
+    g.add_node("normalize", normalize)
+    g.add_node("extract", extract, retry_policy=policy)
+    g.add_node("update_variables", update_variables)
+    g.add_node("summarize", summarize, retry_policy=policy)
+    g.add_node("inject", inject)
+    g.add_edge(START, "ingest")
+    g.add_edge("ingest", "normalize")
+    g.add_conditional_edges("normalize", _after_normalize)
+    g.add_conditional_edges("extract", _after_extract)
+    g.add_conditional_edges("update_variables", _after_variables)
+    g.add_edge("summarize", "inject")
+    g.add_edge("inject", END)
+    return g

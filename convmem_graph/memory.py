@@ -1,0 +1,303 @@
+"""ConvMemory: the class LangChain and LangGraph developers hold.
+
+It owns a store, a checkpointer and the lifecycle graph, and gives, per memory id: ingest,
+variables, fragments, summary, vendor payloads and delete, each with an async twin. It plugs into
+LangChain 1.x agents as middleware (:meth:`ConvMemory.as_middleware`) and into older code as a
+``BaseChatMessageHistory`` (:meth:`ConvMemory.as_chat_history`).
+
+Example:
+    >>> mem = ConvMemory.open("sqlite://")
+    >>> _ = mem.ingest("mem_1", [{"role": "user", "content": "我对芒果过敏。"}], source="openai")
+    >>> [f.content for f in mem.fragments("mem_1")]
+    ['用户对芒果过敏。']
+    >>> mem.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from convmem_graph._time import now_ms
+from convmem_graph.checkpoints import open_checkpointer
+from convmem_graph.config import MemoryConfig
+from convmem_graph.extractors.base import Extractor, Summarizer
+from convmem_graph.models import (
+    Fragment,
+    MemoryInfo,
+    MemorySnapshot,
+    Message,
+    Summary,
+    VariableSpec,
+    VariableValue,
+    VariableValueType,
+)
+from convmem_graph.nodes.inject import build_snapshot
+from convmem_graph.runner import Durability, Lifecycle, RunResult
+from convmem_graph.state import RawInput
+from convmem_graph.store import MemoryStore
+
+if TYPE_CHECKING:
+    from convmem_graph.integrations import ConvMemoryChatHistory, ConvMemoryMiddleware
+
+__all__ = ["ConvMemory"]
+
+logger = logging.getLogger(__name__)
+
+
+def _as_inputs(payloads: Any, source: str | None) -> list[RawInput]:
+    # A single document (dict), or a list that is itself one payload (a message list), or a
+    # list/tuple of RawInput. A list of dicts is treated as ONE payload (OpenAI/LangChain lists).
+    if isinstance(payloads, RawInput):
+        return [payloads]
+    if isinstance(payloads, list | tuple) and payloads and all(isinstance(p, RawInput) for p in payloads):
+        return list(payloads)
+    return [RawInput(payloads, source)]
+
+
+class ConvMemory:
+    """Conversational memory for voice and text agents, backed by the LangGraph lifecycle.
+
+    Use :meth:`open` rather than the constructor.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        lifecycle: Lifecycle,
+        *,
+        close_checkpointer: Callable[[], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.lifecycle = lifecycle
+        self.config = lifecycle.config
+        self._close_checkpointer = close_checkpointer
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        model: BaseChatModel | str | None = None,
+        config: MemoryConfig | None = None,
+        *,
+        checkpoint_url: str | None = None,
+        extractor: Extractor | None = None,
+        summarizer: Summarizer | None = None,
+        durability: Durability = "sync",
+    ) -> ConvMemory:
+        """Open (and create if needed) a memory database.
+
+        Args:
+            url: SQLAlchemy URL or SQLite file path; ``None`` means ``convmem.db`` in the current
+                directory; ``postgresql://...`` uses PostgreSQL (install the ``postgres`` extra).
+            model: A LangChain chat model, or a model name for ``ChatOpenAI`` (base URL and key from
+                ``OPENAI_BASE_URL``/``OPENAI_API_KEY``). ``None`` uses the offline heuristic
+                extractor and the extractive summarizer.
+            config: Budgets, thresholds, bot ids.
+            checkpoint_url: Where checkpoints go; defaults to the store's database.
+            extractor: Overrides the extractor chosen from ``model``.
+            summarizer: Overrides the summarizer chosen from ``model``.
+            durability: Checkpoint durability of lifecycle runs.
+        """
+        config = config or MemoryConfig()
+        store = MemoryStore.from_url(url)
+        saver, closer = open_checkpointer(checkpoint_url or store.url)
+        if model is not None:
+            from convmem_graph.extractors.chat_models import make_chat_model
+            from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer
+
+            chat = make_chat_model(model) if isinstance(model, str) else model
+            extractor = extractor or LLMExtractor(chat, method=config.structured_output_method)
+            summarizer = summarizer or LLMSummarizer(chat)
+        lifecycle = Lifecycle(
+            store, saver, config=config, extractor=extractor, summarizer=summarizer, durability=durability
+        )
+        return cls(store, lifecycle, close_checkpointer=closer)
+
+    @property
+    def checkpointer(self) -> BaseCheckpointSaver[Any] | None:
+        """The LangGraph checkpointer of the lifecycle graph."""
+        return self.lifecycle.checkpointer
+
+    def close(self) -> None:
+        """Close database connections."""
+        if self._close_checkpointer is not None:
+            self._close_checkpointer()
+            self._close_checkpointer = None
+        self.store.close()
+
+    def __enter__(self) -> ConvMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- memories -------------------------------------------------------------------------
+    def memories(self, *, limit: int = 100, offset: int = 0) -> list[MemoryInfo]:
+        """List memories (isolation units), oldest first."""
+        return self.store.list_memories(limit=limit, offset=offset)
+
+    def info(self, memory_id: str) -> MemoryInfo:
+        """Return one memory's counters; raises ``MemoryNotFoundError`` if unknown."""
+        return self.store.get_memory(memory_id)
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete a memory: messages, fragments, variables, summaries, dead letters and checkpoints."""
+        return self.store.delete_memory(memory_id, checkpointer=self.checkpointer)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def ingest(
+        self,
+        memory_id: str,
+        payloads: Any,
+        source: str | None = None,
+        *,
+        session_ended: bool = False,
+    ) -> RunResult:
+        """Run the lifecycle on one payload (a vendor document, a message list) or a list of ``RawInput``.
+
+        Args:
+            memory_id: The memory to update.
+            payloads: A Tencent IM roam response, TRTC callbacks, Agora history or 103 body, an
+                OpenAI/LangChain message list, or a list of :class:`RawInput`.
+            source: The source format, or ``None`` to auto-detect.
+            session_ended: Refresh the summary now (a call or chat session ended).
+        """
+        return self.lifecycle.run(memory_id, _as_inputs(payloads, source), session_ended=session_ended)
+
+    async def aingest(
+        self,
+        memory_id: str,
+        payloads: Any,
+        source: str | None = None,
+        *,
+        session_ended: bool = False,
+    ) -> RunResult:
+        """Async twin of :meth:`ingest`."""
+        return await self.lifecycle.arun(memory_id, _as_inputs(payloads, source), session_ended=session_ended)
+
+    # -- variables ------------------------------------------------------------------------
+    def define_variables(self, memory_id: str, specs: Iterable[VariableSpec | dict[str, Any]]) -> None:
+        """Define (or redefine) profile variables for a memory; used instead of the default schema."""
+        self.store.ensure_memory(memory_id)
+        self.store.define_variables(memory_id, [VariableSpec.model_validate(s) for s in specs])
+        self._refresh(memory_id)
+
+    def variables(self, memory_id: str) -> dict[str, VariableValue]:
+        """Return effective variable values (a manual value wins over an inferred one)."""
+        return self.store.get_variables(memory_id)
+
+    def set_variable(self, memory_id: str, name: str, value: VariableValueType) -> VariableValue:
+        """Set a manual value; inference never overwrites it until it is cleared."""
+        self.store.ensure_memory(memory_id)
+        result = self.store.set_manual_variable(memory_id, name, value)
+        self._refresh(memory_id)
+        return result
+
+    def clear_variable(self, memory_id: str, name: str) -> None:
+        """Clear a manual value, handing the field back to inference."""
+        self.store.clear_manual_variable(memory_id, name)
+        self._refresh(memory_id)
+
+    # -- fragments ------------------------------------------------------------------------
+    def fragments(
+        self, memory_id: str, *, status: Literal["active", "superseded", "deleted"] | None = "active"
+    ) -> list[Fragment]:
+        """List fragments (active ones by default)."""
+        return self.store.list_fragments(memory_id, status=status)
+
+    def add_fragment(self, memory_id: str, content: str, *, category: str = "other") -> Fragment:
+        """Add a fact by hand (origin ``manual``)."""
+        self.store.ensure_memory(memory_id)
+        fragment = self.store.add_fragment(memory_id, content, category=category, origin="manual")
+        self._refresh(memory_id)
+        return fragment
+
+    def delete_fragment(self, memory_id: str, fragment_id: str) -> None:
+        """Delete a fragment (kept in the audit log)."""
+        self.store.delete_fragment(memory_id, fragment_id)
+        self._refresh(memory_id)
+
+    def summary(self, memory_id: str) -> Summary | None:
+        """Return the rolling summary, if one was made."""
+        return self.store.get_summary(memory_id)
+
+    def recent(self, memory_id: str, n: int = 10) -> list[Message]:
+        """Return the last ``n`` messages, oldest first."""
+        return self.store.recent_messages(memory_id, n)
+
+    # -- payloads -------------------------------------------------------------------------
+    def snapshot(self, memory_id: str) -> MemorySnapshot:
+        """Return the cached call-start snapshot (one primary-key read), building it if missing."""
+        snap = self.store.load_snapshot(memory_id)
+        if snap is None:
+            self.store.get_memory(memory_id)  # raises MemoryNotFoundError for unknown ids
+            snap = self._refresh(memory_id)
+        return snap
+
+    def payload(self, memory_id: str, vendor: str, **options: Any) -> Any:
+        """Build a vendor payload from the cached snapshot.
+
+        Args:
+            memory_id: The memory.
+            vendor: ``trtc`` (StartAIConversation body), ``trtc-llmconfig`` (the LLMConfig string),
+                ``agora`` (join body), ``agora-llm`` (``properties.llm``), ``agora-update``,
+                ``agora-custom`` / ``agora-standard`` (messages for an LLM endpoint), ``openai``,
+                ``langchain``.
+            **options: Vendor options (persona, query, recent_turns, ...); see
+                :func:`convmem_graph.payloads.render.render_payload`.
+        """
+        from convmem_graph.payloads.render import render_payload
+
+        return render_payload(vendor, self.snapshot(memory_id), options, now_ms=now_ms())
+
+    async def apayload(self, memory_id: str, vendor: str, **options: Any) -> Any:
+        """Async twin of :meth:`payload`."""
+        return await asyncio.to_thread(self.payload, memory_id, vendor, **options)
+
+    def _refresh(self, memory_id: str) -> MemorySnapshot:
+        # Hand edits (variables, fragments) must show at the next call start without a full run.
+        now = now_ms()
+        snap = build_snapshot(self.store, memory_id, self.config, now_ms=now)
+        self.store.save_snapshot(memory_id, snap, now_ms=now)
+        return snap
+
+    # -- LangChain integrations -----------------------------------------------------------
+    def as_middleware(
+        self,
+        memory_id: str | None = None,
+        *,
+        resolve_memory_id: Callable[[Any], str | None] | None = None,
+        mode: Literal["inline", "background"] = "inline",
+        persona: str = "",
+    ) -> ConvMemoryMiddleware:
+        """Return a LangChain ``AgentMiddleware`` that injects memory and records finished turns.
+
+        Args:
+            memory_id: A fixed memory id; otherwise resolved per run (see ``resolve_memory_id``).
+            resolve_memory_id: ``f(runtime) -> memory id``; the default reads ``memory_id`` from the
+                agent's context object or mapping.
+            mode: ``inline`` runs the lifecycle before the agent returns; ``background`` hands the
+                turn to a worker thread (call ``middleware.flush()`` to wait).
+            persona: Text placed before the memory block in the system message.
+        """
+        from convmem_graph.integrations import ConvMemoryMiddleware
+
+        return ConvMemoryMiddleware(
+            self, memory_id=memory_id, resolve_memory_id=resolve_memory_id, mode=mode, persona=persona
+        )
+
+    def as_chat_history(self, memory_id: str, *, window: int = 50) -> ConvMemoryChatHistory:
+        """Return a ``BaseChatMessageHistory`` for code built on ``RunnableWithMessageHistory``."""
+        from convmem_graph.integrations import ConvMemoryChatHistory
+
+        return ConvMemoryChatHistory(self, memory_id, window=window)
+
+    def ingest_messages(self, memory_id: str, messages: Sequence[Any]) -> RunResult:
+        """Ingest LangChain messages (or OpenAI-style dicts) as one payload."""
+        return self.ingest(memory_id, list(messages), source=None)

@@ -1,0 +1,64 @@
+"""``extract``: turn the messages past the extraction cursor into fragment operations.
+
+Works batch by batch from the store's cursor, so a failed run resumes exactly where it stopped:
+each batch's fragment operations and the cursor advance commit in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from convmem_graph.extractors.reconcile import reconcile
+from convmem_graph.state import MemoryContext, MemoryState
+
+__all__ = ["extract"]
+
+
+def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
+    """Extract facts from every stored message not yet processed and reconcile them with memory.
+
+    Batches without a user message advance the cursor without calling the extractor (no model
+    call for assistant-only batches).
+    """
+    ctx = runtime.context
+    store = ctx.store
+    memory_id = state["memory_id"]
+    cursor = store.extracted_seq(memory_id)
+    specs = store.get_specs(memory_id) or _default_specs()
+    counts: Counter[str] = Counter()
+    guesses: dict[str, dict[str, Any]] = dict(state.get("variable_guesses") or {})
+    calls = state.get("model_calls", 0)
+    while True:
+        rows = store.messages_after(memory_id, cursor, limit=ctx.config.extraction_batch_messages)
+        if not rows:
+            break
+        upto = rows[-1][0]
+        batch = [m for _, m in rows]
+        ops = []
+        if any(m.role == "user" for m in batch):
+            existing = store.list_fragments(memory_id, status="active")
+            result = ctx.extractor.extract(batch, existing, specs, now_ms=ctx.clock())
+            calls += result.model_calls
+            ops = reconcile(result.candidates, existing)
+            for name, guess in result.variables.items():
+                guesses[name] = guess.model_dump()
+        applied = store.commit_extraction(memory_id, ops, upto_seq=upto, now_ms=ctx.clock())
+        counts.update(applied)
+        cursor = upto
+    changed = any(counts.get(k, 0) for k in ("add", "update", "supersede"))
+    return {
+        "extracted_seq": cursor,
+        "fragment_ops": dict(counts),
+        "fragments_changed": changed or bool(guesses),
+        "variable_guesses": guesses,
+        "model_calls": calls,
+    }
+
+
+def _default_specs() -> list[Any]:
+    from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
+
+    return list(DEFAULT_VARIABLE_SPECS)

@@ -1,0 +1,57 @@
+"""``inject``: cache the memory snapshot a call start needs and build the requested payloads.
+
+The snapshot (variables, schema, the strongest active fragments, summary, recent turns) is stored
+as one row per memory, so reading it at call start is one primary-key lookup whatever the length
+of the history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from convmem_graph.config import MemoryConfig
+from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
+from convmem_graph.models import Fragment, MemorySnapshot
+from convmem_graph.state import MemoryContext, MemoryState
+from convmem_graph.store import MemoryStore
+
+__all__ = ["build_snapshot", "inject", "select_fragments"]
+
+
+def select_fragments(fragments: list[Fragment], limit: int) -> list[Fragment]:
+    """Keep the ``limit`` strongest fragments: stable facts before transient ones, then confidence, then recency."""
+    ranked = sorted(fragments, key=lambda f: (f.transient, -f.confidence, -f.updated_at, f.id))
+    return ranked[:limit]
+
+
+def build_snapshot(store: MemoryStore, memory_id: str, config: MemoryConfig, *, now_ms: int) -> MemorySnapshot:
+    """Read everything the payload builders need for ``memory_id`` from the store."""
+    specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
+    fragments = store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now_ms)
+    return MemorySnapshot(
+        memory_id=memory_id,
+        variables=store.get_variables(memory_id),
+        specs={s.name: s for s in specs},
+        fragments=select_fragments(fragments, config.snapshot_max_fragments),
+        summary=store.get_summary(memory_id),
+        recent=store.recent_messages(memory_id, 30),
+    )
+
+
+def inject(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
+    """Refresh the cached snapshot and build the payloads named in ``context.vendors``."""
+    from convmem_graph.payloads.render import render_payload
+
+    ctx = runtime.context
+    memory_id = state["memory_id"]
+    now = ctx.clock()
+    snapshot = build_snapshot(ctx.store, memory_id, ctx.config, now_ms=now)
+    ctx.store.save_snapshot(memory_id, snapshot, now_ms=now)
+    payloads: dict[str, Any] = {}
+    for vendor in ctx.vendors:
+        payloads[vendor] = render_payload(
+            vendor, snapshot, ctx.inject_options.get(vendor, {}), counter=ctx.counter, now_ms=now
+        )
+    return {"payloads": payloads}

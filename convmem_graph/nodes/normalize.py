@@ -1,0 +1,63 @@
+"""``normalize``: merge this run's messages into one timeline and store the new ones.
+
+Also decides the routing flags: whether there is anything to extract and whether a summary is due.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from langgraph.runtime import Runtime
+
+from convmem_graph.state import MemoryContext, MemoryState
+
+__all__ = ["normalize", "summary_due"]
+
+
+def summary_due(ctx: MemoryContext, memory_id: str) -> bool:
+    """Return whether enough new transcript arrived since the last summary (or the session ended)."""
+    store = ctx.store
+    after = store.summarized_seq(memory_id)
+    if store.max_seq(memory_id) <= after:
+        return False
+    if ctx.session_ended:
+        return True
+    threshold = ctx.config.summary_threshold_tokens
+    tokens = 0
+    # Stop reading as soon as the threshold is crossed: cost is bounded by the threshold.
+    while True:
+        rows = store.messages_after(memory_id, after, limit=200)
+        if not rows:
+            return False
+        for seq, msg in rows:
+            tokens += ctx.counter(msg.content)
+            if tokens >= threshold:
+                return True
+            after = seq
+
+
+def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
+    """Merge the ingested read results (dedupe across sources, order by time) and persist them."""
+    from convmem_graph.sources import merge_timeline
+
+    ctx = runtime.context
+    memory_id = state["memory_id"]
+    store = ctx.store
+    messages, dropped = merge_timeline(ctx.inbox, dedupe_window_ms=ctx.config.dedupe_window_ms)
+    ctx.inbox.clear()
+    for m in messages:
+        m.memory_id = memory_id
+    new_ids = store.add_messages(memory_id, messages, dedupe_window_ms=ctx.config.dedupe_window_ms)
+    skipped: Counter[str] = Counter(state.get("skipped", {}))
+    skipped.update(d.reason for d in dropped)
+    max_seq = store.max_seq(memory_id)
+    extracted = store.extracted_seq(memory_id)
+    return {
+        "new_message_ids": new_ids,
+        "skipped": dict(skipped),
+        "max_seq": max_seq,
+        "extracted_seq": extracted,
+        "summarized_seq": store.summarized_seq(memory_id),
+        "pending_extraction": max_seq > extracted,
+        "summary_due": summary_due(ctx, memory_id),
+    }
