@@ -63,7 +63,8 @@ class RawInput:
     """One raw payload handed to a run: a parsed JSON document, bytes/str of JSON, or messages.
 
     Attributes:
-        data: The payload (dict, list, JSON text, or LangChain messages).
+        data: The payload (dict, list, JSON text, or LangChain messages), or a
+            :class:`~convmem_graph.models.ReadResult` the caller already read.
         source: The source format name, or ``None`` to auto-detect.
         name: Where it came from (file name and line), used in errors and dead letters.
     """

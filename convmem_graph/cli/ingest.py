@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
     with open_memory(args) as mem:
         result = mem.ingest(args.memory, inputs, session_ended=args.session_ended)
     for err in result.errors:
-        print(f"convmem ingest: {err['name']}: {err['source']}: {err['path']}: {err['reason']}", file=sys.stderr)
+        print(
+            f"convmem ingest: {err['name']}: {err['source']}: {err['path']}: {err['reason']}", file=sys.stderr
+        )
         bad += 1
     if args.json:
         dump_json(result.model_dump())

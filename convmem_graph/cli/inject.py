@@ -12,7 +12,16 @@ from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, s
 
 __all__ = ["VENDORS", "register"]
 
-VENDORS = ("trtc", "trtc-llmconfig", "agora", "agora-llm", "agora-update", "agora-custom", "agora-standard", "openai")
+VENDORS = (
+    "trtc",
+    "trtc-llmconfig",
+    "agora",
+    "agora-llm",
+    "agora-update",
+    "agora-custom",
+    "agora-standard",
+    "openai",
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "inject",
         "Print the payload that injects a memory: TRTC StartAIConversation body (LLMConfig as a JSON "
         "string), Agora join/update bodies or custom-LLM messages, or OpenAI messages.",
-        """convmem inject mem_u10086 --vendor trtc --persona "你是「小雨」，一个温柔的 AI 陪伴伙伴。" --recent 6
+        """convmem inject mem_u10086 --vendor trtc --persona "你是「小雨」。" --recent 6
 convmem inject mem_u10086 --vendor agora-update --options agora.json --query 芒果
 convmem inject mem_u10086 --vendor openai --query "what fruit should I avoid?\"""",
     )
@@ -43,7 +52,8 @@ convmem inject mem_u10086 --vendor openai --query "what fruit should I avoid?\""
         type=Path,
         default=None,
         metavar="FILE",
-        help="JSON file of vendor options passed through (llm, agent_config, tts_config, params, name, properties ...)",
+        help="JSON file of vendor options passed through "
+        "(llm, agent_config, tts_config, params, name, properties ...)",
     )
     add_db_argument(p)
     p.set_defaults(func=run)

@@ -11,7 +11,9 @@ __all__ = ["register"]
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register the sub-command."""
-    p = subcommand(sub, "memories", "List memories with their message and fragment counts.", "convmem memories --json")
+    p = subcommand(
+        sub, "memories", "List memories with their message and fragment counts.", "convmem memories --json"
+    )
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def show_document(mem: Any, memory_id: str, *, all_fragments: bool = False, recent: int = 10) -> dict[str, Any]:
+def show_document(
+    mem: Any, memory_id: str, *, all_fragments: bool = False, recent: int = 10
+) -> dict[str, Any]:
     """Build the ``convmem show --json`` document for ``memory_id``."""
     info = mem.info(memory_id)
     summary = mem.summary(memory_id)
@@ -52,16 +54,31 @@ def show_document(mem: Any, memory_id: str, *, all_fragments: bool = False, rece
         "message_count": info.message_count,
         "fragment_count": info.fragment_count,
         "variables": {
-            name: {"value": v.value, "origin": v.origin, "fragment_ids": v.fragment_ids, "updated_at": v.updated_at}
+            name: {
+                "value": v.value,
+                "origin": v.origin,
+                "fragment_ids": v.fragment_ids,
+                "updated_at": v.updated_at,
+            }
             for name, v in sorted(mem.variables(memory_id).items())
         },
         "fragments": [f.model_dump(include=set(_FRAGMENT_FIELDS)) for f in fragments],
         "summary": None
         if summary is None
-        else {"text": summary.text, "tokens": summary.tokens, "version": summary.version,
-              "covers_until_ms": summary.covers_until_ms},
+        else {
+            "text": summary.text,
+            "tokens": summary.tokens,
+            "version": summary.version,
+            "covers_until_ms": summary.covers_until_ms,
+        },
         "recent": [
-            {"id": m.id, "role": m.role, "content": m.content, "timestamp_ms": m.timestamp_ms, "channel": m.channel}
+            {
+                "id": m.id,
+                "role": m.role,
+                "content": m.content,
+                "timestamp_ms": m.timestamp_ms,
+                "channel": m.channel,
+            }
             for m in mem.recent(memory_id, recent)
         ],
     }
@@ -83,7 +100,10 @@ def _print_rich(doc: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console()
-    console.print(f"[bold]{doc['memory_id']}[/bold]: {doc['message_count']} messages, {doc['fragment_count']} active fragments")
+    console.print(
+        f"[bold]{doc['memory_id']}[/bold]: {doc['message_count']} messages, "
+        f"{doc['fragment_count']} active fragments"
+    )
     variables = Table("variable", "value", "origin", "because of fragments", title="Variables")
     for name, v in doc["variables"].items():
         value = ", ".join(v["value"]) if isinstance(v["value"], list) else str(v["value"])

@@ -28,7 +28,7 @@ convmem variables list mem_1 --json""",
     d.add_argument("description", nargs="?", default="")
     d.add_argument("--type", choices=["string", "integer", "list"], default="string")
     d.add_argument("--no-infer", action="store_true", help="never infer this variable from fragments")
-    s = actions.add_parser("set", help="set a manual value (JSON accepted: 1996, [\"running\"])")
+    s = actions.add_parser("set", help='set a manual value (JSON accepted: 1996, ["running"])')
     s.add_argument("memory")
     s.add_argument("name")
     s.add_argument("value")

@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from convmem_graph.errors import SourceFormatError
+from convmem_graph.models import ReadResult
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["ingest"]
@@ -61,23 +62,32 @@ def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     dead = 0
     errors: list[dict[str, str]] = []
     for item in ctx.inputs:
-        try:
-            result = read_payload(item.data, item.source, bot_ids=ctx.config.bot_ids, config=ctx.config)
-        except SourceFormatError as exc:
-            logger.warning("quarantined %s: %s", item.name or "payload", exc)
-            ctx.store.add_dead_letter(
-                memory_id, source=exc.source, raw=_raw_text(item.data), error=exc.reason, path=exc.path
-            )
-            dead += 1
-            errors.append({"name": item.name, "source": exc.source, "path": exc.path, "reason": exc.reason})
-            continue
+        raw_doc: Any = None
+        if isinstance(item.data, ReadResult):
+            # Already read by the caller (e.g. replay reads payloads to group them by user).
+            result = item.data
+        else:
+            raw_doc = item.data
+            try:
+                result = read_payload(raw_doc, item.source, bot_ids=ctx.config.bot_ids, config=ctx.config)
+            except SourceFormatError as exc:
+                logger.warning("quarantined %s: %s", item.name or "payload", exc)
+                ctx.store.add_dead_letter(
+                    memory_id, source=exc.source, raw=_raw_text(raw_doc), error=exc.reason, path=exc.path
+                )
+                dead += 1
+                errors.append(
+                    {"name": item.name, "source": exc.source, "path": exc.path, "reason": exc.reason}
+                )
+                continue
         for s in result.skipped:
             skipped[s.reason] += 1
             if s.reason == "invalid":
+                raw = _raw_text(_resolve(raw_doc, s.path)) if raw_doc is not None else s.detail
                 ctx.store.add_dead_letter(
                     memory_id,
                     source=result.source,
-                    raw=_raw_text(_resolve(item.data, s.path)),
+                    raw=f"{item.name}: {raw}" if item.name else raw,
                     error=s.detail or "invalid item",
                     path=s.path,
                 )

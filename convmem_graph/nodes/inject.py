@@ -21,12 +21,14 @@ __all__ = ["build_snapshot", "inject", "select_fragments"]
 
 
 def select_fragments(fragments: list[Fragment], limit: int) -> list[Fragment]:
-    """Keep the ``limit`` strongest fragments: stable facts before transient ones, then confidence, then recency."""
+    """Keep the ``limit`` strongest fragments: stable before transient, then confidence, then recency."""
     ranked = sorted(fragments, key=lambda f: (f.transient, -f.confidence, -f.updated_at, f.id))
     return ranked[:limit]
 
 
-def build_snapshot(store: MemoryStore, memory_id: str, config: MemoryConfig, *, now_ms: int) -> MemorySnapshot:
+def build_snapshot(
+    store: MemoryStore, memory_id: str, config: MemoryConfig, *, now_ms: int
+) -> MemorySnapshot:
     """Read everything the payload builders need for ``memory_id`` from the store."""
     specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
     fragments = store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now_ms)

@@ -59,4 +59,3 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
         version = summary.version
         cursor = rows[-1][0]
     return {"summarized_seq": cursor, "summary_version": version, "summary_due": False}
-

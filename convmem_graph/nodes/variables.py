@@ -27,7 +27,8 @@ def update_variables(state: MemoryState, runtime: Runtime[MemoryContext]) -> Mem
     now = ctx.clock()
     specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
     fragments = [
-        f for f in store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now)
+        f
+        for f in store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now)
         if not f.transient
     ]
     guesses = infer_variables(specs, fragments, now_ms=now)

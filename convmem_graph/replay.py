@@ -1,0 +1,377 @@
+"""Batch replay of stored conversation archives into memories.
+
+Files (JSON, JSON Lines, gzip of either) and folders of them are streamed document by document;
+documents are grouped into memories by a stated rule, batched, and run through the lifecycle with
+several memories in parallel. Replay is idempotent (message ids come from the sources' own keys,
+fragment ids from their content) and resumable: a file is marked done in the database once all of
+its batches committed, and a rerun skips done files and re-reads the others, adding nothing twice.
+
+Grouping rules (``group_by``):
+
+- ``auto`` (default): an explicit memory id found in the payload (Agora ``labels.memory_id``),
+  else the human's user id found in it (IM operator account, TRTC target user, Agora uid,
+  OpenAI ``user``), else the file name without extensions.
+- ``user``: the memory id or user id found in the payload; documents with neither are quarantined.
+- ``file``: one memory per file, named after the file without extensions.
+- a fixed ``memory_id`` puts everything into one memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy import Column, Integer, MetaData, String, Table, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from convmem_graph.errors import SourceFormatError
+from convmem_graph.models import ReadResult
+from convmem_graph.runner import Lifecycle
+from convmem_graph.state import RawInput
+
+__all__ = ["GroupBy", "ReplayReport", "Replayer", "discover_files", "parse_shard", "shard_of"]
+
+logger = logging.getLogger(__name__)
+
+GroupBy = Literal["auto", "user", "file"]
+
+_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+
+_metadata = MetaData()
+#: Files whose every batch committed: a rerun skips them (keyed by path, size and mtime).
+replay_progress = Table(
+    "cm_replay_progress",
+    _metadata,
+    Column("file_key", String(64), primary_key=True),
+    Column("path", String(1024), nullable=False),
+    Column("messages", Integer, nullable=False),
+    Column("finished_at", Integer, nullable=False),
+)
+
+
+def discover_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand files and folders into the sorted list of archive files to replay."""
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found.extend(
+                f for f in sorted(p.rglob("*")) if f.is_file() and f.name.lower().endswith(_SUFFIXES)
+            )
+        else:
+            found.append(p)
+    return found
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse ``i/n`` (0-based shard i of n) and validate it."""
+    try:
+        i_s, n_s = text.split("/", 1)
+        i, n = int(i_s), int(n_s)
+    except ValueError as exc:
+        raise ValueError(f"--shard must look like i/n, e.g. 0/2; got {text!r}") from exc
+    if n < 1 or not 0 <= i < n:
+        raise ValueError(f"--shard i/n needs 0 <= i < n; got {text!r}")
+    return i, n
+
+
+def shard_of(memory_id: str, n: int) -> int:
+    """Return the shard (0..n-1) that owns ``memory_id``: stable across processes and hosts."""
+    return int.from_bytes(hashlib.blake2b(memory_id.encode("utf-8"), digest_size=8).digest(), "big") % n
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+@dataclass
+class ReplayReport:
+    """What a replay did; ``quarantined`` counts bad items by reason."""
+
+    files: int = 0
+    files_skipped_done: int = 0
+    documents: int = 0
+    messages_read: int = 0
+    new_messages: int = 0
+    memories: set[str] = field(default_factory=set)
+    quarantined: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def messages_per_second(self) -> float:
+        """Messages read per wall-clock second."""
+        return self.messages_read / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-friendly view."""
+        return {
+            "files": self.files,
+            "files_skipped_done": self.files_skipped_done,
+            "documents": self.documents,
+            "messages_read": self.messages_read,
+            "new_messages": self.new_messages,
+            "memories": len(self.memories),
+            "quarantined": dict(self.quarantined),
+            "skipped": dict(self.skipped),
+            "seconds": round(self.seconds, 3),
+            "messages_per_second": round(self.messages_per_second, 1),
+        }
+
+
+class Replayer:
+    """Replays archives into a :class:`~convmem_graph.runner.Lifecycle`.
+
+    Args:
+        lifecycle: Where batches run (its store also keeps the replay progress).
+        source: Source format of every document, or ``None`` to detect each one.
+        group_by: Grouping rule (see module docstring); ignored when ``memory_id`` is given.
+        memory_id: Put everything into this one memory.
+        concurrency: Memories processed in parallel (batches of one memory stay in order).
+        shard: ``(i, n)``: only memories with ``shard_of(memory_id, n) == i`` are processed.
+        batch_messages: Messages buffered per memory before a lifecycle run.
+        max_buffered: Messages buffered over all memories before every buffer is flushed (bounds
+            memory use whatever the archive's size).
+        on_progress: Called with ``(messages_read_delta, report)`` as documents are read.
+    """
+
+    def __init__(
+        self,
+        lifecycle: Lifecycle,
+        *,
+        source: str | None = None,
+        group_by: GroupBy = "auto",
+        memory_id: str | None = None,
+        concurrency: int = 1,
+        shard: tuple[int, int] = (0, 1),
+        batch_messages: int = 1000,
+        max_buffered: int = 20_000,
+        on_progress: Callable[[int, ReplayReport], None] | None = None,
+    ) -> None:
+        self.lifecycle = lifecycle
+        self.store = lifecycle.store
+        self.source = source
+        self.group_by: GroupBy = group_by
+        self.memory_id = memory_id
+        self.concurrency = max(1, concurrency)
+        self.shard = shard
+        self.batch_messages = max(1, batch_messages)
+        self.max_buffered = max(self.batch_messages, max_buffered)
+        self.on_progress = on_progress
+        _metadata.create_all(self.store.engine, checkfirst=True)
+        self._report_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=1)
+        self._tails: dict[str, Future[None]] = {}
+        self._inflight: list[Future[None]] = []
+        self._buffers: dict[str, list[ReadResult]] = {}
+        self._sizes: Counter[str] = Counter()
+
+    # -- progress marks -------------------------------------------------------------------
+    @staticmethod
+    def _file_key(path: Path) -> str:
+        st = path.stat()
+        raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+    def _is_done(self, key: str) -> bool:
+        with self.store.engine.connect() as conn:
+            row = conn.execute(
+                select(replay_progress.c.file_key).where(replay_progress.c.file_key == key)
+            ).first()
+        return row is not None
+
+    def _mark_done(self, key: str, path: Path, messages: int) -> None:
+        insert = pg_insert if self.store.dialect == "postgresql" else sqlite_insert
+        stmt = insert(replay_progress).values(
+            file_key=key, path=str(path)[:1024], messages=messages, finished_at=int(time.time())
+        )
+        with self.store.engine.begin() as conn:
+            conn.execute(stmt.on_conflict_do_nothing(index_elements=["file_key"]))
+
+    # -- grouping -------------------------------------------------------------------------
+    def _fixed_memory(self, path: Path) -> str | None:
+        if self.memory_id:
+            return self.memory_id
+        if self.group_by == "file":
+            return _stem(path)
+        return None
+
+    def _memory_for(self, result: ReadResult, path: Path) -> str | None:
+        fixed = self._fixed_memory(path)
+        if fixed:
+            return fixed
+        found = result.memory_id or result.user_id
+        if found:
+            return found
+        return _stem(path) if self.group_by == "auto" else None
+
+    def _mine(self, memory_id: str) -> bool:
+        i, n = self.shard
+        return n == 1 or shard_of(memory_id, n) == i
+
+    # -- the run --------------------------------------------------------------------------
+    def run(self, paths: Iterable[str | Path]) -> ReplayReport:
+        """Replay every file under ``paths`` and return the report.
+
+        Raises:
+            Exception: The first failure of a lifecycle run (after the other in-flight batches
+                finished); everything committed before stays, and a rerun resumes.
+        """
+        report = ReplayReport()
+        started = time.perf_counter()
+        self._executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="convmem-replay")
+        self._tails, self._inflight, self._buffers, self._sizes = {}, [], {}, Counter()
+        try:
+            for path in discover_files(paths):
+                self._replay_file(path, report)
+        finally:
+            for memory_id in list(self._buffers):
+                self._flush(memory_id, report)
+            self._executor.shutdown(wait=True)
+            report.seconds = time.perf_counter() - started
+        for fut in self._inflight:
+            fut.result()  # re-raise the first failure, if any
+        return report
+
+    def _run_batch(
+        self, memory_id: str, batch: list[ReadResult], before: Future[None] | None, report: ReplayReport
+    ) -> None:
+        if before is not None:
+            before.result()  # one memory's batches run in order
+        result = self.lifecycle.run(memory_id, [RawInput(r) for r in batch])
+        with self._report_lock:
+            report.new_messages += result.new_messages
+            report.skipped.update(result.skipped)
+
+    def _flush(self, memory_id: str, report: ReplayReport) -> Future[None] | None:
+        batch = self._buffers.pop(memory_id, [])
+        self._sizes.pop(memory_id, None)
+        if batch:
+            fut = self._executor.submit(self._run_batch, memory_id, batch, self._tails.get(memory_id), report)
+            self._tails[memory_id] = fut
+            self._inflight.append(fut)
+        # Bound the work queued ahead of the workers (and so memory use).
+        while sum(1 for f in self._inflight if not f.done()) > 2 * self.concurrency:
+            next(f for f in self._inflight if not f.done()).exception()
+        return self._tails.get(memory_id)
+
+    def _replay_file(self, path: Path, report: ReplayReport) -> None:
+        from convmem_graph.sources import iter_documents, read_payload
+
+        cfg = self.lifecycle.config
+        report.files += 1
+        try:
+            key = self._file_key(path)
+        except OSError as exc:
+            report.quarantined["unreadable file"] += 1
+            self.store.add_dead_letter(None, source="file", raw=str(path), error=str(exc), path="$")
+            return
+        fixed = self._fixed_memory(path)
+        if fixed is not None and not self._mine(fixed):
+            return
+        if self._is_done(key):
+            report.files_skipped_done += 1
+            return
+        touched: set[str] = set()
+        file_messages = 0
+        complete = True
+        try:
+            for locator, doc in iter_documents(path):
+                report.documents += 1
+                try:
+                    result = read_payload(doc, self.source, bot_ids=cfg.bot_ids, config=cfg)
+                except SourceFormatError as exc:
+                    report.quarantined[f"{exc.source}: unreadable payload"] += 1
+                    self.store.add_dead_letter(
+                        None,
+                        source=exc.source,
+                        raw=_short(doc),
+                        error=f"{locator}: {exc.reason}",
+                        path=exc.path,
+                    )
+                    continue
+                memory_id = self._memory_for(result, path)
+                if memory_id is None:
+                    report.quarantined["no user id in payload"] += 1
+                    self.store.add_dead_letter(
+                        None, source=result.source, raw=_short(doc), error=f"{locator}: no user id", path="$"
+                    )
+                    continue
+                if not self._mine(memory_id):
+                    continue
+                bad = sum(1 for s in result.skipped if s.reason == "invalid")
+                if bad:
+                    report.quarantined[f"{result.source}: invalid item"] += bad
+                n = len(result.messages)
+                file_messages += n
+                report.messages_read += n
+                report.memories.add(memory_id)
+                touched.add(memory_id)
+                if self.on_progress is not None:
+                    self.on_progress(n, report)
+                self._buffers.setdefault(memory_id, []).append(result)
+                self._sizes[memory_id] += n
+                if self._sizes[memory_id] >= self.batch_messages:
+                    self._flush(memory_id, report)
+                if sum(self._sizes.values()) >= self.max_buffered:
+                    for m in list(self._buffers):
+                        self._flush(m, report)
+        except SourceFormatError as exc:
+            # Broken JSON mid-file: what was read is kept; the file stays "not done" for a rerun.
+            report.quarantined["json: unreadable document"] += 1
+            self.store.add_dead_letter(
+                None, source=exc.source, raw=str(path), error=exc.reason, path=exc.path
+            )
+            complete = False
+        tails = [t for t in (self._flush(m, report) for m in touched) if t is not None]
+        if complete:
+            # The file is done once every batch holding its messages has committed.
+            self._mark_when_done(tails, key, path, file_messages)
+
+    def _mark_when_done(self, tails: list[Future[None]], key: str, path: Path, messages: int) -> None:
+        if not tails:
+            self._mark_done(key, path, messages)
+            return
+        remaining = [len(tails)]
+        lock = threading.Lock()
+
+        def on_done(fut: Future[None]) -> None:
+            if fut.cancelled() or fut.exception() is not None:
+                return
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                self._mark_done(key, path, messages)
+
+        for t in tails:
+            t.add_done_callback(on_done)
+
+
+def _short(doc: object, limit: int = 100_000) -> str:
+    import json
+
+    try:
+        text = json.dumps(doc, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(doc)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def default_concurrency() -> int:
+    """A sensible default: the number of CPUs, at most 4 (SQLite serializes writers anyway)."""
+    return max(1, min(4, os.cpu_count() or 1))
