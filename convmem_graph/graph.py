@@ -65,7 +65,9 @@ def _after_variables(state: MemoryState) -> Literal["summarize", "inject"]:
     return "summarize" if state.get("summary_due") else "inject"
 
 
-def build_memory_graph(*, max_attempts: int = 3) -> StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState]:
+def build_memory_graph(
+    *, max_attempts: int = 3
+) -> StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState]:
     """Build (not compile) the lifecycle graph; compile it with the checkpointer of your choice.
 
     Args:

@@ -121,7 +121,11 @@ class ConvMemoryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         block = self.memory_block(memory_id, query)
         if not block:
             return request
-        parts = [p for p in (request.system_message.text if request.system_message else "", self.persona, block) if p]
+        parts = [
+            p
+            for p in (request.system_message.text if request.system_message else "", self.persona, block)
+            if p
+        ]
         return request.override(system_message=SystemMessage(content="\n\n".join(parts)))
 
     def wrap_model_call(

@@ -90,8 +90,13 @@ def _default_summarizer() -> Summarizer:
 class MemoryContext:
     """Services and inputs of one run, passed as ``graph.invoke(..., context=MemoryContext(...))``.
 
+    When LangGraph builds the context from JSON (LangGraph Studio / ``langgraph dev``), ``store``
+    is absent: it is opened from ``db_url`` (default ``convmem.db``), ``config`` may be a mapping,
+    and ``inputs`` may hold plain payload documents.
+
     Attributes:
         store: The memory store (SQLite or PostgreSQL).
+        db_url: Opens the store when ``store`` is not given.
         config: Budgets, thresholds and bot ids.
         extractor: Fact extractor (heuristic by default, or an LLM extractor).
         summarizer: Summarizer (extractive by default, or an LLM summarizer).
@@ -103,7 +108,8 @@ class MemoryContext:
         clock: Returns the current time in ms (injectable for tests).
     """
 
-    store: MemoryStore
+    store: MemoryStore = None  # type: ignore[assignment]  # resolved in __post_init__
+    db_url: str | None = None
     config: MemoryConfig = field(default_factory=MemoryConfig)
     extractor: Extractor = field(default_factory=_default_extractor)
     summarizer: Summarizer = field(default_factory=_default_summarizer)
@@ -115,3 +121,12 @@ class MemoryContext:
     clock: Callable[[], int] = now_ms
     #: Hand-off from ``ingest`` to ``normalize`` within one run (not checkpointed on purpose).
     inbox: list[ReadResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.store is None:
+            from convmem_graph.store import MemoryStore
+
+            self.store = MemoryStore.from_url(self.db_url)
+        if not isinstance(self.config, MemoryConfig):
+            self.config = MemoryConfig.model_validate(self.config)
+        self.inputs = tuple(i if isinstance(i, RawInput) else RawInput(i) for i in self.inputs)

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from convmem_graph.replay import ReplayReport, Replayer, parse_shard
+    from convmem_graph.replay import Replayer, ReplayReport, parse_shard
 
     try:
         shard = parse_shard(args.shard)

@@ -1,0 +1,284 @@
+"""Replay throughput, memory and disk use on the embedded default, versus the default LangGraph pattern.
+
+Builds an archive from LoCoMo (path as an argument) replicated to at least 100k messages over at
+least 500 memories, as JSON Lines of OpenAI-style message lists (one document per session, the
+memory's user id in ``user``), then:
+
+1. ``convmem_graph``: ``Replayer`` on SQLite (store + checkpoints in one file), heuristic extractor,
+   extractive summaries; prints messages/s, peak RSS, bytes on disk per message, and the
+   per-message cost of the first and last tenth of the archive.
+2. The default pattern: a graph whose state accumulates ``messages`` with the ``add_messages``
+   reducer under ``SqliteSaver``, one invoke per batch (session) on a thread per memory.
+
+Each phase runs in its own process so peak RSS is its own.
+
+Usage:
+    python benchmarks/replay.py ../shared/data/locomo/locomo10.json [--messages 100000] [--memories 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import re
+import resource
+import sqlite3
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+_DATE = re.compile(r"(\d+):(\d+)\s*(am|pm) on (\d+) (\w+),? (\d{4})", re.I)
+
+
+def _session_ms(text: str) -> int:
+    m = _DATE.search(text or "")
+    if not m:
+        return 1_683_500_000_000
+    hour, minute, ampm, day, month, year = m.groups()
+    h = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
+    dt = datetime.strptime(f"{day} {month[:3]} {year} {h}:{minute}", "%d %b %Y %H:%M").replace(
+        tzinfo=timezone.utc
+    )
+    return int(dt.timestamp() * 1000)
+
+
+def load_sessions(path: Path) -> list[list[list[dict[str, Any]]]]:
+    """Return, per LoCoMo conversation, its sessions as OpenAI-style messages with timestamps."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    conversations = []
+    for sample in data:
+        conv = sample["conversation"]
+        speaker_a = conv["speaker_a"]
+        sessions = []
+        n = 1
+        while f"session_{n}" in conv or f"session_{n}_date_time" in conv:
+            turns = conv.get(f"session_{n}") or []
+            base = _session_ms(conv.get(f"session_{n}_date_time", ""))
+            msgs = []
+            for i, t in enumerate(turns):
+                text = t.get("text", "")
+                if t.get("blip_caption"):
+                    text = f"{text} [shares a photo: {t['blip_caption']}]"
+                role = "user" if t.get("speaker") == speaker_a else "assistant"
+                msgs.append({"role": role, "content": text, "timestamp": base + i * 30_000})
+            if msgs:
+                sessions.append(msgs)
+            n += 1
+        conversations.append(sessions)
+    return conversations
+
+
+def build_archive(
+    locomo: Path, out: Path, *, messages: int, memories: int, per_file: int = 10
+) -> tuple[int, int]:
+    """Write the replicated archive as JSONL files; returns (messages, memories) written."""
+    conversations = load_sessions(locomo)
+    per_memory = -(-messages // memories)
+    written = 0
+    out.mkdir(parents=True, exist_ok=True)
+    handle = None
+    for k in range(memories):
+        if k % per_file == 0:
+            if handle:
+                handle.close()
+            handle = (out / f"archive_{k // per_file:04d}.jsonl").open("w", encoding="utf-8")
+        sessions = conversations[k % len(conversations)]
+        s = (k // len(conversations)) % len(sessions)
+        count = 0
+        memory_id = f"locomo_{k:05d}"
+        while count < per_memory:
+            msgs = sessions[s % len(sessions)]
+            # Later copies of a session are shifted in time so repeated text is a new utterance.
+            shift = (s // len(sessions)) * 86_400_000 * 365
+            doc = {"user": memory_id, "messages": [{**m, "timestamp": m["timestamp"] + shift} for m in msgs]}
+            assert handle is not None
+            handle.write(json.dumps(doc, ensure_ascii=False) + "\n")
+            count += len(msgs)
+            s += 1
+        written += count
+    if handle:
+        handle.close()
+    return written, memories
+
+
+def _disk_bytes(db: Path) -> int:
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+
+
+def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int) -> None:
+    from convmem_graph.checkpoints import open_checkpointer
+    from convmem_graph.replay import Replayer, discover_files
+    from convmem_graph.runner import Lifecycle
+    from convmem_graph.store import MemoryStore
+
+    db = workdir / "ours.db"
+    store = MemoryStore.from_url(str(db))
+    saver, close = open_checkpointer(store.url)
+    lifecycle = Lifecycle(store, saver, durability="exit")
+    files = discover_files([archive])
+    per_file: list[tuple[int, float]] = []
+    started = time.perf_counter()
+    total_read = 0
+    for f in files:
+        t0 = time.perf_counter()
+        report = Replayer(lifecycle, concurrency=concurrency, group_by="user").run([f])
+        per_file.append((report.messages_read, time.perf_counter() - t0))
+        total_read += report.messages_read
+    seconds = time.perf_counter() - started
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        stored = conn.execute("SELECT count(*) FROM cm_messages").fetchone()[0]
+        fragments = conn.execute("SELECT count(*) FROM cm_fragments").fetchone()[0]
+    close()
+    store.close()
+    tenth = max(1, len(per_file) // 10)
+    first = sum(t for _, t in per_file[:tenth]) / max(1, sum(n for n, _ in per_file[:tenth]))
+    last = sum(t for _, t in per_file[-tenth:]) / max(1, sum(n for n, _ in per_file[-tenth:]))
+    queue.put(
+        {
+            "messages": total_read,
+            "stored": stored,
+            "fragments": fragments,
+            "seconds": seconds,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "disk_bytes": _disk_bytes(db),
+            "first_tenth_us_per_msg": first * 1e6,
+            "last_tenth_us_per_msg": last * 1e6,
+        }
+    )
+
+
+def phase_default(archive: Path, workdir: Path, queue: Any, max_seconds: float) -> None:
+    import operator  # noqa: F401  (the usual imports of such a script)
+    from typing import Annotated, TypedDict
+
+    from langchain_core.messages import AnyMessage, convert_to_messages
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    class State(TypedDict):
+        messages: Annotated[list[AnyMessage], add_messages]
+
+    def remember(state: State) -> dict[str, Any]:
+        return {}
+
+    g = StateGraph(State)
+    g.add_node("remember", remember)
+    g.add_edge(START, "remember")
+    db = workdir / "default.db"
+    conn = sqlite3.connect(db, check_same_thread=False)
+    graph = g.compile(checkpointer=SqliteSaver(conn))
+    started = time.perf_counter()
+    done = 0
+    per_doc: list[tuple[int, float]] = []
+    truncated = False
+    for path in sorted(archive.glob("*.jsonl")):
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                doc = json.loads(line)
+                msgs = convert_to_messages(
+                    [{"role": m["role"], "content": m["content"]} for m in doc["messages"]]
+                )
+                t0 = time.perf_counter()
+                graph.invoke({"messages": msgs}, {"configurable": {"thread_id": doc["user"]}})
+                per_doc.append((len(msgs), time.perf_counter() - t0))
+                done += len(msgs)
+        if time.perf_counter() - started > max_seconds:
+            truncated = True
+            break
+    seconds = time.perf_counter() - started
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    tenth = max(1, len(per_doc) // 10)
+    first = sum(t for _, t in per_doc[:tenth]) / max(1, sum(n for n, _ in per_doc[:tenth]))
+    last = sum(t for _, t in per_doc[-tenth:]) / max(1, sum(n for n, _ in per_doc[-tenth:]))
+    queue.put(
+        {
+            "messages": done,
+            "seconds": seconds,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "disk_bytes": _disk_bytes(db),
+            "truncated": truncated,
+            "first_tenth_us_per_msg": first * 1e6,
+            "last_tenth_us_per_msg": last * 1e6,
+        }
+    )
+
+
+def _run(target: Any, *args: Any) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args[:2], queue, *args[2:]))
+    proc.start()
+    result: dict[str, Any] = queue.get()
+    proc.join()
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("locomo", type=Path, help="path to locomo10.json")
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--memories", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument(
+        "--default-max-seconds", type=float, default=600.0, help="time cap of the default pattern"
+    )
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-bench-"))
+    archive = workdir / "archive"
+    n_messages, n_memories = build_archive(
+        args.locomo, archive, messages=args.messages, memories=args.memories
+    )
+    print(
+        f"archive: {n_messages:,} messages, {n_memories} memories, {len(list(archive.glob('*.jsonl')))} files"
+    )
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+
+    ours = _run(phase_ours, archive, workdir, args.concurrency)
+    rate = ours["messages"] / ours["seconds"]
+    print("\nconvmem_graph (SQLite store + checkpoints, heuristic extractor, extractive summary):")
+    print(f"  {ours['messages']:,} messages in {ours['seconds']:.1f} s = {rate:,.0f} messages/s")
+    print(f"  stored messages {ours['stored']:,}, fragments {ours['fragments']:,}")
+    print(f"  peak RSS {ours['rss_mb']:.0f} MB")
+    print(
+        f"  disk {ours['disk_bytes'] / 1e6:.1f} MB = {ours['disk_bytes'] / ours['messages']:,.0f} bytes/message"
+    )
+    print(
+        f"  per-message cost first tenth {ours['first_tenth_us_per_msg']:.0f} us, "
+        f"last tenth {ours['last_tenth_us_per_msg']:.0f} us "
+        f"(ratio {ours['last_tenth_us_per_msg'] / ours['first_tenth_us_per_msg']:.2f})"
+    )
+
+    default = _run(phase_default, archive, workdir, args.default_max_seconds)
+    drate = default["messages"] / default["seconds"]
+    print("\ndefault pattern (add_messages state under SqliteSaver, one invoke per session):")
+    note = " (stopped at the time cap)" if default["truncated"] else ""
+    print(f"  {default['messages']:,} messages in {default['seconds']:.1f} s = {drate:,.0f} messages/s{note}")
+    print(f"  peak RSS {default['rss_mb']:.0f} MB")
+    print(
+        f"  disk {default['disk_bytes'] / 1e6:.1f} MB = {default['disk_bytes'] / default['messages']:,.0f} bytes/message"
+    )
+    print(
+        f"  per-message cost first tenth {default['first_tenth_us_per_msg']:.0f} us, "
+        f"last tenth {default['last_tenth_us_per_msg']:.0f} us"
+    )
+    print("\nratios (convmem_graph / default):")
+    print(f"  throughput x{rate / drate:.1f}")
+    dpm = default["disk_bytes"] / default["messages"]
+    print(f"  disk per message x{(ours['disk_bytes'] / ours['messages']) / dpm:.2f}")
+    print(f"  peak RSS x{ours['rss_mb'] / default['rss_mb']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
