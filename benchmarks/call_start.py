@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from convmem_graph import MemoryConfig
@@ -97,13 +98,13 @@ def main() -> int:
         t0 = time.perf_counter()
         _fill(mem, memory_id, messages, fragments)
         print(
-            f"filled {memory_id}: {messages:,} messages, {fragments:,} fragments in {time.perf_counter() - t0:.1f} s"
+            f"filled {memory_id}: {messages:,} messages, {fragments:,} fragments "
+            f"in {time.perf_counter() - t0:.1f} s"
         )
         for vendor, options in vendors.items():
             mem.payload(memory_id, vendor, **options)  # warm-up
-            results[(messages, vendor)] = _measure(
-                lambda: mem.payload(memory_id, vendor, **options), args.calls
-            )
+            call = partial(mem.payload, memory_id, vendor, **options)
+            results[(messages, vendor)] = _measure(call, args.calls)
     print(f"\n{'messages':>9} {'fragments':>9} {'vendor':>7} {'p50 ms':>8} {'p95 ms':>8}")
     for messages, fragments in SIZES:
         for vendor in vendors:

@@ -28,7 +28,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,7 @@ def _session_ms(text: str) -> int:
         return 1_683_500_000_000
     hour, minute, ampm, day, month, year = m.groups()
     h = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
-    dt = datetime.strptime(f"{day} {month[:3]} {year} {h}:{minute}", "%d %b %Y %H:%M").replace(
-        tzinfo=timezone.utc
-    )
+    dt = datetime.strptime(f"{day} {month[:3]} {year} {h}:{minute}", "%d %b %Y %H:%M").replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 
@@ -251,7 +249,8 @@ def main() -> int:
     print(f"  stored messages {ours['stored']:,}, fragments {ours['fragments']:,}")
     print(f"  peak RSS {ours['rss_mb']:.0f} MB")
     print(
-        f"  disk {ours['disk_bytes'] / 1e6:.1f} MB = {ours['disk_bytes'] / ours['messages']:,.0f} bytes/message"
+        f"  disk {ours['disk_bytes'] / 1e6:.1f} MB = "
+        f"{ours['disk_bytes'] / ours['messages']:,.0f} bytes/message"
     )
     print(
         f"  per-message cost first tenth {ours['first_tenth_us_per_msg']:.0f} us, "
@@ -266,7 +265,8 @@ def main() -> int:
     print(f"  {default['messages']:,} messages in {default['seconds']:.1f} s = {drate:,.0f} messages/s{note}")
     print(f"  peak RSS {default['rss_mb']:.0f} MB")
     print(
-        f"  disk {default['disk_bytes'] / 1e6:.1f} MB = {default['disk_bytes'] / default['messages']:,.0f} bytes/message"
+        f"  disk {default['disk_bytes'] / 1e6:.1f} MB = "
+        f"{default['disk_bytes'] / default['messages']:,.0f} bytes/message"
     )
     print(
         f"  per-message cost first tenth {default['first_tenth_us_per_msg']:.0f} us, "
