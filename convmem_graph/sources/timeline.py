@@ -1,0 +1,172 @@
+"""One ordered, de-duplicated timeline from several read results.
+
+Rules:
+
+- Order: ``timestamp_ms``, stable on ties (input order: results in the order given, messages in
+  each result's order, which the readers already sort by their vendor sequence).
+- Same id twice (a re-read, overlapping IM pages in two files): one message is kept, the finished
+  one over a partial one, else the first. TRTC turns whose sentences were read from separate
+  payloads share an id and are joined back (their ``sentences`` metadata is merged).
+- The same utterance from two payloads (two read results: another source, channel, pull or
+  webhook delivery): same role, same normalized text (NFKC, case, whitespace and punctuation
+  ignored), ``|dt| <= dedupe_window_ms``. Inside one payload a repeat is a real repeat and is kept
+  (the vendor's own keys already tell its items apart).
+  The richer message is kept (the one with ``turn_id``/``round_id``, else the earlier one); the
+  other is reported as ``SkippedItem(reason="duplicate")``.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from convmem_graph.models import Message, ReadResult, SkippedItem
+from convmem_graph.sources.trtc import join_sentences
+
+__all__ = ["merge_timeline", "merge_timeline_traced", "normalize_text"]
+
+
+def normalize_text(text: str) -> str:
+    """Return ``text`` folded for duplicate detection: NFKC, lower case, no spaces or punctuation.
+
+    Example:
+        >>> normalize_text("好的， 明早 7 点叫你！") == normalize_text("好的,明早7点叫你!")
+        True
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    kept = "".join(ch for ch in folded if unicodedata.category(ch)[0] not in ("P", "Z", "C"))
+    return kept or folded.strip()
+
+
+@dataclass
+class _Entry:
+    message: Message
+    origin: int
+    order: int
+    dropped: bool = False
+
+
+def _richness(m: Message) -> int:
+    return 1 if (m.turn_id is not None or m.round_id is not None) else 0
+
+
+def _path(m: Message) -> str:
+    path = m.metadata.get("path")
+    return path if isinstance(path, str) and path else "$"
+
+
+def _merge_same_id(kept: Message, other: Message) -> Message:
+    """Combine two reads of one message; TRTC sentence lists are unioned and re-joined."""
+    a, b = kept.metadata.get("sentences"), other.metadata.get("sentences")
+    if isinstance(a, list) and isinstance(b, list):
+        pairs = {
+            (p[0], p[1])
+            for p in [*a, *b]
+            if isinstance(p, list | tuple) and len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], str)
+        }
+        sentences = sorted(pairs)
+        joined = join_sentences([text for _, text in sentences])
+        final = kept.metadata.get("final_text") or other.metadata.get("final_text")
+        role = "assistant" if "assistant" in (kept.role, other.role) else "user"
+        metadata: dict[str, Any] = {
+            **other.metadata,
+            **kept.metadata,
+            "sentences": [list(p) for p in sentences],
+        }
+        if final:
+            metadata["final_text"] = final
+        content = final if role == "assistant" and isinstance(final, str) and final else joined
+        interrupted = kept.interrupted or other.interrupted
+        return kept.model_copy(
+            update={
+                "role": role,
+                "content": content or kept.content,
+                "timestamp_ms": sentences[0][0] if sentences else min(kept.timestamp_ms, other.timestamp_ms),
+                "interrupted": interrupted,
+                "original": joined if interrupted and joined and joined != content else kept.original,
+                "metadata": metadata,
+            }
+        )
+    if kept.partial and not other.partial:
+        return other
+    return kept
+
+
+def merge_timeline(
+    results: Iterable[ReadResult], *, dedupe_window_ms: int = 10_000
+) -> tuple[list[Message], list[SkippedItem]]:
+    """Merge read results into one timeline ordered by time, without duplicates.
+
+    Args:
+        results: Read results, in input order.
+        dedupe_window_ms: Largest time difference between two copies of one utterance.
+
+    Returns:
+        The messages ordered by ``timestamp_ms`` (stable on ties) and every skipped item: the
+        results' own skipped items followed by the duplicates dropped here.
+    """
+    messages, traced = merge_timeline_traced(results, dedupe_window_ms=dedupe_window_ms)
+    return messages, [item for _, item in traced]
+
+
+def merge_timeline_traced(
+    results: Iterable[ReadResult], *, dedupe_window_ms: int = 10_000
+) -> tuple[list[Message], list[tuple[int, SkippedItem]]]:
+    """Like :func:`merge_timeline`, but each skipped item comes with the index of its result.
+
+    For a dropped duplicate the index is that of the result the dropped copy came from, so a
+    caller that read several files can say which file each skipped item belongs to.
+    """
+    skipped: list[tuple[int, SkippedItem]] = []
+    by_id: dict[str, _Entry] = {}
+    entries: list[_Entry] = []
+    order = 0
+    for origin, result in enumerate(results):
+        skipped.extend((origin, item) for item in result.skipped)
+        for m in result.messages:
+            seen = by_id.get(m.id)
+            if seen is not None:
+                merged = _merge_same_id(seen.message, m)
+                # A TRTC turn read in pieces is joined; anything that adds nothing is a duplicate.
+                if merged.metadata.get("sentences") == seen.message.metadata.get("sentences"):
+                    dropped, dropped_origin = (
+                        (m, origin) if merged is seen.message else (seen.message, seen.origin)
+                    )
+                    item = SkippedItem(reason="duplicate", path=_path(dropped), detail=f"same id {m.id}")
+                    skipped.append((dropped_origin, item))
+                if merged is m:
+                    seen.origin = origin
+                seen.message = merged
+                continue
+            entry = _Entry(message=m, origin=origin, order=order)
+            order += 1
+            by_id[m.id] = entry
+            entries.append(entry)
+    entries.sort(key=lambda e: (e.message.timestamp_ms, e.order))
+    window = max(0, dedupe_window_ms)
+    recent: dict[tuple[str, str], list[_Entry]] = {}
+    for entry in entries:
+        m = entry.message
+        key = (m.role, normalize_text(m.content))
+        # Entries are in time order, so copies older than the window can be forgotten.
+        candidates = [
+            c
+            for c in recent.get(key, [])
+            if not c.dropped and m.timestamp_ms - c.message.timestamp_ms <= window
+        ]
+        recent[key] = candidates
+        match = next((c for c in candidates if c.origin != entry.origin), None)
+        if match is None:
+            candidates.append(entry)
+            continue
+        keep, drop = (entry, match) if _richness(m) > _richness(match.message) else (match, entry)
+        drop.dropped = True
+        if keep is entry:
+            candidates.append(entry)
+        detail = f"{drop.message.id} duplicates {keep.message.id} ({drop.message.channel})"
+        skipped.append(
+            (drop.origin, SkippedItem(reason="duplicate", path=_path(drop.message), detail=detail))
+        )
+    return [e.message for e in entries if not e.dropped], skipped
