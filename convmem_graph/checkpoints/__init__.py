@@ -1,0 +1,46 @@
+"""Checkpointer factories (SQLite by default, PostgreSQL with the ``postgres`` extra) and pruning.
+
+Example:
+    >>> saver, close = open_checkpointer(":memory:")
+    >>> prune_checkpoints(saver, "mem_1", keep=3)
+    0
+    >>> close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from sqlalchemy.engine import make_url
+
+from convmem_graph.checkpoints.postgres import postgres_checkpointer
+from convmem_graph.checkpoints.prune import prune_checkpoints
+from convmem_graph.checkpoints.sqlite import sqlite_checkpointer
+from convmem_graph.store.urls import normalize_url
+
+__all__ = ["open_checkpointer", "postgres_checkpointer", "prune_checkpoints", "sqlite_checkpointer"]
+
+
+def open_checkpointer(url: str | None = None) -> tuple[BaseCheckpointSaver[Any], Callable[[], None]]:
+    """Open the checkpointer for a database location, chosen by its URL.
+
+    Args:
+        url: As for :meth:`convmem_graph.store.MemoryStore.from_url`: ``None`` (the default
+            ``convmem.db`` in the current directory, shared with the store), a path, ``:memory:``,
+            a ``sqlite:///`` URL, or a ``postgresql://`` URL.
+
+    Returns:
+        The saver and a function that closes its connection or pool.
+
+    Raises:
+        ValueError: For an unsupported URL.
+    """
+    normalized = normalize_url(url)
+    backend = make_url(normalized).get_backend_name()
+    if backend == "postgresql":
+        pg_saver = postgres_checkpointer(normalized)
+        return pg_saver, pg_saver.conn.close
+    lite_saver = sqlite_checkpointer(normalized)
+    return lite_saver, lite_saver.conn.close

@@ -1,0 +1,251 @@
+"""Pruning: keep only the newest checkpoints of a thread (a memory), so checkpoint storage stays bounded.
+
+LangGraph savers can delete a whole thread but keep every checkpoint otherwise; a memory runs the
+lifecycle once per batch, forever. ``prune_checkpoints`` deletes all but the newest ``keep``
+checkpoints of each namespace of a thread, with their pending writes and (PostgreSQL, in-memory)
+the channel blobs no kept checkpoint references. The newest kept checkpoint is the one a resumed run
+starts from, and its pending writes stay, so pruning never loses a resumable run.
+
+Threads whose graph uses a ``DeltaChannel`` are refused: such channels rebuild their value from
+older checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+__all__ = ["prune_checkpoints"]
+
+logger = logging.getLogger(__name__)
+
+_DELTA_MARKERS = ("counters_since_delta_snapshot", "delta_writes_versioned")
+_CHUNK = 500
+
+
+def prune_checkpoints(saver: BaseCheckpointSaver[Any], thread_id: str, keep: int = 3) -> int:
+    """Delete all but the newest ``keep`` checkpoints of a thread, in each checkpoint namespace.
+
+    Supports :class:`SqliteSaver`, ``PostgresSaver`` and :class:`InMemorySaver`.
+
+    Args:
+        saver: The checkpointer.
+        thread_id: The thread (in convmem_graph, the memory id).
+        keep: How many of the newest checkpoints to keep per namespace (at least 1).
+
+    Returns:
+        The number of checkpoints deleted.
+
+    Raises:
+        ValueError: If ``keep`` is below 1.
+        TypeError: If the saver type is not supported.
+        NotImplementedError: If the thread uses a ``DeltaChannel``.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> prune_checkpoints(InMemorySaver(), "mem_1", keep=3)
+        0
+    """
+    if keep < 1:
+        raise ValueError("keep must be at least 1 (use delete_thread to drop every checkpoint)")
+    thread_id = str(thread_id)
+    if isinstance(saver, SqliteSaver):
+        deleted = _prune_sqlite(saver, thread_id, keep)
+    elif isinstance(saver, InMemorySaver):
+        deleted = _prune_memory(saver, thread_id, keep)
+    elif _is_postgres(saver):
+        deleted = _prune_postgres(saver, thread_id, keep)
+    else:
+        raise TypeError(f"cannot prune checkpoints of {type(saver).__name__}")
+    if deleted:
+        logger.debug("pruned %d checkpoints of thread %r (kept %d)", deleted, thread_id, keep)
+    return deleted
+
+
+def _doomed(rows: Iterable[tuple[str, str]], keep: int) -> dict[str, list[str]]:
+    """Group (namespace, checkpoint id) pairs and return the ids beyond the newest ``keep`` per namespace."""
+    by_ns: dict[str, list[str]] = {}
+    for ns, cid in rows:
+        by_ns.setdefault(ns, []).append(cid)
+    # Checkpoint ids are UUIDv6: their order is their creation order (what get_tuple calls latest).
+    return {ns: sorted(ids, reverse=True)[keep:] for ns, ids in by_ns.items() if len(ids) > keep}
+
+
+def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _refuse_delta(thread_id: str, metadata: Iterable[Any]) -> None:
+    for meta in metadata:
+        text = meta.decode("utf-8", "ignore") if isinstance(meta, bytes) else str(meta)
+        if any(marker in text for marker in _DELTA_MARKERS):
+            raise NotImplementedError(
+                f"thread {thread_id!r} uses a DeltaChannel: its history cannot be pruned"
+            )
+
+
+# -- SQLite -------------------------------------------------------------------------------------
+def _prune_sqlite(saver: SqliteSaver, thread_id: str, keep: int) -> int:
+    with saver.lock:
+        saver.setup()
+        conn = saver.conn
+        cur = conn.cursor()
+        try:
+            if not conn.in_transaction:
+                # Take the write lock first: the ids read below are the ids deleted.
+                cur.execute("BEGIN IMMEDIATE")
+            rows = cur.execute(
+                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?", (thread_id,)
+            ).fetchall()
+            doomed = _doomed(rows, keep)
+            if doomed:
+                newest = cur.execute(
+                    "SELECT metadata FROM checkpoints WHERE thread_id = ? "
+                    "ORDER BY checkpoint_id DESC LIMIT 1",
+                    (thread_id,),
+                ).fetchall()
+                _refuse_delta(thread_id, (r[0] for r in newest))
+            deleted = 0
+            for ns, ids in doomed.items():
+                for part in _chunks(ids):
+                    marks = ",".join("?" * len(part))
+                    params = (thread_id, ns, *part)
+                    cur.execute(
+                        "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
+                        f"AND checkpoint_id IN ({marks})",
+                        params,
+                    )
+                    cur.execute(
+                        "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+                        f"AND checkpoint_id IN ({marks})",
+                        params,
+                    )
+                    deleted += cur.rowcount
+                    cur.execute(
+                        "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = ? "
+                        f"AND checkpoint_ns = ? AND parent_checkpoint_id IN ({marks})",
+                        params,
+                    )
+            conn.commit()
+            return deleted
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            cur.close()
+
+
+# -- in memory ----------------------------------------------------------------------------------
+def _versions(saver: InMemorySaver, blob: tuple[str, bytes], ns: str) -> set[tuple[str, str, Any]]:
+    checkpoint = saver.serde.loads_typed(blob)
+    return {(ns, ch, ver) for ch, ver in checkpoint.get("channel_versions", {}).items()}
+
+
+def _prune_memory(saver: InMemorySaver, thread_id: str, keep: int) -> int:
+    namespaces = saver.storage.get(thread_id)
+    if not namespaces:
+        return 0
+    rows = [(ns, cid) for ns, cps in namespaces.items() for cid in cps]
+    doomed = _doomed(rows, keep)
+    if doomed:
+        newest_ns, newest_id = max(rows, key=lambda r: r[1])
+        meta = namespaces[newest_ns][newest_id][1]
+        _refuse_delta(thread_id, [saver.serde.loads_typed(meta)])
+    deleted = 0
+    for ns, ids in doomed.items():
+        cps = namespaces[ns]
+        freed: set[tuple[str, str, Any]] = set()
+        gone = set(ids)
+        for cid in ids:
+            checkpoint, _meta, _parent = cps.pop(cid)
+            freed |= _versions(saver, checkpoint, ns)
+            saver.writes.pop((thread_id, ns, cid), None)
+            deleted += 1
+        referenced: set[tuple[str, str, Any]] = set()
+        for cid, (checkpoint, meta, parent) in list(cps.items()):
+            referenced |= _versions(saver, checkpoint, ns)
+            if parent in gone:
+                cps[cid] = (checkpoint, meta, None)
+        for _ns, ch, ver in freed - referenced:
+            saver.blobs.pop((thread_id, ns, ch, ver), None)
+    return deleted
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+def _is_postgres(saver: BaseCheckpointSaver[Any]) -> bool:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        return False
+    return isinstance(saver, PostgresSaver)
+
+
+_PG_FREED_SQL = """
+WITH deleted AS (
+    DELETE FROM checkpoints
+    WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = ANY(%s)
+    RETURNING checkpoint -> 'channel_versions' AS versions
+)
+SELECT DISTINCT v.key AS channel, v.value AS version
+FROM deleted CROSS JOIN LATERAL jsonb_each_text(deleted.versions) AS v
+"""
+
+_PG_REFERENCED_SQL = """
+SELECT DISTINCT v.key AS channel, v.value AS version
+FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
+WHERE c.thread_id = %s AND c.checkpoint_ns = %s
+"""
+
+
+def _prune_postgres(saver: Any, thread_id: str, keep: int) -> int:
+    deleted = 0
+    with saver._cursor() as cur:
+        if saver.pipe:
+            # A transaction must not absorb statements queued in pipeline mode before it.
+            saver.pipe.sync()
+        with cur.connection.transaction():
+            rows = cur.execute(
+                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s", (thread_id,)
+            ).fetchall()
+            doomed = _doomed(((r["checkpoint_ns"], r["checkpoint_id"]) for r in rows), keep)
+            if doomed:
+                newest = cur.execute(
+                    "SELECT metadata::text AS meta FROM checkpoints WHERE thread_id = %s "
+                    "ORDER BY checkpoint_id DESC LIMIT 1",
+                    (thread_id,),
+                ).fetchall()
+                _refuse_delta(thread_id, (r["meta"] for r in newest))
+            for ns, ids in doomed.items():
+                cur.execute(
+                    "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
+                    "AND checkpoint_id = ANY(%s)",
+                    (thread_id, ns, ids),
+                )
+                freed = cur.execute(_PG_FREED_SQL, (thread_id, ns, ids)).fetchall()
+                deleted += len(ids)
+                cur.execute(
+                    "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = %s "
+                    "AND checkpoint_ns = %s AND parent_checkpoint_id = ANY(%s)",
+                    (thread_id, ns, ids),
+                )
+                referenced = {
+                    (r["channel"], r["version"])
+                    for r in cur.execute(_PG_REFERENCED_SQL, (thread_id, ns)).fetchall()
+                }
+                garbage: dict[str, list[str]] = {}
+                for r in freed:
+                    if (r["channel"], r["version"]) not in referenced:
+                        garbage.setdefault(r["channel"], []).append(r["version"])
+                for channel, versions in garbage.items():
+                    cur.execute(
+                        "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = %s "
+                        "AND channel = %s AND version = ANY(%s)",
+                        (thread_id, ns, channel, versions),
+                    )
+    return deleted

@@ -1,0 +1,301 @@
+"""Fragment writes: extraction operations and hand edits, with their audit rows.
+
+A :class:`FragmentWriter` loads the fragments a step touches, applies the step in memory, and
+writes the changed rows and the audit entries at the end, inside the caller's transaction.
+Fragment ids are derived from (memory id, key, content), so replaying a step finds the rows it
+already wrote and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from sqlalchemy import Connection, Row, insert, select, update
+
+from convmem_graph._ids import stable_id
+from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
+from convmem_graph.store._audit import audit_row, messages_cause, write_audit
+from convmem_graph.store._messages import normalize_text
+from convmem_graph.store.engine import chunked
+from convmem_graph.store.schema import fragments
+
+__all__ = ["FragmentWriter", "fragment_id", "manual_key", "row_to_fragment"]
+
+Origin = Literal["extracted", "manual", "api"]
+_AUDITED = ("content", "category", "key", "status", "transient", "expires_at")
+
+
+def fragment_id(memory_id: str, key: str, content: str) -> str:
+    """Return the stable id of a fragment with this key and content in this memory."""
+    return stable_id("fr", memory_id, key, content)
+
+
+def manual_key(category: str, content: str) -> str:
+    """Return the key given to a hand-added fragment that came without one."""
+    norm = normalize_text(content) or content.strip()
+    return f"{category}:{norm[:48]}"
+
+
+def row_to_fragment(row: Row[Any]) -> Fragment:
+    """Build a Fragment from a ``cm_fragments`` row."""
+    return Fragment(
+        id=row.id,
+        memory_id=row.memory_id,
+        content=row.content,
+        category=row.category,
+        key=row.key,
+        status=row.status,
+        transient=bool(row.transient),
+        expires_at=row.expires_at,
+        source_message_ids=list(row.source_message_ids or []),
+        origin=row.origin,
+        superseded_by=row.superseded_by,
+        confidence=row.confidence,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _to_row(f: Fragment) -> dict[str, Any]:
+    return {
+        "memory_id": f.memory_id,
+        "id": f.id,
+        "content": f.content,
+        "category": f.category,
+        "key": f.key,
+        "status": f.status,
+        "transient": f.transient,
+        "expires_at": f.expires_at,
+        "source_message_ids": f.source_message_ids or None,
+        "origin": f.origin,
+        "superseded_by": f.superseded_by,
+        "confidence": f.confidence,
+        "created_at": f.created_at,
+        "updated_at": f.updated_at,
+    }
+
+
+def _audited(f: Fragment) -> dict[str, Any]:
+    return {name: getattr(f, name) for name in _AUDITED}
+
+
+def _merge(old: Sequence[str], new: Iterable[str]) -> list[str]:
+    merged = list(old)
+    known = set(merged)
+    for item in new:
+        if item not in known:
+            merged.append(item)
+            known.add(item)
+    return merged
+
+
+class FragmentWriter:
+    """Apply fragment changes of one step and write them with their audit rows.
+
+    Args:
+        conn: A connection inside a write transaction.
+        memory_id: The memory every fragment belongs to.
+        now_ms: Timestamp of the step.
+    """
+
+    def __init__(self, conn: Connection, memory_id: str, now_ms: int) -> None:
+        self._conn = conn
+        self._memory_id = memory_id
+        self._now = now_ms
+        self._state: dict[str, Fragment] = {}
+        self._loaded: set[str] = set()
+        self._new: set[str] = set()
+        self._dirty: set[str] = set()
+        self._audit: list[dict[str, Any]] = []
+
+    # -- loading ----------------------------------------------------------------------------
+    def load(self, ids: Iterable[str]) -> None:
+        """Read the given fragments (those of this memory that exist) into the writer."""
+        wanted = sorted({i for i in ids if i not in self._loaded})
+        self._loaded.update(wanted)
+        for part in chunked(wanted):
+            stmt = select(fragments).where(fragments.c.memory_id == self._memory_id, fragments.c.id.in_(part))
+            for row in self._conn.execute(stmt):
+                self._state[row.id] = row_to_fragment(row)
+
+    def get(self, fragment_id_: str) -> Fragment | None:
+        """Return the current (possibly changed) state of a loaded fragment."""
+        self.load([fragment_id_])
+        return self._state.get(fragment_id_)
+
+    # -- primitive changes ------------------------------------------------------------------
+    def _put(self, fragment: Fragment, *, new: bool = False) -> None:
+        self._state[fragment.id] = fragment
+        if new:
+            self._new.add(fragment.id)
+        elif fragment.id not in self._new:
+            self._dirty.add(fragment.id)
+
+    def _log(
+        self, fid: str, action: Any, before: dict[str, Any] | None, after: dict[str, Any] | None, cause: str
+    ) -> None:
+        self._audit.append(
+            audit_row(
+                self._memory_id, self._now, "fragment", fid, action, before=before, after=after, cause=cause
+            )
+        )
+
+    def add(
+        self, c: FragmentCandidate, *, origin: Origin, cause: str, force: bool = False
+    ) -> tuple[str, bool]:
+        """Add a fragment for a candidate, or find the one already added.
+
+        An inactive (deleted or superseded) fragment with the same id comes back to life when the
+        candidate cites messages it did not have yet, or when ``force`` is set; otherwise the call is
+        a replay and changes nothing.
+
+        Returns:
+            The fragment id and whether anything visible changed.
+        """
+        fid = fragment_id(self._memory_id, c.key, c.content)
+        old = self.get(fid)
+        if old is None:
+            fragment = Fragment(
+                id=fid,
+                memory_id=self._memory_id,
+                content=c.content,
+                category=c.category,
+                key=c.key,
+                transient=c.transient,
+                expires_at=c.expires_at,
+                source_message_ids=_merge([], c.source_message_ids),
+                origin=origin,
+                confidence=c.confidence,
+                created_at=self._now,
+                updated_at=self._now,
+            )
+            self._put(fragment, new=True)
+            self._log(fid, "add", None, _audited(fragment), cause)
+            return fid, True
+        merged = _merge(old.source_message_ids, c.source_message_ids)
+        if old.status == "active" or (not force and set(c.source_message_ids) <= set(old.source_message_ids)):
+            if merged != old.source_message_ids:
+                self._put(old.model_copy(update={"source_message_ids": merged}))
+            return fid, False
+        revived = old.model_copy(
+            update={
+                "status": "active",
+                "superseded_by": None,
+                "category": c.category,
+                "transient": c.transient,
+                "expires_at": c.expires_at,
+                "source_message_ids": merged,
+                "confidence": c.confidence,
+                "updated_at": self._now,
+            }
+        )
+        self._put(revived)
+        self._log(fid, "add", {"status": old.status}, _audited(revived), cause)
+        return fid, True
+
+    def edit(self, fid: str, changes: dict[str, Any], *, cause: str, extra_ids: Sequence[str] = ()) -> bool:
+        """Change fields of a loaded fragment; audit only when an audited field changed."""
+        old = self._state[fid]
+        merged = _merge(old.source_message_ids, extra_ids)
+        visible = {k: v for k, v in changes.items() if getattr(old, k) != v}
+        if not visible:
+            if merged != old.source_message_ids:
+                self._put(old.model_copy(update={"source_message_ids": merged}))
+            return False
+        new = old.model_copy(update={**visible, "source_message_ids": merged, "updated_at": self._now})
+        # model_copy does not validate: re-validate so a bad edit fails before reaching the database.
+        new = Fragment.model_validate(new.model_dump())
+        self._put(new)
+        self._log(
+            fid, "update", {k: getattr(old, k) for k in visible}, {k: getattr(new, k) for k in visible}, cause
+        )
+        return True
+
+    def set_status(
+        self, fid: str, status: Literal["superseded", "deleted"], *, by: str | None, cause: str
+    ) -> bool:
+        """Mark a loaded, not yet ``status`` fragment superseded (by ``by``) or deleted."""
+        old = self._state[fid]
+        if old.status == status:
+            return False
+        new = old.model_copy(update={"status": status, "superseded_by": by, "updated_at": self._now})
+        self._put(new)
+        after: dict[str, Any] = {"status": status}
+        if by is not None:
+            after["superseded_by"] = by
+        self._log(
+            fid, "supersede" if status == "superseded" else "delete", {"status": old.status}, after, cause
+        )
+        return True
+
+    # -- extraction ---------------------------------------------------------------------------
+    def apply(self, ops: Sequence[FragmentOp]) -> dict[str, int]:
+        """Apply reconciliation operations; return how many of each op had an effect.
+
+        An op that changes nothing (a replay, a duplicate) counts as ``noop``. ``update`` and
+        ``supersede`` whose target is missing or no longer active fall back to ``add``.
+        """
+        counts = {"add": 0, "update": 0, "supersede": 0, "noop": 0}
+        wanted: list[str] = []
+        for op in ops:
+            wanted.append(fragment_id(self._memory_id, op.candidate.key, op.candidate.content))
+            if op.target_id:
+                wanted.append(op.target_id)
+        self.load(wanted)
+        for op in ops:
+            counts[self._apply_one(op)] += 1
+        return counts
+
+    def _apply_one(self, op: FragmentOp) -> str:
+        c = op.candidate
+        cause = messages_cause(c.source_message_ids, op.reason)
+        target = self._state.get(op.target_id) if op.target_id else None
+        if op.op == "noop":
+            if target is not None:
+                self.edit(target.id, {}, cause=cause, extra_ids=c.source_message_ids)
+            return "noop"
+        active_target = target is not None and target.status == "active"
+        if op.op == "update" and target is not None and active_target:
+            changes = {
+                "content": c.content,
+                "category": c.category,
+                "key": c.key,
+                "transient": c.transient,
+                "expires_at": c.expires_at,
+            }
+            changed = self.edit(target.id, changes, cause=cause, extra_ids=c.source_message_ids)
+            return "update" if changed else "noop"
+        if op.op == "supersede" and target is not None and active_target:
+            fid = fragment_id(self._memory_id, c.key, c.content)
+            if fid == target.id:
+                self.edit(target.id, {}, cause=cause, extra_ids=c.source_message_ids)
+                return "noop"
+            self.add(c, origin="extracted", cause=f"{cause}; supersedes {target.id}", force=True)
+            self.set_status(target.id, "superseded", by=fid, cause=f"superseded by fragment {fid}")
+            return "supersede"
+        _, changed = self.add(c, origin="extracted", cause=cause)
+        return "add" if changed else "noop"
+
+    # -- writing ------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write new and changed fragments and the audit rows."""
+        if self._new:
+            self._conn.execute(insert(fragments), [_to_row(self._state[i]) for i in sorted(self._new)])
+        for fid in sorted(self._dirty):
+            row = _to_row(self._state[fid])
+            del row["memory_id"], row["id"]
+            self._conn.execute(
+                update(fragments)
+                .where(fragments.c.memory_id == self._memory_id, fragments.c.id == fid)
+                .values(**row)
+            )
+        write_audit(self._conn, self._audit)
+        self._new.clear()
+        self._dirty.clear()
+        self._audit.clear()
+
+    @property
+    def changed(self) -> bool:
+        """Whether any fragment row or audit entry is waiting to be written."""
+        return bool(self._new or self._dirty or self._audit)

@@ -1,0 +1,251 @@
+"""Message rows: conversion, content hashing and the bulk insert with duplicate detection."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, delete
+
+from convmem_graph.models import Message
+from convmem_graph.store.engine import chunked, dumps
+from convmem_graph.store.schema import messages
+
+__all__ = [
+    "MESSAGE_COLUMNS",
+    "content_hash",
+    "insert_messages",
+    "normalize_text",
+    "row_to_message",
+]
+
+#: Columns read back into a Message (everything but the internal hash).
+MESSAGE_COLUMNS = (
+    messages.c.seq,
+    messages.c.memory_id,
+    messages.c.id,
+    messages.c.role,
+    messages.c.content,
+    messages.c.channel,
+    messages.c.source,
+    messages.c.timestamp_ms,
+    messages.c.turn_id,
+    messages.c.round_id,
+    messages.c.speaker_id,
+    messages.c.partial,
+    messages.c.interrupted,
+    messages.c.original,
+    messages.c.metadata,
+)
+
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def normalize_text(text: str) -> str:
+    """Normalize text for duplicate detection: full/half width folded, case folded, no punctuation or spaces.
+
+    Example:
+        >>> normalize_text("Ｈｅｌｌｏ, World！") == normalize_text("hello world")
+        True
+    """
+    return _NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold())
+
+
+def content_hash(role: str, content: str) -> int | None:
+    """Return a signed 64-bit hash of role and normalized content, or None when nothing is left."""
+    norm = normalize_text(content)
+    if not norm:
+        return None
+    digest = hashlib.blake2b(f"{role}\x1f{norm}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def row_to_message(row: Sequence[Any]) -> Message:
+    """Build a Message from a row selected with :data:`MESSAGE_COLUMNS` (the seq is ignored)."""
+    # Positional unpacking: attribute access on Row objects dominated bulk reads.
+    (
+        _,
+        memory_id,
+        mid,
+        role,
+        content,
+        channel,
+        source,
+        ts,
+        turn_id,
+        round_id,
+        speaker_id,
+        partial,
+        interrupted,
+        original,
+        metadata,
+    ) = row
+    return Message(
+        id=mid,
+        memory_id=memory_id,
+        role=role,
+        content=content,
+        channel=channel,
+        source=source,
+        timestamp_ms=ts,
+        turn_id=turn_id,
+        round_id=round_id,
+        speaker_id=speaker_id,
+        partial=bool(partial),
+        interrupted=bool(interrupted),
+        original=original,
+        metadata=metadata or {},
+    )
+
+
+@dataclass(slots=True)
+class _Seen:
+    """A stored or accepted message as far as cross-channel duplicate detection is concerned."""
+
+    role: str
+    channel: str
+    source: str
+    timestamp_ms: int
+
+
+def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int) -> bool:
+    # A streamed message re-read later (same id) replaces its partial version; nothing else does.
+    return old_partial and (not new_partial or new_len > old_len)
+
+
+def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
+    for other in seen:
+        if (
+            other.role == msg.role
+            and (other.channel, other.source) != (msg.channel, msg.source)
+            and abs(other.timestamp_ms - msg.timestamp_ms) <= window_ms
+        ):
+            return True
+    return False
+
+
+def insert_messages(
+    conn: Connection, memory_id: str, batch: Sequence[Message], *, window_ms: int
+) -> list[str]:
+    """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
+
+    Skipped: a message whose id is already stored in this memory (unless the stored one is a partial
+    streamed message and the new one completes it: then the row is replaced and gets a new seq so
+    it is processed again), and a message whose role and normalized text equal a message stored or
+    accepted from another (channel, source) within ``window_ms``.
+
+    Args:
+        conn: A connection inside a write transaction.
+        memory_id: The memory; ``Message.memory_id`` of the inputs is ignored.
+        batch: Messages in the order they should get their seq numbers.
+        window_ms: Cross-channel duplicate window in milliseconds.
+
+    Returns:
+        The ids inserted, in seq order.
+    """
+    # Last occurrence of an id in the batch decides, unless an earlier one is already complete.
+    unique: dict[str, Message] = {}
+    for msg in batch:
+        prev = unique.get(msg.id)
+        if prev is None or _supersedes(msg.partial, len(msg.content), prev.partial, len(prev.content)):
+            unique[msg.id] = msg
+    if not unique:
+        return []
+
+    replace: set[str] = set()
+    ids = list(unique)
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    for part in chunked(ids):
+        # Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups.
+        sql = (
+            f"SELECT id, partial, length(content) FROM {messages.name} "
+            f"WHERE memory_id = {mark} AND id IN ({', '.join([mark] * len(part))})"
+        )
+        for mid, partial, length in conn.exec_driver_sql(sql, (memory_id, *part)):
+            msg = unique[mid]
+            if _supersedes(msg.partial, len(msg.content), bool(partial), int(length or 0)):
+                replace.add(mid)
+            else:
+                del unique[mid]
+
+    hashes = {mid: content_hash(m.role, m.content) for mid, m in unique.items()}
+    seen: dict[int, list[_Seen]] = {}
+    wanted = sorted({h for h in hashes.values() if h is not None})
+    for hpart in chunked(wanted):
+        sql = (
+            f"SELECT id, role, channel, source, timestamp_ms, content_hash FROM {messages.name} "
+            f"WHERE memory_id = {mark} AND content_hash IN ({', '.join([mark] * len(hpart))})"
+        )
+        for rid, role, channel, source, ts, h in conn.exec_driver_sql(sql, (memory_id, *hpart)):
+            if rid not in replace:
+                seen.setdefault(h, []).append(_Seen(role, channel, source, ts))
+
+    rows: list[tuple[Any, ...]] = []
+    inserted: list[str] = []
+    for mid, msg in unique.items():
+        h = hashes[mid]
+        if h is not None and mid not in replace:
+            bucket = seen.setdefault(h, [])
+            if bucket and _mirrored(msg, bucket, window_ms):
+                continue
+            bucket.append(_Seen(msg.role, msg.channel, msg.source, msg.timestamp_ms))
+        rows.append(
+            (
+                memory_id,
+                mid,
+                msg.role,
+                msg.content,
+                msg.channel,
+                msg.source,
+                msg.timestamp_ms,
+                msg.turn_id,
+                msg.round_id,
+                msg.speaker_id,
+                msg.partial,
+                msg.interrupted,
+                msg.original,
+                dumps(msg.metadata) if msg.metadata else None,
+                h,
+            )
+        )
+        inserted.append(mid)
+
+    if replace:
+        for rpart in chunked(sorted(replace)):
+            conn.execute(delete(messages).where(messages.c.memory_id == memory_id, messages.c.id.in_(rpart)))
+    if rows:
+        # Straight to the driver's executemany: SQLAlchemy's per-row parameter processing cost
+        # more than SQLite's own insert work for large batches.
+        conn.exec_driver_sql(_insert_sql(conn.dialect.paramstyle), rows)
+    return inserted
+
+
+_INSERT_COLUMNS = (
+    "memory_id",
+    "id",
+    "role",
+    "content",
+    "channel",
+    "source",
+    "timestamp_ms",
+    "turn_id",
+    "round_id",
+    "speaker_id",
+    "partial",
+    "interrupted",
+    "original",
+    "metadata",
+    "content_hash",
+)
+
+
+def _insert_sql(paramstyle: str) -> str:
+    mark = "?" if paramstyle == "qmark" else "%s"
+    return (
+        f"INSERT INTO {messages.name} ({', '.join(_INSERT_COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * len(_INSERT_COLUMNS))})"
+    )

@@ -1,0 +1,129 @@
+"""Engine creation and dialect helpers shared by the store modules.
+
+SQLite gets WAL, a busy timeout, foreign keys and ``synchronous=NORMAL`` on every connection, and
+transactions are begun by us (``BEGIN IMMEDIATE`` for writes) instead of by the ``sqlite3`` module:
+a write transaction that reads first (find existing ids, then insert) must hold the write lock from
+its start, or a concurrent writer makes its commit fail with a busy-snapshot error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.dml import Insert
+
+from convmem_graph.store.urls import is_memory_sqlite
+
+__all__ = [
+    "IN_CHUNK",
+    "WRITE_OPTION",
+    "advisory_key",
+    "chunked",
+    "create_store_engine",
+    "dumps",
+    "insert_ignore",
+    "upsert",
+]
+
+#: Execution option that makes the SQLite begin hook take the write lock up front.
+WRITE_OPTION = "convmem_write"
+#: Bound parameters per ``IN (...)`` list, below SQLite's historical limit of 999.
+IN_CHUNK = 500
+_BUSY_TIMEOUT_MS = 30_000
+
+_T = TypeVar("_T")
+
+
+def dumps(value: Any) -> str:
+    """Serialize JSON compactly and keep non-ASCII text as is (CJK would triple in size escaped)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def create_store_engine(url: str, *, echo: bool = False) -> Engine:
+    """Create the SQLAlchemy engine for a normalized store URL.
+
+    Args:
+        url: A URL from :func:`convmem_graph.store.urls.normalize_url`.
+        echo: Log every SQL statement (SQLAlchemy's own logging; parameters may contain user text).
+
+    Returns:
+        An engine whose connections are configured for the store.
+    """
+    backend = make_url(url).get_backend_name()
+    if backend == "sqlite":
+        memory = is_memory_sqlite(url)
+        engine = create_engine(
+            url,
+            echo=echo,
+            json_serializer=dumps,
+            # One shared connection for an in-memory database: each new connection would be a new,
+            # empty database.
+            poolclass=StaticPool if memory else None,
+            connect_args={"check_same_thread": False, "timeout": _BUSY_TIMEOUT_MS / 1000},
+        )
+        _install_sqlite_hooks(engine, wal=not memory)
+        return engine
+    return create_engine(url, echo=echo, json_serializer=dumps, pool_pre_ping=True)
+
+
+def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Autocommit at the driver level; the begin hook below emits BEGIN itself.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            if wal:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = "IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "DEFERRED"
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def advisory_key(memory_id: str) -> int:
+    """Return a signed 64-bit key for PostgreSQL advisory locks on one memory.
+
+    Example:
+        >>> advisory_key("mem_1") == advisory_key("mem_1")
+        True
+    """
+    digest = hashlib.blake2b(memory_id.encode("utf-8"), digest_size=8, person=b"convmem-lock").digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def chunked(items: Sequence[_T], size: int = IN_CHUNK) -> Iterator[Sequence[_T]]:
+    """Yield consecutive slices of at most ``size`` items."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def insert_ignore(dialect: str, table: Table) -> Insert:
+    """Return an INSERT that silently skips rows conflicting with a unique constraint."""
+    if dialect == "postgresql":
+        return pg_dialect.insert(table).on_conflict_do_nothing()
+    return sqlite_dialect.insert(table).on_conflict_do_nothing()
+
+
+def upsert(dialect: str, table: Table, keys: Sequence[str], values: Mapping[str, Any]) -> Insert:
+    """Return an INSERT of ``values`` that updates the non-key columns when ``keys`` already exist."""
+    update = {k: v for k, v in values.items() if k not in keys}
+    if dialect == "postgresql":
+        pg_stmt = pg_dialect.insert(table).values(**values)
+        return pg_stmt.on_conflict_do_update(index_elements=list(keys), set_=update)
+    lite_stmt = sqlite_dialect.insert(table).values(**values)
+    return lite_stmt.on_conflict_do_update(index_elements=list(keys), set_=update)

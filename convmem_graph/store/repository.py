@@ -1,0 +1,927 @@
+"""MemoryStore: the one repository of memories, messages, fragments, variables and summaries.
+
+Same code on SQLite (default, one file) and PostgreSQL. Each public mutating method is one
+transaction, so a failure never leaves half a step written, and every query filters by memory id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, Literal
+
+from sqlalchemy import Connection, Engine, create_engine, delete, func, select, text, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from convmem_graph._time import now_ms as _now
+from convmem_graph.errors import ConvMemError, MemoryNotFoundError, NotFoundError
+from convmem_graph.models import (
+    Fragment,
+    FragmentCandidate,
+    FragmentOp,
+    FragmentStatus,
+    MemoryInfo,
+    MemorySnapshot,
+    Message,
+    Summary,
+    VariableGuess,
+    VariableSpec,
+    VariableValue,
+    VariableValueType,
+)
+from convmem_graph.store import _variables as var
+from convmem_graph.store._audit import audit_row, row_to_audit, write_audit
+from convmem_graph.store._fragments import FragmentWriter, manual_key, row_to_fragment
+from convmem_graph.store._messages import MESSAGE_COLUMNS, insert_messages, row_to_message
+from convmem_graph.store.engine import (
+    WRITE_OPTION,
+    advisory_key,
+    chunked,
+    create_store_engine,
+    insert_ignore,
+    upsert,
+)
+from convmem_graph.store.locks import memory_lock as _memory_lock
+from convmem_graph.store.records import AuditEntry, DeadLetter
+from convmem_graph.store.schema import (
+    METADATA,
+    PER_MEMORY_TABLES,
+    audit,
+    dead_letters,
+    fragments,
+    memories,
+    messages,
+    snapshots,
+    summaries,
+    variable_specs,
+    variables,
+)
+from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+__all__ = ["MemoryStore"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_ID = 255
+_SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation across processes
+
+
+def _check_id(memory_id: str) -> str:
+    if not isinstance(memory_id, str) or not memory_id:
+        raise ValueError("memory_id must be a non-empty string")
+    if len(memory_id) > _MAX_ID or "\x00" in memory_id:
+        raise ValueError(f"memory_id must be at most {_MAX_ID} characters without NUL: {memory_id[:40]!r}")
+    return memory_id
+
+
+def _int32_pair(key: int) -> tuple[int, int]:
+    hi, lo = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
+    return (hi - (1 << 32) if hi >= 1 << 31 else hi), (lo - (1 << 32) if lo >= 1 << 31 else lo)
+
+
+class MemoryStore:
+    """Repository of memories on SQLite or PostgreSQL (SQLAlchemy 2 Core).
+
+    Example:
+        >>> store = MemoryStore.from_url(":memory:")
+        >>> store.add_messages("mem_1", [Message(id="m1", role="user", content="I like tea",
+        ...     channel="im", source="message", timestamp_ms=1_767_268_800_000)])
+        ['m1']
+        >>> store.count_messages("mem_1")
+        1
+        >>> store.close()
+    """
+
+    url: str
+    safe_url: str
+    dialect: str
+    engine: Engine
+
+    def __init__(self, url: str | None = None, *, echo: bool = False) -> None:
+        self.url = normalize_url(url)
+        self.safe_url = mask_url(self.url)
+        self.dialect = make_url(self.url).get_backend_name()
+        if self.dialect not in ("sqlite", "postgresql"):
+            raise ValueError(f"unsupported database {self.dialect!r}")
+        self.engine = create_store_engine(self.url, echo=echo)
+        memory = is_memory_sqlite(self.url)
+        # One shared connection backs an in-memory database: transactions must take turns.
+        self._serial: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
+        self._lock_scope = f"memory:{id(self)}" if memory else self.url
+        self._lock_engine: Engine | None = None
+        self._lock_engine_guard = threading.Lock()
+        with self._write() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+            METADATA.create_all(conn)
+        logger.debug("memory store opened at %s", self.safe_url)
+
+    @classmethod
+    def from_url(cls, url: str | None = None, *, echo: bool = False) -> MemoryStore:
+        """Open (and create if needed) the store at a database URL.
+
+        Args:
+            url: ``None`` for ``convmem.db`` in the current directory, a filesystem path, ``:memory:``,
+                a ``sqlite:///`` URL or a ``postgresql://`` URL (psycopg 3 is used).
+            echo: Log SQL statements.
+        """
+        return cls(url, echo=echo)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({self.safe_url!r})"
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every database connection of the store."""
+        self.engine.dispose()
+        if self._lock_engine is not None:
+            self._lock_engine.dispose()
+
+    # -- transactions ---------------------------------------------------------------------------
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._serial, self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self, memory_id: str | None = None) -> Iterator[Connection]:
+        with self._serial, self.engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                if memory_id is not None and self.dialect == "postgresql":
+                    # Writers of one memory take turns (transaction-scoped, in the two-int key space,
+                    # so it never meets memory_lock's session lock): concurrent inserts cannot both
+                    # pass the duplicate check, and seq numbers of a memory commit in order.
+                    hi, lo = _int32_pair(advisory_key(memory_id))
+                    conn.execute(
+                        text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))"),
+                        {"a": hi, "b": lo},
+                    )
+                yield conn
+
+    def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
+        row = {
+            "memory_id": memory_id,
+            "description": description,
+            "created_at": now,
+            "updated_at": now,
+            "extracted_seq": 0,
+            "summarized_seq": 0,
+        }
+        return conn.execute(insert_ignore(self.dialect, memories).values(**row)).rowcount == 1
+
+    @staticmethod
+    def _touch(conn: Connection, memory_id: str, now: int) -> None:
+        # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds it.
+        conn.execute(delete(snapshots).where(snapshots.c.memory_id == memory_id))
+        conn.execute(update(memories).where(memories.c.memory_id == memory_id).values(updated_at=now))
+
+    # -- memories -------------------------------------------------------------------------------
+    def ensure_memory(self, memory_id: str, description: str = "") -> MemoryInfo:
+        """Create the memory if it does not exist yet, and return it."""
+        _check_id(memory_id)
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, _now(), description)
+        return self.get_memory(memory_id)
+
+    def create_memory(self, memory_id: str | None = None, description: str = "") -> MemoryInfo:
+        """Create a new memory (with a generated id when none is given).
+
+        Raises:
+            ConvMemError: If a memory with this id already exists.
+        """
+        memory_id = _check_id(memory_id) if memory_id is not None else f"mem_{secrets.token_hex(8)}"
+        with self._write(memory_id) as conn:
+            if not self._ensure(conn, memory_id, _now(), description):
+                raise ConvMemError(f"memory {memory_id!r} already exists")
+        return self.get_memory(memory_id)
+
+    def get_memory(self, memory_id: str) -> MemoryInfo:
+        """Return a memory with its message count and active fragment count.
+
+        Raises:
+            MemoryNotFoundError: If the memory does not exist.
+        """
+        _check_id(memory_id)
+        with self._read() as conn:
+            row = conn.execute(select(memories).where(memories.c.memory_id == memory_id)).first()
+            if row is None:
+                raise MemoryNotFoundError(f"memory {memory_id!r} not found")
+            counts = self._counts(conn, [memory_id])
+        return self._info(row, counts)
+
+    def list_memories(self, *, limit: int = 100, offset: int = 0) -> list[MemoryInfo]:
+        """List memories, oldest first, with their counters."""
+        stmt = (
+            select(memories).order_by(memories.c.created_at, memories.c.memory_id).limit(limit).offset(offset)
+        )
+        with self._read() as conn:
+            rows = list(conn.execute(stmt))
+            counts = self._counts(conn, [r.memory_id for r in rows])
+        return [self._info(r, counts) for r in rows]
+
+    @staticmethod
+    def _counts(conn: Connection, ids: Sequence[str]) -> dict[tuple[str, str], int]:
+        out: dict[tuple[str, str], int] = {}
+        for part in chunked(ids):
+            msg_stmt = (
+                select(messages.c.memory_id, func.count())
+                .where(messages.c.memory_id.in_(part))
+                .group_by(messages.c.memory_id)
+            )
+            for mid, n in conn.execute(msg_stmt):
+                out[(mid, "messages")] = int(n)
+            frag_stmt = (
+                select(fragments.c.memory_id, func.count())
+                .where(fragments.c.memory_id.in_(part), fragments.c.status == "active")
+                .group_by(fragments.c.memory_id)
+            )
+            for mid, n in conn.execute(frag_stmt):
+                out[(mid, "fragments")] = int(n)
+        return out
+
+    @staticmethod
+    def _info(row: Any, counts: dict[tuple[str, str], int]) -> MemoryInfo:
+        return MemoryInfo(
+            memory_id=row.memory_id,
+            description=row.description,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            message_count=counts.get((row.memory_id, "messages"), 0),
+            fragment_count=counts.get((row.memory_id, "fragments"), 0),
+        )
+
+    def delete_memory(self, memory_id: str, *, checkpointer: BaseCheckpointSaver[Any] | None = None) -> bool:
+        """Delete every row of a memory in every store table, and its checkpoints.
+
+        Args:
+            memory_id: The memory (also the LangGraph thread id).
+            checkpointer: When given, ``delete_thread(memory_id)`` is called after the store commit.
+
+        Returns:
+            True if the store held anything of this memory.
+        """
+        _check_id(memory_id)
+        deleted = 0
+        with self._write(memory_id) as conn:
+            for table in PER_MEMORY_TABLES:
+                deleted += conn.execute(delete(table).where(table.c.memory_id == memory_id)).rowcount
+        if checkpointer is not None:
+            checkpointer.delete_thread(memory_id)
+        logger.info("deleted memory %r (%d rows)", memory_id, deleted)
+        return deleted > 0
+
+    # -- messages -------------------------------------------------------------------------------
+    def add_messages(
+        self, memory_id: str, messages: Sequence[Message], *, dedupe_window_ms: int = 10_000
+    ) -> list[str]:
+        """Store new messages of a memory (creating the memory if needed), skipping duplicates.
+
+        A message whose id is already stored in this memory is skipped (a stored *partial* streamed
+        message is replaced by its completed version, which gets a new seq). A message whose role
+        and normalized text (width, case, punctuation, spaces) equal a message stored or accepted
+        from another channel or source within ``dedupe_window_ms`` is skipped too; the same text
+        twice on the same channel and source is a real repeat and is kept.
+
+        Args:
+            memory_id: The memory; ``Message.memory_id`` of the inputs is ignored.
+            messages: The messages, in the order they should be numbered.
+            dedupe_window_ms: Cross-channel duplicate window.
+
+        Returns:
+            The ids actually inserted, in seq order.
+        """
+        _check_id(memory_id)
+        if dedupe_window_ms < 0:
+            raise ValueError("dedupe_window_ms must be >= 0")
+        now = _now()
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now)
+            inserted = insert_messages(conn, memory_id, messages, window_ms=dedupe_window_ms)
+            if inserted:
+                self._touch(conn, memory_id, now)
+        return inserted
+
+    def max_seq(self, memory_id: str) -> int:
+        """Return the highest message seq of a memory (0 when it has none)."""
+        with self._read() as conn:
+            value = conn.execute(
+                select(func.max(messages.c.seq)).where(messages.c.memory_id == memory_id)
+            ).scalar()
+        return int(value or 0)
+
+    def messages_after(
+        self, memory_id: str, after_seq: int, *, limit: int = 500
+    ) -> list[tuple[int, Message]]:
+        """Return up to ``limit`` messages with seq greater than ``after_seq``, in seq order."""
+        stmt = (
+            select(*MESSAGE_COLUMNS)
+            .where(messages.c.memory_id == memory_id, messages.c.seq > after_seq)
+            .order_by(messages.c.seq)
+            .limit(limit)
+        )
+        with self._read() as conn:
+            return [(int(row.seq), row_to_message(row)) for row in conn.execute(stmt)]
+
+    def recent_messages(self, memory_id: str, n: int) -> list[Message]:
+        """Return the last ``n`` messages by (timestamp, seq), oldest first."""
+        if n <= 0:
+            return []
+        stmt = (
+            select(*MESSAGE_COLUMNS)
+            .where(messages.c.memory_id == memory_id)
+            .order_by(messages.c.timestamp_ms.desc(), messages.c.seq.desc())
+            .limit(n)
+        )
+        with self._read() as conn:
+            rows = list(conn.execute(stmt))
+        return [row_to_message(r) for r in reversed(rows)]
+
+    def get_messages(self, memory_id: str, ids: Sequence[str]) -> list[Message]:
+        """Return the stored messages of this memory with these ids, in the order of ``ids``."""
+        wanted = list(dict.fromkeys(ids))
+        found: dict[str, Message] = {}
+        with self._read() as conn:
+            for part in chunked(wanted):
+                stmt = select(*MESSAGE_COLUMNS).where(
+                    messages.c.memory_id == memory_id, messages.c.id.in_(part)
+                )
+                for row in conn.execute(stmt):
+                    found[row.id] = row_to_message(row)
+        return [found[i] for i in wanted if i in found]
+
+    def count_messages(self, memory_id: str) -> int:
+        """Return how many messages a memory holds."""
+        with self._read() as conn:
+            value = conn.execute(select(func.count()).where(messages.c.memory_id == memory_id)).scalar()
+        return int(value or 0)
+
+    def purge_messages(
+        self, memory_id: str, *, before_ms: int, keep_recent: int, only_processed: bool = True
+    ) -> int:
+        """Delete old raw messages (retention), keeping the short-term window.
+
+        Args:
+            memory_id: The memory.
+            before_ms: Only messages with ``timestamp_ms`` before this are deleted.
+            keep_recent: The newest ``keep_recent`` messages are always kept.
+            only_processed: Only delete messages already extracted and folded into the summary
+                (seq at or below both cursors), so no fact is lost before it was read.
+
+        Returns:
+            The number of messages deleted.
+        """
+        _check_id(memory_id)
+        with self._write(memory_id) as conn:
+            cond = [messages.c.memory_id == memory_id, messages.c.timestamp_ms < before_ms]
+            if only_processed:
+                cursors = conn.execute(
+                    select(memories.c.extracted_seq, memories.c.summarized_seq).where(
+                        memories.c.memory_id == memory_id
+                    )
+                ).first()
+                if cursors is None:
+                    return 0
+                cond.append(messages.c.seq <= min(cursors.extracted_seq, cursors.summarized_seq))
+            if keep_recent > 0:
+                keep = [
+                    r.seq
+                    for r in conn.execute(
+                        select(messages.c.seq)
+                        .where(messages.c.memory_id == memory_id)
+                        .order_by(messages.c.timestamp_ms.desc(), messages.c.seq.desc())
+                        .limit(keep_recent)
+                    )
+                ]
+                if keep:
+                    cond.append(messages.c.seq.not_in(keep))
+            count = int(conn.execute(delete(messages).where(*cond)).rowcount)
+            if count:
+                self._touch(conn, memory_id, _now())
+        return count
+
+    # -- fragments ------------------------------------------------------------------------------
+    def list_fragments(
+        self,
+        memory_id: str,
+        *,
+        status: FragmentStatus | None = "active",
+        include_expired: bool = True,
+        now_ms: int | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Fragment]:
+        """List fragments of a memory, oldest first.
+
+        Args:
+            memory_id: The memory.
+            status: Only this status (``None``: every status).
+            include_expired: False hides transient fragments whose ``expires_at <= now_ms``.
+            now_ms: Reference time for expiry (default: now).
+            limit: Page size (``None``: all).
+            offset: Page start.
+        """
+        stmt = select(fragments).where(fragments.c.memory_id == memory_id)
+        if status is not None:
+            stmt = stmt.where(fragments.c.status == status)
+        if not include_expired:
+            now = now_ms if now_ms is not None else _now()
+            stmt = stmt.where(
+                (fragments.c.transient.is_(False))
+                | fragments.c.expires_at.is_(None)
+                | (fragments.c.expires_at > now)
+            )
+        stmt = stmt.order_by(fragments.c.created_at, fragments.c.id).offset(offset)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._read() as conn:
+            return [row_to_fragment(r) for r in conn.execute(stmt)]
+
+    def get_fragment(self, memory_id: str, fragment_id: str) -> Fragment:
+        """Return one fragment of a memory.
+
+        Raises:
+            NotFoundError: If this memory has no such fragment.
+        """
+        stmt = select(fragments).where(fragments.c.memory_id == memory_id, fragments.c.id == fragment_id)
+        with self._read() as conn:
+            row = conn.execute(stmt).first()
+        if row is None:
+            raise NotFoundError(f"fragment {fragment_id!r} not found in memory {memory_id!r}")
+        return row_to_fragment(row)
+
+    def add_fragment(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        category: str = "other",
+        key: str | None = None,
+        origin: Literal["manual", "api"] = "manual",
+        transient: bool = False,
+        expires_at: int | None = None,
+        now_ms: int | None = None,
+    ) -> Fragment:
+        """Add a fragment by hand (or through an API); adding the same one again changes nothing.
+
+        Args:
+            memory_id: The memory (created if needed).
+            content: The fact, third person, at most 200 characters.
+            category: preference, profile, habit, relation, event, other ...
+            key: Normalized subject; derived from category and content when omitted.
+            origin: ``manual`` or ``api``.
+            transient: A temporary fact.
+            expires_at: Expiry of a transient fact, ms UTC.
+            now_ms: Timestamp of the change.
+        """
+        _check_id(memory_id)
+        now = now_ms if now_ms is not None else _now()
+        candidate = FragmentCandidate(
+            content=content,
+            category=category,
+            key=key or manual_key(category, content),
+            transient=transient,
+            expires_at=expires_at,
+            confidence=1.0,
+        )
+        cause = "set by hand" if origin == "manual" else "added through the API"
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now)
+            writer = FragmentWriter(conn, memory_id, now)
+            fid, _ = writer.add(candidate, origin=origin, cause=cause, force=True)
+            result = writer.get(fid)
+            if writer.changed:
+                writer.flush()
+                self._touch(conn, memory_id, now)
+        assert result is not None
+        return result
+
+    def update_fragment(
+        self,
+        memory_id: str,
+        fragment_id: str,
+        *,
+        content: str | None = None,
+        category: str | None = None,
+        now_ms: int | None = None,
+    ) -> Fragment:
+        """Edit a fragment's content and/or category by hand (audited when something changed).
+
+        Raises:
+            NotFoundError: If this memory has no such fragment.
+        """
+        now = now_ms if now_ms is not None else _now()
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = content
+        if category is not None:
+            changes["category"] = category
+        with self._write(memory_id) as conn:
+            writer = FragmentWriter(conn, memory_id, now)
+            if writer.get(fragment_id) is None:
+                raise NotFoundError(f"fragment {fragment_id!r} not found in memory {memory_id!r}")
+            writer.edit(fragment_id, changes, cause="edited by hand")
+            result = writer.get(fragment_id)
+            if writer.changed:
+                writer.flush()
+                self._touch(conn, memory_id, now)
+        assert result is not None
+        return result
+
+    def delete_fragment(self, memory_id: str, fragment_id: str, *, now_ms: int | None = None) -> None:
+        """Mark a fragment deleted (kept for the audit trail); deleting twice changes nothing.
+
+        Raises:
+            NotFoundError: If this memory has no such fragment.
+        """
+        now = now_ms if now_ms is not None else _now()
+        with self._write(memory_id) as conn:
+            writer = FragmentWriter(conn, memory_id, now)
+            if writer.get(fragment_id) is None:
+                raise NotFoundError(f"fragment {fragment_id!r} not found in memory {memory_id!r}")
+            if writer.set_status(fragment_id, "deleted", by=None, cause="deleted by hand"):
+                writer.flush()
+                self._touch(conn, memory_id, now)
+
+    def commit_extraction(
+        self, memory_id: str, ops: Sequence[FragmentOp], *, upto_seq: int, now_ms: int
+    ) -> dict[str, int]:
+        """Apply one extraction step in one transaction and advance the extraction cursor.
+
+        ``add`` creates a fragment whose id derives from (memory, key, content); ``update`` changes
+        the target's content and merges source ids; ``supersede`` adds the new fragment and marks
+        the target superseded by it; ``noop`` only merges source message ids. Every visible change
+        is audited. Re-applying the same ops changes nothing and adds no audit row.
+
+        Returns:
+            How many ops of each kind had an effect (``add``, ``update``, ``supersede``); ops
+            without effect count as ``noop``.
+        """
+        _check_id(memory_id)
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now_ms)
+            writer = FragmentWriter(conn, memory_id, now_ms)
+            counts = writer.apply(ops)
+            changed = writer.changed
+            writer.flush()
+            cursor = conn.execute(
+                update(memories)
+                .where(memories.c.memory_id == memory_id, memories.c.extracted_seq < upto_seq)
+                .values(extracted_seq=upto_seq)
+            )
+            if changed:
+                self._touch(conn, memory_id, now_ms)
+            elif cursor.rowcount:
+                conn.execute(
+                    update(memories).where(memories.c.memory_id == memory_id).values(updated_at=now_ms)
+                )
+        return counts
+
+    def extracted_seq(self, memory_id: str) -> int:
+        """Return the extraction cursor of a memory (0 when unknown)."""
+        return self._cursor(memory_id, memories.c.extracted_seq)
+
+    def summarized_seq(self, memory_id: str) -> int:
+        """Return the summary cursor of a memory (0 when unknown)."""
+        return self._cursor(memory_id, memories.c.summarized_seq)
+
+    def _cursor(self, memory_id: str, column: Any) -> int:
+        with self._read() as conn:
+            value = conn.execute(select(column).where(memories.c.memory_id == memory_id)).scalar()
+        return int(value or 0)
+
+    # -- variables ------------------------------------------------------------------------------
+    def define_variables(self, memory_id: str, specs: Sequence[VariableSpec]) -> None:
+        """Create or replace variable specs by name (new names go after the existing ones)."""
+        _check_id(memory_id)
+        now = _now()
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now)
+            positions = {
+                r.name: r.position
+                for r in conn.execute(
+                    select(variable_specs.c.name, variable_specs.c.position).where(
+                        variable_specs.c.memory_id == memory_id
+                    )
+                )
+            }
+            following = max(positions.values(), default=-1) + 1
+            for spec in specs:
+                if spec.name not in positions:
+                    positions[spec.name] = following
+                    following += 1
+                values = {
+                    "memory_id": memory_id,
+                    "name": spec.name,
+                    "position": positions[spec.name],
+                    "description": spec.description,
+                    "infer": spec.infer,
+                    "type": spec.type,
+                    "allowed_values": spec.allowed_values,
+                }
+                conn.execute(upsert(self.dialect, variable_specs, ("memory_id", "name"), values))
+            if specs:
+                self._touch(conn, memory_id, now)
+
+    def get_specs(self, memory_id: str) -> list[VariableSpec]:
+        """Return the specs defined for a memory, in definition order (empty if none)."""
+        stmt = (
+            select(variable_specs)
+            .where(variable_specs.c.memory_id == memory_id)
+            .order_by(variable_specs.c.position)
+        )
+        with self._read() as conn:
+            return [var.row_to_spec(r) for r in conn.execute(stmt)]
+
+    def delete_spec(self, memory_id: str, name: str) -> None:
+        """Remove a variable spec (stored values stay)."""
+        with self._write(memory_id) as conn:
+            stmt = delete(variable_specs).where(
+                variable_specs.c.memory_id == memory_id, variable_specs.c.name == name
+            )
+            if conn.execute(stmt).rowcount:
+                self._touch(conn, memory_id, _now())
+
+    def get_variables(self, memory_id: str) -> dict[str, VariableValue]:
+        """Return the effective value of each variable: the manual one wins over the inferred one."""
+        with self._read() as conn:
+            return var.effective_values(var.read_values(conn, memory_id))
+
+    def set_manual_variable(
+        self, memory_id: str, name: str, value: VariableValueType, *, now_ms: int | None = None
+    ) -> VariableValue:
+        """Set a value by hand; inference never overwrites it.
+
+        Raises:
+            ValueError: Bad name, or a value that does not fit the variable's spec.
+        """
+        _check_id(memory_id)
+        var.check_name(name)
+        now = now_ms if now_ms is not None else _now()
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now)
+            checked = var.check_value(name, value, var.spec_for(conn, memory_id, name))
+            stored = var.read_values(conn, memory_id)
+            old = stored.get((name, "manual"))
+            if old is not None and old.value == checked:
+                return old
+            new = VariableValue(name=name, value=checked, origin="manual", updated_at=now)
+            row = {
+                "memory_id": memory_id,
+                "name": name,
+                "origin": "manual",
+                "value": checked,
+                "fragment_ids": None,
+                "updated_at": now,
+            }
+            conn.execute(upsert(self.dialect, variables, ("memory_id", "name", "origin"), row))
+            before = old or stored.get((name, "inferred"))
+            entry = audit_row(
+                memory_id,
+                now,
+                "variable",
+                name,
+                "set_manual",
+                before=var.value_dict(before),
+                after=var.value_dict(new),
+                cause="set by hand",
+            )
+            write_audit(conn, [entry])
+            self._touch(conn, memory_id, now)
+        return new
+
+    def clear_manual_variable(self, memory_id: str, name: str, *, now_ms: int | None = None) -> None:
+        """Remove a hand-set value: the inferred value (if any) becomes effective again."""
+        now = now_ms if now_ms is not None else _now()
+        with self._write(memory_id) as conn:
+            stored = var.read_values(conn, memory_id)
+            old = stored.get((name, "manual"))
+            if old is None:
+                return
+            conn.execute(
+                delete(variables).where(
+                    variables.c.memory_id == memory_id,
+                    variables.c.name == name,
+                    variables.c.origin == "manual",
+                )
+            )
+            entry = audit_row(
+                memory_id,
+                now,
+                "variable",
+                name,
+                "clear_manual",
+                before=var.value_dict(old),
+                after=var.value_dict(stored.get((name, "inferred"))),
+                cause="cleared by hand; inference takes over",
+            )
+            write_audit(conn, [entry])
+            self._touch(conn, memory_id, now)
+
+    def commit_inferred_variables(
+        self, memory_id: str, guesses: Mapping[str, VariableGuess], *, now_ms: int
+    ) -> list[str]:
+        """Store inferred values (kept apart from manual ones) in one transaction.
+
+        Returns:
+            Names whose inferred value changed (a new supporting fragment list alone is stored
+            without audit and is not reported).
+        """
+        _check_id(memory_id)
+        changed: list[str] = []
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now_ms)
+            stored = var.read_values(conn, memory_id)
+            entries: list[dict[str, Any]] = []
+            for name in sorted(guesses):
+                var.check_name(name)
+                guess = guesses[name]
+                old = stored.get((name, "inferred"))
+                if old is not None and old.value == guess.value and old.fragment_ids == guess.fragment_ids:
+                    continue
+                row = {
+                    "memory_id": memory_id,
+                    "name": name,
+                    "origin": "inferred",
+                    "value": guess.value,
+                    "fragment_ids": list(guess.fragment_ids) or None,
+                    "updated_at": now_ms,
+                }
+                conn.execute(upsert(self.dialect, variables, ("memory_id", "name", "origin"), row))
+                if old is not None and old.value == guess.value:
+                    continue
+                changed.append(name)
+                new = VariableValue(
+                    name=name,
+                    value=guess.value,
+                    origin="inferred",
+                    fragment_ids=guess.fragment_ids,
+                    updated_at=now_ms,
+                )
+                cause = f"inferred from fragments [{', '.join(guess.fragment_ids)}]"
+                if (name, "manual") in stored:
+                    cause += "; the manual value stays effective"
+                entries.append(
+                    audit_row(
+                        memory_id,
+                        now_ms,
+                        "variable",
+                        name,
+                        "infer",
+                        before=var.value_dict(old),
+                        after=var.value_dict(new),
+                        cause=cause,
+                    )
+                )
+            write_audit(conn, entries)
+            if changed:
+                self._touch(conn, memory_id, now_ms)
+        return changed
+
+    # -- summary --------------------------------------------------------------------------------
+    def get_summary(self, memory_id: str) -> Summary | None:
+        """Return the current summary of a memory, if any."""
+        with self._read() as conn:
+            row = conn.execute(select(summaries).where(summaries.c.memory_id == memory_id)).first()
+        if row is None:
+            return None
+        return Summary(
+            text=row.text,
+            tokens=row.tokens,
+            covers_until_ms=row.covers_until_ms,
+            version=row.version,
+            updated_at=row.updated_at,
+        )
+
+    def commit_summary(
+        self, memory_id: str, text: str, *, tokens: int, covers_until_ms: int, upto_seq: int, now_ms: int
+    ) -> Summary:
+        """Store a new summary version and advance the summary cursor, in one transaction.
+
+        The version goes up by one when the text changed; committing the same text again only
+        moves the cursor and the covered time.
+        """
+        _check_id(memory_id)
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now_ms)
+            old = conn.execute(select(summaries).where(summaries.c.memory_id == memory_id)).first()
+            version = 1 if old is None else (old.version if old.text == text else old.version + 1)
+            covers = max(covers_until_ms, old.covers_until_ms if old is not None else 0)
+            summary = Summary(
+                text=text, tokens=tokens, covers_until_ms=covers, version=version, updated_at=now_ms
+            )
+            row = {"memory_id": memory_id, **summary.model_dump()}
+            conn.execute(upsert(self.dialect, summaries, ("memory_id",), row))
+            conn.execute(
+                update(memories)
+                .where(memories.c.memory_id == memory_id, memories.c.summarized_seq < upto_seq)
+                .values(summarized_seq=upto_seq)
+            )
+            self._touch(conn, memory_id, now_ms)
+        return summary
+
+    # -- payload cache --------------------------------------------------------------------------
+    def save_snapshot(self, memory_id: str, snapshot: MemorySnapshot, *, now_ms: int) -> None:
+        """Cache the call-start snapshot of a memory (one row, replaced)."""
+        _check_id(memory_id)
+        if snapshot.memory_id != memory_id:
+            raise ValueError(f"snapshot of memory {snapshot.memory_id!r} cannot be saved under {memory_id!r}")
+        row = {"memory_id": memory_id, "data": snapshot.model_dump_json(), "updated_at": now_ms}
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now_ms)
+            conn.execute(upsert(self.dialect, snapshots, ("memory_id",), row))
+
+    def load_snapshot(self, memory_id: str) -> MemorySnapshot | None:
+        """Read the cached snapshot by primary key; None when absent or made stale by a change."""
+        with self._read() as conn:
+            data = conn.execute(select(snapshots.c.data).where(snapshots.c.memory_id == memory_id)).scalar()
+        return MemorySnapshot.model_validate_json(data) if data is not None else None
+
+    # -- dead letters and audit -----------------------------------------------------------------
+    def add_dead_letter(
+        self, memory_id: str | None, *, source: str, raw: str, error: str, path: str = "$"
+    ) -> bool:
+        """Keep a raw item that failed to parse; the same item twice is stored once.
+
+        Returns:
+            False if this (memory, raw item) was already stored.
+        """
+        scope = "\x00" if memory_id is None else f"m:{_check_id(memory_id)}"
+        item_key = hashlib.blake2b(f"{scope}\x1f{raw}".encode(), digest_size=16).hexdigest()
+        row = {
+            "memory_id": memory_id,
+            "item_key": item_key,
+            "source": source,
+            "raw": raw,
+            "error": error,
+            "path": path or "$",
+            "created_at": _now(),
+        }
+        with self._write(memory_id) as conn:
+            inserted = conn.execute(insert_ignore(self.dialect, dead_letters).values(**row)).rowcount == 1
+        if inserted:
+            logger.warning("dead letter from %s at %s: %s", source, path or "$", error)
+        return inserted
+
+    def list_dead_letters(self, memory_id: str | None = None, *, limit: int = 100) -> list[DeadLetter]:
+        """List dead letters, newest first (of one memory, or of all when ``memory_id`` is None)."""
+        stmt = select(dead_letters).order_by(dead_letters.c.id.desc()).limit(limit)
+        if memory_id is not None:
+            stmt = stmt.where(dead_letters.c.memory_id == memory_id)
+        with self._read() as conn:
+            return [
+                DeadLetter(
+                    id=r.id,
+                    memory_id=r.memory_id,
+                    source=r.source,
+                    raw=r.raw,
+                    error=r.error,
+                    path=r.path,
+                    created_at=r.created_at,
+                )
+                for r in conn.execute(stmt)
+            ]
+
+    def list_audit(self, memory_id: str, *, limit: int = 100) -> list[AuditEntry]:
+        """List the audit entries of a memory, newest first."""
+        stmt = select(audit).where(audit.c.memory_id == memory_id).order_by(audit.c.id.desc()).limit(limit)
+        with self._read() as conn:
+            return [row_to_audit(r) for r in conn.execute(stmt)]
+
+    # -- serialization --------------------------------------------------------------------------
+    def memory_lock(self, memory_id: str) -> AbstractContextManager[None]:
+        """Serialize work on one memory: a re-entrant in-process lock and, on PostgreSQL, an advisory lock.
+
+        The advisory lock is held on a dedicated connection for the duration, so other processes and
+        hosts wait too. Different memories never block each other.
+
+        Example:
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.memory_lock("mem_1"):
+            ...     store.ensure_memory("mem_1").memory_id
+            'mem_1'
+        """
+        _check_id(memory_id)
+        return _memory_lock(self._lock_scope, memory_id, pg_engine=self._pg_lock_engine())
+
+    def _pg_lock_engine(self) -> Engine | None:
+        if self.dialect != "postgresql":
+            return None
+        with self._lock_engine_guard:
+            if self._lock_engine is None:
+                # No pool: a lock connection is never handed back to anyone with the lock still held.
+                self._lock_engine = create_engine(self.url, poolclass=NullPool)
+            return self._lock_engine

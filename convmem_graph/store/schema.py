@@ -1,0 +1,206 @@
+"""SQLAlchemy Core tables of the memory store (same definitions on SQLite and PostgreSQL).
+
+Every table is prefixed ``cm_`` because the default SQLite file also holds LangGraph's
+``checkpoints`` and ``writes`` tables, and every row carries ``memory_id``: the isolation unit.
+Indexes are few on purpose (bytes per message matter): each one leads with ``memory_id`` so every
+per-memory query and the delete of a memory are index range scans.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+__all__ = [
+    "METADATA",
+    "PER_MEMORY_TABLES",
+    "audit",
+    "dead_letters",
+    "fragments",
+    "memories",
+    "messages",
+    "snapshots",
+    "summaries",
+    "variable_specs",
+    "variables",
+]
+
+METADATA = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# Empty values are stored as SQL NULL, not the JSON text 'null' (smaller, and "no metadata" reads back as {}).
+_Json = JSON(none_as_null=True)
+# 64-bit integers: millisecond timestamps overflow 32 bits.
+_Ms = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _memory_fk() -> ForeignKey:
+    return ForeignKey("cm_memories.memory_id", ondelete="CASCADE")
+
+
+memories = Table(
+    "cm_memories",
+    METADATA,
+    Column("memory_id", String, primary_key=True),
+    Column("description", Text, nullable=False, default=""),
+    Column("created_at", _Ms, nullable=False),
+    Column("updated_at", _Ms, nullable=False),
+    # Processing cursors: the highest message seq already extracted / folded into the summary.
+    Column("extracted_seq", _Ms, nullable=False, default=0),
+    Column("summarized_seq", _Ms, nullable=False, default=0),
+)
+
+messages = Table(
+    "cm_messages",
+    METADATA,
+    # Insertion order and processing cursor. AUTOINCREMENT on SQLite so a purged tail never lets a
+    # later message reuse a seq at or below a memory's cursor.
+    Column("seq", _Ms, primary_key=True, autoincrement=True),
+    Column("memory_id", String, _memory_fk(), nullable=False),
+    Column("id", String, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("channel", String(16), nullable=False),
+    Column("source", String(32), nullable=False),
+    Column("timestamp_ms", _Ms, nullable=False),
+    Column("turn_id", BigInteger().with_variant(Integer(), "sqlite"), nullable=True),
+    Column("round_id", String, nullable=True),
+    Column("speaker_id", String, nullable=True),
+    Column("partial", Boolean, nullable=False, default=False),
+    Column("interrupted", Boolean, nullable=False, default=False),
+    Column("original", Text, nullable=True),
+    Column("metadata", _Json, nullable=True),
+    # 64-bit hash of role + normalized text, for cross-channel duplicate detection; NULL when the
+    # normalized text is empty (pure punctuation is never collapsed).
+    Column("content_hash", BigInteger().with_variant(Integer(), "sqlite"), nullable=True),
+    UniqueConstraint("memory_id", "id"),
+    Index(None, "memory_id", "seq"),
+    Index(None, "memory_id", "timestamp_ms"),
+    Index(None, "memory_id", "content_hash"),
+    sqlite_autoincrement=True,
+)
+
+fragments = Table(
+    "cm_fragments",
+    METADATA,
+    Column("memory_id", String, _memory_fk(), primary_key=True),
+    Column("id", String, primary_key=True),
+    Column("content", Text, nullable=False),
+    Column("category", String(32), nullable=False),
+    Column("key", String, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("transient", Boolean, nullable=False, default=False),
+    Column("expires_at", _Ms, nullable=True),
+    Column("source_message_ids", _Json, nullable=True),
+    Column("origin", String(16), nullable=False),
+    Column("superseded_by", String, nullable=True),
+    Column("confidence", Float, nullable=False, default=1.0),
+    Column("created_at", _Ms, nullable=False),
+    Column("updated_at", _Ms, nullable=False),
+)
+
+variable_specs = Table(
+    "cm_variable_specs",
+    METADATA,
+    Column("memory_id", String, _memory_fk(), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("description", Text, nullable=False, default=""),
+    Column("infer", Boolean, nullable=False, default=True),
+    Column("type", String(16), nullable=False),
+    Column("allowed_values", _Json, nullable=True),
+)
+
+variables = Table(
+    "cm_variables",
+    METADATA,
+    Column("memory_id", String, _memory_fk(), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    # Manual and inferred values live side by side so clearing a manual value reveals the inferred one.
+    Column("origin", String(16), primary_key=True),
+    Column("value", _Json, nullable=False),
+    Column("fragment_ids", _Json, nullable=True),
+    Column("updated_at", _Ms, nullable=False),
+)
+
+summaries = Table(
+    "cm_summaries",
+    METADATA,
+    Column("memory_id", String, _memory_fk(), primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("tokens", Integer, nullable=False),
+    Column("covers_until_ms", _Ms, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("updated_at", _Ms, nullable=False),
+)
+
+snapshots = Table(
+    "cm_snapshots",
+    METADATA,
+    Column("memory_id", String, _memory_fk(), primary_key=True),
+    Column("data", Text, nullable=False),
+    Column("updated_at", _Ms, nullable=False),
+)
+
+audit = Table(
+    "cm_audit",
+    METADATA,
+    Column("id", _Ms, primary_key=True, autoincrement=True),
+    Column("memory_id", String, _memory_fk(), nullable=False),
+    Column("at", _Ms, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("object_id", String, nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("before", _Json, nullable=True),
+    Column("after", _Json, nullable=True),
+    Column("cause", Text, nullable=False, default=""),
+    Index(None, "memory_id", "id"),
+)
+
+dead_letters = Table(
+    "cm_dead_letters",
+    METADATA,
+    Column("id", _Ms, primary_key=True, autoincrement=True),
+    # No foreign key: an item can fail before its memory exists, or without any memory id at all.
+    Column("memory_id", String, nullable=True),
+    # Hash of (memory_id, raw): the same bad item reported twice is stored once.
+    Column("item_key", String(40), nullable=False, unique=True),
+    Column("source", String(64), nullable=False),
+    Column("raw", Text, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("created_at", _Ms, nullable=False),
+    Index(None, "memory_id"),
+)
+
+#: Tables holding rows of one memory, children first (the delete order of a memory).
+PER_MEMORY_TABLES: tuple[Table, ...] = (
+    messages,
+    fragments,
+    variable_specs,
+    variables,
+    summaries,
+    snapshots,
+    audit,
+    dead_letters,
+    memories,
+)

@@ -1,0 +1,122 @@
+"""Database URL handling shared by the store and the checkpointer factories.
+
+One rule everywhere: no URL means the SQLite file ``convmem.db`` in the current directory, a bare
+filesystem path means a SQLite file, and ``postgresql://`` means PostgreSQL through psycopg 3.
+Passwords never leave this module unmasked except in the URL handed to the driver.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sqlalchemy.engine import URL, make_url
+
+__all__ = [
+    "DEFAULT_DB_FILE",
+    "is_memory_sqlite",
+    "libpq_url",
+    "mask_url",
+    "normalize_url",
+    "sqlite_path",
+]
+
+#: File name of the default database (store and checkpoints), created in the current directory.
+DEFAULT_DB_FILE = "convmem.db"
+
+
+def normalize_url(url: str | None) -> str:
+    """Return the SQLAlchemy URL to open for a user-given database location.
+
+    Args:
+        url: ``None`` (the default file), a bare filesystem path, ``:memory:``, a ``sqlite:`` URL,
+            or a ``postgresql://`` / ``postgres://`` URL (rewritten to the psycopg 3 driver).
+
+    Returns:
+        A SQLAlchemy URL string, with relative SQLite paths made absolute so a later ``chdir``
+        does not move the database.
+
+    Raises:
+        ValueError: If the URL is empty or names an unsupported database.
+
+    Example:
+        >>> normalize_url("postgresql://u:pw@db:5432/app")
+        'postgresql+psycopg://u:pw@db:5432/app'
+        >>> normalize_url(":memory:")
+        'sqlite://'
+    """
+    if url is None:
+        return _sqlite_file_url(DEFAULT_DB_FILE)
+    text = url.strip()
+    if not text:
+        raise ValueError("database url is empty")
+    if text == ":memory:":
+        return "sqlite://"
+    if "://" not in text:
+        return _sqlite_file_url(text)
+    parsed = make_url(text)
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        if parsed.drivername in ("postgresql", "postgres"):
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return parsed.render_as_string(hide_password=False)
+    if backend == "sqlite":
+        database = parsed.database
+        if not database or database == ":memory:":
+            return "sqlite://"
+        if not database.startswith("file:"):
+            parsed = parsed.set(database=os.path.abspath(database))
+        return parsed.render_as_string(hide_password=False)
+    raise ValueError(f"unsupported database url scheme {parsed.drivername!r}: use sqlite or postgresql")
+
+
+def mask_url(url: str | URL) -> str:
+    """Return ``url`` with its password replaced by ``***`` (safe for logs and reprs).
+
+    Example:
+        >>> mask_url("postgresql+psycopg://u:secret@db/app")
+        'postgresql+psycopg://u:***@db/app'
+    """
+    parsed = make_url(url) if isinstance(url, str) else url
+    return parsed.render_as_string(hide_password=True)
+
+
+def is_memory_sqlite(url: str) -> bool:
+    """Tell whether a normalized URL is an in-memory SQLite database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    return database in ("", ":memory:") or "mode=memory" in database
+
+
+def sqlite_path(url: str | None) -> str:
+    """Return the filesystem path (or ``:memory:``) of a SQLite location given like the store's URL.
+
+    Raises:
+        ValueError: If the location is not SQLite.
+    """
+    normalized = normalize_url(url)
+    parsed = make_url(normalized)
+    if parsed.get_backend_name() != "sqlite":
+        raise ValueError(f"not a sqlite url: {mask_url(parsed)}")
+    if is_memory_sqlite(normalized):
+        return ":memory:"
+    return parsed.database or ":memory:"
+
+
+def libpq_url(url: str) -> str:
+    """Return a ``postgresql://`` conninfo URL (driver suffix removed) for psycopg and libpq.
+
+    Raises:
+        ValueError: If the URL is not PostgreSQL.
+    """
+    parsed = make_url(normalize_url(url))
+    if parsed.get_backend_name() != "postgresql":
+        raise ValueError(f"not a postgresql url: {mask_url(parsed)}")
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _sqlite_file_url(path: str) -> str:
+    return URL.create("sqlite", database=os.path.abspath(os.path.expanduser(path))).render_as_string(
+        hide_password=False
+    )
