@@ -629,6 +629,9 @@ def _validate_output(parsed: Any) -> tuple[ExtractionOutput | None, str]:
 
 def _describe(exc: BaseException) -> str:
     """Say what was wrong without echoing the user's text (errors end up in logs)."""
+    cause = _root_cause(exc)
+    if cause is not exc:
+        return _describe(cause)
     if isinstance(exc, ValidationError):
         parts = [
             f"{'.'.join(str(p) for p in e['loc']) or '$'}: {e['msg']}"
@@ -637,6 +640,15 @@ def _describe(exc: BaseException) -> str:
         return f"{exc.title}: " + "; ".join(parts[:8])
     text = str(exc).split("\n", 1)[0]
     return f"{type(exc).__name__}: {text}"[:400]
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    # Parser exceptions quote the whole answer; the validation or JSON error under them says what
+    # is wrong without repeating the user's facts.
+    seen = exc
+    while isinstance(seen, OutputParserException) and seen.__cause__ is not None:
+        seen = seen.__cause__
+    return seen if isinstance(seen, ValidationError | json.JSONDecodeError) else exc
 
 
 def _normalize_key(key: str, category: str) -> str:

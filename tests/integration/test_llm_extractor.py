@@ -49,9 +49,9 @@ def _msg(mid: str, role: str, content: str, ts: int, channel: str = "im") -> Mes
     return Message(
         id=mid,
         memory_id="mem_u10086",
-        role=role,  # type: ignore[arg-type]
+        role=role,
         content=content,
-        channel=channel,  # type: ignore[arg-type]
+        channel=channel,
         source="message" if channel == "im" else ("asr" if role == "user" else "llm"),
         timestamp_ms=ts,
     )

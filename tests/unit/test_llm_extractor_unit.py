@@ -40,7 +40,7 @@ class RecordingFake(FakeMessagesListChatModel):
             raise self.error
         return super()._generate(messages, *args, **kwargs)
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingFake:  # type: ignore[override]
+    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingFake:
         return self
 
 
@@ -73,7 +73,7 @@ def msg(i: int, role: str, content: str, minutes: int = 0) -> Message:
     return Message(
         id=f"im_u10086_{i:04d}_long_stable_id",
         memory_id="mem_u10086",
-        role=role,  # type: ignore[arg-type]
+        role=role,
         content=content,
         channel="im",
         source="message",
@@ -246,6 +246,27 @@ def test_bad_expiry_day_and_overlong_content_are_invalid() -> None:
     assert "facts[0].expires_on: 'next week' is not a YYYY-MM-DD date" in str(info.value)
     assert "facts[1]" in str(info.value) and "at most 200 characters" in str(info.value)
     assert "很很很" not in str(info.value)  # the user's text is not echoed into errors/logs
+
+
+def test_parser_errors_are_described_without_quoting_the_answer() -> None:
+    from langchain_core.exceptions import OutputParserException
+    from pydantic import ValidationError
+
+    from convmem_graph.extractors.llm import ExtractionOutput
+
+    try:
+        ExtractionOutput.model_validate({"facts": [{"content": "用户对芒果过敏"}], "variables": []})
+    except ValidationError as cause:
+        error = OutputParserException(
+            'Failed to parse ExtractionOutput from completion {"content": "用户对芒果过敏"}'
+        )
+        error.__cause__ = cause
+    model = fake(GOOD, error=error)
+    with pytest.raises(ExtractionError) as info:
+        LLMExtractor(model, max_invalid_retries=1).extract(BATCH, [], [], now_ms=NOW)
+    assert len(model.calls) == 2
+    assert "facts.0.key: Field required" in str(info.value)
+    assert "芒果" not in str(info.value)
 
 
 def test_chatter_only_answer_gives_nothing() -> None:
