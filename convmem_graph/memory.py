@@ -112,7 +112,9 @@ class ConvMemory:
             from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer
 
             chat = make_chat_model(model) if isinstance(model, str) else model
-            extractor = extractor or LLMExtractor(chat, method=config.structured_output_method)
+            extractor = extractor or LLMExtractor(
+                chat, method=config.structured_output_method, transient_ttl_days=config.transient_ttl_days
+            )
             summarizer = summarizer or LLMSummarizer(chat)
         lifecycle = Lifecycle(
             store, saver, config=config, extractor=extractor, summarizer=summarizer, durability=durability
