@@ -113,10 +113,16 @@ def chunked(items: Sequence[_T], size: int = IN_CHUNK) -> Iterator[Sequence[_T]]
 
 
 def insert_ignore(dialect: str, table: Table) -> Insert:
-    """Return an INSERT that silently skips rows conflicting with a unique constraint."""
+    """Return an INSERT that silently skips rows conflicting with a unique constraint.
+
+    Its result's ``rowcount`` tells whether the row was inserted (SQLAlchemy only keeps the
+    rowcount of INSERT statements when asked to).
+    """
     if dialect == "postgresql":
-        return pg_dialect.insert(table).on_conflict_do_nothing()
-    return sqlite_dialect.insert(table).on_conflict_do_nothing()
+        stmt = pg_dialect.insert(table).on_conflict_do_nothing()
+    else:
+        stmt = sqlite_dialect.insert(table).on_conflict_do_nothing()
+    return stmt.execution_options(preserve_rowcount=True)
 
 
 def upsert(dialect: str, table: Table, keys: Sequence[str], values: Mapping[str, Any]) -> Insert:

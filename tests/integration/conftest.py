@@ -1,0 +1,57 @@
+"""Integration fixtures: a real PostgreSQL server from ``CONVMEM_TEST_POSTGRES_URL``.
+
+Unset -> the PostgreSQL tests are skipped (with the reason). Set but unreachable -> they fail: a
+configured server that is down must never pass as a skip. Each test session works in a fresh
+schema (``search_path`` in the URL), dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from convmem_graph.store.urls import libpq_url
+
+PG_ENV = "CONVMEM_TEST_POSTGRES_URL"
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """Return ``url`` whose sessions use ``schema`` first (libpq ``options``)."""
+    parsed = make_url(url)
+    options = f"-csearch_path={schema}"
+    if "options" in parsed.query:
+        options = f"{parsed.query['options']} {options}"
+    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def pg_base_url() -> str:
+    url = os.environ.get(PG_ENV, "").strip()
+    if not url:
+        pytest.skip(f"{PG_ENV} is not set: the PostgreSQL integration tests need a server")
+    import psycopg
+
+    try:
+        psycopg.connect(libpq_url(url), connect_timeout=5).close()
+    except psycopg.Error as exc:
+        pytest.fail(f"{PG_ENV} is set but PostgreSQL is unreachable: {exc}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_base_url: str) -> Iterator[str]:
+    """A URL on a fresh schema of the test server (store and checkpoint tables both land there)."""
+    import psycopg
+
+    schema = f"cm_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield with_search_path(pg_base_url, schema)
+    finally:
+        with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
