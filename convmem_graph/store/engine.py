@@ -118,6 +118,7 @@ def insert_ignore(dialect: str, table: Table) -> Insert:
     Its result's ``rowcount`` tells whether the row was inserted (SQLAlchemy only keeps the
     rowcount of INSERT statements when asked to).
     """
+    stmt: Insert
     if dialect == "postgresql":
         stmt = pg_dialect.insert(table).on_conflict_do_nothing()
     else:
