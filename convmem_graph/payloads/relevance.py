@@ -1,0 +1,289 @@
+"""Rank memory fragments by relevance to a query, then by recency.
+
+Lexical scoring is BM25 over terms that need no downloaded segmenter: English (and other
+space-delimited) words lower-cased, stop words removed and lightly stemmed, matched as word
+prefixes (``mango`` finds ``mangoes``); CJK text as character bigrams (weight 1) plus single
+characters (weight 0.3, common function characters skipped). Fragments with no matching term
+keep recency order (``updated_at``, newest first) after the matching ones.
+
+Speed: all fragment contents are joined into one string and each query term is located with
+``str.count``/``str.find`` (C loops), so the Python work grows with the number of *matches*, not
+with the number of fragments. A term occurring more often than a quarter of the fragments (and at
+least 16 times) carries almost no information and is skipped, which bounds that work. The order
+of the non-matching rest comes from ``heapq.nlargest`` and only falls back to a full sort when a
+caller iterates past it.
+
+With a LangChain :class:`~langchain_core.embeddings.Embeddings`, the ``embed_limit`` best
+lexical/recency candidates are re-ranked by cosine similarity plus half the normalized lexical
+score. Embeddings are computed on each call: wrap the model in ``CacheBackedEmbeddings`` for
+large memories.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import re
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from operator import attrgetter
+
+from langchain_core.embeddings import Embeddings
+
+from convmem_graph.models import Fragment
+
+__all__ = ["iter_ranked", "lexical_scores", "query_terms", "rank_fragments"]
+
+_CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_WORD = re.compile(r"[^\W_]+")
+_EN_STOP = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being am do does
+    did have has had i me my we our you your he him his she her it its they them their this that these
+    those what which who whom when where why how not no so than too very can could will would shall
+    should may might must just about into over also please tell remember user users""".split()
+)
+# Single CJK characters too common to say anything; bigrams containing them are still used.
+_CJK_STOP = frozenset("的了是我你他她它们在和也就都而及与着或一个吗呢吧啊这那有要会对把被给让很还又说用户")
+_CJK_STOP_BIGRAMS = frozenset({"用户", "一个", "我们", "你们", "他们", "什么", "这个", "那个"})
+# Sentence particles: a bigram containing one is noise ("过敏吗" -> "敏吗").
+_PARTICLES = frozenset("的了吗呢吧啊呀哦嘛着")
+_MATCH_BUDGET = 1024
+_REFINE_LIMIT = 256
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "es", "ed", "ly", "s")
+_MAX_TERMS = 64
+_K1 = 1.2
+_B = 0.75
+_UNIGRAM_WEIGHT = 0.3
+_LEXICAL_WEIGHT_WITH_EMBEDDINGS = 0.5
+_UPDATED = attrgetter("updated_at")
+_CONTENT = attrgetter("content")
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            stem = word[: -len(suffix)]
+            # running -> runn -> run, stopped -> stopp -> stop
+            if (
+                suffix in ("ing", "ed")
+                and len(stem) >= 4
+                and stem[-1] == stem[-2]
+                and stem[-1] not in "aeiou"
+            ):
+                stem = stem[:-1]
+            return stem
+    return word
+
+
+def query_terms(query: str) -> list[tuple[str, float, bool]]:
+    """Split a query into weighted search terms.
+
+    Args:
+        query: Free text in any mix of Chinese/Japanese/Korean and space-delimited languages.
+
+    Returns:
+        Up to 64 unique ``(term, weight, is_word)`` tuples in order of appearance; ``is_word``
+        terms must start a word where they match.
+
+    Example:
+        >>> query_terms("芒果吗 mangoes")
+        [('芒果', 1.0, False), ('芒', 0.3, False), ('果', 0.3, False), ('mango', 1.0, True)]
+    """
+    low = query.lower()
+    terms: dict[str, tuple[float, bool]] = {}
+    for run in _CJK_RUN.findall(low):
+        for i in range(len(run) - 1):
+            a, b = run[i], run[i + 1]
+            bigram = a + b
+            if not (a in _CJK_STOP and b in _CJK_STOP) and a not in _PARTICLES and b not in _PARTICLES:
+                if bigram not in _CJK_STOP_BIGRAMS:
+                    terms.setdefault(bigram, (1.0, False))
+        for ch in run:
+            if ch not in _CJK_STOP:
+                # a lone CJK character is a full term; inside a run it backs the bigrams up
+                terms.setdefault(ch, (1.0 if len(run) == 1 else _UNIGRAM_WEIGHT, False))
+    for word in _WORD.findall(_CJK_RUN.sub(" ", low)):
+        if len(word) >= 2 and word not in _EN_STOP:
+            terms.setdefault(_stem(word), (1.0, True))
+    return [(t, w, is_word) for t, (w, is_word) in itertools.islice(terms.items(), _MAX_TERMS)]
+
+
+def lexical_scores(query: str, contents: Sequence[str]) -> dict[int, float]:
+    """BM25 scores of ``contents`` for ``query``; only documents with a positive score are returned.
+
+    Terms are processed rarest first. Terms found more often than ``max(n/4, 16)`` times are
+    skipped; once 1024 matches have been scored, more frequent terms only refine the scores of
+    documents already matched (at most 256), which bounds the work on large memories.
+
+    Args:
+        query: The query text.
+        contents: Document texts (fragment contents).
+
+    Returns:
+        ``{index in contents: score}``.
+
+    Example:
+        >>> lexical_scores("芒果", ["用户喜欢跑步。", "用户对芒果过敏。"])  # doctest: +ELLIPSIS
+        {1: ...}
+    """
+    terms = query_terms(query)
+    n = len(contents)
+    if not terms or n == 0:
+        return {}
+    text = "\x00".join(contents)
+    if any(is_word for _, _, is_word in terms):
+        low = text.lower()
+        if len(low) != len(text):
+            # a few characters (e.g. U+0130) change length when lower-cased; keep offsets exact
+            contents = [c.lower() for c in contents]
+            low = "\x00".join(contents)
+        text = low
+    limit = max(n // 4, 16)
+    lens = list(map(len, contents))
+    avg_len = max(sum(lens) / n, 1.0)
+    starts: list[int] | None = None
+    scores: dict[int, float] = {}
+    processed = 0
+    for count, term, weight, is_word in sorted((text.count(t), t, w, iw) for t, w, iw in terms):
+        if count == 0:
+            continue
+        if count > limit:
+            break
+        tf: dict[int, int] = {}
+        if processed + count > _MATCH_BUDGET and scores:
+            if len(scores) > _REFINE_LIMIT:
+                break
+            assert starts is not None  # set by the full pass that produced the scores
+            word_start = re.compile(r"(?<![^\W_])" + re.escape(term)) if is_word else None
+            for doc in scores:
+                body = text[starts[doc] : starts[doc] + lens[doc]]
+                freq = len(word_start.findall(body)) if word_start else body.count(term)
+                if freq:
+                    tf[doc] = freq
+            df = count  # occurrences stand in for the document frequency here
+        else:
+            if starts is None:
+                starts = [0, *itertools.accumulate(map((1).__add__, lens[:-1]))]
+            pos = text.find(term)
+            while pos != -1:
+                if not is_word or pos == 0 or not text[pos - 1].isalnum():
+                    doc = bisect_right(starts, pos) - 1
+                    tf[doc] = tf.get(doc, 0) + 1
+                pos = text.find(term, pos + len(term))
+            processed += count
+            df = len(tf)
+        if not tf:
+            continue
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        for doc, freq in tf.items():
+            norm = _K1 * (1.0 - _B + _B * lens[doc] / avg_len)
+            scores[doc] = scores.get(doc, 0.0) + weight * idf * freq * (_K1 + 1.0) / (freq + norm)
+    return scores
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(math.fsum(x * x for x in a))
+    nb = math.sqrt(math.fsum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def _by_recency(fragments: Sequence[Fragment], first: int) -> Iterator[Fragment]:
+    # nlargest(k) equals sorted(reverse=True)[:k] including tie order, so the fallback continues it.
+    top = heapq.nlargest(first, fragments, key=_UPDATED) if first < len(fragments) else None
+    if top is not None:
+        yield from top
+        if len(top) == len(fragments):
+            return
+    ordered = sorted(fragments, key=_UPDATED, reverse=True)
+    yield from ordered if top is None else ordered[len(top) :]
+
+
+def iter_ranked(
+    query: str | None,
+    fragments: Sequence[Fragment],
+    *,
+    first: int,
+    embeddings: Embeddings | None = None,
+    embed_limit: int | None = 256,
+) -> Iterator[Fragment]:
+    """Yield ``fragments`` best first, cheaply for the first ``first`` and lazily for the rest.
+
+    Args:
+        query: Text to rank against; ``None`` or blank ranks by recency only.
+        fragments: Candidates (the caller filters expired ones).
+        first: How many results the caller expects to need; more can still be iterated.
+        embeddings: Optional embeddings model, see the module docstring.
+        embed_limit: How many top candidates are embedded; ``None`` embeds all.
+
+    Yields:
+        Every fragment exactly once.
+    """
+    scores = lexical_scores(query, list(map(_CONTENT, fragments))) if query and query.strip() else {}
+    matched = sorted(scores, key=lambda i: (-scores[i], -fragments[i].updated_at, i))
+    matched_frags = [fragments[i] for i in matched]
+    seen = {id(f) for f in matched_frags}
+    rest = (f for f in _by_recency(fragments, first) if id(f) not in seen)
+    ranked: Iterator[Fragment] = itertools.chain(matched_frags, rest)
+    if embeddings is None or not query or not query.strip():
+        yield from ranked
+        return
+    limit = len(fragments) if embed_limit is None else embed_limit
+    head = list(itertools.islice(ranked, limit))
+    if head:
+        vectors = embeddings.embed_documents([f.content for f in head])
+        if len(vectors) != len(head):
+            raise ValueError(
+                f"embeddings.embed_documents returned {len(vectors)} vectors for {len(head)} fragments"
+            )
+        qv = embeddings.embed_query(query)
+        top_lex = max((scores[i] for i in matched), default=0.0)
+        lex = {id(fragments[i]): scores[i] / top_lex for i in matched} if top_lex > 0 else {}
+        hybrid = {
+            id(f): _cosine(qv, v) + _LEXICAL_WEIGHT_WITH_EMBEDDINGS * lex.get(id(f), 0.0)
+            for f, v in zip(head, vectors, strict=True)
+        }
+        head.sort(key=lambda f: (-hybrid[id(f)], -f.updated_at))
+    yield from head
+    yield from ranked
+
+
+def rank_fragments(
+    query: str,
+    fragments: Sequence[Fragment],
+    *,
+    embeddings: Embeddings | None = None,
+    now_ms: int | None = None,
+    embed_limit: int | None = 256,
+) -> list[Fragment]:
+    """Return ``fragments`` ordered by relevance to ``query``, then recency (newest first).
+
+    Args:
+        query: Free text (Chinese, English or mixed); blank means recency only.
+        fragments: The fragments to rank.
+        embeddings: Optional LangChain embeddings; see the module docstring.
+        now_ms: When given, fragments with ``expires_at <= now_ms`` are left out.
+        embed_limit: How many top lexical/recency candidates are re-ranked by embeddings
+            (``None``: all).
+
+    Returns:
+        A new list; the input is not modified.
+
+    Example:
+        >>> from convmem_graph.models import Fragment
+        >>> fs = [
+        ...     Fragment(id="a", memory_id="m", content="用户对芒果过敏。", key="allergy", updated_at=1),
+        ...     Fragment(id="b", memory_id="m", content="用户喜欢跑步。", key="hobby", updated_at=2),
+        ... ]
+        >>> [f.id for f in rank_fragments("芒果", fs)]
+        ['a', 'b']
+        >>> [f.id for f in rank_fragments("", fs)]
+        ['b', 'a']
+    """
+    live = (
+        list(fragments)
+        if now_ms is None
+        else [f for f in fragments if f.expires_at is None or f.expires_at > now_ms]
+    )
+    return list(iter_ranked(query, live, first=len(live), embeddings=embeddings, embed_limit=embed_limit))
