@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import (
     ConvMemError,
@@ -45,3 +47,6 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# A library never configures logging; applications do.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
