@@ -1,9 +1,10 @@
 """Rank memory fragments by relevance to a query, then by recency.
 
 Lexical scoring is BM25 over terms that need no downloaded segmenter: English (and other
-space-delimited) words lower-cased, stop words removed and lightly stemmed, matched as word
-prefixes (``mango`` finds ``mangoes``); CJK text as character bigrams (weight 1) plus single
-characters (weight 0.3, common function characters skipped). Fragments with no matching term
+space-delimited) words lower-cased, stop words removed and lightly stemmed; a stem matches a
+document word made of the stem plus a common inflection (``mango`` finds ``mangoes`` but not
+``mangolian``, ``allergy`` finds ``allergic``). CJK text is matched as character bigrams (weight 1)
+plus single characters (weight 0.3, common function characters skipped). Fragments with no matching term
 keep recency order (``updated_at``, newest first) after the matching ones.
 
 Speed: all fragment contents are joined into one string and each query term is located with
@@ -50,7 +51,12 @@ _CJK_STOP_BIGRAMS = frozenset({"用户", "一个", "我们", "你们", "他们",
 _PARTICLES = frozenset("的了吗呢吧啊呀哦嘛着")
 _MATCH_BUDGET = 1024
 _REFINE_LIMIT = 256
-_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "es", "ed", "ly", "s")
+_SUFFIXES = ("ingly", "edly", "ical", "ing", "ies", "ied", "ic", "es", "ed", "ly", "y", "s")
+# What may follow a stem inside a matching document word: "mango" finds "mangoes" but not "mangolian".
+_TAILS = frozenset(
+    {"", "e", "s", "es", "ed", "d", "ing", "er", "ers", "y", "ies", "ied", "ic", "ical", "ly", "ily"}
+)
+_DOUBLED_TAILS = frozenset({"ing", "ed", "er", "ers"})
 _MAX_TERMS = 64
 _K1 = 1.2
 _B = 0.75
@@ -64,16 +70,34 @@ def _stem(word: str) -> str:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             stem = word[: -len(suffix)]
+            if suffix == "y" and stem[-1] in "aeiou":  # play, day: not a suffix
+                continue
             # running -> runn -> run, stopped -> stopp -> stop
-            if (
-                suffix in ("ing", "ed")
-                and len(stem) >= 4
-                and stem[-1] == stem[-2]
-                and stem[-1] not in "aeiou"
-            ):
+            doubled = len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiou"
+            if suffix in ("ing", "ed") and doubled:
                 stem = stem[:-1]
             return stem
     return word
+
+
+def _word_hit(text: str, pos: int, term: str) -> bool:
+    """Whether ``term`` at ``pos`` starts a word whose rest is an inflection of it."""
+    if pos > 0 and text[pos - 1].isalnum():
+        return False
+    end = pos + len(term)
+    stop = end
+    while stop < len(text) and text[stop].isalnum():
+        stop += 1
+    tail = text[end:stop]
+    return tail in _TAILS or (tail[:1] == term[-1] and tail[1:] in _DOUBLED_TAILS)
+
+
+def _find_all(text: str, term: str, is_word: bool) -> Iterator[int]:
+    pos = text.find(term)
+    while pos != -1:
+        if not is_word or _word_hit(text, pos, term):
+            yield pos
+        pos = text.find(term, pos + len(term))
 
 
 def query_terms(query: str) -> list[tuple[str, float, bool]]:
@@ -155,22 +179,18 @@ def lexical_scores(query: str, contents: Sequence[str]) -> dict[int, float]:
             if len(scores) > _REFINE_LIMIT:
                 break
             assert starts is not None  # set by the full pass that produced the scores
-            word_start = re.compile(r"(?<![^\W_])" + re.escape(term)) if is_word else None
             for doc in scores:
                 body = text[starts[doc] : starts[doc] + lens[doc]]
-                freq = len(word_start.findall(body)) if word_start else body.count(term)
+                freq = sum(1 for _ in _find_all(body, term, is_word)) if is_word else body.count(term)
                 if freq:
                     tf[doc] = freq
             df = count  # occurrences stand in for the document frequency here
         else:
             if starts is None:
                 starts = [0, *itertools.accumulate(map((1).__add__, lens[:-1]))]
-            pos = text.find(term)
-            while pos != -1:
-                if not is_word or pos == 0 or not text[pos - 1].isalnum():
-                    doc = bisect_right(starts, pos) - 1
-                    tf[doc] = tf.get(doc, 0) + 1
-                pos = text.find(term, pos + len(term))
+            for pos in _find_all(text, term, is_word):
+                doc = bisect_right(starts, pos) - 1
+                tf[doc] = tf.get(doc, 0) + 1
             processed += count
             df = len(tf)
         if not tf:
