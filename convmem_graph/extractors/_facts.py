@@ -1,0 +1,106 @@
+"""Internal fact record and per-message context shared by the zh and en rule sets."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+
+from convmem_graph.extractors._text import has_cjk, norm_key
+from convmem_graph.extractors._timeexpr import Period, period_end_ms
+
+__all__ = ["DAY_MS", "Fact", "PlanInfo", "RuleContext", "plan_action_from_content"]
+
+DAY_MS = 86_400_000
+#: A plan stays in memory one day after its last day, so "how was the trip?" still works.
+PLAN_GRACE_DAYS = 1
+
+
+@dataclass(slots=True)
+class Fact:
+    """A fact found by a rule, before it becomes a :class:`FragmentCandidate`."""
+
+    content: str
+    category: str
+    key: str
+    value: str | None = None
+    polarity: int = 1
+    single_valued: bool = False
+    transient: bool = False
+    expires_at: int | None = None
+    confidence: float = 0.8
+
+
+@dataclass(slots=True)
+class PlanInfo:
+    """A plan known from earlier messages or stored fragments (for date follow-ups)."""
+
+    key: str
+    action: str
+    modal: str
+
+
+@dataclass(slots=True)
+class RuleContext:
+    """What the rules know while reading one message.
+
+    Attributes:
+        ts_ms: The message time.
+        today: The message's local calendar date.
+        offset_minutes: UTC offset used to resolve dates.
+        ttl_ms: Lifetime of transient facts without a resolvable end date.
+        pets: Known pet names -> species ("" when unknown), from stored fragments and earlier
+            messages of the batch.
+        plans: Known plans, newest last.
+    """
+
+    ts_ms: int
+    today: date
+    offset_minutes: int
+    ttl_ms: int
+    pets: dict[str, str] = field(default_factory=dict)
+    plans: list[PlanInfo] = field(default_factory=list)
+
+    def ttl_expiry(self) -> int:
+        """Expiry of a transient fact said now, without its own end date."""
+        return self.ts_ms + self.ttl_ms
+
+    def period_expiry(self, period: Period) -> int:
+        """Expiry of a fact bound to ``period`` (a day of grace after it ends)."""
+        return max(period_end_ms(period, self.offset_minutes, PLAN_GRACE_DAYS), self.ts_ms + DAY_MS)
+
+    def add_plan(self, key: str, action: str, modal: str) -> None:
+        """Remember a plan so a later "the trip is Feb 10-14" can refine it."""
+        self.plans = [p for p in self.plans if p.key != key]
+        self.plans.append(PlanInfo(key, action, modal))
+
+    def find_plan(self, topic: str) -> PlanInfo | None:
+        """Return the newest known plan whose action mentions ``topic`` (``出差``, ``trip``)."""
+        t = norm_key(topic)
+        if not t:
+            return None
+        for plan in reversed(self.plans):
+            if t in plan.action.lower() or t in plan.key:
+                return plan
+        return None
+
+
+_ZH_PLAN_CONTENT = re.compile(
+    r"^用户(?P<modal>计划|想|打算)(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?(?:至(?:\d{4}年)?(?:\d{1,2}月)?\d{1,2}日)?"
+    r"(?:（周末）)?)?(?P<action>.+?)。?$"
+)
+_EN_PLAN_CONTENT = re.compile(
+    r"^User (?:plans|wants) to (?P<action>.+?)(?:\s+(?:in|on|from) (?:the (?:week|weekend) of )?"
+    r"(?:\d{1,2}(?:-\d{1,2})? )?(?:[A-Z][a-z]+ )?(?:\d{1,2} )?(?:to \d{1,2} )?(?:[A-Z][a-z]+ )?\d{4})?\.?$"
+)
+
+
+def plan_action_from_content(content: str) -> tuple[str, str] | None:
+    """Recover ``(action, modal)`` from a plan fragment's content written by these rules."""
+    if has_cjk(content):
+        m = _ZH_PLAN_CONTENT.match(content)
+        if m:
+            return m["action"], m["modal"]
+        return None
+    m = _EN_PLAN_CONTENT.match(content)
+    return (m["action"], "plans") if m else None

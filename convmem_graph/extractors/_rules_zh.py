@@ -1,0 +1,673 @@
+"""Chinese first-person statement rules of the heuristic extractor.
+
+Each clause is cleaned (fillers, requests, time/habit/temporary markers), its subject decided
+(explicit 我, an inherited omitted subject, or someone else), then matched against the rules below
+in order; the first rule that matches wins. Output is third person: "用户对芒果过敏。".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from convmem_graph.extractors._facts import Fact, RuleContext
+from convmem_graph.extractors._lexicon import (
+    ZH_FOODS,
+    ZH_JOB_RE,
+    ZH_PLACE_RE,
+    ZH_RELATIONS,
+    ZH_SPECIES_RE,
+    zh_relation,
+)
+from convmem_graph.extractors._text import Clause, norm_key
+from convmem_graph.extractors._timeexpr import TimeMatch, cn_int, find_zh, render_zh
+
+__all__ = ["extract_zh_sentence"]
+
+_MEMO_PREFIX = re.compile(r"^(?:请|你)?(?:要)?(?:帮我)?(?:记住|记一下|记好|别忘了)(?:了)?[，,：:\s]*")
+_REQUEST = re.compile(
+    r"提醒我|帮我|帮忙|^给我|你给我|告诉我|跟我说|你能|你可以|你会不会|能不能|可不可以|可以帮|麻烦你|请你|你帮"
+)
+_QUESTION_END = re.compile(
+    r"(?:吗|么|嘛)$|^(?:为什么|怎么|是不是|能不能|可不可以|要不要|有没有|你觉得|你知道)"
+)
+_FILLERS = re.compile(
+    r"^(?:(?:对了|对对对?|对啊|对呀|是的|没错|还有(?=[，,\s]|我)|而且|另外|其实|嗯+|哦+|噢+|啊+|哈哈+|嘿嘿|然后|所以|"
+    r"不过|但是|可是|因为|就是|反正|话说|顺便说一下|顺便说下|顺便|说真的|我跟你说|跟你说|告诉你|说起来|还|也|就)[，,\s]*)+"
+)
+_HABIT = re.compile(
+    r"平时|平常|日常|每天(?:早上|晚上|中午|下午|早晨)?|天天|每晚|每早|每周[一二三四五六日天末]?|每个?周末|"
+    r"每个?星期[一二三四五六日天]?|周末都|每个月|经常|常常|通常|一般(?!般)|总是|向来|习惯性?地?|每年"
+)
+_TEMP = re.compile(r"最近|近期|近来|这几天|这些天|这段时间|这段日子|这阵子|这一阵|目前|暂时|眼下")
+_THIS_WEEK = ("这周", "本周", "这个星期", "这星期", "这礼拜", "这个礼拜")
+_OTHER_SUBJECT = re.compile(
+    r"^(?:他们|她们|它们|他|她|它|你们|你|您|咱们|我们|大家|别人|有人|人家|朋友|同事|老板)"
+)
+_ADVERBS = re.compile(r"^(?:也|还|就|都|又|真的|确实|其实|已经|一直|本来)+")
+_TRAIL = re.compile(r"(?:了|啦|呀|啊|哦|哈|呢|嘛|喔|噢|哟|吧)+$")
+
+
+def _place(text: str) -> bool:
+    return ZH_PLACE_RE.fullmatch(text) is not None
+
+
+def _job(text: str) -> bool:
+    return ZH_JOB_RE.match(text) is not None
+
+
+def _third(text: str) -> str:
+    """Rewrite first-person words inside an object phrase (我的猫 -> 自己的猫)."""
+    return (
+        text.replace("我们", "他们").replace("我的", "自己的").replace("我家", "自己家").replace("我", "自己")
+    )
+
+
+@dataclass(slots=True)
+class _Clause:
+    body: str
+    habit: str
+    temp: str
+    when: TimeMatch | None
+    done: bool = False
+
+
+Rule = Callable[[_Clause, RuleContext], list[Fact] | None]
+
+
+# ----------------------------------------------------------------- identity
+
+_NAME = re.compile(
+    r"^(?:叫|名叫|的名字(?:是|叫)|名字(?:是|叫))([\u4e00-\u9fff·]{2,4}|[A-Za-z][A-Za-z .'-]{0,30})$"
+)
+_AGE = re.compile(r"^(?:今年|现在)?(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
+_BIRTH = re.compile(r"^(?:是)?((?:19|20)\d{2}|\d{2})年(?:出生|生)?的?(?:人)?$|^出生于((?:19|20)\d{2})年?$")
+_GENDER = re.compile(r"^(?:可|也)?是(?:一个|个|一名|名)?.{0,3}?(男|女)(?:的|生|性|孩子?|人|子)$")
+_MARITAL = re.compile(r"^(?:已经)?(结婚|离婚|单身|已婚|未婚|离异)$")
+
+
+def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    b = c.body
+    m = _NAME.match(b)
+    if m:
+        name = m.group(1).strip()
+        return [Fact(f"用户叫{name}。", "profile", "profile:name", name, single_valued=True, confidence=0.9)]
+    m = _AGE.match(b)
+    if m and (c.when is None or c.when.period.kind == "year"):
+        age = cn_int(m.group(1))
+        if age is not None and 3 <= age <= 110:
+            year = ctx.today.year - age
+            content = f"用户{year}年出生（{ctx.today.year}年时{age}岁）。"
+            return [
+                Fact(content, "profile", "profile:birth_year", str(year), single_valued=True, confidence=0.85)
+            ]
+    m = _BIRTH.match(b)
+    if m:
+        raw = m.group(1) or m.group(2)
+        year = int(raw)
+        if year < 100:
+            year += 2000 if year <= ctx.today.year % 100 else 1900
+        if 1900 <= year <= ctx.today.year:
+            return [
+                Fact(
+                    f"用户{year}年出生。",
+                    "profile",
+                    "profile:birth_year",
+                    str(year),
+                    single_valued=True,
+                    confidence=0.9,
+                )
+            ]
+    m = _GENDER.match(b)
+    if m:
+        value = "男" if m.group(1) == "男" else "女"
+        return [
+            Fact(
+                f"用户是{value}性。", "profile", "profile:gender", value, single_valued=True, confidence=0.85
+            )
+        ]
+    m = _MARITAL.match(b)
+    if m:
+        value = {"结婚": "已婚", "离婚": "离异"}.get(m.group(1), m.group(1))
+        return [
+            Fact(f"用户{value}。", "profile", "profile:marital", value, single_valued=True, confidence=0.8)
+        ]
+    return None
+
+
+# ----------------------------------------------------------------- place and work
+
+_WORK_AT = re.compile(r"^在(.{2,10}?)(?:做|当|从事|干)(.{2,10}?)(?:工作)?$")
+_WORK_IN = re.compile(r"^在(.{2,10}?)(?:工作|上班|打工|实习)$")
+_LIVE_IN = re.compile(r"^(?:住在|住|生活在|定居在|定居|搬到|搬去|搬家到|搬回)(.{2,8}?)(?:住|生活|定居)?$")
+_LIVE_AT = re.compile(r"^在(.{2,8}?)(?:住|生活|定居)$")
+_HOMETOWN = re.compile(r"^(?:是(.{2,6}?)人|来自(.{2,6}?)|老家(?:是|在)(.{2,6}?))$")
+_IS_JOB = re.compile(r"^(?:是|当)(?:一名|一个|一位|个|名|位)?(.{2,10}?)$")
+_DOES_JOB = re.compile(r"^(?:是)?(?:做|干|从事)(.{1,8}?)(?:的|工作|行业|这行)$")
+_JOB_IS = re.compile(r"^的?(?:工作|职业)是(.{2,10})$")
+_SCHOOL = re.compile(r"^在(.{2,10}?)(?:上学|读书|读大学|上大学|念书|读研|读博|上高中|上初中)$")
+
+
+def _city(place: str, *, moved: bool = False) -> Fact:
+    verb = "搬到了" if moved else "住在"
+    return Fact(f"用户{verb}{place}。", "profile", "profile:city", place, single_valued=True, confidence=0.85)
+
+
+def _occupation(job: str) -> Fact:
+    return Fact(f"用户是{job}。", "profile", "profile:occupation", job, single_valued=True, confidence=0.85)
+
+
+def _workplace(place: str) -> Fact:
+    return Fact(
+        f"用户在{place}工作。", "profile", "profile:workplace", place, single_valued=True, confidence=0.75
+    )
+
+
+def _work(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    b = c.body
+    m = _WORK_AT.match(b)
+    if m:
+        place, job = m.group(1), m.group(2)
+        facts: list[Fact] = []
+        if _place(place):
+            facts.append(
+                Fact(
+                    f"用户在{place}工作。",
+                    "profile",
+                    "profile:city",
+                    place,
+                    single_valued=True,
+                    confidence=0.8,
+                )
+            )
+        else:
+            facts.append(_workplace(place))
+        if _job(job):
+            facts.append(_occupation(job))
+        return facts
+    m = _WORK_IN.match(b)
+    if m:
+        place = m.group(1)
+        if _place(place):
+            return [
+                Fact(
+                    f"用户在{place}工作。",
+                    "profile",
+                    "profile:city",
+                    place,
+                    single_valued=True,
+                    confidence=0.8,
+                )
+            ]
+        return [_workplace(place)]
+    m = _SCHOOL.match(b)
+    if m:
+        school = m.group(1)
+        return [Fact(f"用户在{school}上学。", "profile", "profile:school", school, single_valued=True)]
+    m = _LIVE_IN.match(b)
+    if m and _place(m.group(1)):
+        return [_city(m.group(1), moved=b.startswith("搬"))]
+    m = _LIVE_AT.match(b)
+    if m and _place(m.group(1)):
+        return [_city(m.group(1))]
+    m = _HOMETOWN.match(b)
+    if m:
+        place = m.group(1) or m.group(2) or m.group(3)
+        if place and _place(place):
+            return [
+                Fact(
+                    f"用户来自{place}。",
+                    "profile",
+                    "profile:hometown",
+                    place,
+                    single_valued=True,
+                    confidence=0.8,
+                )
+            ]
+    for rx in (_IS_JOB, _JOB_IS):
+        m = rx.match(b)
+        if m and _job(m.group(1)):
+            return [_occupation(m.group(1))]
+    m = _DOES_JOB.match(b)
+    if m and not m.group(1).startswith(("饭", "菜", "作业", "家务")):
+        job = m.group(1)
+        return [
+            Fact(
+                f"用户从事{job}工作。",
+                "profile",
+                "profile:occupation",
+                job,
+                single_valued=True,
+                confidence=0.75,
+            )
+        ]
+    return None
+
+
+# ----------------------------------------------------------------- health, food
+
+_ALLERGY = re.compile(r"^(?:对)?(.{1,10}?)(不)?过敏(?:症)?$|^有(.{1,8}?)过敏(?:症)?$|^过敏(?:原)?是(.{1,8})$")
+_ALLERGY_ADV = re.compile(
+    r"^(?:有点|有些|一点|很|特别|比较|经常|容易|严重|轻微|也|还|都)+|(?:有点|有些|很|特别|比较|严重|也)+$"
+)
+_NO_EAT = re.compile(r"^(?:不吃|不能吃|吃不了|不爱吃|不敢吃|戒了|忌|不喝|喝不了|不能喝)(.{1,8}?)$")
+_NO_PUT = re.compile(
+    r"不(?:放|加|要放|要加)([\u4e00-\u9fff]{1,4}?)(?:的(?:一份|一碗|一杯)?([\u4e00-\u9fff]{1,6}))?$"
+)
+_DONT_WANT = re.compile(r"^(?:不要|别放|不要放|别加)(?:太)?(.{1,4}?)的?$")
+_VEGETARIAN = re.compile(r"^(?:吃素|是素食(?:者|主义者)?|只吃素)$")
+_STATE_BODY = re.compile(
+    r"^(?:身体|胃|肚子|头|嗓子|喉咙|腰|背|腿|膝盖|牙|眼睛|皮肤|肠胃|睡眠|心情|胃口)(?:有点|不太|很|特别)?"
+    r"(?:不好|不太好|不舒服|疼|痛|难受|发炎|不行|差)$"
+)
+_ACUTE = re.compile(
+    r"^(?:在)?(?:感冒|发烧|咳嗽|失眠|生病|住院|怀孕|减肥|备孕|备考|戒烟|戒酒|找工作|考研|加班|(?:很|比较|特别)忙|压力(?:很|比较|特别)?大)$"
+)
+_TRYING = re.compile(r"^(?:在|正在)?(?:试着|尝试|试试|努力)(.{2,15})$")
+
+
+def _food(item: str, ctx: RuleContext, c: _Clause, *, verb: str = "不吃", confidence: float = 0.8) -> Fact:
+    item = _third(item)
+    transient = bool(c.temp)
+    content = f"用户{c.temp}{verb}{item}。"
+    return Fact(
+        content,
+        "diet",
+        f"food:{norm_key(item)}",
+        item,
+        polarity=-1,
+        transient=transient,
+        expires_at=ctx.ttl_expiry() if transient else None,
+        confidence=confidence,
+    )
+
+
+def _health_food(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    b = c.body
+    m = _ALLERGY.match(b)
+    if m:
+        item = _ALLERGY_ADV.sub("", m.group(1) or m.group(3) or m.group(4) or "")
+        if item and len(item) <= 8 and "你" not in item:
+            neg = bool(m.group(2))
+            content = f"用户对{_third(item)}{'不' if neg else ''}过敏。"
+            return [
+                Fact(
+                    content,
+                    "health",
+                    f"allergy:{norm_key(item)}",
+                    item,
+                    polarity=-1 if neg else 1,
+                    confidence=0.9,
+                )
+            ]
+    m = _VEGETARIAN.match(b)
+    if m:
+        return [Fact("用户吃素。", "diet", "food:素食", "素食", confidence=0.85)]
+    m = _NO_EAT.match(b)
+    if m:
+        verb = b[: m.start(1)]
+        return [_food(m.group(1), ctx, c, verb=verb)]
+    m = _NO_PUT.search(b)
+    if m and m.group(1) in ZH_FOODS:
+        item, dish = m.group(1), m.group(2)
+        if dish and not c.temp:
+            return [
+                Fact(f"用户吃{dish}不放{item}。", "diet", f"food:{item}", item, polarity=-1, confidence=0.8)
+            ]
+        return [_food(item, ctx, c)]
+    m = _DONT_WANT.match(b)
+    if m and m.group(1) in ZH_FOODS:
+        return [_food(m.group(1), ctx, c, confidence=0.65)]
+    if _STATE_BODY.match(b):
+        if c.temp:
+            return [_state(b, ctx, c)]
+        return [Fact(f"用户{b}。", "health", f"health:{norm_key(b)}", b, polarity=-1, confidence=0.7)]
+    if _ACUTE.match(b):
+        return [_state(b, ctx, c)]
+    m = _TRYING.match(b)
+    if m and "你" not in b:
+        item = _third(m.group(1))
+        return [
+            Fact(
+                f"用户{c.temp}在尝试{item}。",
+                "state",
+                f"state:{norm_key(item)}",
+                item,
+                transient=True,
+                expires_at=ctx.ttl_expiry(),
+                confidence=0.7,
+            )
+        ]
+    return None
+
+
+def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
+    return Fact(
+        f"用户{c.temp}{_third(body)}。",
+        "state",
+        f"state:{norm_key(body)}",
+        body,
+        polarity=-1 if "不" in body else 1,
+        transient=True,
+        expires_at=ctx.ttl_expiry(),
+        confidence=0.7,
+    )
+
+
+# ----------------------------------------------------------------- pets, family
+
+_QTY = r"(?P<q>(?:一|两|三|四|几|\d+)(?:只|条|个|头|匹|对)?)?"
+_PET = re.compile(
+    rf"^(?:家里?)?(?:养了|养着|养|有){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
+    r"(?:(?:叫|名叫|名字叫)(?P<n2>.{1,6}))?$"
+)
+_PET_NAMED = re.compile(
+    r"^(?:的|家的?|给(?:我的|我家的?|自己的)?)(?P<sp>[\u4e00-\u9fff]{1,6}?)(?:叫|名叫|名字叫|的名字是|起名叫|起名字叫|取名叫|起了个名字叫)"
+    r"(?P<n>.{1,6})$"
+)
+_FAMILY_HAS = re.compile(rf"^有(?P<q>(?:一|两|三|四|五|\d+)个?)?(?P<rel>{ZH_RELATIONS})$")
+_FAMILY_POSS = re.compile(
+    rf"^(?:的)?(?P<rel>{ZH_RELATIONS})"
+    r"(?P<rest>(?:是|叫|今年|住在|也是|也在|在.{1,10}?(?:工作|上班|上学|读书|住)$).{0,20})$"
+)
+
+
+def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    b = c.body
+    m = _PET.match(b)
+    if m and ZH_SPECIES_RE.match(m["sp"]):
+        species, name = m["sp"], m["n1"] or m["n2"]
+        q = m["q"] or "一只"
+        if q[-1] not in "只条个头匹对":
+            q += "只"
+        if name:
+            ctx.pets[name] = species
+            content = f"用户养了{q}叫{name}的{species}。"
+            return [Fact(content, "relation", f"pet:{norm_key(name)}", species, confidence=0.85)]
+        ctx.pets.setdefault(species, species)
+        return [
+            Fact(f"用户养了{q}{species}。", "relation", f"pet:{norm_key(species)}", species, confidence=0.8)
+        ]
+    m = _PET_NAMED.match(b)
+    if m and ZH_SPECIES_RE.match(m["sp"]):
+        ctx.pets[m["n"]] = m["sp"]
+        content = f"用户的{m['sp']}叫{m['n']}。"
+        return [Fact(content, "relation", f"pet:{norm_key(m['n'])}", m["sp"], confidence=0.85)]
+    m = _FAMILY_HAS.match(b)
+    if m:
+        rel = m["rel"]
+        q = m["q"] or "一个"
+        if not q.endswith("个"):
+            q += "个"
+        return [Fact(f"用户有{q}{rel}。", "relation", f"family:{zh_relation(rel)}", rel, confidence=0.8)]
+    m = _FAMILY_POSS.match(b)
+    if m and "你" not in m["rest"]:
+        rel = m["rel"]
+        content = f"用户的{rel}{_third(m['rest'])}。"
+        return [Fact(content, "relation", f"family:{zh_relation(rel)}", rel, confidence=0.7)]
+    return None
+
+
+def _pet_age(text: str, ctx: RuleContext) -> list[Fact] | None:
+    """``年糕两岁了`` / ``我的猫三个月大了`` about a pet already known."""
+    if not ctx.pets:
+        return None
+    t = re.sub(r"^我(?:的|家的?)", "", text)
+    for name, species in ctx.pets.items():
+        if not t.startswith(name):
+            continue
+        m = re.match(
+            r"^(?:今年|已经|现在)?(\d{1,2}|[一二两三四五六七八九十]{1,3})(岁|个月)(?:多|半)?(?:大)?(?:了|啦)?$",
+            t[len(name) :],
+        )
+        if not m:
+            continue
+        n = cn_int(m.group(1))
+        if n is None:
+            return None
+        said = m.group(1) + m.group(2)
+        label = f"{species}{name}" if species and species != name else name
+        content = f"用户的{label}{said}了（{ctx.today.year}年{ctx.today.month}月）。"
+        key = f"pet:{norm_key(name)}:age"
+        return [Fact(content, "relation", key, f"{n}{m.group(2)}", single_valued=True, confidence=0.8)]
+    return None
+
+
+# ----------------------------------------------------------------- likes, habits
+
+_DISLIKE = re.compile(r"^(?:不太|不怎么|不是很|不是特别|不大|不|没那么|并不)(喜欢|爱)(.{1,20})$")
+_HATE = re.compile(r"^(?:很|特别|非常|最|超|有点|比较)?(讨厌|受不了|反感|厌恶|害怕|怕)(.{1,20})$")
+_LIKE = re.compile(
+    r"^(?:(?:特别|很|非常|最|超级|超|挺|比较|也|还|都|一直|真的|蛮|可|更|尤其|好|还挺|最近)+)?"
+    r"(喜欢上了|喜欢|爱上了|热爱|钟爱|偏爱|迷上了|爱)(.{1,20})$"
+)
+_FAVORITE = re.compile(r"^(?:最|特别)?(?:喜欢|爱)的(.{1,6}?)(?:是|就是)(.{1,12})$")
+_INTEREST = re.compile(r"^对(.{1,10}?)(?:很|特别|非常|比较|挺)?感兴趣$|^的?(?:爱好|兴趣)是(.{1,20})$")
+_BAD_OBJECT = re.compile(r"你|您|的时候|什么|哪|怎么|吗$|^(?:这|那|它|他|她|我|自己)")
+
+
+def _pref(obj: str, verb: str, polarity: int, c: _Clause) -> Fact | None:
+    obj = _TRAIL.sub("", obj).removesuffix("的")
+    if not obj or _BAD_OBJECT.search(obj) or len(obj) > 20:
+        return None
+    item = obj
+    food = False
+    if obj[0] in "吃喝" and len(obj) > 1:
+        item, food = obj[1:], True
+    elif obj in ZH_FOODS:
+        food = True
+    content = f"用户{c.habit}{verb}{_third(obj)}。"
+    if food:
+        return Fact(content, "diet", f"food:{norm_key(item)}", item, polarity=polarity, confidence=0.8)
+    return Fact(content, "preference", f"pref:{norm_key(item)}", item, polarity=polarity, confidence=0.8)
+
+
+_HABIT_BODY_BAD = re.compile(
+    r"^(?:很|好|太|挺|有点|比较|特别|非常|是|觉得|感觉|想|要|会|都很|在等)|了|不|没|可能|因为|希望|现在|(?<![吉其])[他她它]|着$"
+)
+_LOCATION_PREFIX = re.compile(
+    r"^(?:在|去)[\u4e00-\u9fff]{1,10}(?:边|旁|附近|里|上|下)|^(?:在|去)(?:公园|健身房|家)"
+)
+
+
+def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    b = c.body
+    m = _DISLIKE.match(b)
+    if m:
+        fact = _pref(m.group(2), "不" + m.group(1), -1, c)
+        return [fact] if fact else None
+    m = _HATE.match(b)
+    if m:
+        fact = _pref(m.group(2), m.group(1), -1, c)
+        return [fact] if fact else None
+    m = _FAVORITE.match(b)
+    if m and not _BAD_OBJECT.search(m.group(2)):
+        thing, value = m.group(1), _third(m.group(2))
+        content = f"用户最喜欢的{thing}是{value}。"
+        return [Fact(content, "preference", f"pref:favorite {norm_key(thing)}", value, single_valued=True)]
+    m = _LIKE.match(b)
+    if m and not m.group(2).startswith("的"):
+        verb = "喜欢" if m.group(1).startswith("喜欢上") else m.group(1).removesuffix("了")
+        fact = _pref(m.group(2), verb, 1, c)
+        return [fact] if fact else None
+    m = _INTEREST.match(b)
+    if m:
+        obj = m.group(1) or m.group(2)
+        fact = _pref(obj, "喜欢", 1, c)
+        if fact:
+            fact.content = f"用户对{_third(obj)}感兴趣。" if m.group(1) else f"用户的爱好是{_third(obj)}。"
+            return [fact]
+        return None
+    if c.habit:
+        body = _ADVERBS.sub("", re.sub(r"^(?:都|会|要|去|常|总|就|也|得|该)+(?=.)", "", b))
+        if 2 <= len(body) <= 20 and not _HABIT_BODY_BAD.search(body) and not _BAD_OBJECT.search(body):
+            activity = _LOCATION_PREFIX.sub("", body) or body
+            return [
+                Fact(
+                    f"用户{c.habit}{_third(body)}。",
+                    "habit",
+                    f"habit:{norm_key(activity)}",
+                    activity,
+                    confidence=0.7,
+                )
+            ]
+    return None
+
+
+# ----------------------------------------------------------------- plans
+
+_MODAL = re.compile(
+    r"^(正打算|正准备|打算|准备|计划|将要|想要|要|想|将|会|得)(?![着过])(?:还|也|再|都)?(.+)$"
+)
+_STRONG_MODALS = ("正打算", "正准备", "打算", "准备", "计划")
+#: Long-term goals worth remembering even without a date ("我想学吉他", "我要减肥").
+_GOAL = re.compile(
+    r"^(?:减肥|瘦身|戒烟|戒酒|健身|考研|考公|考证|找工作|换工作|辞职|创业|出国|留学|存钱|买房|结婚|早睡|早起|学.{1,6}|成为.{1,8})$"
+)
+_GO = re.compile(r"^(?:去|回|飞|出发去|到)(.+)$")
+_PLAN_BAD = re.compile(r"你|您|吗$|什么|怎么|(?<![吉其])[他她它]")
+
+
+def _plans(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    b = c.body
+    m = _MODAL.match(b)
+    modal, action = (m.group(1), m.group(2)) if m else ("", "")
+    if not m:
+        g = _GO.match(b)
+        if g and c.when is not None and not c.done:
+            modal, action = "计划", b
+    if not action or _PLAN_BAD.search(action) or len(action) > 24:
+        return None
+    if c.when is None and modal in ("要", "想", "想要") and _GOAL.match(action):
+        action = _third(action)
+        content = f"用户{'想' if modal != '要' else '要'}{action}。"
+        return [Fact(content, "goal", f"goal:{norm_key(action)}", action, confidence=0.65)]
+    if modal not in _STRONG_MODALS and (c.when is None or c.when.period.end < ctx.today):
+        return None
+    action = _third(action)
+    verb = "想" if modal in ("想", "想要") else "计划"
+    if c.when is not None:
+        content = f"用户{verb}{render_zh(c.when.period)}{action}。"
+        expires = ctx.period_expiry(c.when.period)
+    else:
+        content = f"用户{verb}{action}。"
+        expires = ctx.ttl_expiry()
+    key = f"plan:{norm_key(action)}"
+    ctx.add_plan(key, action, verb)
+    return [Fact(content, "plan", key, action, transient=True, expires_at=expires, confidence=0.75)]
+
+
+_FOLLOW_TOPIC = re.compile(r"^(.{1,6}?)(?:的时间|的日期|时间|日期)?(?:是|在|定在|安排在|定于|从)?$")
+
+
+def _plan_date(text: str, ctx: RuleContext) -> list[Fact] | None:
+    """``出差是2月10号到14号``: a date for a plan mentioned before."""
+    if not ctx.plans:
+        return None
+    when = find_zh(text, ctx.today)
+    if when is None or len(text) - when.end > 4:
+        return None
+    m = _FOLLOW_TOPIC.match(text[: when.start].strip())
+    if not m:
+        return None
+    plan = ctx.find_plan(m.group(1))
+    if plan is None:
+        return None
+    content = f"用户{plan.modal}{render_zh(when.period)}{plan.action}。"
+    expires = ctx.period_expiry(when.period)
+    return [Fact(content, "plan", plan.key, plan.action, transient=True, expires_at=expires, confidence=0.75)]
+
+
+_RULES: Sequence[Rule] = (_identity, _work, _health_food, _pets_family, _likes_habits, _plans)
+
+
+def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
+    """Strip fillers and markers; return the clause and its subject: ``user``, ``other`` or ``""``."""
+    text = _FILLERS.sub("", _MEMO_PREFIX.sub("", text))
+    if not text or _REQUEST.search(text):
+        return None
+    habit = ""
+    hm = _HABIT.search(text)
+    # Only a frequency word opening the clause ("我平时…", "最近每天…") marks a habit.
+    if hm and not _TEMP.sub("", text[: hm.start()]).lstrip("我也还就都"):
+        habit = hm.group(0)
+        text = text[: hm.start()] + text[hm.end() :]
+    temp = ""
+    tm = _TEMP.search(text)
+    if tm:
+        temp = tm.group(0)
+        text = _TEMP.sub("", text)
+    when = find_zh(text, ctx.today)
+    if when is not None:
+        said = text[when.start : when.end]
+        if said in _THIS_WEEK and not temp:
+            temp = said
+        text = text[: when.start] + text[when.end :]
+    text = _FILLERS.sub("", text.strip("，, "))
+    subject = ""
+    if text.startswith("我") and not text.startswith("我们"):
+        subject = "user"
+        text = text[1:]
+    elif _OTHER_SUBJECT.match(text):
+        subject = "other"
+    body = _ADVERBS.sub("", text.strip())
+    done = body.endswith("了") or "过" in body
+    return _Clause(_TRAIL.sub("", body), habit, temp, when, done), subject
+
+
+def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fact]:
+    """Extract facts from the Chinese clauses of one sentence.
+
+    An omitted subject is inherited from the previous clause (Chinese drops it all the time);
+    a clause about someone else (他, 我们, 朋友 ...) makes the following subject-less clauses
+    about them too.
+    """
+    facts: list[Fact] = []
+    other = False
+    for clause in clauses:
+        text = clause.text
+        if clause.question or _QUESTION_END.search(text):
+            continue
+        found = _pet_age(text, ctx) or _plan_date(text, ctx)
+        if found:
+            facts.extend(found)
+            continue
+        prepared = _prepare(text, ctx)
+        if prepared is None:
+            continue
+        c, subject = prepared
+        if subject == "other" or (subject == "" and other):
+            other = True
+            continue
+        other = False
+        if not c.body:
+            continue
+        for rule in _RULES:
+            out = rule(c, ctx)
+            if out:
+                facts.extend(out)
+                break
+    return _merge_state_and_food(facts)
+
+
+def _merge_state_and_food(facts: list[Fact]) -> list[Fact]:
+    """``不要辣的，我最近胃不好`` -> one transient fact ``用户最近胃不好，不吃辣。``."""
+    states = [f for f in facts if f.category == "state" and f.transient]
+    foods = [f for f in facts if f.key.startswith("food:") and f.polarity == -1]
+    if not states or not foods:
+        return facts
+    state = states[0]
+    merged: list[Fact] = []
+    for f in facts:
+        if f is state:
+            continue
+        if f in foods:
+            tail = f.content.removeprefix("用户")
+            for marker in ("最近", "这几天", "这段时间", "这阵子", "目前", "暂时"):
+                tail = tail.removeprefix(marker)
+            f.content = state.content.removesuffix("。") + "，" + tail
+            f.transient = True
+            f.expires_at = state.expires_at
+        merged.append(f)
+    return merged

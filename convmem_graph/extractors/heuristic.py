@@ -1,0 +1,234 @@
+"""The embedded default extractor: deterministic Chinese and English rules, no network, no model.
+
+It reads first-person statements in user messages and rewrites them as third-person fragments
+("我对芒果过敏" -> "用户对芒果过敏。", "I'm allergic to mango" -> "User is allergic to mango.").
+Mixed-language messages are split into sentences and clauses, each read with the rules of its
+own language.
+
+Key scheme (``FragmentCandidate.key``; the object keeps the language it was said in, so
+``allergy:mango`` and ``allergy:芒果`` are different keys):
+
+==========================  ==========================================  ===============
+key                         meaning                                     single-valued
+==========================  ==========================================  ===============
+``profile:name``            name                                        yes
+``profile:birth_year``      birth year (from an age and the message     yes
+                            date, or said directly)
+``profile:city``            city lived or worked in                     yes
+``profile:hometown``        where the user is from                      yes
+``profile:occupation``      job                                         yes
+``profile:workplace``       employer / workplace                        yes
+``profile:school``          school                                      yes
+``profile:gender``          gender                                      yes
+``profile:marital``         marital status                              yes
+``pref:<object>``           likes (+1) / dislikes (-1)                  no
+``pref:favorite <thing>``   favourite thing                             yes
+``food:<item>``             eats/likes (+1) / avoids (-1) a food        no
+``allergy:<item>``          allergic (+1) / not allergic (-1)           no
+``habit:<activity>``        habitual activity                           no
+``health:<issue>``          lasting health issue                        no
+``state:<state>``           temporary state (transient)                 no
+``pet:<name>``              a pet (value: species)                      no
+``pet:<name>:age``          a pet's age at the message date             yes
+``family:<relation>``       a family member                             no
+``plan:<action>``           a plan (transient, expires after its date)  no
+==========================  ==========================================  ===============
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+
+from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
+from convmem_graph.extractors._rules_en import could_state, extract_en_clause
+from convmem_graph.extractors._rules_zh import extract_zh_sentence
+from convmem_graph.extractors._text import Clause, clean_text, has_cjk, split_clauses
+from convmem_graph.extractors._timeexpr import local_date
+from convmem_graph.models import (
+    FRAGMENT_MAX_CHARS,
+    ExtractionResult,
+    Fragment,
+    FragmentCandidate,
+    Message,
+    VariableSpec,
+)
+
+__all__ = ["SKIPPED_SOURCES", "HeuristicExtractor"]
+
+logger = logging.getLogger(__name__)
+
+#: Message sources that never carry user facts (system/app events, canned bot lines).
+SKIPPED_SOURCES = frozenset({"command", "greeting", "silence", "llm_failure", "llm failure"})
+# A message opening with a bracketed tag is injected or a placeholder: "[app] ...",
+# "[think API injected] ...", "[image]".
+_INJECTED = re.compile(r"^\s*\[[^\[\]\n]{1,40}\]")
+_SPECIES_IN_CONTENT = re.compile(
+    r"的([\u4e00-\u9fff]{1,4}?(?:猫|狗|犬|兔|鸟|鹦鹉|仓鼠|龟|鱼))|(?:a|an|one) ([a-z ]*?\b\w+) named"
+)
+_ZH_OFFSET = 8 * 60
+
+
+class HeuristicExtractor:
+    """Rule-based extractor for Chinese and English first-person statements.
+
+    Candidates come only from ``role == "user"`` messages that are not partial, not from a
+    system source (:data:`SKIPPED_SOURCES`), not injected placeholders, and only from clauses
+    that are not questions or requests. It never fills variables (``infer_variables`` does that
+    from the stored fragments) and never calls a model.
+
+    Relative dates ("下个月", "next week", "I'm 29 this year") are resolved against the message's
+    local date. The UTC offset is ``utc_offset_minutes`` when given, else the message's
+    ``metadata["utc_offset_minutes"]``, else UTC+8 for a message containing Chinese and UTC
+    otherwise.
+
+    Example:
+        >>> from convmem_graph.models import Message
+        >>> m = Message(id="m1", role="user", content="我对芒果过敏", channel="im", source="message",
+        ...             timestamp_ms=1767268822030)
+        >>> [c.content for c in HeuristicExtractor().extract([m], [], [], now_ms=0).candidates]
+        ['用户对芒果过敏。']
+    """
+
+    name = "heuristic"
+
+    def __init__(self, *, transient_ttl_days: int = 7, utc_offset_minutes: int | None = None) -> None:
+        """Create the extractor.
+
+        Args:
+            transient_ttl_days: Lifetime of temporary facts ("这周在试着吃素") without an end date.
+            utc_offset_minutes: Fixed UTC offset for resolving dates; ``None`` guesses per message.
+
+        Raises:
+            ValueError: If ``transient_ttl_days`` is below 1.
+        """
+        if transient_ttl_days < 1:
+            raise ValueError(f"transient_ttl_days must be >= 1, got {transient_ttl_days}")
+        self._ttl_ms = transient_ttl_days * DAY_MS
+        self._offset = utc_offset_minutes
+
+    def extract(
+        self,
+        messages: Sequence[Message],
+        existing: Sequence[Fragment],
+        specs: Sequence[VariableSpec],
+        *,
+        now_ms: int,
+    ) -> ExtractionResult:
+        """Extract fragment candidates from the user messages of a batch.
+
+        Args:
+            messages: The batch, both roles, in time order.
+            existing: Stored fragments; active pets and plans give context ("年糕两岁了",
+                "出差是 2 月 10 号到 14 号").
+            specs: Variable specs (unused: variables are inferred from fragments separately).
+            now_ms: Current time; transient facts already expired at this time are not proposed.
+
+        Returns:
+            Candidates in message order, ``variables={}`` and ``model_calls=0``.
+        """
+        pets, plans = _context_from(existing)
+        ctx = RuleContext(0, local_date(0, 0), 0, self._ttl_ms, pets)
+        ctx.plans = plans
+        candidates: list[FragmentCandidate] = []
+        for message in messages:
+            if not _eligible(message):
+                continue
+            text = clean_text(message.content)
+            if not text:
+                continue
+            cjk = has_cjk(text)
+            offset = self._offset_for(message, cjk)
+            ctx.ts_ms = message.timestamp_ms
+            ctx.offset_minutes = offset
+            ctx.today = local_date(message.timestamp_ms, offset)
+            seen: set[tuple[str, str]] = set()
+            for fact in _facts_of(text, ctx, cjk):
+                if fact.transient and fact.expires_at is not None and fact.expires_at <= now_ms:
+                    continue
+                if (fact.key, fact.content) in seen or len(fact.content) > FRAGMENT_MAX_CHARS:
+                    continue
+                seen.add((fact.key, fact.content))
+                candidates.append(_candidate(fact, message.id))
+        logger.debug("heuristic extraction: %d messages -> %d candidates", len(messages), len(candidates))
+        return ExtractionResult(candidates=candidates, variables={}, model_calls=0)
+
+    def _offset_for(self, message: Message, cjk: bool) -> int:
+        if self._offset is not None:
+            return self._offset
+        meta = message.metadata.get("utc_offset_minutes")
+        if isinstance(meta, int) and not isinstance(meta, bool) and -720 <= meta <= 840:
+            return meta
+        return _ZH_OFFSET if cjk else 0
+
+
+def _eligible(message: Message) -> bool:
+    return (
+        message.role == "user"
+        and not message.partial
+        and message.source not in SKIPPED_SOURCES
+        and not _INJECTED.match(message.content)
+    )
+
+
+def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
+    facts: list[Fact] = []
+    clauses = split_clauses(text, lambda sentence: could_state(sentence, ctx), cjk=cjk)
+    if not cjk:  # fast path: every clause is English
+        for clause in clauses:
+            facts.extend(extract_en_clause(clause, ctx))
+        return facts
+    i = 0
+    while i < len(clauses):
+        j = i
+        while j < len(clauses) and clauses[j].sentence == clauses[i].sentence:
+            j += 1
+        sentence = clauses[i:j]
+        zh: list[Clause] = [c for c in sentence if c.zh]
+        if zh:
+            facts.extend(extract_zh_sentence(zh, ctx))
+        for clause in sentence:
+            if not clause.zh:
+                facts.extend(extract_en_clause(clause, ctx))
+        i = j
+    return facts
+
+
+def _candidate(fact: Fact, message_id: str) -> FragmentCandidate:
+    return FragmentCandidate(
+        content=fact.content,
+        category=fact.category,
+        key=fact.key,
+        value=fact.value,
+        polarity=-1 if fact.polarity < 0 else 1,
+        single_valued=fact.single_valued,
+        transient=fact.transient,
+        expires_at=fact.expires_at,
+        source_message_ids=[message_id],
+        confidence=fact.confidence,
+    )
+
+
+def _context_from(existing: Sequence[Fragment]) -> tuple[dict[str, str], list[PlanInfo]]:
+    """Known pets and plans from stored, active fragments (oldest first, so newer plans win)."""
+    pets: dict[str, str] = {}
+    plans: list[PlanInfo] = []
+    for f in sorted(existing, key=lambda f: (f.updated_at, f.created_at, f.id)):
+        if f.status != "active":
+            continue
+        parts = f.key.split(":")
+        if parts[0] == "pet" and len(parts) == 2 and parts[1]:
+            m = _SPECIES_IN_CONTENT.search(f.content)
+            species = (m.group(1) or m.group(2) or "").strip() if m else ""
+            name = parts[1]
+            # Keys are lower-cased; keep the name as written when the content has it.
+            found = re.search(re.escape(name), f.content, re.IGNORECASE)
+            pets[found.group(0) if found else name] = species
+        elif parts[0] == "plan" and len(parts) >= 2:
+            parsed = plan_action_from_content(f.content)
+            action, modal = (
+                parsed if parsed else (f.key.removeprefix("plan:"), "计划" if has_cjk(f.key) else "plans")
+            )
+            plans.append(PlanInfo(f.key, action, modal))
+    return pets, plans
