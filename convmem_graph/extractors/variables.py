@@ -1,0 +1,303 @@
+"""The default variable schema and deterministic inference of variable values from fragments.
+
+Inference reads only active, non-transient fragments and never calls a model:
+
+- single-valued string/integer variables (``name``, ``city``, ``occupation``, ``birth_year`` and
+  any custom spec) come from ``profile:<name>`` fragments; the newest supporting fragment wins and
+  the value is read from its wording ("用户住在杭州。" -> ``杭州``, "User works as a nurse." ->
+  ``nurse``);
+- ``hobbies`` is the sorted, de-duplicated list of liked activities (``pref:``, ``hobby:``,
+  ``habit:`` keys with positive wording), at most :data:`MAX_LIST_ITEMS` of the newest;
+- ``diet`` joins food avoidances/preferences and allergies (``food:``, ``diet:``, ``allergy:``);
+- ``language`` comes from a ``profile:language`` fragment, else from the script of the fragments.
+
+Fragments do not store the candidate's ``value``; reading it back from the wording works for the
+heuristic extractor's templates and for the usual phrasings of a model, and a fragment whose
+wording cannot be read is skipped (the next newest one is tried).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from convmem_graph.extractors._text import is_cjk_text
+from convmem_graph.extractors.reconcile import content_polarity
+from convmem_graph.models import Fragment, VariableGuess, VariableSpec
+
+__all__ = ["DEFAULT_VARIABLE_SPECS", "MAX_LIST_ITEMS", "infer_variables"]
+
+#: Longest list a list variable gets (the newest items are kept, then sorted).
+MAX_LIST_ITEMS = 20
+#: How many supporting fragment ids ``language`` reports.
+_MAX_LANGUAGE_SUPPORT = 10
+
+DEFAULT_VARIABLE_SPECS: tuple[VariableSpec, ...] = (
+    VariableSpec(
+        name="name",
+        description="用户的名字或希望被称呼的名字。The user's name, or what they like to be called.",
+    ),
+    VariableSpec(
+        name="birth_year",
+        type="integer",
+        description=(
+            "用户的出生年份（四位数字；可由年龄和说这句话的日期推算）。"
+            "Year the user was born, four digits (from an age and the date it was said)."
+        ),
+    ),
+    VariableSpec(
+        name="city",
+        description="用户目前居住或工作的城市。City where the user currently lives or works.",
+    ),
+    VariableSpec(name="occupation", description="用户的职业或工作。The user's job or occupation."),
+    VariableSpec(
+        name="diet",
+        description=(
+            "用户的饮食习惯：忌口、偏好和食物过敏。"
+            "The user's diet: foods they avoid or prefer, and food allergies."
+        ),
+    ),
+    VariableSpec(
+        name="hobbies",
+        type="list",
+        description=(
+            "用户的兴趣爱好和经常做的活动（列表）。The user's hobbies and regular activities (a list)."
+        ),
+    ),
+    VariableSpec(
+        name="language",
+        description=(
+            "用户使用的语言，用 ISO 639-1 代码表示，如 zh、en。"
+            "Language the user writes or speaks, as an ISO 639-1 code such as zh or en."
+        ),
+    ),
+)
+
+_VALUE_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
+    "name": (
+        re.compile(r"^用户(?:叫|名叫|的名字(?:是|叫)|名字(?:是|叫))(?P<v>[^，。,.；;（(]{1,30})"),
+        re.compile(r"^User(?:'s name is| is called| is named| goes by)\s+(?P<v>[^,.;(]{1,40})"),
+    ),
+    "city": (
+        re.compile(
+            r"^用户(?:目前|现在)?(?:住在|居住在|生活在|定居在|现居|搬到了|搬到|搬去了?|在)"
+            r"(?P<v>[^，。,.；;（(]{1,12}?)(?:工作|生活|居住|上班|定居)?[。.]?$"
+        ),
+        re.compile(
+            r"^User (?:currently |now )?(?:lives|works|is based|moved|relocated|resides|lives and works)"
+            r" (?:in|to) (?P<v>[^.;(]{1,40}?)\.?$"
+        ),
+    ),
+    "occupation": (
+        re.compile(
+            r"^用户(?:的职业是|的工作是|是一名|是一位|是一个|是个|是|从事|在[^，。]{1,10}?(?:做|当))"
+            r"(?P<v>[^，。,.；;（(]{1,20}?)(?:工作)?[。.]?$"
+        ),
+        re.compile(
+            r"^User (?:works as|is|is working as|'s job is) (?:an? )?"
+            r"(?P<v>[^,.;(]{1,40}?)(?: at .+| in .+)?\.?$"
+        ),
+    ),
+    "hometown": (
+        re.compile(r"^用户(?:来自|是|老家(?:是|在))(?P<v>[^，。,.；;（(]{1,12}?)(?:人)?[。.]?$"),
+        re.compile(r"^User (?:is from|comes from|grew up in|was born in) (?P<v>[^,.;(]{1,40}?)\.?$"),
+    ),
+}
+_GENERIC = (
+    re.compile(r"^用户(?:的[^，。是]{1,10}是|是|叫|在|为)(?P<v>[^，。,.；;（(]{1,30}?)[。.]?$"),
+    re.compile(r"^User(?:'s [\w ]{1,30} is| is| has)\s+(?P<v>[^,.;(]{1,60}?)\.?$"),
+)
+_YEAR = re.compile(r"(?<!\d)(19\d{2}|20\d{2})(?!\d)")
+_INT = re.compile(r"-?\d+")
+_LANG_WORDS = (
+    (re.compile(r"中文|汉语|普通话|Chinese|Mandarin|Cantonese|粤语", re.IGNORECASE), "zh"),
+    (re.compile(r"英语|英文|English", re.IGNORECASE), "en"),
+)
+_HOBBY_PREFIXES = ("pref:", "hobby:", "habit:")
+_DIET_PREFIXES = ("allergy:", "food:", "diet:")
+
+
+def _newest_first(fragments: Sequence[Fragment]) -> list[Fragment]:
+    return sorted(fragments, key=lambda f: (f.updated_at, f.created_at, f.id), reverse=True)
+
+
+def _read_value(name: str, content: str) -> str | None:
+    for rx in _VALUE_PATTERNS.get(name, _GENERIC):
+        m = rx.match(content.strip())
+        if m:
+            value = m.group("v").strip().removeprefix("a ").removeprefix("an ").strip()
+            return value or None
+    return None
+
+
+def _single(
+    spec: VariableSpec, fragments: Sequence[Fragment], reader: Callable[[Fragment], str | int | None]
+) -> VariableGuess | None:
+    key = f"profile:{spec.name}"
+    for f in _newest_first([f for f in fragments if f.key == key]):
+        value = reader(f)
+        if value is None:
+            continue
+        if spec.allowed_values is not None:
+            value = _allowed(spec.allowed_values, str(value))
+            if value is None:
+                continue
+        return VariableGuess(value=value, fragment_ids=[f.id])
+    return None
+
+
+def _allowed(allowed: Sequence[str], text: str) -> str | None:
+    low = text.lower()
+    for option in allowed:
+        if option.lower() == low:
+            return option
+    for option in sorted(allowed, key=len, reverse=True):
+        if option.lower() in low:
+            return option
+    return None
+
+
+def _string_reader(name: str) -> Callable[[Fragment], str | None]:
+    return lambda f: _read_value(name, f.content)
+
+
+def _int_reader(name: str) -> Callable[[Fragment], int | None]:
+    def read(f: Fragment) -> int | None:
+        if name == "birth_year":
+            m = _YEAR.search(f.content)
+            return int(m.group(1)) if m else None
+        m = _INT.search(f.content)
+        return int(m.group(0)) if m else None
+
+    return read
+
+
+def _suffix(key: str) -> str:
+    return key.split(":", 1)[1].replace("_", " ").strip()
+
+
+def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
+    items: dict[str, list[str]] = {}
+    for f in _newest_first(fragments):
+        if not f.key.startswith(_HOBBY_PREFIXES) or f.key.startswith("pref:favorite"):
+            continue
+        if content_polarity(f.content) < 0:
+            continue
+        item = _suffix(f.key)
+        if not item:
+            continue
+        if item not in items and len(items) >= MAX_LIST_ITEMS:
+            continue
+        items.setdefault(item, []).append(f.id)
+    if not items:
+        return None
+    values = sorted(items)
+    ids = sorted({i for item in values for i in items[item]})
+    return VariableGuess(value=values, fragment_ids=ids)
+
+
+def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
+    parts: list[tuple[int, str, str]] = []
+    seen: set[str] = set()
+    for f in _newest_first(fragments):
+        if not f.key.startswith(_DIET_PREFIXES) or f.key in seen:
+            continue
+        seen.add(f.key)
+        item = _suffix(f.key)
+        negative = content_polarity(f.content) < 0
+        if f.key.startswith("allergy:"):
+            if negative:
+                continue
+            parts.append((0, f"对{item}过敏" if zh else f"allergic to {item}", f.id))
+        elif item in ("素食", "vegetarian", "vegan", "pescatarian"):
+            parts.append((1, "吃素" if zh and item == "素食" else item, f.id))
+        elif negative:
+            parts.append((2, f"不吃{item}" if zh else f"avoids {item}", f.id))
+        else:
+            parts.append((3, f"爱吃{item}" if zh else f"likes {item}", f.id))
+    if not parts:
+        return None
+    parts.sort()
+    text = ("，" if zh else ", ").join(p[1] for p in parts)
+    return VariableGuess(value=text, fragment_ids=sorted(p[2] for p in parts))
+
+
+def _language(fragments: Sequence[Fragment]) -> VariableGuess | None:
+    for f in _newest_first([f for f in fragments if f.key == "profile:language"]):
+        for rx, code in _LANG_WORDS:
+            if rx.search(f.content):
+                return VariableGuess(value=code, fragment_ids=[f.id])
+    zh = [f for f in fragments if is_cjk_text(f.content)]
+    en = [f for f in fragments if not is_cjk_text(f.content)]
+    if not zh and not en:
+        return None
+    code, support = ("zh", zh) if len(zh) >= len(en) else ("en", en)
+    ids = sorted(f.id for f in _newest_first(support)[:_MAX_LANGUAGE_SUPPORT])
+    return VariableGuess(value=code, fragment_ids=ids)
+
+
+def infer_variables(
+    specs: Sequence[VariableSpec], fragments: Sequence[Fragment], *, now_ms: int
+) -> dict[str, VariableGuess]:
+    """Infer values for the ``infer=True`` specs from active, durable fragments.
+
+    Args:
+        specs: The memory's variable specs (:data:`DEFAULT_VARIABLE_SPECS` when it defines none).
+        fragments: Fragments of the memory; superseded, deleted, transient and expired ones are
+            ignored.
+        now_ms: Current time, to ignore fragments already expired.
+
+    Returns:
+        Variable name -> value and the ids of the fragments supporting it; variables with no
+        support are absent.
+
+    Example:
+        >>> f = Fragment(id="f1", memory_id="m", content="用户住在杭州。", key="profile:city")
+        >>> infer_variables(DEFAULT_VARIABLE_SPECS, [f], now_ms=0)["city"].value
+        '杭州'
+    """
+    usable = [
+        f
+        for f in fragments
+        if f.status == "active" and not f.transient and (f.expires_at is None or f.expires_at > now_ms)
+    ]
+    guesses: dict[str, VariableGuess] = {}
+    language = _language(usable)
+    zh = language is None or language.value == "zh"
+    for spec in specs:
+        if not spec.infer:
+            continue
+        guess: VariableGuess | None
+        if spec.name == "language" and spec.type == "string":
+            guess = language
+            if guess is not None and spec.allowed_values is not None:
+                value = _allowed(spec.allowed_values, str(guess.value))
+                guess = VariableGuess(value=value, fragment_ids=guess.fragment_ids) if value else None
+        elif spec.name == "hobbies" and spec.type == "list":
+            guess = _hobbies(usable)
+        elif spec.name == "diet" and spec.type == "string":
+            guess = _diet(usable, zh)
+        elif spec.type == "integer":
+            guess = _single(spec, usable, _int_reader(spec.name))
+        elif spec.type == "list":
+            guess = _list(spec, usable)
+        else:
+            guess = _single(spec, usable, _string_reader(spec.name))
+        if guess is not None:
+            guesses[spec.name] = guess
+    return guesses
+
+
+def _list(spec: VariableSpec, fragments: Sequence[Fragment]) -> VariableGuess | None:
+    """A custom list variable: the subjects of ``<name>:<item>`` keys."""
+    prefix = f"{spec.name}:"
+    items: dict[str, list[str]] = {}
+    for f in _newest_first(fragments):
+        if f.key.startswith(prefix) and content_polarity(f.content) > 0:
+            item = _suffix(f.key)
+            if item and (item in items or len(items) < MAX_LIST_ITEMS):
+                items.setdefault(item, []).append(f.id)
+    if not items:
+        return None
+    values = sorted(items)
+    return VariableGuess(value=values, fragment_ids=sorted({i for v in values for i in items[v]}))
