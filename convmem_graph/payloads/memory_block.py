@@ -113,9 +113,9 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # Work bounds: text longer than this many characters per budget token cannot fit with any sane
 # tokenizer, so it is cut before cleaning and counting.
 _CHARS_PER_TOKEN_BOUND = 16
-_MAX_BUDGET_SKIPS = 16
+_MAX_BUDGET_SKIPS = 6
 _ID = attrgetter("id")
-_LANGUAGE_SAMPLE_FRAGMENTS = 20
+_LANGUAGE_SAMPLE_FRAGMENTS = 8
 _PART_NAMES = ("manual_variables", "inferred_variables", "summary", "fragments")
 
 
@@ -306,7 +306,8 @@ def _select(
     summary = snapshot.summary
     if options.include_summary and summary is not None and summary.text.strip():
         allowed = min(left["summary"], remaining)
-        safe = clean_text(summary.text[: _CHARS_PER_TOKEN_BOUND * allowed + 64])
+        limit = _CHARS_PER_TOKEN_BOUND * allowed + 64
+        safe = clean_text(summary.text[:limit])
         flagged = looks_like_instruction(safe)
 
         def make_line(body: str) -> str:
@@ -314,7 +315,8 @@ def _select(
 
         line = make_line(safe)
         cost = counter(line + "\n")
-        cut = (line, cost) if cost <= allowed else _truncate(safe, make_line, allowed, counter)
+        whole = cost <= allowed and len(summary.text) <= limit  # a pre-cut text may end mid-sentence
+        cut = (line, cost) if whole else _truncate(safe, make_line, allowed, counter)
         if safe and cut is not None:
             sel.items.append(_Item("summary", "summary", "summary", cut[0], cut[1], flagged))
             left["summary"] -= cut[1]
@@ -417,15 +419,15 @@ def build_memory_block(
     # Candidates needed: up to max_fragments included plus a few skipped; more are ranked lazily.
     first = opts.max_fragments + 2 * _MAX_BUDGET_SKIPS
     ranked = iter_ranked(opts.query, fragments, first=first, embeddings=embeddings)
-    head = list(itertools.islice(ranked, min(first, len(fragments))))
+    head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
     language: Language
     if opts.language != "auto":
         language = opts.language
     else:
         samples = [_value_text(v, "en") for v in snapshot.variables.values()]
         if snapshot.summary is not None:
-            samples.append(snapshot.summary.text[:500])
-        samples.extend(f.content for f in head[:_LANGUAGE_SAMPLE_FRAGMENTS])
+            samples.append(snapshot.summary.text[:200])
+        samples.extend(f.content for f in head)
         language = detect_language(samples)
 
     texts = _TEXT[language]
