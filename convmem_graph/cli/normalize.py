@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "normalize",
         help=text,
-        description=text + " Bad input exits with code 2 and one line naming the file, format and field.",
+        description=text
+        + "\nBad input exits with code 2 and one line naming the file, format and field path.",
         epilog=_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

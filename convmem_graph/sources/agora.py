@@ -92,7 +92,7 @@ def _is_document(data: Mapping[str, Any]) -> bool:
         return True
     if isinstance(data.get("eventType"), int) and isinstance(data.get("payload"), Mapping):
         return True
-    if isinstance(data.get("contents"), list):
+    if "contents" in data:  # the reader names the field when it is not an array
         return True
     messages = data.get("messages")
     if isinstance(messages, list):

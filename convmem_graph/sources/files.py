@@ -63,7 +63,7 @@ def iter_documents(path: str | Path) -> Iterator[tuple[str, Any]]:
                     raise SourceFormatError(
                         "json", f"{name}:1", f"document larger than {MAX_DOCUMENT_BYTES} bytes"
                     )
-                yield name, _parse(data, name, 1)
+                yield name, _parse(data, name, 1, relative=True)
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise SourceFormatError("json", f"{name}:1", f"corrupt gzip data: {exc}") from None
 
@@ -84,14 +84,14 @@ def _lines(handle: IO[bytes], name: str) -> Iterator[tuple[str, Any]]:
         yield f"{name}:{lineno}", _parse(line, name, lineno)
 
 
-def _parse(data: bytes, name: str, lineno: int) -> Any:
+def _parse(data: bytes, name: str, lineno: int, *, relative: bool = False) -> Any:
     try:
         return parse_json_text("json", data, "$")
     except SourceFormatError as exc:
         line = lineno
-        # JSONDecodeError positions inside a multi-line document are relative to its first line.
         reason = exc.reason
-        if reason.startswith("invalid JSON at line "):
+        # In a whole-file document the decoder's line number is the file's line number.
+        if relative and reason.startswith("invalid JSON at line "):
             try:
                 line = lineno - 1 + int(reason.split()[4])
             except (IndexError, ValueError):

@@ -103,7 +103,11 @@ def _parts_text(source: str, content: Any, path: str) -> tuple[str, bool]:
     for j, part in enumerate(content):
         if isinstance(part, str):
             texts.append(part)
-        elif isinstance(part, Mapping) and part.get("type") in _TEXT_PART_TYPES:
+        elif (
+            isinstance(part, Mapping)
+            and isinstance(part.get("type"), str)
+            and part["type"] in _TEXT_PART_TYPES
+        ):
             text = part.get("text")
             if not isinstance(text, str):
                 fail(source, join(idx(path, j), "text"), "expected a string")

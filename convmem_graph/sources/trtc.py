@@ -15,8 +15,9 @@ Rules decided here:
 - The bot's turn text is the 905 ``Text`` of its round when present (what was spoken), else the
   joined 903 sentences. A round named by an ``interruption`` metric (906/908) is ``interrupted``;
   when the 905 text differs from the generated sentences, those are kept in ``original``.
-- A bot turn that comes before any human speech is the welcome message (``source`` ``greeting``);
-  other bot turns are ``llm``, human turns ``asr``; channel ``voice``.
+- A bot turn that comes before the human's first speech (903 or 904) in the same payload is the
+  welcome message (``source`` ``greeting``); other bot turns are ``llm`` (also a bot turn read
+  alone, without the human's events), human turns ``asr``; channel ``voice``.
 - Exact duplicate deliveries (same body, or same TaskId/EventType/EventMsTs/RoundId/UserId/Text)
   are skipped as ``duplicate_delivery``; every other event type is skipped as
   ``event_type_ignored`` with its name.
@@ -337,7 +338,8 @@ def _turns(state: _State) -> list[Message]:
         interrupted = bot and (task, round_id) in state.interrupted
         original = joined if interrupted and joined and joined != content else None
         if bot:
-            source = "greeting" if first_human is None or ts < first_human else "llm"
+            # Only a payload that also holds the human's speech can tell the welcome message apart.
+            source = "greeting" if first_human is not None and ts < first_human else "llm"
         else:
             source = "asr"
         metadata: dict[str, Any] = {

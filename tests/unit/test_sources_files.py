@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from convmem_graph.errors import SourceFormatError
+from convmem_graph.sources import files as files_module
+from convmem_graph.sources import iter_documents
+from tests.conftest import FIXTURES
+
+
+def test_single_json_document() -> None:
+    path = FIXTURES / "agora_history_response.json"
+    docs = list(iter_documents(path))
+    assert len(docs) == 1
+    assert docs[0][0] == str(path)
+    assert docs[0][1]["agent_id"] == "A42AF83JT67YU29RX41CB56PK18WQ03M"
+
+
+def test_jsonl_lines_blank_lines_and_locators(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl"
+    path.write_text('{"a": 1}\n\n   \n[2]\n"三"\n', encoding="utf-8")
+    assert list(iter_documents(path)) == [(f"{path}:1", {"a": 1}), (f"{path}:4", [2]), (f"{path}:5", "三")]
+    nd = tmp_path / "x.ndjson"
+    nd.write_text('{"b": 2}', encoding="utf-8")  # no trailing newline
+    assert list(iter_documents(str(nd))) == [(f"{nd}:1", {"b": 2})]
+
+
+def test_gzip_of_both(tmp_path: Path) -> None:
+    lines = tmp_path / "calls.jsonl.gz"
+    with gzip.open(lines, "wt", encoding="utf-8") as fh:
+        fh.write('{"n": 1}\n{"n": 2}\n')
+    assert [(loc.rsplit(":", 1)[1], doc) for loc, doc in iter_documents(lines)] == [
+        ("1", {"n": 1}),
+        ("2", {"n": 2}),
+    ]
+    single = tmp_path / "doc.json.gz"
+    with gzip.open(single, "wt", encoding="utf-8") as fh:
+        json.dump({"k": [1, 2]}, fh)
+    assert list(iter_documents(single)) == [(str(single), {"k": [1, 2]})]
+
+
+def test_bad_json_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl"
+    path.write_text('{"a": 1}\n{"a": \n', encoding="utf-8")
+    it = iter_documents(path)
+    assert next(it)[1] == {"a": 1}
+    with pytest.raises(SourceFormatError) as err:
+        next(it)
+    assert (err.value.source, err.value.path) == ("json", f"{path}:2")
+    multi = tmp_path / "doc.json"
+    multi.write_text('{\n  "a": 1,\n  "b": oops\n}\n', encoding="utf-8")
+    with pytest.raises(SourceFormatError) as err:
+        list(iter_documents(multi))
+    assert err.value.path == f"{multi}:3"
+
+
+def test_binary_garbage_and_corrupt_gzip(tmp_path: Path) -> None:
+    garbage = tmp_path / "x.json"
+    garbage.write_bytes(b"\xff\xd8\xff\xe0 JFIF")
+    with pytest.raises(SourceFormatError, match="not UTF-8"):
+        list(iter_documents(garbage))
+    broken = tmp_path / "x.jsonl.gz"
+    data = gzip.compress("".join(f'{{"n": {i * 7919 % 10007}}}\n' for i in range(2000)).encode())
+    broken.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SourceFormatError) as err:
+        list(iter_documents(broken))
+    assert err.value.source == "json"
+
+
+def test_streams_lines_with_a_per_line_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files_module, "MAX_DOCUMENT_BYTES", 64)
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"ok": 1}\n' + '{"text": "' + "x" * 200 + '"}\n', encoding="utf-8")
+    it = iter_documents(path)
+    assert next(it) == (f"{path}:1", {"ok": 1})  # the first line is yielded before the long one is read
+    with pytest.raises(SourceFormatError, match="longer than 64 bytes") as err:
+        next(it)
+    assert err.value.path == f"{path}:2"
+
+
+def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        list(iter_documents(tmp_path / "nope.json"))
