@@ -336,8 +336,9 @@ _STATE = re.compile(
     r"sleeping badly|not sleeping well)$"
 )
 _AILMENT = re.compile(
-    r"^I(?:'ve| have)(?: got)?\s+(?:a\s+|an\s+|the\s+)?(cold|fever|flu|cough|headache|stomach ?ache|migraine|"
-    r"sore throat|back pain|toothache|hangover|stomach (?:problems|issues|trouble))$"
+    r"^I(?:'ve| have)(?: got)?\s+((?:a\s+|an\s+|the\s+)?"
+    r"(?:cold|fever|flu|cough|headache|stomach ?ache|migraine|"
+    r"sore throat|back pain|toothache|hangover|stomach (?:problems|issues|trouble)))$"
 )
 _BODY_HURTS = re.compile(
     r"^[Mm]y (stomach|back|head|knee|throat|tooth|leg|arm|shoulder|neck|wrist|ankle)\s+"
@@ -529,11 +530,13 @@ def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
             )
         ]
     m = _PET_AGE.match(s)
-    if m and ctx.pets:
+    if m and (ctx.pets or (m.group(1) or "").lower() in EN_SPECIES):
         name = m.group(2) or ""
         species = (m.group(1) or "").lower()
         if not name and species:
             name = next((n for n, sp in reversed(ctx.pets.items()) if sp == species), "")
+        elif name and species in EN_SPECIES:
+            ctx.pets.setdefault(name, species)
         if name in ctx.pets:
             said = f"{m.group(3)} {m.group(4)}"
             label = ctx.pets[name] if ctx.pets[name] != name else "pet"
@@ -577,7 +580,7 @@ _DISLIKE = re.compile(
 _HATE = re.compile(
     r"^I (?:really |absolutely |totally )?(hate|dislike|detest|despise|can't stand)\s+" + _OBJ + "$"
 )
-_AFRAID = re.compile(r"^I'm (?:not a (?:big )?fan of|afraid of|scared of|terrified of)\s+" + _OBJ + "$")
+_AFRAID = re.compile(r"^I'm (not a (?:big )?fan of|afraid of|scared of|terrified of)\s+" + _OBJ + "$")
 _PLACE_SPLIT = re.compile(r"\s+(?:at|in|on|with|by|along|near|around|before|after)\s+")
 _PAST = frozenset(
     "lost went got made took saw came left met ran bought found gave felt had was were did said".split()
@@ -594,7 +597,8 @@ _HABIT_VERB_BAD = re.compile(
 )
 
 
-def _pref(obj: str, verb: str, polarity: int, c: _Clause, *, negated: bool = False) -> Fact | None:
+def _pref(obj: str, lead: str, polarity: int) -> Fact | None:
+    """A like/dislike fact: ``lead`` is the content before the object ("User loves")."""
     obj = _trim_object(obj)
     if not _ok_object(obj):
         return None
@@ -602,48 +606,43 @@ def _pref(obj: str, verb: str, polarity: int, c: _Clause, *, negated: bool = Fal
     food = (
         obj.lower().startswith(("eating ", "drinking ", "to eat ", "to drink ")) or item.lower() in EN_FOODS
     )
-    third = _third(obj)
-    if negated:
-        content = f"User doesn't {verb} {third}."
-    else:
-        adverb = f"{c.habit_pre.lower()} " if c.habit_pre else ""
-        content = f"User {adverb}{_conj(verb)} {third}."
+    content = f"{lead} {_third(obj)}."
     key = _food_key(item) if food else f"pref:{norm_key(item)}"
     return Fact(
         content, "diet" if food else "preference", key, _third(item), polarity=polarity, confidence=0.8
     )
 
 
+_LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=[^,]*$)")
+
+
+def _prefs(obj: str, lead: str, polarity: int) -> list[Fact] | None:
+    """One fact per item of a comma list ("hiking, swimming, and reading"), else one fact."""
+    obj = _trim_object(obj)
+    items = [i for i in _LIST_SPLIT.split(obj) if i] if "," in obj else [obj]
+    facts = [f for f in (_pref(i, lead, polarity) for i in items) if f is not None]
+    return facts or None
+
+
 def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
     m = _DISLIKE.match(s)
     if m:
-        fact = _pref(m.group(2), m.group(1), -1, c, negated=True)
-        return [fact] if fact else None
+        return _prefs(m.group(2), f"User doesn't {m.group(1)}", -1)
     m = _HATE.match(s)
     if m:
-        fact = _pref(m.group(2), m.group(1), -1, c)
-        if fact:
-            verb = m.group(1) if " " in m.group(1) else _conj(m.group(1))
-            fact.content = f"User {verb} {_third(m.group(2))}."
-        return [fact] if fact else None
+        verb = m.group(1) if " " in m.group(1) else _conj(m.group(1))
+        return _prefs(m.group(2), f"User {verb}", -1)
     m = _AFRAID.match(s)
     if m:
-        fact = _pref(m.group(1), "like", -1, c)
-        if fact:
-            phrase = s[len("I'm ") : m.start(1)].strip()
-            fact.content = f"User is {phrase} {_third(m.group(1))}."
-        return [fact] if fact else None
+        return _prefs(m.group(2), f"User is {m.group(1)}", -1)
     m = _LIKE.match(s)
     if m:
-        fact = _pref(m.group(2), m.group(1), 1, c)
-        return [fact] if fact else None
+        adverb = f"{c.habit_pre.lower()} " if c.habit_pre else ""
+        return _prefs(m.group(2), f"User {adverb}{_conj(m.group(1))}", 1)
     m = _INTO.match(s)
     if m:
-        fact = _pref(m.group(2), "like", 1, c)
-        if fact:
-            fact.content = f"User is {m.group(1)} {_third(m.group(2))}."
-        return [fact] if fact else None
+        return _prefs(m.group(2), f"User is {m.group(1)}", 1)
     m = _FAVORITE.match(s)
     if m and _ok_object(m.group(2)):
         thing, value = m.group(1).lower(), _third(m.group(2))

@@ -342,9 +342,13 @@ def _health_food(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     return None
 
 
+_EVENT_STATE = re.compile(r"^(?:感冒|发烧|咳嗽|失眠|生病|住院|怀孕)$")
+
+
 def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
+    done = "了" if c.done and _EVENT_STATE.match(body) else ""
     return Fact(
-        f"用户{c.temp}{_third(body)}。",
+        f"用户{c.temp}{_third(body)}{done}。",
         "state",
         f"state:{norm_key(body)}",
         body,
@@ -443,6 +447,7 @@ _LIKE = re.compile(
     r"(喜欢上了|喜欢|爱上了|热爱|钟爱|偏爱|迷上了|爱)(.{1,20})$"
 )
 _FAVORITE = re.compile(r"^(?:最|特别)?(?:喜欢|爱)的(.{1,6}?)(?:是|就是)(.{1,12})$")
+_LIST_ZH = re.compile(r"、|(?:和|与|跟|还有)(?=[^、]*$)")
 _INTEREST = re.compile(r"^对(.{1,10}?)(?:很|特别|非常|比较|挺)?感兴趣$|^的?(?:爱好|兴趣)是(.{1,20})$")
 _BAD_OBJECT = re.compile(r"你|您|的时候|什么|哪|怎么|吗$|^(?:这|那|它|他|她|我|自己)")
 
@@ -489,8 +494,9 @@ def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     m = _LIKE.match(b)
     if m and not m.group(2).startswith("的"):
         verb = "喜欢" if m.group(1).startswith("喜欢上") else m.group(1).removesuffix("了")
-        fact = _pref(m.group(2), verb, 1, c)
-        return [fact] if fact else None
+        items = _LIST_ZH.split(m.group(2)) if "、" in m.group(2) else [m.group(2)]
+        facts = [f for f in (_pref(i, verb, 1, c) for i in items if i) if f is not None]
+        return facts or None
     m = _INTEREST.match(b)
     if m:
         obj = m.group(1) or m.group(2)
