@@ -1,0 +1,170 @@
+"""One entry point from a vendor name and flat options to a payload (used by ConvMemory and the CLI).
+
+Options common to every vendor: ``persona``, ``query``, ``recent_turns``, ``budget_tokens``,
+``language``, ``max_fragments``. Vendor options:
+
+- ``trtc`` (whole ``StartAIConversation`` body): ``sdk_app_id``, ``room_id``, ``room_id_type``,
+  ``agent_config``, ``tts_config``, ``stt_config``, ``session_id``, plus the ``trtc-llmconfig``
+  options.
+- ``trtc-llmconfig`` (the ``LLMConfig`` JSON string): ``recent_placement``
+  (``user_messages`` | ``system_prompt``), ``history``, ``history_mode``, ``llm`` (passthrough:
+  ``LLMType``, ``Model``, ``APIKey``, ``APIUrl``, ``Streaming``, ``Timeout``, ``MetaInfo`` ...).
+- ``agora`` (join body): ``name``, ``properties``, ``preset``, ``pipeline_id``, plus ``agora-llm``.
+- ``agora-llm`` (``properties.llm``): ``vendor``, ``params``, ``max_history``, ``llm`` (passthrough:
+  ``url``, ``api_key``, ``style``, ``greeting_message``, ``failure_message`` ...).
+- ``agora-update``: the ``agora-llm`` options (``params`` required) and ``token``.
+- ``agora-custom`` / ``agora-standard``: messages an LLM endpoint behind Agora receives, with or
+  without the extended fields.
+- ``openai`` / ``langchain``: system message (persona + memory block) and recent turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from convmem_graph.models import MemorySnapshot
+from convmem_graph.payloads.agora import (
+    AgoraOptions,
+    build_custom_llm_messages,
+    build_join_body,
+    build_join_llm,
+    build_update_body,
+)
+from convmem_graph.payloads.memory_block import MemoryBlockOptions
+from convmem_graph.payloads.openai import build_langchain_messages, build_openai_messages
+from convmem_graph.payloads.trtc import TRTCOptions, build_llm_config, build_start_ai_conversation
+from convmem_graph.tokens import TokenCounter, count_tokens
+
+__all__ = ["VENDORS", "render_payload"]
+
+_COMMON = {"persona", "query", "recent_turns", "budget_tokens", "language", "max_fragments"}
+_TRTC_LLM = _COMMON | {"recent_placement", "history", "history_mode", "llm"}
+_TRTC_BODY = _TRTC_LLM | {
+    "sdk_app_id",
+    "room_id",
+    "room_id_type",
+    "agent_config",
+    "tts_config",
+    "stt_config",
+    "session_id",
+}
+_AGORA_LLM = _COMMON | {"vendor", "params", "max_history", "llm"}
+
+#: Vendor name -> options it accepts.
+VENDORS: dict[str, frozenset[str]] = {
+    "trtc": frozenset(_TRTC_BODY),
+    "trtc-llmconfig": frozenset(_TRTC_LLM),
+    "agora": frozenset(_AGORA_LLM | {"name", "properties", "preset", "pipeline_id"}),
+    "agora-llm": frozenset(_AGORA_LLM),
+    "agora-update": frozenset(_AGORA_LLM | {"token"}),
+    "agora-custom": frozenset(_AGORA_LLM),
+    "agora-standard": frozenset(_AGORA_LLM),
+    "openai": frozenset(_COMMON),
+    "langchain": frozenset(_COMMON),
+}
+
+
+def _block(options: Mapping[str, Any], now_ms: int | None) -> MemoryBlockOptions:
+    values: dict[str, Any] = {"now_ms": now_ms}
+    for key in ("query", "language", "max_fragments"):
+        if options.get(key) is not None:
+            values[key] = options[key]
+    if options.get("budget_tokens") is not None:
+        values["budget_tokens"] = options["budget_tokens"]
+    return MemoryBlockOptions(**values)
+
+
+def _pick(options: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: options[k] for k in keys if options.get(k) is not None}
+
+
+def render_payload(
+    vendor: str,
+    snapshot: MemorySnapshot,
+    options: Mapping[str, Any] | None = None,
+    *,
+    counter: TokenCounter = count_tokens,
+    now_ms: int | None = None,
+) -> Any:
+    """Build the ``vendor`` payload for ``snapshot``.
+
+    Args:
+        vendor: One of :data:`VENDORS`.
+        snapshot: The memory (usually the cached call-start snapshot).
+        options: Flat options (see the module docstring).
+        counter: Token counter for the memory block budget.
+        now_ms: Current time; expired transient facts are left out.
+
+    Raises:
+        ValueError: Unknown vendor or option, or an option the vendor's builder rejects (the
+            message names the vendor field).
+
+    Example:
+        >>> render_payload("openai", MemorySnapshot(memory_id="m"), {"persona": "You are Rain."})
+        [{'role': 'system', 'content': 'You are Rain.'}]
+    """
+    opts = dict(options or {})
+    if vendor not in VENDORS:
+        raise ValueError(f"unknown vendor {vendor!r}; choose one of {', '.join(VENDORS)}")
+    unknown = sorted(set(opts) - VENDORS[vendor])
+    if unknown:
+        accepted = ", ".join(sorted(VENDORS[vendor]))
+        raise ValueError(f"{vendor}: unknown option(s) {', '.join(unknown)}; accepted: {accepted}")
+    block = _block(opts, now_ms)
+    persona = str(opts.get("persona") or "")
+    if vendor in ("openai", "langchain"):
+        build = build_openai_messages if vendor == "openai" else build_langchain_messages
+        return build(
+            snapshot, persona=persona, recent_turns=opts.get("recent_turns", 10), block=block, counter=counter
+        )
+    if vendor.startswith("trtc"):
+        trtc = TRTCOptions(
+            persona=persona,
+            block=block,
+            **_pick(opts, ("recent_turns", "recent_placement", "history", "history_mode", "llm")),
+        )
+        if vendor == "trtc-llmconfig":
+            return build_llm_config(snapshot, trtc, counter=counter)
+        missing = [k for k in ("sdk_app_id", "room_id", "agent_config", "tts_config") if k not in opts]
+        if missing:
+            raise ValueError(
+                f"trtc: StartAIConversation needs {', '.join(missing)} (SdkAppId, RoomId, AgentConfig, "
+                "TTSConfig); pass them as options or use vendor 'trtc-llmconfig' for LLMConfig alone"
+            )
+        return build_start_ai_conversation(
+            snapshot,
+            trtc,
+            counter=counter,
+            **_pick(
+                opts,
+                (
+                    "sdk_app_id",
+                    "room_id",
+                    "room_id_type",
+                    "agent_config",
+                    "tts_config",
+                    "stt_config",
+                    "session_id",
+                ),
+            ),
+        )
+    agora = AgoraOptions(
+        persona=persona,
+        block=block,
+        **_pick(opts, ("vendor", "params", "max_history", "recent_turns", "llm")),
+    )
+    if vendor == "agora":
+        return build_join_body(
+            snapshot,
+            agora,
+            name=str(opts.get("name") or f"convmem-{snapshot.memory_id}"),
+            properties=dict(opts.get("properties") or {}),
+            counter=counter,
+            **_pick(opts, ("preset", "pipeline_id")),
+        )
+    if vendor == "agora-llm":
+        return build_join_llm(snapshot, agora, counter=counter)
+    if vendor == "agora-update":
+        return build_update_body(snapshot, agora, counter=counter, **_pick(opts, ("token",)))
+    return build_custom_llm_messages(snapshot, agora, extended=vendor == "agora-custom", counter=counter)
