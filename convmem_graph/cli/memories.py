@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """List memories."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     with open_memory(args) as mem:
@@ -33,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     table = Table("memory", "messages", "fragments", "updated (ms)")
     for i in infos:
-        table.add_row(i.memory_id, str(i.message_count), str(i.fragment_count), str(i.updated_at))
+        table.add_row(escape(i.memory_id), str(i.message_count), str(i.fragment_count), str(i.updated_at))
     Console().print(table)
     return 0

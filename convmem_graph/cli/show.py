@@ -97,26 +97,31 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_rich(doc: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     console.print(
-        f"[bold]{doc['memory_id']}[/bold]: {doc['message_count']} messages, "
+        f"[bold]{escape(doc['memory_id'])}[/bold]: {doc['message_count']} messages, "
         f"{doc['fragment_count']} active fragments"
     )
     variables = Table("variable", "value", "origin", "because of fragments", title="Variables")
     for name, v in doc["variables"].items():
         value = ", ".join(v["value"]) if isinstance(v["value"], list) else str(v["value"])
-        variables.add_row(name, value, v["origin"], ", ".join(v["fragment_ids"]))
+        variables.add_row(escape(name), escape(value), v["origin"], ", ".join(v["fragment_ids"]))
     console.print(variables)
     fragments = Table("id", "fact", "category", "status", "from messages", title="Fragments")
     for f in doc["fragments"]:
         status = f["status"] + (" (transient)" if f["transient"] else "")
-        fragments.add_row(f["id"], f["content"], f["category"], status, ", ".join(f["source_message_ids"]))
+        fragments.add_row(
+            f["id"], escape(f["content"]), escape(f["category"]), status, ", ".join(f["source_message_ids"])
+        )
     console.print(fragments)
     if doc["summary"]:
-        console.print(f"[bold]Summary[/bold] ({doc['summary']['tokens']} tokens): {doc['summary']['text']}")
+        console.print(
+            f"[bold]Summary[/bold] ({doc['summary']['tokens']} tokens): {escape(doc['summary']['text'])}"
+        )
     recent = Table("role", "content", "channel", title="Recent turns")
     for m in doc["recent"]:
-        recent.add_row(m["role"], m["content"], m["channel"])
+        recent.add_row(m["role"], escape(m["content"]), m["channel"])
     console.print(recent)

@@ -61,6 +61,7 @@ def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     skipped: Counter[str] = Counter()
     dead = 0
     errors: list[dict[str, str]] = []
+    now = ctx.clock()
     for item in ctx.inputs:
         raw_doc: Any = None
         if isinstance(item.data, ReadResult):
@@ -69,7 +70,10 @@ def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         else:
             raw_doc = item.data
             try:
-                result = read_payload(raw_doc, item.source, bot_ids=ctx.config.bot_ids, config=ctx.config)
+                # Message lists without times (OpenAI/LangChain) are stamped with the run's time.
+                result = read_payload(
+                    raw_doc, item.source, bot_ids=ctx.config.bot_ids, config=ctx.config, base_timestamp_ms=now
+                )
             except SourceFormatError as exc:
                 logger.warning("quarantined %s: %s", item.name or "payload", exc)
                 ctx.store.add_dead_letter(
