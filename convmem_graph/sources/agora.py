@@ -275,7 +275,7 @@ def _read_item(item: Any, index: int, path: str, doc: _Doc, ctx: ReadContext) ->
     meta: Mapping[str, Any] = meta_raw or {}
     meta_path = join(path, "metadata")
     source = opt_str(SOURCE, meta, "source", meta_path)
-    source = _normalize_source(source) if source and source.strip() else ("asr" if role == "user" else "llm")
+    source = _normalize_source(source or "") or ("asr" if role == "user" else "llm")
     turn_id = opt_int(SOURCE, item, "turn_id", path)
     raw_ts: int | None = None
     for key in ("timestamp", "speech_start_ms", "speech_end_ms"):

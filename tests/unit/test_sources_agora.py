@@ -126,12 +126,18 @@ def test_seconds_timestamps_and_spelling_variants() -> None:
                 "metadata": {"source": "llm failure"},
             },
             {"role": "user", "content": "ok", "turn_id": "2", "metadata": {"source": "ASR"}},
+            {"role": "user", "content": "hm", "turn_id": "", "metadata": {"source": " - "}},
         ],
     }
     r = read_payload(doc, "agora")
-    assert [m.timestamp_ms for m in r.messages] == [1767268801000, 1767268802000, 1767268802000]
-    assert [m.source for m in r.messages] == ["llm", "llm_failure", "asr"]
-    assert [m.turn_id for m in r.messages] == [1, 1, 2]
+    assert [m.timestamp_ms for m in r.messages] == [
+        1767268801000,
+        1767268802000,
+        1767268802000,
+        1767268802000,
+    ]
+    assert [m.source for m in r.messages] == ["llm", "llm_failure", "asr", "asr"]
+    assert [m.turn_id for m in r.messages] == [1, 1, 2, None]
 
 
 def test_items_without_time_keep_array_order() -> None:

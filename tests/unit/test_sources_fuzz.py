@@ -59,7 +59,7 @@ scalars = (
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(max_size=30)
     | st.sampled_from(
-        ["", "user", "assistant", "system", "@RBT#x", "903", "{", '{"chatbotPlugin": 2, "src": 2}']
+        ["", " - ", "user", "assistant", "system", "@RBT#x", "903", "{", '{"chatbotPlugin": 2, "src": 2}']
     )
 )
 json_values = st.recursive(
