@@ -22,7 +22,7 @@ from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
 from convmem_graph.sources._common import ReadContext
 from convmem_graph.sources.agora import read_agora
-from convmem_graph.sources.detect import SOURCE_NAMES, coerce_payload, detect_source
+from convmem_graph.sources.detect import SOURCE_NAMES, coerce_payload, detect_parsed, detect_source
 from convmem_graph.sources.files import iter_documents
 from convmem_graph.sources.openai_messages import read_langchain, read_openai
 from convmem_graph.sources.tencent_im import read_tencent_im
@@ -90,7 +90,7 @@ def read_payload(
     try:
         data = coerce_payload(data, "auto" if name == "auto" else name)
         if name == "auto":
-            name = detect_source(data)
+            name = detect_parsed(data)
         ctx = ReadContext(
             source=name,
             bot_ids=frozenset([*cfg.bot_ids, *bot_ids]),

@@ -19,7 +19,7 @@ from convmem_graph.sources.openai_messages import looks_like_langchain, looks_li
 from convmem_graph.sources.tencent_im import looks_like_tencent_im
 from convmem_graph.sources.trtc import looks_like_trtc
 
-__all__ = ["SOURCE_NAMES", "coerce_payload", "detect_source"]
+__all__ = ["SOURCE_NAMES", "coerce_payload", "detect_parsed", "detect_source"]
 
 #: Every source format name, in detection order of the error message.
 SOURCE_NAMES: tuple[str, ...] = ("agora", "tencent_im", "trtc", "openai", "langchain")
@@ -62,7 +62,11 @@ def detect_source(data: Any) -> str:
         >>> detect_source({"EventGroupId": 9, "EventType": 903, "EventInfo": {}})
         'trtc'
     """
-    data = coerce_payload(data)
+    return detect_parsed(coerce_payload(data))
+
+
+def detect_parsed(data: Any) -> str:
+    """Like :func:`detect_source` for a payload already parsed and checked by :func:`coerce_payload`."""
     if isinstance(data, list) and not data:
         return "openai"
     for name, check in _CHECKS:
