@@ -132,7 +132,9 @@ class Lifecycle:
         ctx = self._context(inputs, vendors, inject_options, session_ended)
         config = {"configurable": {"thread_id": memory_id}}
         with self.store.memory_lock(memory_id):
-            out = self.graph.invoke({"memory_id": memory_id}, config, context=ctx, durability=self.durability)
+            # durability only means something with a checkpointer (langgraph 1.2 fails without one).
+            extra: dict[str, Any] = {"durability": self.durability} if self.checkpointer is not None else {}
+            out = self.graph.invoke({"memory_id": memory_id}, config, context=ctx, **extra)
             if self.checkpointer is not None:
                 prune_checkpoints(self.checkpointer, memory_id, keep=self.config.keep_checkpoints)
         return RunResult(
