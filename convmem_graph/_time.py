@@ -6,16 +6,19 @@ import time
 
 __all__ = ["now_ms", "to_ms"]
 
-# 10-digit values are seconds until the year 2286; anything at or above 1e11 is treated as ms.
-# Vendors mix the two (Agora documents ms but shows seconds; IM sends seconds; TRTC sends ms).
+# 10-digit values are seconds until the year 2286; 13-digit values are ms; 16- and 19-digit
+# values are µs and ns. Vendors mix units (Agora documents ms but shows seconds; IM sends seconds;
+# TRTC sends ms).
 _MS_THRESHOLD = 100_000_000_000
+_US_THRESHOLD = 100_000_000_000_000
+_NS_THRESHOLD = 100_000_000_000_000_000
 
 
 def to_ms(value: int | float) -> int:
     """Convert a Unix timestamp in seconds or milliseconds to integer milliseconds.
 
-    The unit is decided by magnitude: values below 1e11 are seconds (any date before 5138 AD),
-    values at or above are milliseconds.
+    The unit is decided by magnitude: below 1e11 seconds (any date before 5138 AD), below 1e14
+    milliseconds, below 1e17 microseconds, above that nanoseconds.
 
     Args:
         value: A non-negative Unix timestamp in seconds or milliseconds.
@@ -38,7 +41,11 @@ def to_ms(value: int | float) -> int:
         raise ValueError(f"timestamp must be a non-negative finite number, got {value!r}")
     if value < _MS_THRESHOLD:
         return int(round(value * 1000))
-    return int(value)
+    if value < _US_THRESHOLD:
+        return int(value)
+    if value < _NS_THRESHOLD:
+        return int(value // 1000)
+    return int(value // 1_000_000)
 
 
 def now_ms() -> int:

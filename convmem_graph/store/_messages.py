@@ -117,6 +117,37 @@ def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int
     return old_partial and (not new_partial or new_len > old_len)
 
 
+def _join(first: str, second: str) -> str:
+    # Sentences of one spoken turn: a space only between two Latin-script ends.
+    if first and second and first[-1].isascii() and first[-1].isalnum() and second[0].isascii():
+        return f"{first} {second}"
+    return first + second
+
+
+def _merge_same_id(new: Message, old_partial: bool, old_content: str, old_ts: int) -> Message | None:
+    """Decide what a message whose id is already stored becomes; ``None`` keeps the stored row.
+
+    - a partial stored message is replaced by its completion (streamed IM chatbot replies);
+    - a new version that contains the stored text and is longer replaces it (a message that grew);
+    - a turn made of several deliveries (``round_id`` set: TRTC sentences arriving one callback at
+      a time) is joined with the stored text in time order, so no sentence is lost;
+    - anything else is the same message again.
+    """
+    if _supersedes(new.partial, len(new.content), old_partial, len(old_content)):
+        return new
+    new_norm, old_norm = normalize_text(new.content), normalize_text(old_content)
+    if not new_norm or new_norm in old_norm:
+        return None
+    if old_norm in new_norm:
+        return new
+    if new.round_id is None:
+        return None
+    joined = (
+        _join(old_content, new.content) if new.timestamp_ms >= old_ts else _join(new.content, old_content)
+    )
+    return new.model_copy(update={"content": joined, "timestamp_ms": min(old_ts, new.timestamp_ms)})
+
+
 def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
     for other in seen:
         if (
@@ -133,9 +164,10 @@ def insert_messages(
 ) -> list[str]:
     """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
 
-    Skipped: a message whose id is already stored in this memory (unless the stored one is a partial
-    streamed message and the new one completes it: then the row is replaced and gets a new seq so
-    it is processed again), and a message whose role and normalized text equal a message stored or
+    Skipped: a message whose id is already stored in this memory with the same text (a stored row
+    is replaced, with a new seq so it is processed again, when the new one completes a partial
+    message, grew, or is a further delivery of the same spoken round: see ``_merge_same_id``), and
+    a message whose role and normalized text equal a message stored or
     accepted from another (channel, source) within ``window_ms``.
 
     Args:
@@ -162,15 +194,17 @@ def insert_messages(
     for part in chunked(ids):
         # Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups.
         sql = (
-            f"SELECT id, partial, length(content) FROM {messages.name} "
+            f"SELECT id, partial, content, timestamp_ms FROM {messages.name} "
             f"WHERE memory_id = {mark} AND id IN ({', '.join([mark] * len(part))})"
         )
-        for mid, partial, length in conn.exec_driver_sql(sql, (memory_id, *part)):
+        for mid, partial, content, ts in conn.exec_driver_sql(sql, (memory_id, *part)):
             msg = unique[mid]
-            if _supersedes(msg.partial, len(msg.content), bool(partial), int(length or 0)):
-                replace.add(mid)
-            else:
+            merged = _merge_same_id(msg, bool(partial), content or "", int(ts))
+            if merged is None:
                 del unique[mid]
+            else:
+                unique[mid] = merged
+                replace.add(mid)
 
     hashes = {mid: content_hash(m.role, m.content) for mid, m in unique.items()}
     seen: dict[int, list[_Seen]] = {}

@@ -275,3 +275,24 @@ def test_inject_caches_snapshot_and_payloads(lifecycle: Lifecycle) -> None:
     snapshot = lifecycle.store.load_snapshot("mem_u10086")
     assert snapshot is not None and snapshot.variables["city"].value == "杭州"
     assert len(snapshot.recent) <= 30
+
+
+def test_trtc_callbacks_one_webhook_at_a_time_equal_the_batch(tmp_path: Path) -> None:
+    # Live use: every TRTC callback arrives as its own webhook and its own lifecycle run.
+    deliveries = load_fixture("trtc_callbacks_one_call.json")["deliveries"]
+    config = MemoryConfig(bot_ids=["ai_xiaoyu_bot"])
+    batch_store = MemoryStore.from_url(str(tmp_path / "batch.db"))
+    Lifecycle(batch_store, config=config).run(
+        "m", [RawInput([d["raw_body"] for d in deliveries], source="trtc")]
+    )
+    live_store = MemoryStore.from_url(str(tmp_path / "live.db"))
+    live = Lifecycle(live_store, config=config)
+    for d in deliveries:
+        live.run("m", [RawInput(d["raw_body"], source="trtc")])
+
+    def turns(store: MemoryStore) -> list[tuple[str, str]]:
+        return [(m.role, m.content) for m in store.recent_messages("m", 50)]
+
+    assert ("user", "我刚跑完步回来。今天跑了八公里，配速六分半。") in turns(live_store)
+    assert ("assistant", "哇，八公里！六分半的配速很稳呀，跑完记得拉伸一下腿。") in turns(live_store)
+    assert [c for _, c in turns(live_store)] == [c for _, c in turns(batch_store)]
