@@ -16,6 +16,12 @@ DAY_MS = 86_400_000
 PLAN_GRACE_DAYS = 1
 
 
+_TRAVEL_TOPICS = frozenset(
+    "trip travel journey flight vacation holiday visit 出差 旅行 旅游 行程 航班".split()
+)
+_TRAVEL_ACTION = re.compile(r"^(?:go|fly|travel|drive|visit|head|return|go back)\b|^(?:去|回|飞|到)|出差|旅")
+
+
 @dataclass(slots=True)
 class Fact:
     """A fact found by a rule, before it becomes a :class:`FragmentCandidate`."""
@@ -75,12 +81,17 @@ class RuleContext:
         self.plans.append(PlanInfo(key, action, modal))
 
     def find_plan(self, topic: str) -> PlanInfo | None:
-        """Return the newest known plan whose action mentions ``topic`` (``出差``, ``trip``)."""
+        """Return the newest known plan whose action mentions ``topic`` (``出差``, ``trip``).
+
+        Travel words ("trip", "旅行") match any travel plan ("go to Chengdu", "去成都").
+        """
         t = norm_key(topic)
         if not t:
             return None
+        travel = t in _TRAVEL_TOPICS
         for plan in reversed(self.plans):
-            if t in plan.action.lower() or t in plan.key:
+            action = plan.action.lower()
+            if t in action or t in plan.key or (travel and _TRAVEL_ACTION.search(action)):
                 return plan
         return None
 

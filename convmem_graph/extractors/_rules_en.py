@@ -671,10 +671,14 @@ def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- plans
 
-_PLAN = re.compile(
-    r"^I(?:'m| am)\s+(going|planning|about|hoping|scheduled|supposed|due|thinking "
-    r"about|thinking of)\s+(?:to\s+)?" + _OBJ + "$"
-    r"|^I\s+(plan|intend|want|hope|need|have|'ll|will|am going|'d like|would like)\s+(?:to\s+)?" + _OBJ + "$"
+_PLANS = (
+    # (regex, modal): the modal decides the wording and whether a date is required.
+    (re.compile(r"^I'm\s+(planning|thinking about|thinking of|scheduled)\s+(?:to\s+)?" + _OBJ + "$"), ""),
+    (re.compile(r"^I\s+(plan|intend)\s+(?:to\s+)?" + _OBJ + "$"), ""),
+    (re.compile(r"^I'm\s+(going|about|hoping|supposed|due)\s+to\s+" + _OBJ + "$"), ""),
+    (re.compile(r"^I\s+(want|hope|need|have|would like|am going)\s+to\s+" + _OBJ + "$"), ""),
+    (re.compile(r"^I(?:'ll| will)\s+" + _OBJ + "$"), "will"),
+    (re.compile(r"^I'd like to\s+" + _OBJ + "$"), "would like"),
 )
 _TRAVEL = re.compile(
     r"^I'm\s+(flying|traveling|travelling|heading|driving|moving|going back|"
@@ -720,35 +724,43 @@ _ING_BAD = (
     "going",
 )
 _STRONG = ("planning", "plan", "intend", "scheduled", "thinking about", "thinking of")
+_WILL_BAD = re.compile(
+    r"^(?:be\s+)?(?:fine|ok|okay|right|there|back|careful|sure|happy|glad|good|great)\b", re.I
+)
+
+
+def _plan_match(s: str) -> tuple[str, str] | None:
+    for rx, fixed in _PLANS:
+        m = rx.match(s)
+        if m:
+            return (fixed, m.group(1)) if fixed else (m.group(1), m.group(2))
+    return None
 
 
 def _plans(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
     future = c.when is not None and c.when.period.end >= ctx.today
-    action = ""
-    modal = ""
-    m = _TRAVEL.match(s)
-    if m and m.group(1) == "going" and not _PLACE_START.match(m.group(2)):
-        m = None
+    expires = ctx.period_expiry(c.when.period) if c.when is not None and future else ctx.ttl_expiry()
+    m = _EVENT.match(s)
     if m and future:
-        action = f"{_TRAVEL_VERBS[m.group(1)]} to {m.group(2)}"
-        modal = "plans"
+        thing = _third(m.group(1))
+        key = f"plan:{norm_key(thing)}"
+        ctx.add_plan(key, f"have {_article(thing)} {thing}", "plans")
+        content = f"User has {_article(thing)} {thing}{c.when_text()}."
+        return [Fact(content, "plan", key, thing, transient=True, expires_at=expires, confidence=0.7)]
+    action = modal = ""
+    m = _TRAVEL.match(s)
+    if m and future and (m.group(1) != "going" or _PLACE_START.match(m.group(2))):
+        action, modal = f"{_TRAVEL_VERBS[m.group(1)]} to {m.group(2)}", "plan"
     if not action:
-        m = _PLAN.match(s)
-        if m:
-            modal = m.group(1) or m.group(3)
-            action = m.group(2) or m.group(4)
+        found = _plan_match(s)
+        if found:
+            modal, action = found
+            if modal == "will" and _WILL_BAD.match(action):
+                return None
             if modal == "going" and _PLACE_START.match(action):
                 action = f"go to {action}"
     if not action:
-        m = _EVENT.match(s)
-        if m and future:
-            thing = _third(m.group(1))
-            content = f"User has {_article(thing)} {thing}{c.when_text()}."
-            key = f"plan:{norm_key(thing)}"
-            ctx.add_plan(key, f"have {_article(thing)} {thing}", "plans")
-            expires = ctx.period_expiry(c.when.period) if c.when else ctx.ttl_expiry()
-            return [Fact(content, "plan", key, thing, transient=True, expires_at=expires, confidence=0.7)]
         m = _ING.match(s)
         if (
             m
@@ -758,27 +770,24 @@ def _plans(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
             and _ok_object(m.group(2))
         ):
             thing = _third(f"{m.group(1)} {m.group(2)}")
-            if _YOU.search(thing):
-                return None
-            content = f"User is {thing}{c.when_text()}."
             key = f"plan:{norm_key(thing)}"
             ctx.add_plan(key, f"be {thing}", "plans")
-            return [
-                Fact(content, "plan", key, thing, transient=True, expires_at=ctx.period_expiry(c.when.period))
-            ]
-    if not action or not _ok_object(action) or len(action.split()) > 14:
+            content = f"User is {thing}{c.when_text()}."
+            return [Fact(content, "plan", key, thing, transient=True, expires_at=expires, confidence=0.7)]
+        return None
+    if not _ok_object(action) or len(action.split()) > 14:
         return None
     if modal not in _STRONG and not future:
         return None
     action = _third(action.strip())
-    verb = "wants" if modal in ("want", "hope", "hoping", "'d like", "would like") else "plans"
-    content = f"User {verb} to {action}{c.when_text()}."
-    if modal.startswith("thinking"):
-        verb = "is thinking about"
-        content = f"User is {modal} {action}{c.when_text()}."
-    expires = ctx.period_expiry(c.when.period) if c.when is not None and future else ctx.ttl_expiry()
     key = f"plan:{norm_key(action)}"
-    ctx.add_plan(key, action, verb)
+    if modal.startswith("thinking"):
+        content = f"User is {modal} {action}{c.when_text()}."
+        ctx.add_plan(key, action, "plans")
+    else:
+        verb = "wants" if modal in ("want", "hope", "hoping", "would like") else "plans"
+        content = f"User {verb} to {action}{c.when_text()}."
+        ctx.add_plan(key, action, verb)
     return [Fact(content, "plan", key, action, transient=True, expires_at=expires, confidence=0.7)]
 
 
@@ -892,6 +901,7 @@ def _strip_trailing(text: str) -> str:
     return text
 
 
+_DANGLING = re.compile(r"\s+(?:on|in|at|from|by|for|during|until|till)\s*$", re.IGNORECASE)
 _DAYPART = re.compile(r"^\s*(?:morning|afternoon|evening|night)\b")
 _STARTS = re.compile(r"^(?:I\b|I'm\b|I've\b|I'll\b|I'd\b|[Mm]y\b)")
 _LEAD_WORDS = (
@@ -954,8 +964,16 @@ _TEMP_WORDS = (
 
 
 def could_state(sentence: str, ctx: RuleContext) -> bool:
-    """Cheap sentence filter: only first-person sentences (or plan follow-ups) can yield facts."""
-    return _first_person(sentence) or bool(ctx.plans and _FOLLOW_GATE.match(sentence))
+    """Cheap sentence filter: first-person sentences, plan follow-ups, news about a known pet."""
+    return (
+        _first_person(sentence)
+        or bool(ctx.plans and _FOLLOW_GATE.match(sentence))
+        or _about_pet(sentence, ctx)
+    )
+
+
+def _about_pet(text: str, ctx: RuleContext) -> bool:
+    return bool(ctx.pets) and text.startswith(tuple(n for n in ctx.pets if n[:1].isupper()))
 
 
 def extract_en_clause(clause: Clause, ctx: RuleContext) -> list[Fact]:
@@ -969,6 +987,8 @@ def extract_en_clause(clause: Clause, ctx: RuleContext) -> list[Fact]:
             follow = _plan_date(_Clause("", text, "", "", "", when), ctx)
             if follow:
                 return follow
+    if _about_pet(text, ctx):
+        return _pets_family(_Clause(text.strip(" .!"), text, "", "", "", None), ctx) or []
     if not _first_person(text):
         return []
     text = _normalize(_FILLERS.sub("", text))
@@ -995,7 +1015,7 @@ def extract_en_clause(clause: Clause, ctx: RuleContext) -> list[Fact]:
     when = find_en(text, ctx.today)
     raw = text
     if when is not None:
-        text = text[: when.start] + _DAYPART.sub("", text[when.end :], count=1)
+        text = _DANGLING.sub("", text[: when.start]) + " " + _DAYPART.sub("", text[when.end :], count=1)
     core = _strip_trailing(" ".join(_FILLERS.sub("", text.strip(" ,.;!")).split()).strip(" ,.;!"))
     if not core or not _STARTS.match(core):
         return []

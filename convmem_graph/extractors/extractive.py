@@ -46,8 +46,8 @@ class ExtractiveSummarizer:
 
     Ranking: manual variables before inferred ones; fragments by confidence, then recency, durable
     before temporary; expired temporary facts and fragments restating a known variable are left
-    out. The language is Chinese when most of the user's recent messages (or, without messages,
-    the fragments) are Chinese.
+    out. The language is Chinese when most of the user's recent messages are Chinese (without
+    messages: the ``language`` variable, else the fragments).
 
     Example:
         >>> from convmem_graph.tokens import count_tokens
@@ -89,7 +89,7 @@ class ExtractiveSummarizer:
         """
         if budget_tokens <= 0:
             return ""
-        zh = _is_zh(messages, fragments)
+        zh = _is_zh(messages, variables, fragments)
         sections = _Sections(zh, budget_tokens, counter)
         for label, value in _variable_lines(variables, zh):
             sections.try_add(0, f"{label}{'：' if zh else ': '}{value}")
@@ -158,8 +158,14 @@ class _Sections:
         return text if self.counter(text) <= self.budget else ""
 
 
-def _is_zh(messages: Sequence[Message], fragments: Sequence[Fragment]) -> bool:
+def _is_zh(
+    messages: Sequence[Message], variables: Mapping[str, VariableValue], fragments: Sequence[Fragment]
+) -> bool:
+    """The user's language: their messages, else the ``language`` variable, else the fragments."""
     texts = [m.content for m in messages if m.role == "user" and m.content.strip()]
+    language = variables.get("language")
+    if not texts and language is not None and str(language.value).lower() in ("zh", "en"):
+        return str(language.value).lower() == "zh"
     if not texts:
         texts = [f.content for f in fragments if f.status == "active"]
     zh = sum(1 for t in texts if is_cjk_text(t))

@@ -103,8 +103,18 @@ _VALUE_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
         re.compile(r"^User (?:is from|comes from|grew up in|was born in) (?P<v>[^,.;(]{1,40}?)\.?$"),
     ),
 }
+_VALUE_PATTERNS["workplace"] = (
+    re.compile(r"^用户在(?P<v>[^，。,.；;（(]{1,20}?)(?:工作|上班|实习|任职)[。.]?$"),
+    re.compile(r"^User works (?:at|for|in) (?P<v>[^,.;(]{1,60}?)\.?$"),
+)
+_VALUE_PATTERNS["school"] = (
+    re.compile(r"^用户在(?P<v>[^，。,.；;（(]{1,20}?)(?:上学|读书|读大学|上大学|念书)[。.]?$"),
+    re.compile(r"^User (?:studies|is studying|goes to school) (?:at|in) (?P<v>[^,.;(]{1,60}?)\.?$"),
+)
 _GENERIC = (
-    re.compile(r"^用户(?:的[^，。是]{1,10}是|是|叫|在|为)(?P<v>[^，。,.；;（(]{1,30}?)[。.]?$"),
+    re.compile(
+        r"^用户(?:的[^，。是]{1,10}是|是|叫|在|为)(?P<v>[^，。,.；;（(]{1,30}?)(?:工作|上班|生活|居住|上学)?[。.]?$"
+    ),
     re.compile(r"^User(?:'s [\w ]{1,30} is| is| has)\s+(?P<v>[^,.;(]{1,60}?)\.?$"),
 )
 _YEAR = re.compile(r"(?<!\d)(19\d{2}|20\d{2})(?!\d)")

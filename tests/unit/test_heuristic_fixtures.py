@@ -23,8 +23,8 @@ BOT_IM = "@RBT#xiaoyu"
 BOT_TRTC = "ai_xiaoyu_bot"
 
 
-def _ms(*args: int) -> int:
-    return int(datetime(*args, tzinfo=CST).timestamp() * 1000)  # type: ignore[misc]
+def _ms(year: int, month: int, day: int, hour: int = 0, minute: int = 0, tz: timezone = CST) -> int:
+    return int(datetime(year, month, day, hour, minute, tzinfo=tz).timestamp() * 1000)
 
 
 def im_messages() -> list[Message]:
