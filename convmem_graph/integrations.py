@@ -66,7 +66,7 @@ def _default_resolve(runtime: Any) -> str | None:
     return str(value) if value else None
 
 
-class ConvMemoryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class ConvMemoryMiddleware(AgentMiddleware):
     """Agent middleware giving a ``create_agent`` agent long-term memory.
 
     Example:

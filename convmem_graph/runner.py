@@ -130,11 +130,15 @@ class Lifecycle:
         if not memory_id:
             raise ValueError("memory_id must be a non-empty string")
         ctx = self._context(inputs, vendors, inject_options, session_ended)
-        config = {"configurable": {"thread_id": memory_id}}
         with self.store.memory_lock(memory_id):
             # durability only means something with a checkpointer (langgraph 1.2 fails without one).
-            extra: dict[str, Any] = {"durability": self.durability} if self.checkpointer is not None else {}
-            out = self.graph.invoke({"memory_id": memory_id}, config, context=ctx, **extra)
+            durability = self.durability if self.checkpointer is not None else None
+            out = self.graph.invoke(
+                {"memory_id": memory_id},
+                {"configurable": {"thread_id": memory_id}},
+                context=ctx,
+                durability=durability,
+            )
             if self.checkpointer is not None:
                 prune_checkpoints(self.checkpointer, memory_id, keep=self.config.keep_checkpoints)
         return RunResult(

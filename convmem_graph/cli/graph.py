@@ -36,13 +36,13 @@ def render_graph(fmt: str) -> str | bytes:
     if fmt == "ascii":
         return drawable.draw_ascii()
     try:
-        import pygraphviz  # noqa: F401
+        import pygraphviz  # type: ignore[import-not-found]  # noqa: F401
     except ImportError as exc:
         raise RuntimeError(
             "PNG output needs graphviz and pygraphviz: apt-get install graphviz libgraphviz-dev && "
             "pip install pygraphviz (or use --format mermaid / ascii)"
         ) from exc
-    png: bytes = drawable.draw_png()
+    png: bytes = drawable.draw_png(None)
     return png
 
 

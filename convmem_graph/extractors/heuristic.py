@@ -139,12 +139,17 @@ class HeuristicExtractor:
             if not text:
                 continue
             cjk = has_cjk(text)
+            if not cjk and not could_state(text, ctx):  # nothing first-person anywhere
+                continue
             offset = self._offset_for(message, cjk)
             ctx.ts_ms = message.timestamp_ms
             ctx.offset_minutes = offset
             ctx.today = local_date(message.timestamp_ms, offset)
+            facts = _facts_of(text, ctx, cjk)
+            if not facts:
+                continue
             seen: set[tuple[str, str]] = set()
-            for fact in _facts_of(text, ctx, cjk):
+            for fact in facts:
                 if fact.transient and fact.expires_at is not None and fact.expires_at <= now_ms:
                     continue
                 if (fact.key, fact.content) in seen or len(fact.content) > FRAGMENT_MAX_CHARS:
@@ -164,12 +169,9 @@ class HeuristicExtractor:
 
 
 def _eligible(message: Message) -> bool:
-    return (
-        message.role == "user"
-        and not message.partial
-        and message.source not in SKIPPED_SOURCES
-        and not _INJECTED.match(message.content)
-    )
+    if message.role != "user" or message.partial or message.source in SKIPPED_SOURCES:
+        return False
+    return "[" not in message.content[:4] or not _INJECTED.match(message.content)
 
 
 def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
