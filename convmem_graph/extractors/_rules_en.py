@@ -932,6 +932,7 @@ _LEAD_WORDS = (
     "daily",
     "weekly",
 )
+_OPENINGS = ("i ", "i'", "im ", "my ", *_LEAD_WORDS)
 _HABIT_WORDS = (
     "usually",
     "often",
@@ -991,9 +992,12 @@ def extract_en_clause(clause: Clause, ctx: RuleContext) -> list[Fact]:
         return _pets_family(_Clause(text.strip(" .!"), text, "", "", "", None), ctx) or []
     if not _first_person(text):
         return []
-    text = _normalize(_FILLERS.sub("", text))
-    if not text or not (_STARTS.match(text) or text.lower().startswith(_LEAD_WORDS)):
+    if not text.startswith(("I ", "I'", "My ", "my ")):  # those cannot open with a filler
+        text = _FILLERS.sub("", text)
+    # Every rule reads a clause that opens with its subject (I, my) or a time/habit word.
+    if not text[:16].lower().startswith(_OPENINGS):
         return []
+    text = _normalize(text)
     if _REQUEST.match(text) or _QUESTION_START.match(text):
         return []
     low = text.lower()

@@ -171,7 +171,10 @@ class HeuristicExtractor:
 def _eligible(message: Message) -> bool:
     if message.role != "user" or message.partial or message.source in SKIPPED_SOURCES:
         return False
-    return "[" not in message.content[:4] or not _INJECTED.match(message.content)
+    head = message.content[:1]
+    if head != "[" and not head.isspace():
+        return True
+    return not _INJECTED.match(message.content)
 
 
 def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
