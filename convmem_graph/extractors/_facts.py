@@ -100,18 +100,30 @@ _ZH_PLAN_CONTENT = re.compile(
     r"^用户(?P<modal>计划|想|打算)(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?(?:至(?:\d{4}年)?(?:\d{1,2}月)?\d{1,2}日)?"
     r"(?:（周末）)?)?(?P<action>.+?)。?$"
 )
-_EN_PLAN_CONTENT = re.compile(
-    r"^User (?:plans|wants) to (?P<action>.+?)(?:\s+(?:in|on|from) (?:the (?:week|weekend) of )?"
-    r"(?:\d{1,2}(?:-\d{1,2})? )?(?:[A-Z][a-z]+ )?(?:\d{1,2} )?(?:to \d{1,2} )?(?:[A-Z][a-z]+ )?\d{4})?\.?$"
+_EN_WHEN_TAIL = (
+    r"(?:\s+(?:in|on|from) (?:the (?:week|weekend) of )?(?:\d{1,2}(?:-\d{1,2})? )?(?:[A-Z][a-z]+ )?"
+    r"(?:\d{1,2} )?(?:to \d{1,2} )?(?:[A-Z][a-z]+ )?\d{4})?\.?$"
 )
+_EN_PLAN_CONTENT = re.compile(r"^User (?P<modal>plans|wants) to (?P<action>.+?)" + _EN_WHEN_TAIL)
+_EN_EVENT_CONTENT = re.compile(r"^User (?P<aux>is|has) (?P<action>.+?)" + _EN_WHEN_TAIL)
 
 
 def plan_action_from_content(content: str) -> tuple[str, str] | None:
-    """Recover ``(action, modal)`` from a plan fragment's content written by these rules."""
+    """Recover ``(action, modal)`` from a plan fragment's content written by these rules.
+
+    Example:
+        >>> plan_action_from_content("User wants to visit Japan in 2027.")
+        ('visit Japan', 'wants')
+        >>> plan_action_from_content("用户计划2026年2月10日至14日去成都出差。")
+        ('去成都出差', '计划')
+    """
     if has_cjk(content):
         m = _ZH_PLAN_CONTENT.match(content)
-        if m:
-            return m["action"], m["modal"]
-        return None
+        return (m["action"], m["modal"]) if m else None
     m = _EN_PLAN_CONTENT.match(content)
-    return (m["action"], "plans") if m else None
+    if m:
+        return m["action"], m["modal"]
+    m = _EN_EVENT_CONTENT.match(content)
+    if m:
+        return f"{'be' if m['aux'] == 'is' else 'have'} {m['action']}", "plans"
+    return None
