@@ -242,7 +242,7 @@ class ConvMemory:
             snap = self._refresh(memory_id)
         return snap
 
-    def payload(self, memory_id: str, vendor: str, **options: Any) -> Any:
+    def payload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Build a vendor payload from the cached snapshot.
 
         Args:
@@ -258,7 +258,7 @@ class ConvMemory:
 
         return render_payload(vendor, self.snapshot(memory_id), options, now_ms=now_ms())
 
-    async def apayload(self, memory_id: str, vendor: str, **options: Any) -> Any:
+    async def apayload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Async twin of :meth:`payload`."""
         return await asyncio.to_thread(self.payload, memory_id, vendor, **options)
 

@@ -68,7 +68,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"convmem inject: {args.options}: not a JSON options file: {exc}") from exc
         if not isinstance(loaded, dict):
             raise SystemExit(f"convmem inject: {args.options}: $: expected a JSON object")
-        options.update(loaded)
+        # Keys starting with "_" are comments.
+        options.update({k: v for k, v in loaded.items() if not k.startswith("_")})
     for key, value in (
         ("persona", args.persona or None),
         ("query", args.query),

@@ -32,9 +32,13 @@ def build_snapshot(
     """Read everything the payload builders need for ``memory_id`` from the store."""
     specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
     fragments = store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now_ms)
+    values = store.get_variables(memory_id)
+    # Schema order first (name, birth year, city ...), then values of names no longer in the schema.
+    order = {s.name: i for i, s in enumerate(specs)}
+    variables = dict(sorted(values.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
     return MemorySnapshot(
         memory_id=memory_id,
-        variables=store.get_variables(memory_id),
+        variables=variables,
         specs={s.name: s for s in specs},
         fragments=select_fragments(fragments, config.snapshot_max_fragments),
         summary=store.get_summary(memory_id),

@@ -302,6 +302,11 @@ def _select(
                 remaining -= cost
                 prefix_paid = True
 
+    # Profile facts already shown as a variable value are not repeated as fact lines.
+    covered = {
+        fid for item in sel.items if item.kind == "var" for fid in snapshot.variables[item.key].fragment_ids
+    }
+
     # Summary, cut at a sentence boundary when it does not fit whole.
     summary = snapshot.summary
     if options.include_summary and summary is not None and summary.text.strip():
@@ -335,7 +340,9 @@ def _select(
                 f"MemorySnapshot.fragments: fragment {frag.id!r} belongs to memory {frag.memory_id!r}, "
                 f"not {memory_id!r}; refusing to inject another memory's data"
             )
-        if now is not None and frag.expires_at is not None and frag.expires_at <= now:
+        if (now is not None and frag.expires_at is not None and frag.expires_at <= now) or (
+            frag.category == "profile" and frag.id in covered
+        ):
             sel.considered_dropped.append(frag.id)
             continue
         allowed = min(left["fragments"], remaining)

@@ -107,10 +107,16 @@ def render_payload(
     opts = dict(options or {})
     if vendor not in VENDORS:
         raise ValueError(f"unknown vendor {vendor!r}; choose one of {', '.join(VENDORS)}")
-    unknown = sorted(set(opts) - VENDORS[vendor])
+    # Options of a sibling vendor (one options file for Agora join and update) are ignored.
+    family = vendor.split("-")[0]
+    accepted_any = frozenset().union(
+        *(keys for name, keys in VENDORS.items() if name.split("-")[0] == family)
+    )
+    unknown = sorted(set(opts) - accepted_any)
     if unknown:
-        accepted = ", ".join(sorted(VENDORS[vendor]))
+        accepted = ", ".join(sorted(accepted_any))
         raise ValueError(f"{vendor}: unknown option(s) {', '.join(unknown)}; accepted: {accepted}")
+    opts = {k: v for k, v in opts.items() if k in VENDORS[vendor]}
     block = _block(opts, now_ms)
     persona = str(opts.get("persona") or "")
     if vendor in ("openai", "langchain"):
