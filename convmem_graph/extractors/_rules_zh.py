@@ -668,7 +668,7 @@ def _merge_state_and_food(facts: list[Fact]) -> list[Fact]:
     for f in facts:
         if f is state:
             continue
-        if f in foods:
+        if any(f is food for food in foods):
             tail = f.content.removeprefix("用户")
             for marker in ("最近", "这几天", "这段时间", "这阵子", "目前", "暂时"):
                 tail = tail.removeprefix(marker)

@@ -1,0 +1,382 @@
+"""English rules about who the user is: identity, place and work, health and food, pets and family."""
+
+from __future__ import annotations
+
+import re
+
+from convmem_graph.extractors._en_base import (
+    BAD_OBJECT_START,
+    OBJ,
+    PLACE,
+    YOU,
+    EnClause,
+    article,
+    food_key,
+    ok_object,
+    third_person,
+    transient_fact,
+)
+from convmem_graph.extractors._facts import Fact, RuleContext
+from convmem_graph.extractors._lexicon import EN_FOODS, EN_JOB_NOUNS, EN_RELATIONS, EN_SPECIES, en_relation
+from convmem_graph.extractors._text import norm_key
+
+__all__ = ["health_food", "identity", "pets_family", "work"]
+
+# ----------------------------------------------------------------- identity
+
+_NAME = re.compile(
+    r"^(?:[Mm]y name is|[Mm]y name's|I'm called|[Cc]all me|[Pp]eople call me|[Ee]veryone calls me)\s+"
+    r"([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})$"
+)
+_AGE = re.compile(r"^I'm\s+(\d{1,3})(?:\s*(?:years?|yrs?)(?:[\s-]*old)?)?(?:\s+(?:now|already|today))?$")
+_TURNED = re.compile(r"^I (?:just )?turned\s+(\d{1,3})$")
+_BORN = re.compile(r"^I was born in\s+(?:(\d{4})|" + PLACE + r")$")
+_MARITAL = re.compile(r"^I'm\s+(?:happily\s+|recently\s+|now\s+)?(married|single|divorced|engaged|widowed)$")
+
+
+def identity(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
+    s = c.core
+    m = _NAME.match(s)
+    if m:
+        name = m.group(1)
+        return [
+            Fact(
+                f"User's name is {name}.", "profile", "profile:name", name, single_valued=True, confidence=0.9
+            )
+        ]
+    m = _AGE.match(s) or _TURNED.match(s)
+    if m:
+        age = int(m.group(1))
+        if 3 <= age <= 110:
+            year = ctx.today.year - age
+            content = f"User was born in {year} (age {age} in {ctx.today.year})."
+            return [
+                Fact(content, "profile", "profile:birth_year", str(year), single_valued=True, confidence=0.85)
+            ]
+    m = _BORN.match(s)
+    if m:
+        if m.group(1):
+            year = int(m.group(1))
+            if 1900 <= year <= ctx.today.year:
+                content = f"User was born in {year}."
+                return [
+                    Fact(
+                        content,
+                        "profile",
+                        "profile:birth_year",
+                        str(year),
+                        single_valued=True,
+                        confidence=0.9,
+                    )
+                ]
+            return None
+        place = m.group(2)
+        content = f"User was born in {place}."
+        return [Fact(content, "profile", "profile:hometown", place, single_valued=True, confidence=0.8)]
+    m = _MARITAL.match(s)
+    if m:
+        value = m.group(1)
+        return [
+            Fact(f"User is {value}.", "profile", "profile:marital", value, single_valued=True, confidence=0.8)
+        ]
+    return None
+
+
+# ----------------------------------------------------------------- place and work
+
+_JOB = re.compile(
+    r"^(?:I'm|I work as|I'm working as|I've been working as|I'm now|I became)\s+(?:a|an)\s+"
+    r"((?:[\w-]+\s+){0,3}?[\w-]+?)(?:\s+(in|at|for)\s+(.{2,60}))?$"
+)
+_WORK_AT = re.compile(
+    r"^I(?:'ve been)? work(?:ing)? (?:at|for)\s+(.{2,60})$|^I'm working (?:at|for)\s+(.{2,60})$"
+)
+_WORK_IN = re.compile(r"^I work in\s+(.{2,60})$")
+_LIVE = re.compile(
+    r"^I(?:'m| have| 've|'ve)?\s*(live|living|been living|based|moved|just moved|"
+    r"recently moved|relocated|settled)"
+    r"\s+(?:in|to)\s+" + PLACE + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago))?$"
+)
+_FROM = re.compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
+
+
+def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
+    s = c.core
+    m = _JOB.match(s)
+    if m and m.group(1).split()[-1].lower() in EN_JOB_NOUNS:
+        job = m.group(1)
+        facts = [
+            Fact(
+                f"User works as {article(job)} {job}.",
+                "profile",
+                "profile:occupation",
+                job,
+                single_valued=True,
+                confidence=0.85,
+            )
+        ]
+        where = m.group(3)
+        if where and m.group(2) == "in" and where[:1].isupper():
+            facts.append(
+                Fact(
+                    f"User works in {where}.",
+                    "profile",
+                    "profile:city",
+                    where,
+                    single_valued=True,
+                    confidence=0.8,
+                )
+            )
+        elif where and not YOU.search(where):
+            where = third_person(where)
+            facts.append(
+                Fact(
+                    f"User works at {where}.",
+                    "profile",
+                    "profile:workplace",
+                    where,
+                    single_valued=True,
+                    confidence=0.75,
+                )
+            )
+        return facts
+    m = _WORK_AT.match(s)
+    if m:
+        where = third_person(m.group(1) or m.group(2))
+        if YOU.search(where) or len(where.split()) > 6:
+            return None
+        return [
+            Fact(
+                f"User works at {where}.",
+                "profile",
+                "profile:workplace",
+                where,
+                single_valued=True,
+                confidence=0.75,
+            )
+        ]
+    m = _WORK_IN.match(s)
+    if m and not YOU.search(m.group(1)) and len(m.group(1).split()) <= 6:
+        where = third_person(m.group(1))
+        key = "profile:city" if where[:1].isupper() else "profile:workplace"
+        return [Fact(f"User works in {where}.", "profile", key, where, single_valued=True, confidence=0.75)]
+    m = _LIVE.match(s)
+    if m:
+        verb, place = m.group(1), m.group(2)
+        content = (
+            f"User moved to {place}." if "moved" in verb or "relocated" in verb else f"User lives in {place}."
+        )
+        return [Fact(content, "profile", "profile:city", place, single_valued=True, confidence=0.85)]
+    m = _FROM.match(s)
+    if m:
+        place = m.group(1) or m.group(2)
+        return [
+            Fact(
+                f"User is from {place}.",
+                "profile",
+                "profile:hometown",
+                place,
+                single_valued=True,
+                confidence=0.8,
+            )
+        ]
+    return None
+
+
+# ----------------------------------------------------------------- health, food
+
+_ALLERGY = re.compile(
+    r"^I'm\s+(not\s+)?(?:also\s+|severely\s+|very\s+|really\s+|super\s+|deathly\s+)?allergic to\s+"
+    + OBJ
+    + "$"
+)
+_ALLERGY_HAVE = re.compile(r"^I(?:'ve| have)(?: got)?\s+(?:a|an)\s+(.{1,30}?)\s+allergy$")
+_NO_EAT = re.compile(
+    r"^I (?:don't|never|can't|no longer|won't|do not|try not to)\s+(eat|drink)\s+" + OBJ + "$"
+)
+_NOT_EATING = re.compile(r"^I'm\s+(?:not eating|not drinking|avoiding|staying away from)\s+" + OBJ + "$")
+_AVOID = re.compile(r"^I (?:avoid|stay away from)\s+" + OBJ + "$")
+_VEG = re.compile(r"^I'm\s+(?:a\s+|now\s+|strictly\s+)?(vegetarian|vegan|pescatarian)$")
+_TRYING = re.compile(r"^I'm\s+(?:trying|trying out|experimenting with|testing out)\s+" + OBJ + "$")
+_BEEN = re.compile(r"^I've been\s+" + OBJ + "$")
+_STATE = re.compile(
+    r"^I'm\s+(?:feeling\s+)?(sick|ill|unwell|pregnant|on a diet|dieting|fasting|"
+    r"injured|recovering from .{2,40}|"
+    r"training for .{2,40}|studying for .{2,40}|preparing for .{2,40}|looking for a (?:new )?job|job hunting|"
+    r"sleeping badly|not sleeping well)$"
+)
+_AILMENT = re.compile(
+    r"^I(?:'ve| have)(?: got)?\s+((?:a\s+|an\s+|the\s+)?"
+    r"(?:cold|fever|flu|cough|headache|stomach ?ache|migraine|"
+    r"sore throat|back pain|toothache|hangover|stomach (?:problems|issues|trouble)))$"
+)
+_BODY_HURTS = re.compile(
+    r"^[Mm]y (stomach|back|head|knee|throat|tooth|leg|arm|shoulder|neck|wrist|ankle)\s+"
+    r"(hurts|is (?:killing me|bad|upset|sore|acting up))$"
+)
+
+
+def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
+    s = c.core
+    m = _ALLERGY.match(s) or _ALLERGY_HAVE.match(s)
+    if m:
+        neg = m.re is _ALLERGY and bool(m.group(1))
+        item = (m.group(2) if m.re is _ALLERGY else m.group(1)).strip()
+        if YOU.search(item) or BAD_OBJECT_START.match(item) or len(item.split()) > 6:
+            return None
+        item = third_person(item)
+        content = f"User is {'not ' if neg else ''}allergic to {item}."
+        return [
+            Fact(
+                content,
+                "health",
+                f"allergy:{norm_key(item)}",
+                item,
+                polarity=-1 if neg else 1,
+                confidence=0.9,
+            )
+        ]
+    m = _VEG.match(s)
+    if m:
+        return [Fact(f"User is {m.group(1)}.", "diet", f"food:{m.group(1)}", m.group(1), confidence=0.85)]
+    m = _NO_EAT.match(s)
+    if m and ok_object(m.group(2)):
+        item = third_person(m.group(2))
+        content = f"User doesn't {m.group(1)} {item}{c.temp_text()}."
+        fact = Fact(content, "diet", food_key(item), item, polarity=-1, confidence=0.8)
+        if c.temp:
+            fact.transient, fact.expires_at = True, ctx.ttl_expiry()
+        return [fact]
+    m = _NOT_EATING.match(s)
+    if m and ok_object(m.group(1)):
+        item = third_person(m.group(1))
+        fact = transient_fact(f"User is avoiding {item}{c.temp_text()}.", food_key(item), item, ctx, "diet")
+        fact.polarity = -1
+        return [fact]
+    m = _AVOID.match(s)
+    if m and ok_object(m.group(1)):
+        item = third_person(m.group(1))
+        food = item.lower() in EN_FOODS
+        key = food_key(item) if food else f"pref:{norm_key(item)}"
+        return [
+            Fact(
+                f"User avoids {item}.",
+                "diet" if food else "preference",
+                key,
+                item,
+                polarity=-1,
+                confidence=0.75,
+            )
+        ]
+    m = _TRYING.match(s)
+    if m and ok_object(m.group(1)):
+        item = third_person(m.group(1))
+        return [
+            transient_fact(f"User is trying {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)
+        ]
+    m = _STATE.match(s)
+    if m:
+        item = third_person(m.group(1))
+        return [transient_fact(f"User is {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)]
+    m = _AILMENT.match(s)
+    if m:
+        item = m.group(1)
+        return [transient_fact(f"User has {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)]
+    m = _BODY_HURTS.match(s)
+    if m:
+        content = f"User's {m.group(1)} {m.group(2).replace('is ', 'is ', 1)}{c.temp_text()}."
+        return [transient_fact(content, f"state:{m.group(1)}", m.group(1), ctx)]
+    if c.temp:
+        m = _BEEN.match(s)
+        if (
+            m
+            and ok_object(m.group(1))
+            and not m.group(1).startswith(("to ", "there", "here", "so ", "a bit", "busy"))
+        ):
+            item = third_person(m.group(1))
+            return [
+                transient_fact(f"User has been {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)
+            ]
+    return None
+
+
+# ----------------------------------------------------------------- pets, family
+
+_NUM = r"(a|an|one|two|three|four|five|\d+)"
+_SPECIES = "|".join(sorted(EN_SPECIES, key=len, reverse=True))
+_PET_HAVE = re.compile(
+    rf"^I(?:'ve| have)(?: got)?\s+{_NUM}\s+((?:[\w-]+\s+){{0,2}}?)({_SPECIES})(?:\s+(?:named|"
+    rf"called)\s+([A-Z][\w'-]*))?$",
+    re.IGNORECASE,
+)
+_PET_NAMED = re.compile(rf"^[Mm]y ({_SPECIES})(?:'s name is| is named| is called)\s+([A-Z][\w'-]*)$")
+_PET_AGE = re.compile(
+    r"^(?:[Mm]y (\w+)\s+)?([A-Z][\w'-]*)?\s*(?:is|just turned)\s+(\d+|one|two|"
+    r"three|four|five|six|seven|eight|nine|ten)\s+(years?|months?)(?: old)?$"
+)
+_FAMILY_HAVE = re.compile(
+    rf"^I(?:'ve| have)(?: got)?\s+{_NUM}\s+(?:(?:little|younger|older|big|baby|"
+    rf"twin|grown|adult|teenage|wonderful|"
+    rf"amazing|beautiful|lovely|great)\s+)?({EN_RELATIONS})$",
+    re.IGNORECASE,
+)
+_FAMILY_POSS = re.compile(
+    rf"^[Mm]y ({EN_RELATIONS})(?:'s| is| works| lives|'s name is| is named)\s*(.{{2,60}})$", re.IGNORECASE
+)
+
+
+def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
+    s = c.core
+    m = _PET_HAVE.match(s)
+    if m:
+        num, adj, species, name = m.group(1), m.group(2).strip(), m.group(3).lower(), m.group(4)
+        label = f"{adj} {species}".strip()
+        if name:
+            ctx.pets[name] = species
+            content = f"User has {num.lower()} {label} named {name}."
+            return [Fact(content, "relation", f"pet:{name.lower()}", species, confidence=0.85)]
+        ctx.pets.setdefault(species, species)
+        return [Fact(f"User has {num.lower()} {label}.", "relation", f"pet:{species.rstrip('s')}", species)]
+    m = _PET_NAMED.match(s)
+    if m:
+        species, name = m.group(1).lower(), m.group(2)
+        ctx.pets[name] = species
+        return [
+            Fact(
+                f"User's {species} is named {name}.",
+                "relation",
+                f"pet:{name.lower()}",
+                species,
+                confidence=0.85,
+            )
+        ]
+    m = _PET_AGE.match(s)
+    if m and (ctx.pets or (m.group(1) or "").lower() in EN_SPECIES):
+        name = m.group(2) or ""
+        species = (m.group(1) or "").lower()
+        if not name and species:
+            name = next((n for n, sp in reversed(ctx.pets.items()) if sp == species), "")
+        elif name and species in EN_SPECIES:
+            ctx.pets.setdefault(name, species)
+        if name in ctx.pets:
+            said = f"{m.group(3)} {m.group(4)}"
+            label = ctx.pets[name] if ctx.pets[name] != name else "pet"
+            content = (
+                f"User's {label} {name} is {said} old (as of {ctx.today.strftime('%B')} {ctx.today.year})."
+            )
+            return [
+                Fact(content, "relation", f"pet:{name.lower()}:age", said, single_valued=True, confidence=0.8)
+            ]
+    m = _FAMILY_HAVE.match(s)
+    if m:
+        rel = m.group(2).lower()
+        content = f"User has {m.group(1).lower()} {rel}."
+        return [Fact(content, "relation", f"family:{en_relation(rel)}", rel, confidence=0.8)]
+    m = _FAMILY_POSS.match(s)
+    if m and not YOU.search(m.group(2)):
+        rel = m.group(1).lower()
+        rest = third_person(s[len("my ") + len(rel) :].strip())
+        if rest.startswith("'s "):
+            return None
+        return [Fact(f"User's {rel} {rest}.", "relation", f"family:{en_relation(rel)}", rel, confidence=0.7)]
+    return None
