@@ -18,17 +18,19 @@ Grouping rules (``group_by``):
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import logging
 import os
 import threading
 import time
+import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -46,6 +48,7 @@ logger = logging.getLogger(__name__)
 GroupBy = Literal["auto", "user", "file"]
 
 _SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+_LINE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 
 _metadata = MetaData()
 #: Files whose every batch committed: a rerun skips them (keyed by path, size and mtime).
@@ -96,6 +99,58 @@ def _stem(path: Path) -> str:
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return path.stem
+
+
+@dataclass(frozen=True)
+class _BadLine:
+    """A JSON Lines line that is not a JSON document: quarantined, and the next lines still read."""
+
+    raw: str
+    error: SourceFormatError
+
+
+def _documents(path: Path) -> Iterator[tuple[str, Any]]:
+    """Yield ``(locator, document)`` like ``iter_documents``, reading on past bad JSON Lines lines.
+
+    ``iter_documents`` stops at the first bad line; here such a line yields a :class:`_BadLine`
+    and the lines after it are still read.
+
+    Raises:
+        SourceFormatError: A whole-file document is not JSON, or a gzip stream is corrupt.
+        OSError: The file cannot be opened.
+    """
+    from convmem_graph.sources import iter_documents
+    from convmem_graph.sources._common import MAX_DOCUMENT_BYTES, parse_json_text
+
+    if not path.name.lower().endswith(_LINE_SUFFIXES):
+        yield from iter_documents(path)
+        return
+    name = str(path)
+    lineno = 0
+    with gzip.open(path, "rb") if path.suffix.lower() == ".gz" else path.open("rb") as handle:
+        try:
+            while line := handle.readline(MAX_DOCUMENT_BYTES + 1):
+                lineno += 1
+                locator = f"{name}:{lineno}"
+                doc: Any
+                if len(line) > MAX_DOCUMENT_BYTES and not line.endswith(b"\n"):
+                    while (rest := handle.readline(MAX_DOCUMENT_BYTES + 1)) and not rest.endswith(b"\n"):
+                        pass  # skip the rest of the overlong line
+                    reason = f"line longer than {MAX_DOCUMENT_BYTES} bytes"
+                    doc = _BadLine(
+                        _short(line.decode("utf-8", "replace")), SourceFormatError("json", locator, reason)
+                    )
+                elif not line.strip():
+                    continue
+                else:
+                    try:
+                        doc = parse_json_text("json", line, "$")
+                    except SourceFormatError as exc:
+                        error = SourceFormatError("json", locator, exc.reason)
+                        doc = _BadLine(line.decode("utf-8", "replace").rstrip("\r\n"), error)
+                yield locator, doc
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise SourceFormatError("json", f"{name}:{lineno + 1}", f"corrupt gzip data: {exc}") from None
 
 
 @dataclass
@@ -270,7 +325,7 @@ class Replayer:
         return self._tails.get(memory_id)
 
     def _replay_file(self, path: Path, report: ReplayReport) -> None:
-        from convmem_graph.sources import iter_documents, read_payload
+        from convmem_graph.sources import read_payload
 
         cfg = self.lifecycle.config
         report.files += 1
@@ -290,8 +345,14 @@ class Replayer:
         file_messages = 0
         complete = True
         try:
-            for locator, doc in iter_documents(path):
+            for locator, doc in _documents(path):
                 report.documents += 1
+                if isinstance(doc, _BadLine):
+                    report.quarantined["json: unreadable document"] += 1
+                    self.store.add_dead_letter(
+                        None, source="json", raw=doc.raw, error=doc.error.reason, path=doc.error.path
+                    )
+                    continue
                 try:
                     result = read_payload(doc, self.source, bot_ids=cfg.bot_ids, config=cfg)
                 except SourceFormatError as exc:
@@ -331,7 +392,8 @@ class Replayer:
                     for m in list(self._buffers):
                         self._flush(m, report)
         except SourceFormatError as exc:
-            # Broken JSON mid-file: what was read is kept; the file stays "not done" for a rerun.
+            # A broken whole-file document or gzip stream: what was read is kept; the file stays
+            # "not done" for a rerun.
             report.quarantined["json: unreadable document"] += 1
             self.store.add_dead_letter(
                 None, source=exc.source, raw=str(path), error=exc.reason, path=exc.path
