@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from convmem_graph.cli._common import add_db_argument, add_model_argument, dump_json, open_memory, subcommand
 from convmem_graph.errors import SourceFormatError
 
 __all__ = ["register"]
+
+# Loggers that warn once per quarantined item: the command prints one line per bad item itself.
+_ITEM_LOGGERS = ("convmem_graph.nodes.ingest", "convmem_graph.store.repository")
+
+
+class _DropWarnings(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno != logging.WARNING
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,8 +59,16 @@ def run(args: argparse.Namespace) -> int:
             bad += 1
             continue
         inputs.extend(docs)
-    with open_memory(args) as mem:
-        result = mem.ingest(args.memory, inputs, session_ended=args.session_ended)
+    drop = _DropWarnings()
+    loggers = [] if getattr(args, "verbose", 0) else [logging.getLogger(n) for n in _ITEM_LOGGERS]
+    for item_logger in loggers:
+        item_logger.addFilter(drop)
+    try:
+        with open_memory(args) as mem:
+            result = mem.ingest(args.memory, inputs, session_ended=args.session_ended)
+    finally:
+        for item_logger in loggers:
+            item_logger.removeFilter(drop)
     for err in result.errors:
         print(
             f"convmem ingest: {err['name']}: {err['source']}: {err['path']}: {err['reason']}", file=sys.stderr
