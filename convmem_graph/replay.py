@@ -51,7 +51,7 @@ _SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz"
 _LINE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 
 _metadata = MetaData()
-#: Files whose every batch committed: a rerun skips them (keyed by path, size and mtime).
+#: Files whose every batch committed: a rerun skips them (keyed by path, size, mtime, shard and grouping).
 replay_progress = Table(
     "cm_replay_progress",
     _metadata,
@@ -236,10 +236,13 @@ class Replayer:
         self._sizes: Counter[str] = Counter()
 
     # -- progress marks -------------------------------------------------------------------
-    @staticmethod
-    def _file_key(path: Path) -> str:
+    def _file_key(self, path: Path) -> str:
+        # Under another shard or grouping the same file feeds other memories, so it gets its own mark
+        # (a shared mark let shard 0 of a database make shard 1 skip every file).
         st = path.stat()
-        raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        i, n = self.shard
+        routing = f"{i}/{n}|{self.memory_id or ''}|{'' if self.memory_id else self.group_by}"
+        raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{routing}"
         return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
     def _is_done(self, key: str) -> bool:
