@@ -16,12 +16,16 @@ Data:
   spaces removed, the grounding labels dropped.
 
 ``--batch-messages N`` groups whole consecutive sessions of one memory into runs of up to N
-messages, to show what a larger batch (the replay command buffers 1,000 messages) costs.
+messages, to show what a larger batch (the replay command buffers 1,000 messages) costs;
+``--per-turn`` runs once per turn without ``session_ended``, as the agent middleware ingests.
 
 Usage:
     python benchmarks/model_economy.py [../shared/data/locomo/locomo10.json]
         [--dulemon ../shared/data/dulemon-samples/samples.json]
-        [--method json_schema|function_calling|json_mode] [--batch-messages N] [--summary-tokens N]
+        [--method json_schema|function_calling|json_mode] [--batch-messages N | --per-turn]
+        [--summary-tokens N] [--skip-dulemon]
+
+Exit status 1 when the target (at most 2 model calls per ingested batch) fails on a dataset.
 """
 
 from __future__ import annotations
@@ -366,6 +370,17 @@ def load_dulemon(path: Path) -> Iterator[tuple[str, list[Batch]]]:
         yield f"dulemon_{k:02d}", [session]
 
 
+def split_turns(sessions: list[Batch]) -> list[Batch]:
+    """Cut sessions into turns (user messages plus the replies that follow), as the middleware does."""
+    out: list[Batch] = []
+    for session in sessions:
+        for message in session:
+            if not out or (message["role"] == "user" and out[-1][-1]["role"] != "user"):
+                out.append([])
+            out[-1].append(message)
+    return out
+
+
 def group_sessions(sessions: list[Batch], batch_messages: int) -> list[Batch]:
     """Join whole consecutive sessions into batches of at most ``batch_messages`` (0: one each)."""
     if batch_messages <= 0:
@@ -421,6 +436,7 @@ def run_dataset(
     *,
     method: Method,
     batch_messages: int,
+    per_turn: bool = False,
     summary_tokens: int,
 ) -> Economy:
     """Run the lifecycle with the counting fake over one dataset; one run per batch."""
@@ -436,12 +452,12 @@ def run_dataset(
     try:
         for memory_id, sessions in memories:
             economy.memories += 1
-            batches = group_sessions(sessions, batch_messages)
+            batches = split_turns(sessions) if per_turn else group_sessions(sessions, batch_messages)
             for position, batch in enumerate(batches):
                 before = fake.tally.snapshot()
                 known_before = fake.tally.parts["extractor", "known facts"]
                 result: RunResult = lifecycle.run(
-                    memory_id, [RawInput(batch, source="openai")], session_ended=True
+                    memory_id, [RawInput(batch, source="openai")], session_ended=not per_turn
                 )
                 after = fake.tally.snapshot()
                 d = [a - b for a, b in zip(after, before, strict=True)]
@@ -541,7 +557,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--method", choices=["json_schema", "function_calling", "json_mode"], default="json_schema"
     )
-    parser.add_argument(
+    batching_group = parser.add_mutually_exclusive_group()
+    batching_group.add_argument(
         "--batch-messages",
         type=int,
         default=0,
@@ -553,13 +570,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=60,
         help="length of the fake's summaries (over the 300-token budget triggers the shorten call)",
     )
+    batching_group.add_argument(
+        "--per-turn",
+        action="store_true",
+        help="one run per turn without session_ended, as the agent middleware ingests",
+    )
     parser.add_argument("--skip-dulemon", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     out = print
+    batching = (
+        "per turn"
+        if args.per_turn
+        else f"up to {args.batch_messages} messages"
+        if args.batch_messages
+        else "per session"
+    )
     out(
         f"model_economy  {datetime.now(UTC):%Y-%m-%d %H:%M UTC}  python {platform.python_version()}  "
-        f"{platform.machine()}  method={args.method}  batch_messages={args.batch_messages or 'per session'}  "
+        f"{platform.machine()}  method={args.method}  batches={batching}  "
         f"summary_tokens={args.summary_tokens}"
     )
     datasets = [("LoCoMo", load_locomo(args.locomo))]
@@ -572,6 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             memories,
             method=args.method,
             batch_messages=args.batch_messages,
+            per_turn=args.per_turn,
             summary_tokens=args.summary_tokens,
         )
         ok = report(economy, out) and ok
