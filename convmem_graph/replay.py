@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, select
+from sqlalchemy import Column, Integer, MetaData, String, Table, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -40,6 +40,7 @@ from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
 from convmem_graph.runner import Lifecycle
 from convmem_graph.state import RawInput
+from convmem_graph.store.engine import advisory_key
 
 __all__ = ["GroupBy", "ReplayReport", "Replayer", "discover_files", "parse_shard", "shard_of"]
 
@@ -50,6 +51,7 @@ GroupBy = Literal["auto", "user", "file"]
 _SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 _LINE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 
+_PROGRESS_LOCK_KEY = advisory_key("convmem_graph:replay-progress-schema")
 _metadata = MetaData()
 #: Files whose every batch committed: a rerun skips them (keyed by path, size, mtime, shard and grouping).
 replay_progress = Table(
@@ -227,7 +229,11 @@ class Replayer:
         self.batch_messages = max(1, batch_messages)
         self.max_buffered = max(self.batch_messages, max_buffered)
         self.on_progress = on_progress
-        _metadata.create_all(self.store.engine, checkfirst=True)
+        with self.store.engine.begin() as conn:
+            if self.store.dialect == "postgresql":
+                # Processes starting at once on a fresh database would both create the table.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PROGRESS_LOCK_KEY})
+            _metadata.create_all(conn, checkfirst=True)
         self._report_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1)
         self._tails: dict[str, Future[None]] = {}
