@@ -30,7 +30,10 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 
 _DATE = re.compile(r"(\d+):(\d+)\s*(am|pm) on (\d+) (\w+),? (\d{4})", re.I)
 
@@ -151,22 +154,21 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int) -> No
     )
 
 
-def phase_default(archive: Path, workdir: Path, queue: Any, max_seconds: float) -> None:
-    import operator  # noqa: F401  (the usual imports of such a script)
-    from typing import Annotated, TypedDict
+class DefaultState(TypedDict):
+    """The state a LangGraph user writes by default: the whole conversation, appended to."""
 
-    from langchain_core.messages import AnyMessage, convert_to_messages
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def phase_default(archive: Path, workdir: Path, queue: Any, max_seconds: float) -> None:
+    from langchain_core.messages import convert_to_messages
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import START, StateGraph
-    from langgraph.graph.message import add_messages
 
-    class State(TypedDict):
-        messages: Annotated[list[AnyMessage], add_messages]
-
-    def remember(state: State) -> dict[str, Any]:
+    def remember(state: DefaultState) -> dict[str, Any]:
         return {}
 
-    g = StateGraph(State)
+    g = StateGraph(DefaultState)
     g.add_node("remember", remember)
     g.add_edge(START, "remember")
     db = workdir / "default.db"
@@ -214,7 +216,15 @@ def _run(target: Any, *args: Any) -> dict[str, Any]:
     queue = ctx.Queue()
     proc = ctx.Process(target=target, args=(*args[:2], queue, *args[2:]))
     proc.start()
-    result: dict[str, Any] = queue.get()
+    while True:
+        try:
+            result: dict[str, Any] = queue.get(timeout=1.0)
+            break
+        except Exception:  # noqa: BLE001 - queue.Empty; a crashed phase must not hang the benchmark
+            if not proc.is_alive():
+                raise SystemExit(
+                    f"benchmark phase {target.__name__} failed (exit code {proc.exitcode})"
+                ) from None
     proc.join()
     return result
 
@@ -242,6 +252,7 @@ def main() -> int:
     )
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
 
+    sys.stdout.flush()
     ours = _run(phase_ours, archive, workdir, args.concurrency)
     rate = ours["messages"] / ours["seconds"]
     print("\nconvmem_graph (SQLite store + checkpoints, heuristic extractor, extractive summary):")

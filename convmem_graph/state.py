@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from convmem_graph._time import now_ms
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
-from convmem_graph.models import ReadResult
+from convmem_graph.models import Message, ReadResult
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 if TYPE_CHECKING:
@@ -121,6 +121,8 @@ class MemoryContext:
     clock: Callable[[], int] = now_ms
     #: Hand-off from ``ingest`` to ``normalize`` within one run (not checkpointed on purpose).
     inbox: list[ReadResult] = field(default_factory=list)
+    #: Messages ``normalize`` stored in this run, by id, so ``extract`` need not read them back.
+    fresh: dict[str, Message] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.store is None:

@@ -33,7 +33,14 @@ A rerun after Ctrl-C or a kill continues: finished files are skipped, nothing is
     p.add_argument("--bot-id", action="append", default=[], metavar="ID", help="an assistant account id")
     p.add_argument("--concurrency", type=int, default=2, metavar="N", help="memories in parallel (default 2)")
     p.add_argument("--shard", default="0/1", metavar="I/N", help="process only shard I of N (0-based)")
-    p.add_argument("--batch", type=int, default=1000, metavar="N", help="messages per lifecycle run")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="messages per lifecycle run (default 1000; 200 with --model, so a run costs at most one "
+        "extraction and one summary call)",
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 when any item was quarantined")
     p.add_argument("--json", action="store_true", help="print the final report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -81,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             memory_id=args.memory,
             concurrency=args.concurrency,
             shard=shard,
-            batch_messages=args.batch,
+            batch_messages=args.batch or (200 if args.model else 1000),
             on_progress=on_progress,
         )
         with progress:

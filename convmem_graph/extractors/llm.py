@@ -444,20 +444,23 @@ class LLMExtractor:
 class LLMSummarizer:
     """Folds the previous summary and new messages into a new summary with one model call.
 
-    Implements :class:`convmem_graph.extractors.base.Summarizer`. Over budget, the model is asked
-    once to shorten; whatever remains over is trimmed at a sentence boundary, so the returned text
-    never exceeds ``budget_tokens`` by ``counter``.
+    Implements :class:`convmem_graph.extractors.base.Summarizer`. An answer over budget is trimmed
+    at a sentence boundary, so the returned text never exceeds ``budget_tokens`` by ``counter``;
+    with ``shorten=True`` the model is first asked once to shorten it (one more call).
 
     Args:
         model: Any LangChain chat model.
+        shorten: Ask the model to shorten an over-budget answer before trimming. Off by default so
+            a lifecycle run costs at most one summary call.
     """
 
     name = "llm"
     #: The summarize node feeds this summarizer every new message (the extractive one needs none).
     uses_messages = True
 
-    def __init__(self, model: BaseChatModel) -> None:
+    def __init__(self, model: BaseChatModel, *, shorten: bool = False) -> None:
         self.model = model
+        self.shorten = shorten
 
     def summarize(
         self,
@@ -486,7 +489,7 @@ class LLMSummarizer:
         """
         prompt = self._prompt(previous, messages, variables, fragments, budget_tokens, now_ms)
         text = _clean(self.model.invoke(prompt))
-        if text and counter(text) > budget_tokens:
+        if self.shorten and text and counter(text) > budget_tokens:
             shorter = _clean(self.model.invoke(self._shorten_prompt(text, budget_tokens, counter)))
             if shorter and counter(shorter) < counter(text):
                 text = shorter
@@ -506,7 +509,7 @@ class LLMSummarizer:
         """Async twin of :meth:`summarize`."""
         prompt = self._prompt(previous, messages, variables, fragments, budget_tokens, now_ms)
         text = _clean(await self.model.ainvoke(prompt))
-        if text and counter(text) > budget_tokens:
+        if self.shorten and text and counter(text) > budget_tokens:
             shorter = _clean(await self.model.ainvoke(self._shorten_prompt(text, budget_tokens, counter)))
             if shorter and counter(shorter) < counter(text):
                 text = shorter

@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from convmem_graph.extractors.reconcile import reconcile
+from convmem_graph.models import Message
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["extract"]
@@ -32,7 +33,7 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     guesses: dict[str, dict[str, Any]] = dict(state.get("variable_guesses") or {})
     calls = state.get("model_calls", 0)
     while True:
-        rows = store.messages_after(memory_id, cursor, limit=ctx.config.extraction_batch_messages)
+        rows = _batch(ctx, memory_id, cursor)
         if not rows:
             break
         upto = rows[-1][0]
@@ -56,6 +57,16 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         "variable_guesses": guesses,
         "model_calls": calls,
     }
+
+
+def _batch(ctx: MemoryContext, memory_id: str, cursor: int) -> list[tuple[int, Message]]:
+    """The next batch past ``cursor``: from this run's fresh messages when they cover it, else the store."""
+    limit = ctx.config.extraction_batch_messages
+    if ctx.fresh:
+        ids = ctx.store.message_ids_after(memory_id, cursor, limit=limit)
+        if all(mid in ctx.fresh for _, mid in ids):
+            return [(seq, ctx.fresh[mid]) for seq, mid in ids]
+    return ctx.store.messages_after(memory_id, cursor, limit=limit)
 
 
 def _default_specs() -> list[Any]:

@@ -26,7 +26,7 @@ def summary_due(ctx: MemoryContext, memory_id: str) -> bool:
     tokens = 0
     # Stop reading as soon as the threshold is crossed: cost is bounded by the threshold.
     while True:
-        rows = store.messages_after(memory_id, after, limit=200)
+        rows = store.messages_after(memory_id, after, limit=32)
         if not rows:
             return False
         for seq, msg in rows:
@@ -47,7 +47,11 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     ctx.inbox.clear()
     for m in messages:
         m.memory_id = memory_id
+        # The item's path inside its payload only matters while reading; storing it costs bytes.
+        m.metadata.pop("path", None)
     new_ids = store.add_messages(memory_id, messages, dedupe_window_ms=ctx.config.dedupe_window_ms)
+    by_id = {m.id: m for m in messages}
+    ctx.fresh = {i: by_id[i] for i in new_ids if i in by_id}
     skipped: Counter[str] = Counter(state.get("skipped", {}))
     skipped.update(d.reason for d in dropped)
     max_seq = store.max_seq(memory_id)

@@ -8,18 +8,40 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from convmem_graph.models import Message, Summary
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["summarize"]
 
 _CHUNK = 200
+_RECENT = 20
+
+
+def _commit(
+    ctx: MemoryContext, memory_id: str, messages: list[Message], upto_seq: int, budget: int
+) -> Summary:
+    store = ctx.store
+    now = ctx.clock()
+    text = ctx.summarizer.summarize(
+        store.get_summary(memory_id),
+        messages,
+        store.get_variables(memory_id),
+        store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now),
+        budget_tokens=budget,
+        counter=ctx.counter,
+        now_ms=now,
+    )
+    covers = max((m.timestamp_ms for m in messages), default=0)
+    return store.commit_summary(
+        memory_id, text, tokens=ctx.counter(text), covers_until_ms=covers, upto_seq=upto_seq, now_ms=now
+    )
 
 
 def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     """Refresh the rolling summary from the messages past the summary cursor, chunk by chunk.
 
     A summarizer whose ``uses_messages`` attribute is false (the extractive one builds its text
-    from variables and fragments) is called once with the last chunk only.
+    from variables and fragments) is called once with the newest few messages only.
     """
     ctx = runtime.context
     store = ctx.store
@@ -28,34 +50,16 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     cursor = store.summarized_seq(memory_id)
     last = store.max_seq(memory_id)
     uses_messages = getattr(ctx.summarizer, "uses_messages", True)
-    if not uses_messages:
-        # Only the newest messages matter (language, recency): skip reading the backlog. Seqs are
-        # global, so this keeps at most _CHUNK of this memory's newest messages, never zero.
-        cursor = max(cursor, last - _CHUNK)
     version = 0
+    if not uses_messages and cursor < last:
+        # The summary is rebuilt from variables and fragments; only the newest messages matter
+        # (language, recency), so the backlog is not read.
+        version = _commit(ctx, memory_id, store.recent_messages(memory_id, _RECENT), last, budget).version
+        cursor = last
     while cursor < last:
         rows = store.messages_after(memory_id, cursor, limit=_CHUNK)
         if not rows:
             break
-        now = ctx.clock()
-        messages = [m for _, m in rows]
-        text = ctx.summarizer.summarize(
-            store.get_summary(memory_id),
-            messages,
-            store.get_variables(memory_id),
-            store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now),
-            budget_tokens=budget,
-            counter=ctx.counter,
-            now_ms=now,
-        )
-        summary = store.commit_summary(
-            memory_id,
-            text,
-            tokens=ctx.counter(text),
-            covers_until_ms=max(m.timestamp_ms for m in messages),
-            upto_seq=rows[-1][0],
-            now_ms=now,
-        )
-        version = summary.version
+        version = _commit(ctx, memory_id, [m for _, m in rows], rows[-1][0], budget).version
         cursor = rows[-1][0]
     return {"summarized_seq": cursor, "summary_version": version, "summary_due": False}

@@ -17,27 +17,15 @@ Rules:
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from convmem_graph._text import normalize_text
 from convmem_graph.models import Message, ReadResult, SkippedItem
 from convmem_graph.sources.trtc import join_sentences
 
 __all__ = ["merge_timeline", "merge_timeline_traced", "normalize_text"]
-
-
-def normalize_text(text: str) -> str:
-    """Return ``text`` folded for duplicate detection: NFKC, lower case, no spaces or punctuation.
-
-    Example:
-        >>> normalize_text("好的， 明早 7 点叫你！") == normalize_text("好的,明早7点叫你!")
-        True
-    """
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    kept = "".join(ch for ch in folded if unicodedata.category(ch)[0] not in ("P", "Z", "C"))
-    return kept or folded.strip()
 
 
 @dataclass
@@ -147,9 +135,15 @@ def merge_timeline_traced(
     entries.sort(key=lambda e: (e.message.timestamp_ms, e.order))
     window = max(0, dedupe_window_ms)
     recent: dict[tuple[str, str], list[_Entry]] = {}
+    # Copies can only come from different payloads: one payload needs no duplicate pass at all.
+    if len({e.origin for e in entries}) < 2:
+        return [e.message for e in entries], skipped
     for entry in entries:
         m = entry.message
-        key = (m.role, normalize_text(m.content))
+        norm = normalize_text(m.content)
+        if not norm:  # punctuation only ("...", "？"): never collapsed
+            continue
+        key = (m.role, norm)
         # Entries are in time order, so copies older than the window can be forgotten.
         candidates = [
             c

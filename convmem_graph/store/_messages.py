@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, delete
 
+from convmem_graph._text import normalize_text
 from convmem_graph.models import Message
 from convmem_graph.store.engine import chunked, dumps
 from convmem_graph.store.schema import messages
@@ -42,17 +41,6 @@ MESSAGE_COLUMNS = (
     messages.c.metadata,
 )
 
-_NOT_WORD = re.compile(r"[\W_]+")
-
-
-def normalize_text(text: str) -> str:
-    """Normalize text for duplicate detection: full/half width folded, case folded, no punctuation or spaces.
-
-    Example:
-        >>> normalize_text("Ｈｅｌｌｏ, World！") == normalize_text("hello world")
-        True
-    """
-    return _NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold())
 
 
 def content_hash(role: str, content: str) -> int | None:
@@ -84,7 +72,8 @@ def row_to_message(row: Sequence[Any]) -> Message:
         original,
         metadata,
     ) = row
-    return Message(
+    # Rows were validated on the way in; skipping validation on the way out halves read cost.
+    return Message.model_construct(
         id=mid,
         memory_id=memory_id,
         role=role,

@@ -336,6 +336,20 @@ class MemoryStore:
         with self._read() as conn:
             return [(int(row.seq), row_to_message(row)) for row in conn.execute(stmt)]
 
+    def message_ids_after(self, memory_id: str, after_seq: int, *, limit: int = 500) -> list[tuple[int, str]]:
+        """Return ``(seq, id)`` of up to ``limit`` messages with seq greater than ``after_seq``, in seq order.
+
+        A cheap companion of :meth:`messages_after` for callers that already hold the messages.
+        """
+        stmt = (
+            select(messages.c.seq, messages.c.id)
+            .where(messages.c.memory_id == memory_id, messages.c.seq > after_seq)
+            .order_by(messages.c.seq)
+            .limit(limit)
+        )
+        with self._read() as conn:
+            return [(int(seq), str(mid)) for seq, mid in conn.execute(stmt)]
+
     def recent_messages(self, memory_id: str, n: int) -> list[Message]:
         """Return the last ``n`` messages by (timestamp, seq), oldest first."""
         if n <= 0:

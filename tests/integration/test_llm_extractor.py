@@ -359,7 +359,7 @@ def test_summary_over_budget_is_shortened_then_fits(scripted_openai: FakeOpenAIS
     )
     scripted_openai.script(Reply(content=verbose), Reply(content=short))
     previous = Summary(text="用户吃面不要香菜。", tokens=9, covers_until_ms=T_IM - MINUTE)
-    text = LLMSummarizer(_chat(scripted_openai)).summarize(
+    text = LLMSummarizer(_chat(scripted_openai), shorten=True).summarize(
         previous, BATCH, {}, EXISTING, budget_tokens=80, counter=count_tokens, now_ms=NOW
     )
     assert text == short and count_tokens(text) <= 80
@@ -374,7 +374,7 @@ def test_summary_still_too_long_is_trimmed_at_a_sentence(
 ) -> None:
     verbose = "User Lin Xiao lives in Hangzhou and works as a product manager at a busy company. " * 10
     scripted_openai.script(Reply(content=verbose), Reply(content=verbose))
-    text = LLMSummarizer(_chat(scripted_openai)).summarize(
+    text = LLMSummarizer(_chat(scripted_openai), shorten=True).summarize(
         None, BATCH, {}, [], budget_tokens=50, counter=count_tokens, now_ms=NOW
     )
     assert 0 < count_tokens(text) <= 50 and text.endswith("company.")

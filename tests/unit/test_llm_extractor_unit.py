@@ -352,8 +352,10 @@ VERBOSE_ZH = "用户林晓住在杭州，是一名产品经理，平时工作很
 SHORT_ZH = "用户林晓住在杭州，是产品经理。对芒果过敏。喜欢沿西湖跑步。"
 
 
-def summarize(model: RecordingFake, budget: int, previous: Summary | None = None) -> str:
-    return LLMSummarizer(model).summarize(
+def summarize(
+    model: RecordingFake, budget: int, previous: Summary | None = None, *, shorten: bool = False
+) -> str:
+    return LLMSummarizer(model, shorten=shorten).summarize(
         previous,
         BATCH,
         {"city": VariableValue(name="city", value="杭州", origin="manual")},
@@ -378,7 +380,7 @@ def test_summary_prompt_has_previous_summary_messages_and_context() -> None:
 
 def test_verbose_summary_is_shortened_once_then_trimmed_to_the_budget() -> None:
     model = fake(AIMessage(VERBOSE_ZH), AIMessage(VERBOSE_ZH[:150]))
-    text = summarize(model, 60)
+    text = summarize(model, 60, shorten=True)
     assert count_tokens(text) <= 60
     assert len(model.calls) == 2
     assert "the limit is 60" in model.calls[1][-1].text
@@ -387,7 +389,14 @@ def test_verbose_summary_is_shortened_once_then_trimmed_to_the_budget() -> None:
 
 def test_shortened_answer_within_budget_is_used_as_is() -> None:
     model = fake(AIMessage(VERBOSE_ZH), AIMessage(SHORT_ZH))
-    assert summarize(model, 60) == SHORT_ZH
+    assert summarize(model, 60, shorten=True) == SHORT_ZH
+
+
+def test_by_default_an_over_budget_summary_is_trimmed_without_a_second_call() -> None:
+    model = fake(AIMessage(VERBOSE_ZH), AIMessage(SHORT_ZH))
+    text = summarize(model, 60)
+    assert len(model.calls) == 1
+    assert count_tokens(text) <= 60 and text.endswith("。") and VERBOSE_ZH.startswith(text)
 
 
 def test_english_summary_respects_budget() -> None:

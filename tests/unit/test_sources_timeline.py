@@ -123,4 +123,4 @@ def test_trtc_turn_split_across_payloads_is_rejoined() -> None:
 def test_normalize_text() -> None:
     assert normalize_text("Hello, World!") == normalize_text("hello world")
     assert normalize_text("ＡＢＣ１２３") == "abc123"
-    assert normalize_text("？！") == "?!"  # nothing but punctuation: compared as is (NFKC-folded)
+    assert normalize_text("？！") == ""  # nothing but punctuation: never collapsed by the merge
