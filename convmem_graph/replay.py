@@ -36,13 +36,22 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
 from convmem_graph.runner import Lifecycle
 from convmem_graph.state import RawInput
 from convmem_graph.store.engine import advisory_key
 
-__all__ = ["GroupBy", "ReplayReport", "Replayer", "discover_files", "parse_shard", "shard_of"]
+__all__ = [
+    "GroupBy",
+    "ReplayReport",
+    "Replayer",
+    "discover_files",
+    "parse_shard",
+    "replay_in_processes",
+    "shard_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -446,3 +455,113 @@ def _short(doc: object, limit: int = 100_000) -> str:
 def default_concurrency() -> int:
     """A sensible default: the number of CPUs, at most 4 (SQLite serializes writers anyway)."""
     return max(1, min(4, os.cpu_count() or 1))
+
+
+def _worker(
+    db_url: str,
+    paths: list[str],
+    config: dict[str, Any],
+    model: str | None,
+    options: dict[str, Any],
+    queue: Any,
+) -> None:
+    """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard."""
+    from convmem_graph.config import MemoryConfig
+    from convmem_graph.memory import ConvMemory
+
+    try:
+        with ConvMemory.open(db_url, model=model, config=MemoryConfig.model_validate(config)) as mem:
+            mem.lifecycle.durability = "exit"
+            replayer = Replayer(
+                mem.lifecycle, on_progress=lambda delta, _report: queue.put(("progress", delta)), **options
+            )
+            report = replayer.run(paths)
+        queue.put(("done", report.as_dict() | {"memory_ids": sorted(report.memories)}))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
+        queue.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def replay_in_processes(
+    db_url: str,
+    paths: Iterable[str | Path],
+    *,
+    processes: int,
+    config: MemoryConfig,
+    model: str | None = None,
+    source: str | None = None,
+    group_by: GroupBy = "auto",
+    memory_id: str | None = None,
+    shard: tuple[int, int] = (0, 1),
+    batch_messages: int = 1000,
+    on_progress: Callable[[int], None] | None = None,
+) -> ReplayReport:
+    """Replay with ``processes`` worker processes, each owning a stable share of the memories.
+
+    Python threads do not run the CPU-bound work of a replay in parallel; processes do. Process
+    ``k`` replays the memories with ``shard_of(memory_id, n * processes) == i + n * k`` for the
+    caller's shard ``(i, n)``, so a memory's batches stay in one process and in order, and the
+    shares of all processes make up exactly the caller's shard.
+
+    Raises:
+        ConvMemError: A worker failed (its message is included); what was committed stays.
+    """
+    import multiprocessing as mp
+    import queue as queue_mod
+
+    from convmem_graph.errors import ConvMemError
+
+    i, n = shard
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    files = [str(p) for p in paths]
+    workers = []
+    for k in range(processes):
+        options = {
+            "source": source,
+            "group_by": group_by,
+            "memory_id": memory_id,
+            "shard": (i + n * k, n * processes),
+            "batch_messages": batch_messages,
+        }
+        proc = ctx.Process(
+            target=_worker,
+            args=(db_url, files, config.model_dump(), model, options, queue),
+            name=f"convmem-replay-{k}",
+        )
+        proc.start()
+        workers.append(proc)
+    report = ReplayReport()
+    started = time.perf_counter()
+    errors: list[str] = []
+    finished = 0
+    while finished < processes:
+        try:
+            kind, value = queue.get(timeout=0.5)
+        except queue_mod.Empty:
+            if all(not p.is_alive() for p in workers) and queue.empty():
+                dead = [p.name for p in workers if p.exitcode not in (0, None)]
+                errors.append(f"worker(s) {', '.join(dead) or '?'} exited without a report")
+                break
+            continue
+        if kind == "progress":
+            if on_progress is not None:
+                on_progress(int(value))
+        elif kind == "error":
+            errors.append(str(value))
+            finished += 1
+        else:
+            finished += 1
+            report.files = max(report.files, int(value["files"]))
+            report.files_skipped_done = max(report.files_skipped_done, int(value["files_skipped_done"]))
+            report.documents = max(report.documents, int(value["documents"]))
+            report.messages_read += int(value["messages_read"])
+            report.new_messages += int(value["new_messages"])
+            report.memories.update(value["memory_ids"])
+            report.quarantined.update(value["quarantined"])
+            report.skipped.update(value["skipped"])
+    for proc in workers:
+        proc.join()
+    report.seconds = time.perf_counter() - started
+    if errors:
+        raise ConvMemError("replay worker failed: " + "; ".join(errors))
+    return report

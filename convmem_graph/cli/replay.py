@@ -31,7 +31,14 @@ A rerun after Ctrl-C or a kill continues: finished files are skipped, nothing is
     p.add_argument("--group-by", choices=["auto", "user", "file"], default="auto")
     p.add_argument("--source", default=None, help="source format of every document (default: detect)")
     p.add_argument("--bot-id", action="append", default=[], metavar="ID", help="an assistant account id")
-    p.add_argument("--concurrency", type=int, default=2, metavar="N", help="memories in parallel (default 2)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes, each owning a stable share of the memories (default 1; one per CPU "
+        "core is the useful maximum on SQLite)",
+    )
     p.add_argument("--shard", default="0/1", metavar="I/N", help="process only shard I of N (0-based)")
     p.add_argument(
         "--batch",
@@ -54,15 +61,19 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from convmem_graph.replay import Replayer, ReplayReport, parse_shard
+    from convmem_graph.replay import Replayer, ReplayReport, parse_shard, replay_in_processes
 
     try:
         shard = parse_shard(args.shard)
     except ValueError as exc:
         print(f"convmem replay: {exc}", file=sys.stderr)
         return 2
+    if args.concurrency < 1:
+        print("convmem replay: --concurrency must be at least 1", file=sys.stderr)
+        return 2
     console = Console(stderr=True)
     show_progress = not args.no_progress and console.is_terminal
+    batch = args.batch or (200 if args.model else 1000)
     with open_memory(args) as mem:
         mem.lifecycle.durability = "exit"  # the store's per-step transactions are the durable record
         progress = Progress(
@@ -81,18 +92,40 @@ def run(args: argparse.Namespace) -> int:
             rate = report.messages_read / elapsed if elapsed > 0 else 0.0
             progress.update(task, advance=delta, rate=rate)
 
-        replayer = Replayer(
-            mem.lifecycle,
-            source=args.source,
-            group_by=args.group_by,
-            memory_id=args.memory,
-            concurrency=args.concurrency,
-            shard=shard,
-            batch_messages=args.batch or (200 if args.model else 1000),
-            on_progress=on_progress,
-        )
-        with progress:
-            report = replayer.run(args.paths)
+        if args.concurrency > 1:
+            read = [0]
+
+            def on_worker_progress(delta: int) -> None:
+                read[0] += delta
+                elapsed = progress.tasks[0].elapsed or 0.0
+                progress.update(task, advance=delta, rate=read[0] / elapsed if elapsed > 0 else 0.0)
+
+            with progress:
+                report = replay_in_processes(
+                    mem.store.url,
+                    args.paths,
+                    processes=args.concurrency,
+                    config=mem.config,
+                    model=args.model,
+                    source=args.source,
+                    group_by=args.group_by,
+                    memory_id=args.memory,
+                    shard=shard,
+                    batch_messages=batch,
+                    on_progress=on_worker_progress,
+                )
+        else:
+            replayer = Replayer(
+                mem.lifecycle,
+                source=args.source,
+                group_by=args.group_by,
+                memory_id=args.memory,
+                shard=shard,
+                batch_messages=batch,
+                on_progress=on_progress,
+            )
+            with progress:
+                report = replayer.run(args.paths)
     doc = report.as_dict()
     if args.json:
         dump_json(doc)
