@@ -177,6 +177,9 @@ class Summary(_Model):
     covers_until_ms: int = Field(ge=0)
     version: int = Field(default=1, ge=1)
     updated_at: int = Field(default=0, ge=0)
+    #: ``model``: written by a model from the transcript; ``extractive``: assembled from variables
+    #: and fragments without a model (it restates them, so memory blocks leave it out).
+    origin: Literal["model", "extractive"] = "model"
 
 
 class MemoryInfo(_Model):

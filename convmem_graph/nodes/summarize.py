@@ -6,6 +6,8 @@ always fits the configured token budget, counted with the project's CJK-aware co
 
 from __future__ import annotations
 
+from typing import Literal
+
 from langgraph.runtime import Runtime
 
 from convmem_graph.models import Message, Summary
@@ -32,8 +34,16 @@ def _commit(
         now_ms=now,
     )
     covers = max((m.timestamp_ms for m in messages), default=0)
+    from_model = getattr(ctx.summarizer, "uses_messages", True)
+    origin: Literal["model", "extractive"] = "model" if from_model else "extractive"
     return store.commit_summary(
-        memory_id, text, tokens=ctx.counter(text), covers_until_ms=covers, upto_seq=upto_seq, now_ms=now
+        memory_id,
+        text,
+        tokens=ctx.counter(text),
+        covers_until_ms=covers,
+        upto_seq=upto_seq,
+        now_ms=now,
+        origin=origin,
     )
 
 

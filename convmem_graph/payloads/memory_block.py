@@ -309,7 +309,8 @@ def _select(
 
     # Summary, cut at a sentence boundary when it does not fit whole.
     summary = snapshot.summary
-    if options.include_summary and summary is not None and summary.text.strip():
+    # An extractive summary restates the variables and facts above: it would only crowd them out.
+    if options.include_summary and summary is not None and summary.origin == "model" and summary.text.strip():
         allowed = min(left["summary"], remaining)
         limit = _CHARS_PER_TOKEN_BOUND * allowed + 64
         safe = clean_text(summary.text[:limit])

@@ -818,10 +818,19 @@ class MemoryStore:
             covers_until_ms=row.covers_until_ms,
             version=row.version,
             updated_at=row.updated_at,
+            origin=row.origin,
         )
 
     def commit_summary(
-        self, memory_id: str, text: str, *, tokens: int, covers_until_ms: int, upto_seq: int, now_ms: int
+        self,
+        memory_id: str,
+        text: str,
+        *,
+        tokens: int,
+        covers_until_ms: int,
+        upto_seq: int,
+        now_ms: int,
+        origin: Literal["model", "extractive"] = "model",
     ) -> Summary:
         """Store a new summary version and advance the summary cursor, in one transaction.
 
@@ -835,7 +844,12 @@ class MemoryStore:
             version = 1 if old is None else (old.version if old.text == text else old.version + 1)
             covers = max(covers_until_ms, old.covers_until_ms if old is not None else 0)
             summary = Summary(
-                text=text, tokens=tokens, covers_until_ms=covers, version=version, updated_at=now_ms
+                text=text,
+                tokens=tokens,
+                covers_until_ms=covers,
+                version=version,
+                updated_at=now_ms,
+                origin=origin,
             )
             row = {"memory_id": memory_id, **summary.model_dump()}
             conn.execute(upsert(self.dialect, summaries, ("memory_id",), row))

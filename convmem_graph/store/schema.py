@@ -151,6 +151,7 @@ summaries = Table(
     Column("covers_until_ms", _Ms, nullable=False),
     Column("version", Integer, nullable=False),
     Column("updated_at", _Ms, nullable=False),
+    Column("origin", String(16), nullable=False, default="model"),
 )
 
 snapshots = Table(
