@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import (
@@ -26,8 +28,37 @@ from convmem_graph.models import (
 )
 from convmem_graph.tokens import count_tokens
 
+if TYPE_CHECKING:
+    from convmem_graph.memory import ConvMemory
+    from convmem_graph.runner import Lifecycle, RunResult
+    from convmem_graph.state import MemoryContext, MemoryState, RawInput
+
+# The lifecycle pulls in LangGraph and LangChain: import it on first use, not with the package.
+_LAZY = {
+    "ConvMemory": "convmem_graph.memory",
+    "Lifecycle": "convmem_graph.runner",
+    "RunResult": "convmem_graph.runner",
+    "MemoryContext": "convmem_graph.state",
+    "MemoryState": "convmem_graph.state",
+    "RawInput": "convmem_graph.state",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'convmem_graph' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "ConvMemError",
+    "ConvMemory",
+    "Lifecycle",
+    "MemoryContext",
+    "MemoryState",
+    "RawInput",
+    "RunResult",
     "ExtractionError",
     "Fragment",
     "FragmentCandidate",

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core._api import LangChainDeprecationWarning
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -66,7 +66,7 @@ def _default_resolve(runtime: Any) -> str | None:
     return str(value) if value else None
 
 
-class ConvMemoryMiddleware(AgentMiddleware):
+class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
     """Agent middleware giving a ``create_agent`` agent long-term memory.
 
     Example:

@@ -89,6 +89,7 @@ class ConvMemory:
         extractor: Extractor | None = None,
         summarizer: Summarizer | None = None,
         durability: Durability = "sync",
+        clock: Callable[[], int] = now_ms,
     ) -> ConvMemory:
         """Open (and create if needed) a memory database.
 
@@ -103,6 +104,8 @@ class ConvMemory:
             extractor: Overrides the extractor chosen from ``model``.
             summarizer: Overrides the summarizer chosen from ``model``.
             durability: Checkpoint durability of lifecycle runs.
+            clock: Current time in ms (decides which transient facts have expired); set it to
+                replay an old archive as of its own time, or in tests.
         """
         config = config or MemoryConfig()
         store = MemoryStore.from_url(url)
@@ -117,7 +120,13 @@ class ConvMemory:
             )
             summarizer = summarizer or LLMSummarizer(chat)
         lifecycle = Lifecycle(
-            store, saver, config=config, extractor=extractor, summarizer=summarizer, durability=durability
+            store,
+            saver,
+            config=config,
+            extractor=extractor,
+            summarizer=summarizer,
+            durability=durability,
+            clock=clock,
         )
         return cls(store, lifecycle, close_checkpointer=closer)
 
@@ -256,7 +265,7 @@ class ConvMemory:
         """
         from convmem_graph.payloads.render import render_payload
 
-        return render_payload(vendor, self.snapshot(memory_id), options, now_ms=now_ms())
+        return render_payload(vendor, self.snapshot(memory_id), options, now_ms=self.lifecycle.clock())
 
     async def apayload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Async twin of :meth:`payload`."""
@@ -264,7 +273,7 @@ class ConvMemory:
 
     def _refresh(self, memory_id: str) -> MemorySnapshot:
         # Hand edits (variables, fragments) must show at the next call start without a full run.
-        now = now_ms()
+        now = self.lifecycle.clock()
         snap = build_snapshot(self.store, memory_id, self.config, now_ms=now)
         self.store.save_snapshot(memory_id, snap, now_ms=now)
         return snap

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel, Field
 
+from convmem_graph._time import now_ms
 from convmem_graph.checkpoints import prune_checkpoints
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
@@ -60,6 +61,7 @@ class Lifecycle:
         summarizer: Defaults to the extractive summarizer.
         durability: Checkpoint durability of each run (see :data:`Durability`).
         counter: Token counter for every budget.
+        clock: Current time in ms; replaying old archives "as of" their own time, or tests, set it.
 
     Example:
         >>> from convmem_graph.store import MemoryStore
@@ -78,6 +80,7 @@ class Lifecycle:
         summarizer: Summarizer | None = None,
         durability: Durability = "sync",
         counter: TokenCounter = count_tokens,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.store = store
         self.checkpointer = checkpointer
@@ -86,6 +89,7 @@ class Lifecycle:
         self.summarizer = summarizer
         self.durability: Durability = durability
         self.counter = counter
+        self.clock = clock
         self.graph = build_memory_graph(max_attempts=self.config.model_max_attempts).compile(
             checkpointer=checkpointer, name="convmem_lifecycle"
         )
@@ -105,6 +109,7 @@ class Lifecycle:
             inject_options=dict(inject_options or {}),
             session_ended=session_ended,
             counter=self.counter,
+            clock=self.clock,
         )
         if self.extractor is not None:
             ctx.extractor = self.extractor
@@ -152,7 +157,7 @@ class Lifecycle:
             variables_changed=out.get("variables_changed", []),
             summary_version=out.get("summary_version", 0),
             model_calls=out.get("model_calls", 0),
-            payloads=out.get("payloads", {}),
+            payloads=dict(ctx.payloads),
         )
 
     async def arun(

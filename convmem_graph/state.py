@@ -55,7 +55,8 @@ class MemoryState(TypedDict, total=False):
     variables_changed: list[str]
     summary_version: int
     model_calls: int
-    payloads: dict[str, Any]
+    #: Vendors whose payloads this run built (the payloads themselves are in the context).
+    payloads: list[str]
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,8 @@ class MemoryContext:
     inbox: list[ReadResult] = field(default_factory=list)
     #: Messages ``normalize`` stored in this run, by id, so ``extract`` need not read them back.
     fresh: dict[str, Message] = field(default_factory=dict)
+    #: Payloads ``inject`` built, by vendor (returned to the caller, never checkpointed).
+    payloads: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.store is None:

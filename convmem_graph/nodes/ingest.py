@@ -109,5 +109,5 @@ def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         "variables_changed": [],
         "fragments_changed": False,
         "model_calls": 0,
-        "payloads": {},
+        "payloads": [],
     }

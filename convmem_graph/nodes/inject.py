@@ -7,8 +7,6 @@ of the history.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from convmem_graph.config import MemoryConfig
@@ -47,7 +45,7 @@ def build_snapshot(
 
 
 def inject(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
-    """Refresh the cached snapshot and build the payloads named in ``context.vendors``."""
+    """Refresh the cached snapshot; build the ``context.vendors`` payloads into ``context.payloads``."""
     from convmem_graph.payloads.render import render_payload
 
     ctx = runtime.context
@@ -55,9 +53,12 @@ def inject(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     now = ctx.clock()
     snapshot = build_snapshot(ctx.store, memory_id, ctx.config, now_ms=now)
     ctx.store.save_snapshot(memory_id, snapshot, now_ms=now)
-    payloads: dict[str, Any] = {}
-    for vendor in ctx.vendors:
-        payloads[vendor] = render_payload(
+    # Payloads carry memory text and recent turns: they go back through the context, so the
+    # checkpointed state only records which were built.
+    ctx.payloads = {
+        vendor: render_payload(
             vendor, snapshot, ctx.inject_options.get(vendor, {}), counter=ctx.counter, now_ms=now
         )
-    return {"payloads": payloads}
+        for vendor in ctx.vendors
+    }
+    return {"payloads": sorted(ctx.payloads)}

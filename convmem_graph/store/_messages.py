@@ -42,7 +42,6 @@ MESSAGE_COLUMNS = (
 )
 
 
-
 def content_hash(role: str, content: str) -> int | None:
     """Return a signed 64-bit hash of role and normalized content, or None when nothing is left."""
     norm = normalize_text(content)

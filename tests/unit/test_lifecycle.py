@@ -48,26 +48,14 @@ def db(tmp_path: Path) -> Path:
 def lifecycle(db: Path) -> Iterator[Lifecycle]:
     store = MemoryStore.from_url(str(db))
     saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
-    lc = Lifecycle(store, saver, config=MemoryConfig(bot_ids=["ai_xiaoyu_bot"]))
-    lc.clock = lambda: STORY_NOW  # type: ignore[attr-defined]
+    # A fixed clock, so transient facts of the 2026-01 story are not expired.
+    lc = Lifecycle(store, saver, config=MemoryConfig(bot_ids=["ai_xiaoyu_bot"]), clock=lambda: STORY_NOW)
     yield lc
     store.close()
 
 
 def _run(lc: Lifecycle, memory_id: str, inputs: Sequence[RawInput] = (), **kw: Any) -> Any:
-    # The run context's clock is fixed so transient facts of the 2026-01 story are not expired.
-    original = lc._context
-
-    def context(*args: Any, **kwargs: Any) -> Any:
-        ctx = original(*args, **kwargs)
-        ctx.clock = lambda: STORY_NOW
-        return ctx
-
-    lc._context = context  # type: ignore[method-assign]
-    try:
-        return lc.run(memory_id, inputs, **kw)
-    finally:
-        lc._context = original  # type: ignore[method-assign]
+    return lc.run(memory_id, inputs, **kw)
 
 
 def _contents(store: MemoryStore, memory_id: str) -> list[str]:
