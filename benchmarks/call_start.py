@@ -13,6 +13,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -85,12 +86,19 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-callstart-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     mem = ConvMemory.open(str(workdir / "callstart.db"), config=MemoryConfig())
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {args.calls} calls per cell")
     results: dict[tuple[int, str], tuple[float, float]] = {}
+    examples = Path(__file__).resolve().parents[1] / "examples" / "options"
+
+    def options(name: str) -> dict[str, object]:
+        loaded = json.loads((examples / name).read_text(encoding="utf-8"))
+        return {k: v for k, v in loaded.items() if not k.startswith("_")}
+
     vendors = {
-        "trtc": {"persona": "你是「小雨」。", "query": "芒果", "sdk_app_id": 1400000000, "room_id": "r1"},
-        "agora": {"persona": "你是「小雨」。", "query": "芒果"},
+        "trtc": {**options("trtc.json"), "persona": "你是「小雨」。", "query": "芒果"},
+        "agora": {**options("agora.json"), "persona": "你是「小雨」。", "query": "芒果"},
         "openai": {"persona": "You are Xiaoyu.", "query": "coffee"},
     }
     for messages, fragments in SIZES:

@@ -10,6 +10,7 @@ import hashlib
 import logging
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
@@ -74,6 +75,10 @@ _MAX_ID = 255
 _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation across processes
 
 
+#: Parsed call-start snapshots kept in process (least recently used are dropped).
+_PARSED_SNAPSHOTS = 256
+
+
 def _check_id(memory_id: str) -> str:
     if not isinstance(memory_id, str) or not memory_id:
         raise ValueError("memory_id must be a non-empty string")
@@ -118,6 +123,9 @@ class MemoryStore:
         self._lock_scope = f"memory:{id(self)}" if memory else self.url
         self._lock_engine: Engine | None = None
         self._lock_engine_guard = threading.Lock()
+        # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
+        self._parsed: OrderedDict[str, tuple[str, MemorySnapshot]] = OrderedDict()
+        self._parsed_lock = threading.Lock()
         with self._write() as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
@@ -873,10 +881,28 @@ class MemoryStore:
             conn.execute(upsert(self.dialect, snapshots, ("memory_id",), row))
 
     def load_snapshot(self, memory_id: str) -> MemorySnapshot | None:
-        """Read the cached snapshot by primary key; None when absent or made stale by a change."""
+        """Read the cached snapshot by primary key; None when absent or made stale by a change.
+
+        The parsed form of the last rows read is kept in process (compared by their exact text),
+        so a call start on an unchanged memory costs one row read and no parsing. Treat the
+        returned snapshot as read-only: it may be shared with later calls.
+        """
         with self._read() as conn:
             data = conn.execute(select(snapshots.c.data).where(snapshots.c.memory_id == memory_id)).scalar()
-        return MemorySnapshot.model_validate_json(data) if data is not None else None
+        if data is None:
+            return None
+        with self._parsed_lock:
+            hit = self._parsed.get(memory_id)
+            if hit is not None and hit[0] == data:
+                self._parsed.move_to_end(memory_id)
+                return hit[1]
+        snapshot = MemorySnapshot.model_validate_json(data)
+        with self._parsed_lock:
+            self._parsed[memory_id] = (data, snapshot)
+            self._parsed.move_to_end(memory_id)
+            while len(self._parsed) > _PARSED_SNAPSHOTS:
+                self._parsed.popitem(last=False)
+        return snapshot
 
     # -- dead letters and audit -----------------------------------------------------------------
     def add_dead_letter(
