@@ -34,6 +34,18 @@ logger = logging.getLogger(__name__)
 Durability = Literal["sync", "async", "exit"]
 
 
+def _default_extractor(config: MemoryConfig) -> Extractor:
+    from convmem_graph.extractors.heuristic import HeuristicExtractor
+
+    return HeuristicExtractor(transient_ttl_days=config.transient_ttl_days)
+
+
+def _default_summarizer() -> Summarizer:
+    from convmem_graph.extractors.extractive import ExtractiveSummarizer
+
+    return ExtractiveSummarizer()
+
+
 class RunResult(BaseModel):
     """What one lifecycle run did."""
 
@@ -85,8 +97,9 @@ class Lifecycle:
         self.store = store
         self.checkpointer = checkpointer
         self.config = config or MemoryConfig()
-        self.extractor = extractor
-        self.summarizer = summarizer
+        # Built once: the defaults compile their rules, which a per-run default would repeat.
+        self.extractor: Extractor = extractor or _default_extractor(self.config)
+        self.summarizer: Summarizer = summarizer or _default_summarizer()
         self.durability: Durability = durability
         self.counter = counter
         self.clock = clock
@@ -104,6 +117,8 @@ class Lifecycle:
         ctx = MemoryContext(
             store=self.store,
             config=self.config,
+            extractor=self.extractor,
+            summarizer=self.summarizer,
             inputs=tuple(inputs),
             vendors=tuple(vendors),
             inject_options=dict(inject_options or {}),
@@ -111,10 +126,6 @@ class Lifecycle:
             counter=self.counter,
             clock=self.clock,
         )
-        if self.extractor is not None:
-            ctx.extractor = self.extractor
-        if self.summarizer is not None:
-            ctx.summarizer = self.summarizer
         return ctx
 
     def run(

@@ -56,7 +56,6 @@ def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
 
     ctx = runtime.context
     memory_id = state["memory_id"]
-    ctx.store.ensure_memory(memory_id)
     ctx.inbox.clear()
     skipped: Counter[str] = Counter()
     dead = 0

@@ -14,11 +14,11 @@ from convmem_graph.state import MemoryContext, MemoryState
 __all__ = ["normalize", "summary_due"]
 
 
-def summary_due(ctx: MemoryContext, memory_id: str) -> bool:
+def summary_due(ctx: MemoryContext, memory_id: str, *, max_seq: int, summarized_seq: int) -> bool:
     """Return whether enough new transcript arrived since the last summary (or the session ended)."""
     store = ctx.store
-    after = store.summarized_seq(memory_id)
-    if store.max_seq(memory_id) <= after:
+    after = summarized_seq
+    if max_seq <= after:
         return False
     if ctx.session_ended:
         return True
@@ -54,14 +54,13 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     ctx.fresh = {i: by_id[i] for i in new_ids if i in by_id}
     skipped: Counter[str] = Counter(state.get("skipped", {}))
     skipped.update(d.reason for d in dropped)
-    max_seq = store.max_seq(memory_id)
-    extracted = store.extracted_seq(memory_id)
+    max_seq, extracted, summarized = store.cursors(memory_id)
     return {
         "new_message_ids": new_ids,
         "skipped": dict(skipped),
         "max_seq": max_seq,
         "extracted_seq": extracted,
-        "summarized_seq": store.summarized_seq(memory_id),
+        "summarized_seq": summarized,
         "pending_extraction": max_seq > extracted,
-        "summary_due": summary_due(ctx, memory_id),
+        "summary_due": summary_due(ctx, memory_id, max_seq=max_seq, summarized_seq=summarized),
     }

@@ -57,10 +57,29 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     store = ctx.store
     memory_id = state["memory_id"]
     budget = ctx.config.summary_budget_tokens
-    cursor = store.summarized_seq(memory_id)
-    last = store.max_seq(memory_id)
+    last, _, cursor = store.cursors(memory_id)
     uses_messages = getattr(ctx.summarizer, "uses_messages", True)
     version = 0
+    previous = store.get_summary(memory_id)
+    if (
+        not uses_messages
+        and cursor < last
+        and previous is not None
+        and not state.get("fragments_changed")
+        and not ctx.session_ended
+    ):
+        # An extractive summary depends on variables and facts only: none changed, so only the
+        # cursor moves (same text, same version) and nothing is recomputed.
+        store.commit_summary(
+            memory_id,
+            previous.text,
+            tokens=previous.tokens,
+            covers_until_ms=previous.covers_until_ms,
+            upto_seq=last,
+            now_ms=ctx.clock(),
+            origin=previous.origin,
+        )
+        return {"summarized_seq": last, "summary_version": previous.version, "summary_due": False}
     if not uses_messages and cursor < last:
         # The summary is rebuilt from variables and fragments; only the newest messages matter
         # (language, recency), so the backlog is not read.

@@ -620,6 +620,19 @@ class MemoryStore:
         """Return the summary cursor of a memory (0 when unknown)."""
         return self._cursor(memory_id, memories.c.summarized_seq)
 
+    def cursors(self, memory_id: str) -> tuple[int, int, int]:
+        """Return ``(max_seq, extracted_seq, summarized_seq)`` of a memory in one query (zeros if unknown)."""
+        stmt = select(
+            select(func.max(messages.c.seq)).where(messages.c.memory_id == memory_id).scalar_subquery(),
+            memories.c.extracted_seq,
+            memories.c.summarized_seq,
+        ).where(memories.c.memory_id == memory_id)
+        with self._read() as conn:
+            row = conn.execute(stmt).first()
+        if row is None:
+            return (self.max_seq(memory_id), 0, 0)
+        return (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+
     def _cursor(self, memory_id: str, column: Any) -> int:
         with self._read() as conn:
             value = conn.execute(select(column).where(memories.c.memory_id == memory_id)).scalar()
