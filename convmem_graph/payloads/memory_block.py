@@ -237,10 +237,16 @@ def detect_language(texts: Iterable[str]) -> Language:
     return "zh" if cjk and cjk >= words else "en"
 
 
+#: Language codes of the default ``language`` variable, as a reader of the block says them.
+_LANGUAGE_NAMES = {"zh": {"zh": "中文", "en": "Chinese"}, "en": {"zh": "英文", "en": "English"}}
+
+
 def _value_text(value: VariableValue, language: Language) -> str:
     v = value.value
     if isinstance(v, list):
         return _TEXT[language]["list"].join(str(x) for x in v)
+    if value.name == "language" and isinstance(v, str) and v in _LANGUAGE_NAMES:
+        return _LANGUAGE_NAMES[v][language]
     return str(v)
 
 
