@@ -205,6 +205,13 @@ class ConvMemory:
 
     def set_variable(self, memory_id: str, name: str, value: VariableValueType) -> VariableValue:
         """Set a manual value; inference never overwrites it until it is cleared."""
+        if not self.store.get_specs(memory_id):
+            # No schema defined: the default one applies, so its types are checked here too.
+            from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
+            from convmem_graph.store._variables import check_value
+
+            spec = next((s for s in DEFAULT_VARIABLE_SPECS if s.name == name), None)
+            value = check_value(name, value, spec)
         self.store.ensure_memory(memory_id)
         result = self.store.set_manual_variable(memory_id, name, value)
         self._refresh(memory_id)

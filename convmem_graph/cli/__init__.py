@@ -13,6 +13,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from convmem_graph.errors import ConvMemError
 
 __all__ = ["build_parser", "main"]
@@ -67,8 +69,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except ConvMemError as exc:
+    except (ConvMemError, ValueError) as exc:
+        if args.verbose >= 2:
+            raise
         print(f"convmem {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except SQLAlchemyError as exc:
+        if args.verbose >= 2:
+            raise
+        # The driver's first line says what failed (unreachable server, locked file ...).
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        print(f"convmem {args.command}: database error: {reason} (-vv for details)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"convmem {args.command}: interrupted", file=sys.stderr)

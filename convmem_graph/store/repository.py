@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import Connection, Engine, create_engine, delete, func, select, text, update
+from sqlalchemy import Connection, Engine, create_engine, delete, func, inspect, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
@@ -79,6 +79,28 @@ _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation a
 _PARSED_SNAPSHOTS = 256
 
 
+def _add_missing_columns(conn: Connection) -> None:
+    """Bring a database made by an older version up to date by adding columns it lacks.
+
+    New columns are always nullable or carry a default, so adding them is enough; nothing is
+    rewritten or dropped.
+    """
+    inspector = inspect(conn)
+    for table in METADATA.sorted_tables:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            ddl = column.type.compile(dialect=conn.dialect)
+            default = getattr(column.default, "arg", None) if column.default is not None else None
+            clause = ""
+            if default is not None:
+                literal = f"'{default}'" if isinstance(default, str) else str(int(default))
+                clause = f" NOT NULL DEFAULT {literal}"
+            conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {ddl}{clause}')
+            logger.info("added column %s.%s to an older database", table.name, column.name)
+
+
 def _check_id(memory_id: str) -> str:
     if not isinstance(memory_id, str) or not memory_id:
         raise ValueError("memory_id must be a non-empty string")
@@ -130,6 +152,7 @@ class MemoryStore:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
             METADATA.create_all(conn)
+            _add_missing_columns(conn)
         logger.debug("memory store opened at %s", self.safe_url)
 
     @classmethod
