@@ -153,7 +153,13 @@ def _message(
         return None
     if len(text) > MAX_TEXT_CHARS:
         fail(source, join(path, "content"), f"longer than {MAX_TEXT_CHARS} characters")
-    msg_id = stable_id("lc", own_id) if own_id else stable_id("api", index, role, content_hash(text))
+    if own_id:
+        msg_id = stable_id("lc", own_id)
+    elif ts is not None:
+        # The message's own time is part of its identity: "ok" said on two days is two messages.
+        msg_id = stable_id("api", index, role, content_hash(text), ts)
+    else:
+        msg_id = stable_id("api", index, role, content_hash(text))
     return Message(
         id=msg_id,
         role=role,

@@ -144,3 +144,12 @@ def test_langchain_bad_dict_is_invalid() -> None:
     )
     assert [m.content for m in r.messages] == ["ok"]
     assert [(s.reason, s.path) for s in r.skipped] == [("invalid", "[1]")]
+
+
+def test_same_text_at_different_times_is_two_messages() -> None:
+    day = 86_400_000
+    first = read_payload([{"role": "user", "content": "ok", "timestamp": 1_767_000_000_000}])
+    second = read_payload([{"role": "user", "content": "ok", "timestamp": 1_767_000_000_000 + day}])
+    again = read_payload([{"role": "user", "content": "ok", "timestamp": 1_767_000_000_000}])
+    assert first.messages[0].id != second.messages[0].id
+    assert first.messages[0].id == again.messages[0].id
