@@ -457,6 +457,25 @@ def default_concurrency() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+def _exit_with_parent() -> None:
+    """End this worker process as soon as the replay process that started it dies.
+
+    A killed parent (SIGKILL, OOM) would otherwise leave its workers replaying on as orphans, and a
+    rerun of the same command would race with them.
+    """
+    import multiprocessing as mp
+
+    parent = mp.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()  # returns when the parent's end of the pipe closes, i.e. when it exits
+        os._exit(1)
+
+    threading.Thread(target=watch, name="convmem-replay-parent-watch", daemon=True).start()
+
+
 def _worker(
     db_url: str,
     paths: list[str],
@@ -466,6 +485,7 @@ def _worker(
     queue: Any,
 ) -> None:
     """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard."""
+    _exit_with_parent()
     from convmem_graph.config import MemoryConfig
     from convmem_graph.memory import ConvMemory
 
