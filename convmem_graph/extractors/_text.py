@@ -7,6 +7,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import NamedTuple
 
+from convmem_graph.extractors.keys import subject_key
+
 __all__ = [
     "Clause",
     "clean_text",
@@ -40,8 +42,6 @@ _EN_CLAUSE = re.compile(
 _SPACES = re.compile(r"[ \t]{2,}")
 _EDGE_CHARS = " \t\r\n\"'“”‘’「」『』《》()（）-–—~～…·.,，。!！?？;；:：\u3000"
 _KEY_DROP = re.compile(r"[\s\"'“”‘’「」『』《》()（）\-–—~～…·.,，。!！?？;；:：、]+")
-_KEY_ARTICLE = re.compile(r"^(?:a|an|the|some|my|their)\s+")
-_ZH_TRAIL = re.compile(r"(?:了|的|啦|呀|啊|吧|哦|哈|呢|嘛|喔|噢|哟)+$")
 
 
 def contains_any(text: str, words: tuple[str, ...] | str) -> bool:
@@ -142,14 +142,9 @@ def norm_text(text: str) -> str:
 
 
 def norm_key(text: str) -> str:
-    """Normalize the object part of a fragment key (``The Piano!`` -> ``piano``, ``跑步了`` -> ``跑步``)."""
-    text = unicodedata.normalize("NFKC", text).lower().strip()
-    text = text.strip(_EDGE_CHARS)
-    text = _KEY_ARTICLE.sub("", text)
-    if has_cjk(text):
-        text = _ZH_TRAIL.sub("", text.replace(" ", ""))
-    text = " ".join(text.split())
-    if len(text) > 60:
-        cut = text[:60]
-        text = cut.rsplit(" ", 1)[0] if " " in cut else cut
-    return text
+    """Normalize the subject part of a fragment key (``The Piano!`` -> ``piano``, ``跑步了`` -> ``跑步``).
+
+    The one key spelling of :mod:`convmem_graph.extractors.keys` (see :func:`subject_key`):
+    spaces become ``_`` (``go to gym`` -> ``go_to_gym``).
+    """
+    return subject_key(text)

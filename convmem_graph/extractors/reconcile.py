@@ -16,6 +16,10 @@ Candidates are also reconciled against earlier candidates of the same batch: a r
 refines or contradicts an earlier one replaces it (the earlier op turns into a ``noop``; the later
 one is decided against the stored fragment the earlier one was aimed at).
 
+Keys are compared in their canonical form (:func:`~convmem_graph.extractors.keys.canonical_key`):
+``Diet:Spicy Food``, ``diet:spicy_food`` and ``food:spicy_food`` are one key, so fragments written
+by the heuristic extractor, by a model, by an older version or by hand relate to each other.
+
 Stored fragments carry no polarity or value, so both are read from their content: the polarity
 from negation words (不, 没, 讨厌, not, never, avoids ...), a single-valued slot's value by looking
 for the candidate's value in the stored content. Everything is deterministic.
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from convmem_graph.extractors._text import norm_text
+from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
 
 __all__ = ["content_polarity", "reconcile"]
@@ -70,7 +75,7 @@ class _Known:
 
 def _from_fragment(f: Fragment) -> _Known:
     return _Known(
-        f.key,
+        canonical_key(f.key),
         f.content,
         norm_text(f.content),
         content_polarity(f.content),
@@ -84,7 +89,15 @@ def _from_fragment(f: Fragment) -> _Known:
 
 def _from_candidate(c: FragmentCandidate, index: int, base: Fragment | None) -> _Known:
     return _Known(
-        c.key, c.content, norm_text(c.content), c.polarity, c.value, c.transient, c.expires_at, base, index
+        canonical_key(c.key),
+        c.content,
+        norm_text(c.content),
+        c.polarity,
+        c.value,
+        c.transient,
+        c.expires_at,
+        base,
+        index,
     )
 
 
@@ -154,13 +167,13 @@ def reconcile(candidates: Sequence[FragmentCandidate], existing: Sequence[Fragme
     )
     for f in active:
         stored = _from_fragment(f)
-        by_key[f.key] = stored
+        by_key[stored.key] = stored
         by_norm.setdefault(stored.norm, stored)
 
     ops: list[FragmentOp] = []
     for index, cand in enumerate(candidates):
         norm = norm_text(cand.content)
-        known = by_key.get(cand.key)
+        known = by_key.get(canonical_key(cand.key))
         if known is None:
             twin = by_norm.get(norm)
             if twin is not None:

@@ -6,10 +6,18 @@ Inference reads only active, non-transient fragments and never calls a model:
   any custom spec) come from ``profile:<name>`` fragments; the newest supporting fragment wins and
   the value is read from its wording ("用户住在杭州。" -> ``杭州``, "User works as a nurse." ->
   ``nurse``);
-- ``hobbies`` is the sorted, de-duplicated list of liked activities (``pref:``, ``hobby:``,
-  ``habit:`` keys with positive wording), at most :data:`MAX_LIST_ITEMS` of the newest;
-- ``diet`` joins food avoidances/preferences and allergies (``food:``, ``diet:``, ``allergy:``);
+- ``hobbies`` is the sorted, de-duplicated list of liked activities (``pref:`` and ``habit:`` keys
+  with positive wording, favourite-thing slots excepted), at most :data:`MAX_LIST_ITEMS` of the
+  newest;
+- ``diet`` joins allergies, vegetarianism, avoided and liked foods (``allergy:`` and ``food:``
+  keys), allergies first. Each part is worded in the language of its subject ("对芒果过敏",
+  "allergic to mango"); parts in one language are joined with a comma, parts in two languages with
+  a semicolon, so a mixed value still reads as a list;
 - ``language`` comes from a ``profile:language`` fragment, else from the script of the fragments.
+
+Keys are read in their canonical form (:func:`~convmem_graph.extractors.keys.canonical_key`), so
+one set of prefixes serves both extractors; the older ``diet:`` and ``hobby:`` prefixes read as
+``food:`` and ``pref:``.
 
 Fragments do not store the candidate's ``value``; reading it back from the wording works for the
 heuristic extractor's templates and for the usual phrasings of a model, and a fragment whose
@@ -21,7 +29,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from convmem_graph.extractors._text import is_cjk_text
+from convmem_graph.extractors._text import has_cjk, is_cjk_text
+from convmem_graph.extractors.keys import canonical_key, key_subject, normalize_key
 from convmem_graph.extractors.reconcile import content_polarity
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 
@@ -123,8 +132,10 @@ _LANG_WORDS = (
     (re.compile(r"中文|汉语|普通话|Chinese|Mandarin|Cantonese|粤语", re.IGNORECASE), "zh"),
     (re.compile(r"英语|英文|English", re.IGNORECASE), "en"),
 )
-_HOBBY_PREFIXES = ("pref:", "hobby:", "habit:")
-_DIET_PREFIXES = ("allergy:", "food:", "diet:")
+_HOBBY_PREFIXES = ("pref:", "habit:")
+_FAVORITE_PREFIXES = ("pref:favorite_", "pref:favourite_", "pref:最喜欢的", "pref:最爱的")
+_DIET_PREFIXES = ("allergy:", "food:")
+_VEGETARIAN = frozenset({"素食", "vegetarian", "vegan", "pescatarian"})
 
 
 def _newest_first(fragments: Sequence[Fragment]) -> list[Fragment]:
@@ -143,8 +154,8 @@ def _read_value(name: str, content: str) -> str | None:
 def _single(
     spec: VariableSpec, fragments: Sequence[Fragment], reader: Callable[[Fragment], str | int | None]
 ) -> VariableGuess | None:
-    key = f"profile:{spec.name}"
-    for f in _newest_first([f for f in fragments if f.key == key]):
+    key = canonical_key(f"profile:{spec.name}")
+    for f in _newest_first([f for f in fragments if canonical_key(f.key) == key]):
         value = reader(f)
         if value is None:
             continue
@@ -182,18 +193,15 @@ def _int_reader(name: str) -> Callable[[Fragment], int | None]:
     return read
 
 
-def _suffix(key: str) -> str:
-    return key.split(":", 1)[1].replace("_", " ").strip()
-
-
 def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
     items: dict[str, list[str]] = {}
     for f in _newest_first(fragments):
-        if not f.key.startswith(_HOBBY_PREFIXES) or f.key.startswith("pref:favorite"):
+        key = canonical_key(f.key)
+        if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
             continue
         if content_polarity(f.content) < 0:
             continue
-        item = _suffix(f.key)
+        item = key_subject(key)
         if not item:
             continue
         if item not in items and len(items) >= MAX_LIST_ITEMS:
@@ -207,33 +215,40 @@ def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
 
 
 def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
-    parts: list[tuple[int, str, str]] = []
+    """Allergies, vegetarianism, avoided and liked foods, each in the language of its subject."""
+    parts: list[tuple[int, str, str, bool]] = []
     seen: set[str] = set()
     for f in _newest_first(fragments):
-        if not f.key.startswith(_DIET_PREFIXES) or f.key in seen:
+        key = canonical_key(f.key)
+        if not key.startswith(_DIET_PREFIXES) or key in seen:
             continue
-        seen.add(f.key)
-        item = _suffix(f.key)
+        seen.add(key)
+        item = key_subject(key)
+        if not item:
+            continue
+        cjk = has_cjk(item)
         negative = content_polarity(f.content) < 0
-        if f.key.startswith("allergy:"):
+        if key.startswith("allergy:"):
             if negative:
                 continue
-            parts.append((0, f"对{item}过敏" if zh else f"allergic to {item}", f.id))
-        elif item in ("素食", "vegetarian", "vegan", "pescatarian"):
-            parts.append((1, "吃素" if zh and item == "素食" else item, f.id))
+            rank, text = 0, f"对{item}过敏" if cjk else f"allergic to {item}"
+        elif item in _VEGETARIAN:
+            rank, text = 1, "吃素" if item == "素食" else item
         elif negative:
-            parts.append((2, f"不吃{item}" if zh else f"avoids {item}", f.id))
+            rank, text = 2, f"不吃{item}" if cjk else f"avoids {item}"
         else:
-            parts.append((3, f"爱吃{item}" if zh else f"likes {item}", f.id))
+            rank, text = 3, f"爱吃{item}" if cjk else f"likes {item}"
+        parts.append((rank, text, f.id, cjk))
     if not parts:
         return None
     parts.sort()
-    text = ("，" if zh else ", ").join(p[1] for p in parts)
-    return VariableGuess(value=text, fragment_ids=sorted(p[2] for p in parts))
+    mixed = len({p[3] for p in parts}) > 1
+    sep = ("；" if mixed else "，") if zh else ("; " if mixed else ", ")
+    return VariableGuess(value=sep.join(p[1] for p in parts), fragment_ids=sorted(p[2] for p in parts))
 
 
 def _language(fragments: Sequence[Fragment]) -> VariableGuess | None:
-    for f in _newest_first([f for f in fragments if f.key == "profile:language"]):
+    for f in _newest_first([f for f in fragments if canonical_key(f.key) == "profile:language"]):
         for rx, code in _LANG_WORDS:
             if rx.search(f.content):
                 return VariableGuess(value=code, fragment_ids=[f.id])
@@ -300,11 +315,12 @@ def infer_variables(
 
 def _list(spec: VariableSpec, fragments: Sequence[Fragment]) -> VariableGuess | None:
     """A custom list variable: the subjects of ``<name>:<item>`` keys."""
-    prefix = f"{spec.name}:"
+    prefix = f"{normalize_key(spec.name)}:"
     items: dict[str, list[str]] = {}
     for f in _newest_first(fragments):
-        if f.key.startswith(prefix) and content_polarity(f.content) > 0:
-            item = _suffix(f.key)
+        key = normalize_key(f.key)
+        if key.startswith(prefix) and content_polarity(f.content) > 0:
+            item = key.partition(":")[2].replace("_", " ").strip()
             if item and (item in items or len(items) < MAX_LIST_ITEMS):
                 items.setdefault(item, []).append(f.id)
     if not items:

@@ -166,6 +166,27 @@ def test_wording_the_detector_misreads_is_compared_wording_to_wording() -> None:
     assert decide([new], [stored]) == [("update", "f1")]
 
 
+def test_keys_are_compared_in_their_canonical_form() -> None:
+    # A model's key from the older prompt, and a key stored before spaces became underscores.
+    llm = frag("f1", "用户吃面不要香菜", "diet:香菜")
+    assert decide([cand("用户不吃香菜。", "food:香菜", polarity=-1)], [llm]) == [("update", "f1")]
+    old = frag("f2", "User goes to the gym every morning.", "habit:go to the gym")
+    new = cand("User goes to the gym every evening.", "habit:go_to_the_gym")
+    assert decide([new], [old]) == [("update", "f2")]
+    liked = frag("f3", "User loves running.", "hobby:running")
+    assert decide([cand("User hates running.", "Pref:Running", polarity=-1)], [liked]) == [
+        ("supersede", "f3")
+    ]
+
+
+def test_heuristic_and_llm_candidates_of_one_batch_share_a_key() -> None:
+    heuristic = cand("用户对芒果过敏。", "allergy:芒果", ids=["m1"])
+    model = cand("用户对芒果过敏，吃了会起疹子", "Allergy:芒果", ids=["m1"])
+    ops = reconcile([heuristic, model], [])
+    assert [(o.op, o.target_id) for o in ops] == [("noop", None), ("add", None)]
+    assert ops[1].candidate.content == "用户对芒果过敏，吃了会起疹子"
+
+
 def test_content_polarity() -> None:
     negative = [
         "用户不吃香菜。",

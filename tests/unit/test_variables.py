@@ -51,7 +51,8 @@ def test_infer_the_fixture_profile() -> None:
         "birth_year": VariableGuess(value=1996, fragment_ids=["f6"]),
         "city": VariableGuess(value="杭州", fragment_ids=["f2"]),
         "occupation": VariableGuess(value="产品经理", fragment_ids=["f3"]),
-        "diet": VariableGuess(value="对mango过敏，不吃香菜", fragment_ids=["f7", "f8"]),
+        # Each part in the language of its subject; two languages are joined with a semicolon.
+        "diet": VariableGuess(value="allergic to mango；不吃香菜", fragment_ids=["f7", "f8"]),
         "hobbies": VariableGuess(value=["跑步"], fragment_ids=["f4"]),
         "language": VariableGuess(value="zh", fragment_ids=["f1", "f2", "f3", "f4", "f5", "f7"]),
     }
@@ -128,6 +129,56 @@ def test_hobbies_are_sorted_deduplicated_and_capped() -> None:
     expected = sorted(f"hobby {i:03d}" for i in range(30 - MAX_LIST_ITEMS, 30))
     assert g.value == expected
     assert "dup" in g.fragment_ids and "p029" in g.fragment_ids and "llm" not in g.fragment_ids
+
+
+def test_diet_in_one_language_reads_as_a_comma_list() -> None:
+    zh = [
+        frag("a", "用户对芒果过敏。", "allergy:芒果", updated_at=1),
+        frag("b", "用户不吃香菜。", "food:香菜", updated_at=2),
+        frag("c", "用户爱吃火锅。", "food:火锅", updated_at=3),
+        frag("d", "用户吃素。", "food:素食", updated_at=4),
+        frag("e", "用户对花粉不过敏。", "allergy:花粉", updated_at=5),
+    ]
+    assert infer_variables(DEFAULT_VARIABLE_SPECS, zh, now_ms=NOW)["diet"] == VariableGuess(
+        value="对芒果过敏，吃素，不吃香菜，爱吃火锅", fragment_ids=["a", "b", "c", "d"]
+    )
+    en = [
+        frag("a", "User is allergic to peanuts.", "allergy:peanuts"),
+        frag("b", "User avoids spicy food lately.", "food:spicy_food"),
+        frag("c", "User loves sushi.", "food:sushi"),
+    ]
+    assert infer_variables(DEFAULT_VARIABLE_SPECS, en, now_ms=NOW)["diet"].value == (
+        "allergic to peanuts, avoids spicy food, likes sushi"
+    )
+
+
+def test_mixed_language_diet_is_deterministic_and_follows_the_majority_separator() -> None:
+    fragments = [
+        frag("a", "User is allergic to mango.", "allergy:mango", updated_at=1),
+        frag("b", "User doesn't eat pork.", "food:pork", updated_at=2),
+        frag("c", "用户不吃香菜。", "food:香菜", updated_at=3),
+    ]
+    value = "allergic to mango; avoids pork; 不吃香菜"
+    assert infer_variables(DEFAULT_VARIABLE_SPECS, fragments, now_ms=NOW)["diet"].value == value
+    shuffled = [fragments[2], fragments[0], fragments[1]]
+    assert infer_variables(DEFAULT_VARIABLE_SPECS, shuffled, now_ms=NOW)["diet"].value == value
+
+
+def test_one_set_of_prefixes_serves_both_extractors() -> None:
+    # Keys from the LLM prompt of earlier versions (diet:, hobby:, spaces) read as the shared ones.
+    fragments = [
+        frag("a", "用户吃面不要香菜", "diet:香菜", updated_at=1),
+        frag("b", "用户不吃香菜。", "food:香菜", updated_at=2),
+        frag("c", "User runs most mornings", "hobby:running", updated_at=3),
+        frag("d", "User goes to the gym every morning.", "habit:Go To The Gym", updated_at=4),
+        frag("e", "用户最喜欢的颜色是蓝色。", "pref:最喜欢的颜色", updated_at=5),
+        frag("f", "User's favorite color is green.", "pref:favorite_color", updated_at=6),
+        frag("g", "用户住在杭州。", "Profile:City", updated_at=7),
+    ]
+    g = infer_variables(DEFAULT_VARIABLE_SPECS, fragments, now_ms=NOW)
+    assert g["diet"] == VariableGuess(value="不吃香菜", fragment_ids=["b"])  # newest of one key
+    assert g["hobbies"] == VariableGuess(value=["go to the gym", "running"], fragment_ids=["c", "d"])
+    assert g["city"] == VariableGuess(value="杭州", fragment_ids=["g"])
 
 
 def test_language_from_a_profile_fragment_beats_the_script() -> None:
