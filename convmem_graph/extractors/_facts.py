@@ -85,13 +85,14 @@ class RuleContext:
 
         Travel words ("trip", "旅行") match any travel plan ("go to Chengdu", "去成都").
         """
-        t = norm_key(topic)
+        t = norm_key(topic).replace("_", " ")
         if not t:
             return None
         travel = t in _TRAVEL_TOPICS
         for plan in reversed(self.plans):
             action = plan.action.lower()
-            if t in action or t in plan.key or (travel and _TRAVEL_ACTION.search(action)):
+            key = plan.key.replace("_", " ")
+            if t in action or t in key or (travel and _TRAVEL_ACTION.search(action)):
                 return plan
         return None
 

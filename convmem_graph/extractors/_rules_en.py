@@ -46,7 +46,8 @@ _TRAILING = tuple(
 )
 _REQUEST = re.compile(
     r"^(?:can|could|would|will) you\b|^(?:please\s+)?(?:remind|tell|help|show|"
-    r"give|send|call|let) me\b|^let's\b",
+    r"give|send|call|let|wake) me\b|^let's\b|^(?:please\s+)?set (?:an? )?(?:alarm|reminder|timer)\b"
+    r"|^I (?:need|want|would like|'d like) you to\b|\bany (?:recommendations|suggestions|tips|ideas)\b",
     re.IGNORECASE,
 )
 _QUESTION_START = re.compile(
@@ -167,7 +168,7 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     if m and ok_object(m.group(2)):
         thing, value = m.group(1).lower(), third_person(m.group(2))
         content = f"User's favorite {thing} is {value}."
-        return [Fact(content, "preference", f"pref:favorite {norm_key(thing)}", value, single_valued=True)]
+        return [Fact(content, "preference", f"pref:favorite_{norm_key(thing)}", value, single_valued=True)]
     if c.habit_pre or c.habit_post:
         m = _HABIT_CLAUSE.match(s)
         if (
@@ -232,6 +233,18 @@ _ING_BAD = tuple(
     "being|talking|saying|telling|going".split("|")
 )
 _STRONG = ("planning", "plan", "intend", "scheduled", "thinking about", "thinking of")
+#: Long-term goals worth remembering without a date ("I want to lose weight").
+_GOAL = re.compile(
+    r"^(?:lose weight|get fit|get in shape|quit smoking|quit drinking|stop smoking|save (?:up )?money|"
+    r"buy a (?:house|home|car|flat|apartment)|find a (?:new |better )?job|change (?:jobs|careers)|"
+    r"get married|run a marathon|study abroad|learn (?:to \w+|\w+)(?: \w+)?|become an? \w+(?: \w+)?)$",
+    re.IGNORECASE,
+)
+_CRAVING = re.compile(
+    r"^(?:eat|drink|grab|order|snack|have (?:a|an|some) (?:coffee|tea|drink|snack|bite|beer|glass|cup|"
+    r"meal|lunch|dinner|breakfast|pizza|burger))\b",
+    re.IGNORECASE,
+)
 _WILL_BAD = re.compile(
     r"^(?:be\s+)?(?:fine|ok|okay|right|there|back|careful|sure|happy|glad|good|great)\b", re.I
 )
@@ -247,7 +260,9 @@ def _plan_match(s: str) -> tuple[str, str] | None:
 
 def _plans(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
-    future = c.when is not None and c.when.period.end >= ctx.today
+    if c.when is not None and c.when.period.end <= ctx.today:
+        return None  # today's errands and wants ("I'm going to the gym tonight") are momentary
+    future = c.when is not None
     expires = ctx.period_expiry(c.when.period) if c.when is not None and future else ctx.ttl_expiry()
     m = _EVENT.match(s)
     if m and future:
@@ -285,8 +300,13 @@ def _plans(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         return None
     if not ok_object(action) or len(action.split()) > 14:
         return None
-    if modal not in _STRONG and not future:
-        return None
+    if not future and modal in ("want", "hope", "need", "would like") and _GOAL.match(action):
+        action = third_person(action)
+        verb = "wants" if modal != "need" else "needs"
+        key = f"goal:{norm_key(action)}"
+        return [Fact(f"User {verb} to {action}.", "goal", key, action, confidence=0.65)]
+    if modal not in _STRONG and (not future or _CRAVING.match(action)):
+        return None  # "I want to grab a coffee tomorrow" is a craving, not a plan
     action = third_person(action.strip())
     key = f"plan:{norm_key(action)}"
     if modal.startswith("thinking"):
@@ -326,7 +346,7 @@ _FOLLOW_GATE = re.compile(r"^(?:the|my|our)\s", re.IGNORECASE)
 # Each rule group runs only when one of its trigger words occurs in the clause: most clauses of a
 # long English transcript reach no rule at all, which keeps extraction fast.
 _ID_WORDS = frozenset(
-    "name name's call calls called turned born married single divorced engaged widowed".split()
+    "name name's call calls called turned born married single divorced engaged widowed birthday bday".split()
 )
 _WORK_WORDS = frozenset(
     "work works working live living based moved relocated settled from grew became a an".split()
@@ -338,7 +358,10 @@ _HEALTH_WORDS = frozenset(
     looking hunting
     sleeping cold fever flu cough headache stomachache toothache ache migraine throat pain hangover
     stomach hurts
-    sore killing upset acting staying been""".split()
+    sore killing upset acting staying been asthma diabetes hypertension celiac migraines arthritis
+    anemia eczema adhd depression anxiety insomnia condition gout diabetic asthmatic colorblind
+    colourblind color colour intolerant anemic epileptic learning practicing practising started began
+    picked reading watching writing building renovating working saving taking recovering dealing""".split()
 )
 _FAMILY_WORDS = frozenset("have i've got my".split())
 _LIKE_WORDS = frozenset(
@@ -346,7 +369,7 @@ _LIKE_WORDS = frozenset(
     hate
     dislike detest despise stand afraid scared terrified""".split()
 )
-_PLAN_WORDS = frozenset("plan planning intend thinking scheduled".split())
+_PLAN_WORDS = frozenset("plan planning intend thinking scheduled want need hope i'd".split())
 
 
 def _gated_rules(c: EnClause) -> list[Rule]:

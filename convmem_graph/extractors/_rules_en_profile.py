@@ -31,6 +31,7 @@ _NAME = re.compile(
 _AGE = re.compile(r"^I'm\s+(\d{1,3})(?:\s*(?:years?|yrs?)(?:[\s-]*old)?)?(?:\s+(?:now|already|today))?$")
 _TURNED = re.compile(r"^I (?:just )?turned\s+(\d{1,3})$")
 _BORN = re.compile(r"^I was born in\s+(?:(\d{4})|" + PLACE + r")$")
+_BIRTHDAY = re.compile(r"^[Mm]y (?:birthday|bday|b-day)(?:'s| is)?(?: coming up)?$")
 _MARITAL = re.compile(r"^I'm\s+(?:happily\s+|recently\s+|now\s+)?(married|single|divorced|engaged|widowed)$")
 
 
@@ -73,6 +74,11 @@ def identity(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         place = m.group(2)
         content = f"User was born in {place}."
         return [Fact(content, "profile", "profile:hometown", place, single_valued=True, confidence=0.8)]
+    if c.when is not None and c.when.period.kind == "day" and _BIRTHDAY.match(s):
+        day = c.when.period.start
+        content = f"User's birthday is on {day.day} {day.strftime('%B')}."
+        value = f"{day.month:02d}-{day.day:02d}"
+        return [Fact(content, "profile", "profile:birthday", value, single_valued=True, confidence=0.85)]
     m = _MARITAL.match(s)
     if m:
         value = m.group(1)
@@ -199,6 +205,35 @@ _AVOID = re.compile(r"^I (?:avoid|stay away from)\s+" + OBJ + "$")
 _VEG = re.compile(r"^I'm\s+(?:a\s+|now\s+|strictly\s+)?(vegetarian|vegan|pescatarian)$")
 _TRYING = re.compile(r"^I'm\s+(?:trying|trying out|experimenting with|testing out)\s+" + OBJ + "$")
 _BEEN = re.compile(r"^I've been\s+" + OBJ + "$")
+# Learning is a state even without "lately"; other activities in progress only with a time word
+# ("I'm reading Dune these days"): a bare "I'm watching TV" is what the user does right now.
+_LEARNING = r"learning|studying|practicing|practising|training in|taking"
+_ONGOING = re.compile(
+    rf"^I'm\s+(?:(?:also|still|now|currently)\s+)?({_LEARNING}|reading|watching|writing|building|"
+    r"renovating|working on|getting into|preparing|planning|saving|looking after|taking care of|"
+    r"recovering from|dealing with)\s+" + OBJ + "$"
+)
+_LEARNING_RE = re.compile(rf"^(?:{_LEARNING})\b")
+_LESSONS = re.compile(r"\b(?:lessons|classes|class|course|courses)$")
+# "studying real hard", "learning a ton": how much, not what.
+_NO_WHAT = re.compile(r"^(?:real(?:ly)?|so|very|hard|a lot|lots|a ton|tons|too|quite|a bit|more|fast)\b")
+
+
+def _learning(verb_and_object: str) -> bool:
+    """Whether ``learning X`` / ``taking X lessons`` names something being learned."""
+    verb, _, obj = verb_and_object.partition(" ")
+    if verb == "training":
+        verb, _, obj = obj.partition(" ")
+    if not _LEARNING_RE.match(verb_and_object) or _NO_WHAT.match(obj):
+        return False
+    return verb != "taking" or _LESSONS.search(obj) is not None
+
+
+_STARTED = re.compile(
+    rf"^I(?:'ve)? (?:just |recently |finally )?(?:started|began|picked up)\s+({_LEARNING}|to learn)\s+"
+    + OBJ
+    + r"(?:\s+(?:last \w+|(?:a few|\w+) (?:days|weeks|months|years) ago|a while ago|recently))?$"
+)
 _STATE = re.compile(
     r"^I'm\s+(?:feeling\s+)?(sick|ill|unwell|pregnant|on a diet|dieting|fasting|"
     r"injured|recovering from .{2,40}|"
@@ -210,9 +245,17 @@ _AILMENT = re.compile(
     r"(?:cold|fever|flu|cough|headache|stomach ?ache|migraine|"
     r"sore throat|back pain|toothache|hangover|stomach (?:problems|issues|trouble)))$"
 )
+#: Lasting conditions: "I have asthma", "I'm lactose intolerant" -> health:<condition>.
+_CHRONIC = re.compile(
+    r"^I(?:'ve| have)(?: got)?\s+(asthma|diabetes|high blood pressure|hypertension|celiac disease|"
+    r"migraines|arthritis|anemia|eczema|adhd|depression|anxiety|insomnia|a heart condition|gout)$"
+    r"|^I'm\s+(diabetic|asthmatic|colou?r ?blind|lactose intolerant|gluten intolerant|anemic|epileptic)$",
+    re.IGNORECASE,
+)
 _BODY_HURTS = re.compile(
     r"^[Mm]y (stomach|back|head|knee|throat|tooth|leg|arm|shoulder|neck|wrist|ankle)\s+"
-    r"(hurts|is (?:killing me|bad|upset|sore|acting up))$"
+    r"(hurts|is (?:killing me|bad|upset|sore|acting up)"
+    r"|has been (?:hurting|killing me|bad|upset|sore|acting up))$"
 )
 
 
@@ -278,6 +321,12 @@ def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     if m:
         item = third_person(m.group(1))
         return [transient_fact(f"User is {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)]
+    m = _CHRONIC.match(s)
+    if m:
+        condition = m.group(1) or m.group(2)
+        verb = "has" if m.group(1) else "is"
+        content = f"User {verb} {condition}."
+        return [Fact(content, "health", f"health:{norm_key(condition)}", condition, confidence=0.8)]
     m = _AILMENT.match(s)
     if m:
         item = m.group(1)
@@ -285,18 +334,39 @@ def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     m = _BODY_HURTS.match(s)
     if m:
         content = f"User's {m.group(1)} {m.group(2).replace('is ', 'is ', 1)}{c.temp_text()}."
-        return [transient_fact(content, f"state:{m.group(1)}", m.group(1), ctx)]
-    if c.temp:
-        m = _BEEN.match(s)
-        if (
-            m
-            and ok_object(m.group(1))
-            and not m.group(1).startswith(("to ", "there", "here", "so ", "a bit", "busy"))
-        ):
-            item = third_person(m.group(1))
-            return [
-                transient_fact(f"User has been {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)
-            ]
+        return [transient_fact(content, f"state:{norm_key(m.group(1))}", m.group(1), ctx)]
+    m = _BEEN.match(s)
+    if (
+        m
+        and (c.temp or _learning(m.group(1)))
+        and ok_object(m.group(1))
+        and not m.group(1).startswith(("to ", "there", "here", "so ", "a bit", "busy"))
+    ):
+        item = third_person(m.group(1))
+        return [transient_fact(f"User has been {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)]
+    return _ongoing(c, ctx)
+
+
+def _ongoing(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
+    """``I'm learning piano these days`` / ``I started taking guitar lessons``: a transient state."""
+    s = c.core
+    m = _ONGOING.match(s)
+    if (
+        m
+        and (c.temp or _learning(f"{m.group(1)} {m.group(2)}"))
+        and ok_object(m.group(2))
+        and not _NO_WHAT.match(m.group(2))
+    ):
+        if c.when is not None and c.when.period.kind == "day":
+            return None
+        item = third_person(f"{m.group(1)} {m.group(2)}")
+        return [transient_fact(f"User is {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)]
+    m = _STARTED.match(s)
+    if m and ok_object(m.group(2)) and (m.group(1) == "to learn" or _learning(f"{m.group(1)} {m.group(2)}")):
+        verb = "learning" if m.group(1) == "to learn" else m.group(1)
+        item = third_person(f"{verb} {m.group(2)}")
+        content = f"User started {item}{c.temp_text()}."
+        return [transient_fact(content, f"state:{norm_key(item)}", item, ctx)]
     return None
 
 
@@ -320,6 +390,12 @@ _FAMILY_HAVE = re.compile(
     rf"amazing|beautiful|lovely|great)\s+)?({EN_RELATIONS})$",
     re.IGNORECASE,
 )
+_FAMILY_ATTR = re.compile(
+    rf"^[Mm]y ({EN_RELATIONS})\s+((?:also |really |absolutely |just )*(?:loves|likes|enjoys|adores|hates|"
+    r"dislikes|doesn't like|doesn't eat|can't eat|can't stand|is allergic to|is into|"
+    r"is a (?:big |huge )?fan of|is afraid of|is learning|plays|collects))\s+" + OBJ + "$",
+    re.IGNORECASE,
+)
 _FAMILY_POSS = re.compile(
     rf"^[Mm]y ({EN_RELATIONS})(?:'s| is| works| lives|'s name is| is named)\s*(.{{2,60}})$", re.IGNORECASE
 )
@@ -334,9 +410,10 @@ def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         if name:
             ctx.pets[name] = species
             content = f"User has {num.lower()} {label} named {name}."
-            return [Fact(content, "relation", f"pet:{name.lower()}", species, confidence=0.85)]
+            return [Fact(content, "relation", f"pet:{norm_key(name)}", species, confidence=0.85)]
         ctx.pets.setdefault(species, species)
-        return [Fact(f"User has {num.lower()} {label}.", "relation", f"pet:{species.rstrip('s')}", species)]
+        key = f"pet:{norm_key(species.rstrip('s'))}"
+        return [Fact(f"User has {num.lower()} {label}.", "relation", key, species)]
     m = _PET_NAMED.match(s)
     if m:
         species, name = m.group(1).lower(), m.group(2)
@@ -345,7 +422,7 @@ def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             Fact(
                 f"User's {species} is named {name}.",
                 "relation",
-                f"pet:{name.lower()}",
+                f"pet:{norm_key(name)}",
                 species,
                 confidence=0.85,
             )
@@ -365,13 +442,22 @@ def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
                 f"User's {label} {name} is {said} old (as of {ctx.today.strftime('%B')} {ctx.today.year})."
             )
             return [
-                Fact(content, "relation", f"pet:{name.lower()}:age", said, single_valued=True, confidence=0.8)
+                Fact(
+                    content, "relation", f"pet:{norm_key(name)}:age", said, single_valued=True, confidence=0.8
+                )
             ]
     m = _FAMILY_HAVE.match(s)
     if m:
         rel = m.group(2).lower()
         content = f"User has {m.group(1).lower()} {rel}."
         return [Fact(content, "relation", f"family:{en_relation(rel)}", rel, confidence=0.8)]
+    m = _FAMILY_ATTR.match(s)
+    if m:
+        if YOU.search(m.group(3)) or not ok_object(m.group(3)):
+            return None
+        rel, verb, obj = m.group(1).lower(), m.group(2), third_person(m.group(3))
+        key = f"family:{en_relation(rel)}:{norm_key(obj)}"
+        return [Fact(f"User's {rel} {verb} {obj}.", "relation", key, obj, confidence=0.7)]
     m = _FAMILY_POSS.match(s)
     if m and not YOU.search(m.group(2)):
         rel = m.group(1).lower()

@@ -27,7 +27,8 @@ __all__ = ["extract_zh_sentence"]
 
 _MEMO_PREFIX = re.compile(r"^(?:请|你)?(?:要)?(?:帮我)?(?:记住|记一下|记好|别忘了)(?:了)?[，,：:\s]*")
 _REQUEST = re.compile(
-    r"提醒我|帮我|帮忙|^给我|你给我|告诉我|跟我说|你能|你可以|你会不会|能不能|可不可以|可以帮|麻烦你|请你|你帮"
+    r"提醒我|提醒一下|帮我|帮忙|^给我|你给我|告诉我|跟我说|你能|你可以|你会不会|能不能|可不可以|可以帮|麻烦你|"
+    r"请你|你帮|闹钟|推荐一?下|有什么推荐|有啥推荐"
 )
 _QUESTION_END = re.compile(
     r"(?:吗|么|嘛)$|^(?:为什么|怎么|是不是|能不能|可不可以|要不要|有没有|你觉得|你知道)"
@@ -82,9 +83,15 @@ _NAME = re.compile(
     r"^(?:叫|名叫|的名字(?:是|叫)|名字(?:是|叫))([\u4e00-\u9fff·]{2,4}|[A-Za-z][A-Za-z .'-]{0,30})$"
 )
 _AGE = re.compile(r"^(?:今年|现在)?(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
+# "我今年35了": a bare number is an age only next to 今年.
+_BARE_AGE = re.compile(r"^(?:都|已经)?(\d{1,3}|[一二两三四五六七八九十]{2,3})(?:了|啦)?$")
 _BIRTH = re.compile(r"^(?:是)?((?:19|20)\d{2}|\d{2})年(?:出生|生)?的?(?:人)?$|^出生于((?:19|20)\d{2})年?$")
 _GENDER = re.compile(r"^(?:可|也)?是(?:一个|个|一名|名)?.{0,3}?(男|女)(?:的|生|性|孩子?|人|子)$")
 _MARITAL = re.compile(r"^(?:已经)?(结婚|离婚|单身|已婚|未婚|离异)$")
+_BIRTHDAY = re.compile(r"^(?:是|在)?(?:我的?|的)?(?:生日|生辰)(?:是|在)?$|^(?:过)?生日$|^出生$|^出生的$")
+_GRADE = re.compile(
+    r"^(?:在)?(?:上|读|念)?((?:小学|初中|高中)?[一二三四五六]年级|初[一二三]|高[一二三]|大[一二三四]|研[一二三])$"
+)
 
 
 def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
@@ -93,7 +100,7 @@ def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     if m:
         name = m.group(1).strip()
         return [Fact(f"用户叫{name}。", "profile", "profile:name", name, single_valued=True, confidence=0.9)]
-    m = _AGE.match(b)
+    m = _AGE.match(b) or (_BARE_AGE.match(b) if c.when is not None and c.when.period.kind == "year" else None)
     if m and (c.when is None or c.when.period.kind == "year"):
         age = cn_int(m.group(1))
         if age is not None and 3 <= age <= 110:
@@ -127,6 +134,17 @@ def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
                 f"用户是{value}性。", "profile", "profile:gender", value, single_valued=True, confidence=0.85
             )
         ]
+    if c.when is not None and c.when.period.kind == "day" and _BIRTHDAY.match(b):
+        day = c.when.period.start
+        content = f"用户的生日是{day.month}月{day.day}日。"
+        value = f"{day.month:02d}-{day.day:02d}"
+        return [Fact(content, "profile", "profile:birthday", value, single_valued=True, confidence=0.85)]
+    m = _GRADE.match(b)
+    if m:
+        grade = m.group(1)
+        return [
+            Fact(f"用户上{grade}。", "profile", "profile:grade", grade, single_valued=True, confidence=0.75)
+        ]
     m = _MARITAL.match(b)
     if m:
         value = {"结婚": "已婚", "离婚": "离异"}.get(m.group(1), m.group(1))
@@ -139,7 +157,10 @@ def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
 # ----------------------------------------------------------------- place and work
 
 _WORK_AT = re.compile(r"^在(.{2,10}?)(?:做|当|从事|干)(.{2,10}?)(?:工作)?$")
-_WORK_IN = re.compile(r"^在(.{2,10}?)(?:工作|上班|打工|实习)$")
+# "在汽车制造厂工作太累了": where the user works, said while complaining about it.
+_WORK_IN = re.compile(
+    r"^在(.{2,10}?)(?:工作|上班|打工|实习)(?:(?:真的|实在)?(?:太|很|好|挺|特别|有点|超)(?:累|忙|辛苦|烦))?$"
+)
 _LIVE_IN = re.compile(r"^(?:住在|住|生活在|定居在|定居|搬到|搬去|搬家到|搬回)(.{2,8}?)(?:住|生活|定居)?$")
 _LIVE_AT = re.compile(r"^在(.{2,8}?)(?:住|生活|定居)$")
 _HOMETOWN = re.compile(r"^(?:是(.{2,6}?)人|来自(.{2,6}?)|老家(?:是|在)(.{2,6}?))$")
@@ -251,20 +272,51 @@ _ALLERGY = re.compile(r"^(?:对)?(.{1,10}?)(不)?过敏(?:症)?$|^有(.{1,8}?)�
 _ALLERGY_ADV = re.compile(
     r"^(?:有点|有些|一点|很|特别|比较|经常|容易|严重|轻微|也|还|都)+|(?:有点|有些|很|特别|比较|严重|也)+$"
 )
-_NO_EAT = re.compile(r"^(?:不吃|不能吃|吃不了|不爱吃|不敢吃|戒了|忌|不喝|喝不了|不能喝)(.{1,8}?)$")
-_NO_PUT = re.compile(
-    r"不(?:放|加|要放|要加)([\u4e00-\u9fff]{1,4}?)(?:的(?:一份|一碗|一杯)?([\u4e00-\u9fff]{1,6}))?$"
+_NO_EAT = re.compile(
+    r"^(?:不吃|不能吃|吃不了|不爱吃|不敢吃|不再吃|戒了|忌|不喝|喝不了|不能喝|不再喝)(.{1,8}?)$"
 )
+_NO_PUT = re.compile(
+    r"(?:不|别)(?:放|加|要放|要加)([\u4e00-\u9fff]{1,4}?)(?:的(?:一份|一碗|一杯)?([\u4e00-\u9fff]{1,6}))?$"
+)
+_DISH_FIRST = re.compile(r"^吃([\u4e00-\u9fff]{1,6}?)(?:的时候)?(?:不|别)")
 _DONT_WANT = re.compile(r"^(?:不要|别放|不要放|别加)(?:太)?(.{1,4}?)的?$")
 _VEGETARIAN = re.compile(r"^(?:吃素|是素食(?:者|主义者)?|只吃素)$")
 _STATE_BODY = re.compile(
     r"^(?:身体|胃|肚子|头|嗓子|喉咙|腰|背|腿|膝盖|牙|眼睛|皮肤|肠胃|睡眠|心情|胃口)(?:有点|不太|很|特别)?"
     r"(?:不好|不太好|不舒服|疼|痛|难受|发炎|不行|差)$"
 )
+#: Lasting conditions: "我有高血压" -> health:高血压.
+_CHRONIC = re.compile(
+    r"^(?:有|患有|得了|是)(?:点|一点儿?|轻微的?)?(高血压|糖尿病|哮喘|胃病|鼻炎|过敏性鼻炎|颈椎病|腰椎间盘突出|贫血|低血糖|"
+    r"近视|色盲|色弱|抑郁症|焦虑症|痛风|心脏病|乳糖不耐受?)$"
+)
 _ACUTE = re.compile(
     r"^(?:在)?(?:感冒|发烧|咳嗽|失眠|生病|住院|怀孕|减肥|备孕|备考|戒烟|戒酒|找工作|考研|加班|(?:很|比较|特别)忙|压力(?:很|比较|特别)?大)$"
 )
 _TRYING = re.compile(r"^(?:在|正在)?(?:试着|尝试|试试|努力)(.{2,15})$")
+# An activity in progress: "在学吉他", "开始练习跑步". Learning is a state even without a time word;
+# anything else only with one ("最近在看三体"): a bare "在看电视" is what the user does right now.
+_ONGOING = re.compile(
+    r"^(?P<aspect>在|正在|(?:又|重新)?开始(?:在)?)"
+    r"(?P<act>(?P<verb>学习|学|练习|练|自学|复习|准备|备战|研究|筹备|装修|调理|适应|找|看|读|写|做|忙|追|养|带|玩|跑)"
+    r"(?P<obj>.{1,14}))$"
+)
+_LEARNING = ("学习", "学", "练习", "练", "自学", "复习", "准备", "备战")
+# "在学校" is a place, "在做饭" a moment.
+_ONGOING_BAD = re.compile(r"^学(?:校|院|堂|生|期)|^练(?:习室|车场)|你|吗$|什么|怎么|(?<![吉其])[他她它]")
+#: Time words that name a period ("最近", "这周"), not just the present moment ("目前").
+_PERIOD_TEMP = (
+    "最近",
+    "近期",
+    "近来",
+    "这几天",
+    "这些天",
+    "这段时间",
+    "这段日子",
+    "这阵子",
+    "这一阵",
+    *_THIS_WEEK,
+)
 
 
 def _food(item: str, ctx: RuleContext, c: _Clause, *, verb: str = "不吃", confidence: float = 0.8) -> Fact:
@@ -311,6 +363,9 @@ def _health_food(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     m = _NO_PUT.search(b)
     if m and m.group(1) in ZH_FOODS:
         item, dish = m.group(1), m.group(2)
+        first = _DISH_FIRST.match(b)
+        if dish is None and first:  # "吃面别放香菜"
+            dish = first.group(1)
         if dish and not c.temp:
             return [
                 Fact(f"用户吃{dish}不放{item}。", "diet", f"food:{item}", item, polarity=-1, confidence=0.8)
@@ -325,6 +380,9 @@ def _health_food(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         return [Fact(f"用户{b}。", "health", f"health:{norm_key(b)}", b, polarity=-1, confidence=0.7)]
     if _ACUTE.match(b):
         return [_state(b, ctx, c)]
+    m = _CHRONIC.match(b)
+    if m:
+        return [Fact(f"用户有{m.group(1)}。", "health", f"health:{m.group(1)}", m.group(1), confidence=0.8)]
     m = _TRYING.match(b)
     if m and "你" not in b:
         item = _third(m.group(1))
@@ -339,7 +397,30 @@ def _health_food(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
                 confidence=0.7,
             )
         ]
-    return None
+    return _ongoing(c, ctx)
+
+
+def _ongoing(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    """``最近在学吉他`` / ``我开始练习跑步了``: a transient state, never a momentary action."""
+    m = _ONGOING.match(c.body)
+    if m is None or _ONGOING_BAD.search(m["act"]) or c.when is not None and c.when.period.kind == "day":
+        return None
+    if m["verb"] not in _LEARNING and c.temp not in _PERIOD_TEMP:
+        return None
+    aspect = "在" if m["aspect"] in ("在", "正在") else m["aspect"].removesuffix("在")
+    act = _third(m["act"])
+    content = f"用户{c.temp}{aspect}{act}{'了' if aspect.endswith('开始') else ''}。"
+    return [
+        Fact(
+            content,
+            "state",
+            f"state:{norm_key(m['act'])}",
+            act,
+            transient=True,
+            expires_at=ctx.ttl_expiry(),
+            confidence=0.7,
+        )
+    ]
 
 
 _EVENT_STATE = re.compile(r"^(?:感冒|发烧|咳嗽|失眠|生病|住院|怀孕)$")
@@ -363,7 +444,7 @@ def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
 
 _QTY = r"(?P<q>(?:一|两|三|四|几|\d+)(?:只|条|个|头|匹|对)?)?"
 _PET = re.compile(
-    rf"^(?:家里?)?(?:养了|养着|养|有){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
+    rf"^(?:家里?)?(?:养了|养着|养|有){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[\u4e00-\u9fff]{{1,3}}的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
     r"(?:(?:叫|名叫|名字叫)(?P<n2>.{1,6}))?$"
 )
 _PET_NAMED = re.compile(
@@ -371,27 +452,77 @@ _PET_NAMED = re.compile(
     r"(?P<n>.{1,6})$"
 )
 _FAMILY_HAS = re.compile(rf"^有(?P<q>(?:一|两|三|四|五|\d+)个?)?(?P<rel>{ZH_RELATIONS})$")
-_FAMILY_POSS = re.compile(
-    rf"^(?:的)?(?P<rel>{ZH_RELATIONS})"
-    r"(?P<rest>(?:是|叫|今年|住在|也是|也在|在.{1,10}?(?:工作|上班|上学|读书|住)$).{0,20})$"
+# A clause about a relative: "我妈妈喜欢跳舞" (the 我 already stripped), "女儿今年上小学".
+_RELATIVE = re.compile(rf"^的?(?P<rel>{ZH_RELATIONS})(?P<pred>.*)$")
+# Someone else the user knows: nothing said about them is about the user.
+_ACQUAINTANCE = re.compile(
+    r"^的?(?:好朋友|朋友|同事|同学|室友|舍友|老板|领导|上司|老师|邻居|闺蜜|哥们|兄弟|网友|客户|前妻|前夫|前任|家人|亲戚)"
 )
+_REL_IDENTITY = re.compile(r"^(?:是|叫|住在|也是|也在|在.{1,10}?(?:工作|上班|上学|读书|住)$).{0,20}$")
+_REL_AGE = re.compile(r"^(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
+_REL_ADV = r"(?:也|还|都|很|特别|非常|最|超级|超|比较|挺|一直|从小就?|就)*"
+_REL_LIKE = re.compile(
+    rf"^{_REL_ADV}(?:不太|不怎么|不)?(?:喜欢|爱吃|爱喝|爱|热爱|讨厌|害怕|怕|迷上了|不吃|不能吃|吃不了|不喝)"
+    r"(?P<obj>.{1,15})$"
+)
+_REL_ALLERGY = re.compile(rf"^{_REL_ADV}(?:对)?(?P<obj>.{{1,8}}?)(?:不)?过敏$")
+_REL_SPOKEN = {"妈": "妈妈", "爸": "爸爸", "哥": "哥哥", "姐": "姐姐", "弟": "弟弟", "妹": "妹妹"}
+_REL_STATE = re.compile(r"^(?:在)?(?:生病|住院|感冒|发烧|咳嗽|怀孕|出差|备考|考研|找工作)$")
+
+
+def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    """A fact about the user's relative ``rel`` ("妈妈"): never a fact about the user.
+
+    Keys: ``family:<relation>`` for who they are (job, name, where they live), and
+    ``family:<relation>:<subject>`` for anything else about them (likes, allergies, age).
+    """
+    pred = _TRAIL.sub("", pred)
+    if not pred or _BAD_OBJECT.search(pred):
+        return None
+    canon = zh_relation(rel)
+    rel = _REL_SPOKEN.get(rel, rel)
+    if _REL_IDENTITY.match(pred):
+        return [Fact(f"用户的{rel}{_third(pred)}。", "relation", f"family:{canon}", rel, confidence=0.7)]
+    m = _REL_AGE.match(pred)
+    if m and c.when is not None and c.when.period.kind == "year":
+        content = f"用户的{rel}{ctx.today.year}年时{pred}。"
+        return [Fact(content, "relation", f"family:{canon}:age", pred, single_valued=True, confidence=0.75)]
+    m = _REL_LIKE.match(pred) or _REL_ALLERGY.match(pred)
+    if m:
+        obj = m["obj"]
+        subject = obj[1:] if obj[0] in "吃喝" and len(obj) > 1 else obj
+        content = f"用户的{rel}{_third(pred)}。"
+        return [Fact(content, "relation", f"family:{canon}:{norm_key(subject)}", subject, confidence=0.7)]
+    if _REL_STATE.match(pred):
+        done = "了" if c.done else ""
+        content = f"用户的{rel}{c.temp}{pred}{done}。"
+        fact = Fact(content, "relation", f"family:{canon}:{norm_key(pred.removeprefix('在'))}", pred)
+        fact.transient, fact.expires_at, fact.confidence = True, ctx.ttl_expiry(), 0.65
+        return [fact]
+    return None
 
 
 def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = c.body
     m = _PET.match(b)
     if m and ZH_SPECIES_RE.match(m["sp"]):
-        species, name = m["sp"], m["n1"] or m["n2"]
+        species, name, adj = m["sp"], m["n1"] or m["n2"], m["adj"] or ""
         q = m["q"] or "一只"
         if q[-1] not in "只条个头匹对":
             q += "只"
         if name:
             ctx.pets[name] = species
-            content = f"用户养了{q}叫{name}的{species}。"
+            content = f"用户养了{q}叫{name}的{adj}{species}。"
             return [Fact(content, "relation", f"pet:{norm_key(name)}", species, confidence=0.85)]
         ctx.pets.setdefault(species, species)
         return [
-            Fact(f"用户养了{q}{species}。", "relation", f"pet:{norm_key(species)}", species, confidence=0.8)
+            Fact(
+                f"用户养了{q}{adj}{species}。",
+                "relation",
+                f"pet:{norm_key(species)}",
+                species,
+                confidence=0.8,
+            )
         ]
     m = _PET_NAMED.match(b)
     if m and ZH_SPECIES_RE.match(m["sp"]):
@@ -405,11 +536,6 @@ def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         if not q.endswith("个"):
             q += "个"
         return [Fact(f"用户有{q}{rel}。", "relation", f"family:{zh_relation(rel)}", rel, confidence=0.8)]
-    m = _FAMILY_POSS.match(b)
-    if m and "你" not in m["rest"]:
-        rel = m["rel"]
-        content = f"用户的{rel}{_third(m['rest'])}。"
-        return [Fact(content, "relation", f"family:{zh_relation(rel)}", rel, confidence=0.7)]
     return None
 
 
@@ -490,7 +616,8 @@ def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     if m and not _BAD_OBJECT.search(m.group(2)):
         thing, value = m.group(1), _third(m.group(2))
         content = f"用户最喜欢的{thing}是{value}。"
-        return [Fact(content, "preference", f"pref:favorite {norm_key(thing)}", value, single_valued=True)]
+        key = f"pref:最喜欢的{norm_key(thing)}"
+        return [Fact(content, "preference", key, value, single_valued=True)]
     m = _LIKE.match(b)
     if m and not m.group(2).startswith("的"):
         verb = "喜欢" if m.group(1).startswith("喜欢上") else m.group(1).removesuffix("了")
@@ -532,6 +659,8 @@ _GOAL = re.compile(
     r"^(?:减肥|瘦身|戒烟|戒酒|健身|考研|考公|考证|找工作|换工作|辞职|创业|出国|留学|存钱|买房|结婚|早睡|早起|学.{1,6}|成为.{1,8})$"
 )
 _GO = re.compile(r"^(?:去|回|飞|出发去|到)(.+)$")
+#: Eating or drinking something soon: a craving, not a plan.
+_CRAVING = re.compile(r"^(?:吃|喝|点外卖|叫外卖|点个外卖|来一?[杯碗份顿])")
 _PLAN_BAD = re.compile(r"你|您|吗$|什么|怎么|(?<![吉其])[他她它]")
 
 
@@ -549,8 +678,10 @@ def _plans(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         action = _third(action)
         content = f"用户{'想' if modal != '要' else '要'}{action}。"
         return [Fact(content, "goal", f"goal:{norm_key(action)}", action, confidence=0.65)]
-    if modal not in _STRONG_MODALS and (c.when is None or c.when.period.end < ctx.today):
-        return None
+    if c.when is not None and c.when.period.end <= ctx.today:
+        return None  # today's errands and wants ("今晚想吃点水果") are momentary, not memory
+    if modal not in _STRONG_MODALS and (c.when is None or _CRAVING.match(action)):
+        return None  # a dated craving ("明天想吃火锅") is not a plan either
     action = _third(action)
     verb = "想" if modal in ("想", "想要") else "计划"
     if c.when is not None:
@@ -625,12 +756,14 @@ def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
 def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fact]:
     """Extract facts from the Chinese clauses of one sentence.
 
-    An omitted subject is inherited from the previous clause (Chinese drops it all the time);
+    An omitted subject is inherited from the previous clause (Chinese drops it all the time):
     a clause about someone else (他, 我们, 朋友 ...) makes the following subject-less clauses
-    about them too.
+    about them too, and a clause about a relative ("我妈妈喜欢跳舞，也喜欢唱歌") makes them facts
+    about that relative (``family:母亲:跳舞``), never about the user.
     """
     facts: list[Fact] = []
-    other = False
+    # Who a subject-less clause is about: "" the user, "other", or a relation word ("妈妈").
+    owner = ""
     for clause in clauses:
         text = clause.text
         if clause.question or _QUESTION_END.search(text):
@@ -643,10 +776,18 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
         if prepared is None:
             continue
         c, subject = prepared
-        if subject == "other" or (subject == "" and other):
-            other = True
+        if subject == "other" or (subject == "" and owner == "other") or _ACQUAINTANCE.match(c.body):
+            owner = "other"
             continue
-        other = False
+        relative = _RELATIVE.match(c.body)
+        if relative:
+            owner = relative["rel"]
+            facts.extend(_relative(owner, relative["pred"], c, ctx) or ())
+            continue
+        if subject == "" and owner:
+            facts.extend(_relative(owner, c.body, c, ctx) or ())
+            continue
+        owner = ""
         if not c.body:
             continue
         for rule in _RULES:

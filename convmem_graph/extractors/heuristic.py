@@ -5,34 +5,66 @@ It reads first-person statements in user messages and rewrites them as third-per
 Mixed-language messages are split into sentences and clauses, each read with the rules of its
 own language.
 
-Key scheme (``FragmentCandidate.key``; the object keeps the language it was said in, so
-``allergy:mango`` and ``allergy:芒果`` are different keys):
+What counts as a fact (and what does not):
 
-==========================  ==========================================  ===============
-key                         meaning                                     single-valued
-==========================  ==========================================  ===============
-``profile:name``            name                                        yes
-``profile:birth_year``      birth year (from an age and the message     yes
-                            date, or said directly)
-``profile:city``            city lived or worked in                     yes
-``profile:hometown``        where the user is from                      yes
-``profile:occupation``      job                                         yes
-``profile:workplace``       employer / workplace                        yes
-``profile:school``          school                                      yes
-``profile:gender``          gender                                      yes
-``profile:marital``         marital status                              yes
-``pref:<object>``           likes (+1) / dislikes (-1)                  no
-``pref:favorite <thing>``   favourite thing                             yes
-``food:<item>``             eats/likes (+1) / avoids (-1) a food        no
-``allergy:<item>``          allergic (+1) / not allergic (-1)           no
-``habit:<activity>``        habitual activity                           no
-``health:<issue>``          lasting health issue                        no
-``state:<state>``           temporary state (transient)                 no
-``pet:<name>``              a pet (value: species)                      no
-``pet:<name>:age``          a pet's age at the message date             yes
-``family:<relation>``       a family member                             no
-``plan:<action>``           a plan (transient, expires after its date)  no
-==========================  ==========================================  ===============
+- Statements about the user, durable or temporary. Ongoing activities are temporary states:
+  "最近在学吉他" -> ``用户最近在学吉他。`` (transient), and so is learning something even without a time
+  word ("我在学日语", "I'm learning Spanish"); other activities in progress need one ("最近在看三体"),
+  since a bare "我在看电视" says what the user does this minute.
+- Plans and wishes with a date after today ("我下个月要去成都出差", "我周末想在西湖边跑个 10 公里") are
+  transient ``plan:`` facts that expire a day after their date; a plan said without a date needs a
+  firm word (打算, 计划, 准备, planning to). Anything bound to the day it is said on ("今晚想吃点水果",
+  "I'm going to the gym tonight"), a craving ("明天想吃火锅", "I want to grab a coffee") and a
+  request or reminder ("明天早上 7 点提醒我去跑步", "remind me to call mom") yield nothing.
+- Statements about relatives are about them, never about the user: "我妈妈喜欢跳舞" ->
+  ``family:母亲:跳舞`` "用户的妈妈喜欢跳舞。"; later subject-less clauses of the sentence stay with
+  the relative. Statements about anyone else (他, 朋友, my friend ...) yield nothing.
+
+Key scheme (``FragmentCandidate.key``), shared with the LLM extractor's prompt
+(:mod:`convmem_graph.extractors.prompts`) and read by reconciliation and variable inference through
+:mod:`convmem_graph.extractors.keys`. A key is ``<prefix>:<subject>``; the subject is the user's
+own word in the language it was said in, normalized by :func:`~convmem_graph.extractors.keys.subject_key`
+(NFKC, lower case, no edge punctuation or leading article, spaces as ``_``). So ``allergy:mango``
+and ``allergy:芒果`` stay different keys; a model shown a stored fact reuses its key.
+
+==============================  ==========================================  ===============
+key                             meaning                                     single-valued
+==============================  ==========================================  ===============
+``profile:name``                name                                        yes
+``profile:birth_year``          birth year (from an age and the message     yes
+                                date, or said directly)
+``profile:city``                city lived or worked in                     yes
+``profile:hometown``            where the user is from                      yes
+``profile:occupation``          job                                         yes
+``profile:workplace``           employer / workplace                        yes
+``profile:school``              school                                      yes
+``profile:grade``               school grade ("三年级")                       yes
+``profile:gender``              gender                                      yes
+``profile:marital``             marital status                              yes
+``pref:<object>``               likes (+1) / dislikes (-1)                  no
+``pref:favorite_<thing>``       favourite thing (Chinese:                   yes
+                                ``pref:最喜欢的<thing>``)
+``food:<item>``                 eats/likes (+1) / avoids (-1) a food;       no
+                                ``food:素食`` / ``food:vegetarian``
+``allergy:<item>``              allergic (+1) / not allergic (-1)           no
+``habit:<activity>``            habitual activity                           no
+``health:<issue>``              lasting health issue                        no
+``state:<state>``               temporary state or ongoing activity         no
+                                (transient)
+``pet:<name>``                  a pet (value: species; the species when     no
+                                it has no name)
+``pet:<name>:age``              a pet's age at the message date             yes
+``family:<relation>``           a family member and who they are            no
+                                (relation in its plain word: 母亲, mother)
+``family:<relation>:<subject>`` another fact about them (likes, allergy,    no
+                                age, health)
+``plan:<action>``               a plan (transient, expires after its date)  no
+``goal:<aim>``                  a long-term aim said without a date         no
+                                ("我想学吉他")
+==============================  ==========================================  ===============
+
+Older spellings still relate on read: ``diet:`` is read as ``food:``, ``hobby:`` and
+``preference:`` as ``pref:``, ``event:`` as ``plan:``, and keys with spaces as their ``_`` form.
 """
 
 from __future__ import annotations
@@ -233,7 +265,9 @@ def _context_from(existing: Sequence[Fragment]) -> tuple[dict[str, str], list[Pl
         elif parts[0] == "plan" and len(parts) >= 2:
             parsed = plan_action_from_content(f.content)
             action, modal = (
-                parsed if parsed else (f.key.removeprefix("plan:"), "计划" if has_cjk(f.key) else "plans")
+                parsed
+                if parsed
+                else (f.key.removeprefix("plan:").replace("_", " "), "计划" if has_cjk(f.key) else "plans")
             )
             plans.append(PlanInfo(f.key, action, modal))
     return pets, plans

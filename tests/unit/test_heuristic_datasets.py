@@ -44,6 +44,38 @@ def test_dulemon_user_utterances_yield_chinese_facts() -> None:
     assert "用户喜欢打游戏。" in contents
 
 
+@pytest.mark.skipif(not DULEMON.exists(), reason="shared DuLeMon samples not available")
+def test_dulemon_utterance_level_precision_and_recall() -> None:
+    """Each user utterance alone: a candidate counts as a hit when the utterance carries a U* label.
+
+    Measured 0.88 precision / 0.28 recall (15 of 53 labelled utterances, 2 unlabelled ones with
+    candidates); before the state, relative and birthday rules it was 0.83 / 0.19.
+    """
+    tp = fp = fn = 0
+    extractor = HeuristicExtractor()
+    for s, line in enumerate(DULEMON.read_text(encoding="utf-8").splitlines()):
+        for u, turn in enumerate(json.loads(line)["conversation"]):
+            speaker, _, rest = turn.partition(":")
+            if speaker != "Usr":
+                continue
+            text, _, label = rest.partition("\t")
+            msg = Message(
+                id=f"d{s}_{u}",
+                role="user",
+                content=text.replace(" ", ""),
+                channel="im",
+                source="message",
+                timestamp_ms=1_700_000_000_000 + u,
+            )
+            found = bool(extractor.extract([msg], [], [], now_ms=0).candidates)
+            labelled = label.strip().startswith("U")
+            tp += found and labelled
+            fp += found and not labelled
+            fn += labelled and not found
+    assert (tp, fp, fn) == (15, 2, 38)
+    assert tp / (tp + fp) >= 0.85 and tp / (tp + fn) >= 0.25
+
+
 @pytest.mark.skipif(not LOCOMO.exists(), reason="shared LoCoMo data not available")
 def test_locomo_turns_yield_english_facts() -> None:
     data = json.loads(LOCOMO.read_text(encoding="utf-8"))

@@ -67,7 +67,7 @@ def facts(text: str) -> list[tuple[str, str]]:
         ),
         ("我讨厌下雨天", [("pref:下雨天", "用户讨厌下雨天。")]),
         ("我对摄影很感兴趣", [("pref:摄影", "用户对摄影感兴趣。")]),
-        ("我最喜欢的颜色是蓝色", [("pref:favorite 颜色", "用户最喜欢的颜色是蓝色。")]),
+        ("我最喜欢的颜色是蓝色", [("pref:最喜欢的颜色", "用户最喜欢的颜色是蓝色。")]),
         ("我每天早上在西湖边跑步", [("habit:跑步", "用户每天早上在西湖边跑步。")]),
         ("我周末都去爬山", [("habit:爬山", "用户周末都爬山。")]),
         ("我习惯早起", [("habit:早起", "用户习惯早起。")]),
@@ -109,12 +109,12 @@ def facts(text: str) -> list[tuple[str, str]]:
         ("I hate spiders", [("pref:spiders", "User hates spiders.")]),
         ("I am afraid of heights", [("pref:heights", "User is afraid of heights.")]),
         ("I'm a big fan of jazz", [("pref:jazz", "User is a big fan of jazz.")]),
-        ("My favorite color is green", [("pref:favorite color", "User's favorite color is green.")]),
+        ("My favorite color is green", [("pref:favorite_color", "User's favorite color is green.")]),
         (
             "I usually go running by the lake",
-            [("habit:go running", "User usually goes running by the lake.")],
+            [("habit:go_running", "User usually goes running by the lake.")],
         ),
-        ("I go to the gym every morning", [("habit:go to the gym", "User goes to the gym every morning.")]),
+        ("I go to the gym every morning", [("habit:go_to_the_gym", "User goes to the gym every morning.")]),
         ("I have a cat named Mochi", [("pet:mochi", "User has a cat named Mochi.")]),
         ("I have two kids", [("family:child", "User has two kids.")]),
         ("My wife is a teacher", [("family:wife", "User's wife is a teacher.")]),
@@ -187,10 +187,10 @@ def test_temporary_states_are_transient_for_the_ttl() -> None:
         ("我感冒了", "state:感冒", "用户感冒了。"),
         (
             "This week I'm trying vegetarian food",
-            "state:vegetarian food",
+            "state:vegetarian_food",
             "User is trying vegetarian food this week.",
         ),
-        ("I've been sleeping badly lately", "state:sleeping badly", "User has been sleeping badly lately."),
+        ("I've been sleeping badly lately", "state:sleeping_badly", "User has been sleeping badly lately."),
         ("I have a cold", "state:cold", "User has a cold."),
     ]:
         (c,) = run(text)
