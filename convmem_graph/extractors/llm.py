@@ -49,6 +49,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from convmem_graph.errors import ExtractionError
 from convmem_graph.extractors import prompts
+from convmem_graph.extractors.keys import normalize_key
 from convmem_graph.models import (
     ExtractionResult,
     Fragment,
@@ -129,6 +130,8 @@ Category = Literal[
     "pet",
     "plan",
     "event",
+    "state",
+    "goal",
     "other",
 ]
 
@@ -163,7 +166,8 @@ class FactOut(BaseModel):
     )
     category: Category = Field(description="Kind of fact.")
     key: str = Field(
-        description="'<category>:<subject>' in lowercase snake_case, e.g. 'allergy:mango', "
+        description="'<prefix>:<subject>': a prefix of the key scheme, the subject in the user's own "
+        "words and language, lower case, spaces as '_', e.g. 'allergy:芒果', 'food:spicy_food', "
         "'profile:city'; reuse the key of a known fact about the same subject."
     )
     value: str | None = Field(description="The slot's value ('芒果', 'Hangzhou'), or null.")
@@ -655,10 +659,8 @@ def _root_cause(exc: BaseException) -> BaseException:
 
 
 def _normalize_key(key: str, category: str) -> str:
-    key = "_".join(key.strip().lower().split())
-    if key and ":" not in key:
-        key = f"{category}:{key}"
-    return key
+    # The shared spelling (keys.normalize_key); legacy prefixes are mapped only when compared.
+    return normalize_key(key, category)
 
 
 def _end_of_day_ms(day: str) -> int:

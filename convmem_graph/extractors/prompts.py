@@ -37,14 +37,31 @@ the user answers, a topic); a fact that only the assistant said is not a fact.
 2. Write each fact as one short standalone sentence in the third person, in the user's language: \
 Chinese "用户……", English "User ...". One fact per item, at most 200 characters.
 3. Personal facts are: preferences and dislikes, allergies and diet, habits and hobbies, health, \
-identity (name, age, job, city), family, relations and pets, plans and events with their dates.
+identity (name, age, job, city), family, relations and pets, plans and events with their dates, \
+temporary states and ongoing activities ("最近在学吉他"). A fact about someone else is about them: \
+"我妈妈喜欢跳舞" gives "用户的妈妈喜欢跳舞", never "用户喜欢跳舞".
 4. Non-personal chatter yields nothing: weather, news, greetings, thanks, apologies, small talk, \
-questions to the assistant, requests for a task. A conversation without personal facts gives an \
-empty list of facts.
-5. key names the subject of the fact as "<category>:<subject>", lowercase English snake_case: \
-allergy:mango, diet:coriander, profile:city, profile:occupation, profile:birth_year, pet:cat, \
-hobby:running, plan:trip_chengdu. When a known fact is about the same subject, reuse its key \
-exactly. value is the slot's value ("芒果", "杭州", "product manager") or null.
+questions to the assistant, requests for a task or a reminder ("明天早上7点提醒我去跑步"), and \
+momentary wants for today ("今晚想吃点水果，有什么推荐？", "I want to grab a coffee now"). A \
+conversation without personal facts gives an empty list of facts.
+5. key is "<prefix>:<subject>", with one of these prefixes:
+- profile: profile:name, profile:birth_year, profile:city, profile:hometown, profile:occupation, \
+profile:workplace, profile:school, profile:gender, profile:marital, profile:language;
+- allergy: allergy:芒果, allergy:mango;
+- food (food and drink eaten, liked or avoided; vegetarian): food:香菜, food:spicy_food;
+- pref (other likes and dislikes; a favourite thing): pref:爬山, pref:jazz, pref:最喜欢的颜色, \
+pref:favorite_color;
+- habit (a regular activity): habit:跑步, habit:run;
+- health (a lasting condition): health:高血压, health:asthma;
+- state (a temporary state or ongoing activity): state:学吉他, state:learning_spanish;
+- pet (the pet's name, else its species): pet:年糕, pet:mochi;
+- family (the relation in its plain word; another fact about them after a second colon): \
+family:母亲 (for 妈妈), family:mother, family:母亲:跳舞, family:mother:dancing;
+- plan (a planned action or event): plan:去成都出差, plan:fly_to_chengdu_for_work;
+- goal (a long-term aim): goal:减肥, goal:lose_weight.
+The subject is the user's own word for it, in the user's language, lower case, with spaces \
+written as "_". When a known fact is about the same subject, reuse its key exactly, whatever its \
+language. value is the slot's value ("芒果", "杭州", "product manager") or null.
 6. polarity is -1 for a negative statement (dislikes, avoids, does not, stopped) and 1 otherwise. \
 single_valued is true when the subject holds one value at a time (name, city, job, birth year, \
 marital status), so a new value replaces the old one.
@@ -70,22 +87,25 @@ Variables to fill:
 Conversation:
 [m1] 2025-12-27 11:02 UTC user: 小雨，跟你说一下，我对芒果过敏，吃了会起疹子。
 [m2] 2025-12-27 11:02 UTC assistant: 记住啦，以后推荐水果都会避开芒果。
-[m3] 2025-12-27 11:03 UTC user: 今天杭州又下雨了，好冷。
-[m4] 2025-12-27 11:05 UTC user: 我今年29岁，住在杭州。吃面别放香菜哦。
+[m3] 2025-12-27 11:03 UTC user: 今天杭州又下雨了，好冷。今晚想吃点水果，有什么推荐？
+[m4] 2025-12-27 11:05 UTC user: 我今年29岁，住在杭州。吃面别放香菜哦。我妈妈喜欢跳舞。
 Answer:
 {"facts": [
- {"content": "用户对芒果过敏，吃了会起疹子", "category": "allergy", "key": "allergy:mango", \
+ {"content": "用户对芒果过敏，吃了会起疹子", "category": "allergy", "key": "allergy:芒果", \
 "value": "芒果", "polarity": 1, "single_valued": false, "transient": false, "expires_on": null, \
 "source_ids": ["m1"]},
  {"content": "用户1996年出生", "category": "profile", "key": "profile:birth_year", "value": "1996", \
 "polarity": 1, "single_valued": true, "transient": false, "expires_on": null, "source_ids": ["m4"]},
  {"content": "用户住在杭州", "category": "profile", "key": "profile:city", "value": "杭州", \
 "polarity": 1, "single_valued": true, "transient": false, "expires_on": null, "source_ids": ["m4"]},
- {"content": "用户吃面不要香菜", "category": "diet", "key": "diet:coriander", "value": "香菜", \
+ {"content": "用户吃面不要香菜", "category": "diet", "key": "food:香菜", "value": "香菜", \
 "polarity": -1, "single_valued": false, "transient": false, "expires_on": null, \
+"source_ids": ["m4"]},
+ {"content": "用户的妈妈喜欢跳舞", "category": "relation", "key": "family:母亲:跳舞", \
+"value": "跳舞", "polarity": 1, "single_valued": false, "transient": false, "expires_on": null, \
 "source_ids": ["m4"]}],
  "variables": [{"name": "birth_year", "value": 1996}, {"name": "city", "value": "杭州"}]}
-(m3 is about the weather: no fact.)
+(m3 is the weather and a momentary want with a request: no fact.)
 
 Example 2 (English).
 Current time: 2026-01-01 12:30 UTC
@@ -99,24 +119,25 @@ Conversation:
 [m2] 2026-01-01 12:21 UTC user: I'm a product manager, and I run along West Lake most mornings.
 [m3] 2026-01-01 12:22 UTC assistant: Running by the lake sounds lovely!
 [m4] 2026-01-01 12:24 UTC user: My stomach has been bad lately, so no spicy food for a while.
-[m5] 2026-01-01 12:25 UTC user: I fly to Chengdu for work from Feb 10 to Feb 14.
+[m5] 2026-01-01 12:25 UTC user: I fly to Chengdu for work from Feb 10 to Feb 14. Remind me to pack \
+tomorrow.
 Answer:
 {"facts": [
  {"content": "User works as a product manager", "category": "profile", \
 "key": "profile:occupation", "value": "product manager", "polarity": 1, "single_valued": true, \
 "transient": false, "expires_on": null, "source_ids": ["m2"]},
- {"content": "User runs along West Lake most mornings", "category": "hobby", "key": "hobby:running", \
+ {"content": "User runs along West Lake most mornings", "category": "habit", "key": "habit:run", \
 "value": "running", "polarity": 1, "single_valued": false, "transient": false, "expires_on": null, \
 "source_ids": ["m2"]},
  {"content": "User has stomach trouble lately and avoids spicy food", "category": "health", \
-"key": "diet:spicy_food", "value": "spicy food", "polarity": -1, "single_valued": false, \
+"key": "food:spicy_food", "value": "spicy food", "polarity": -1, "single_valued": false, \
 "transient": true, "expires_on": "2026-01-08", "source_ids": ["m4"]},
  {"content": "User has a business trip to Chengdu from 2026-02-10 to 2026-02-14", \
-"category": "plan", "key": "plan:trip_chengdu", "value": "Chengdu", "polarity": 1, \
+"category": "plan", "key": "plan:fly_to_chengdu_for_work", "value": "Chengdu", "polarity": 1, \
 "single_valued": false, "transient": false, "expires_on": null, "source_ids": ["m5"]}],
  "variables": [{"name": "occupation", "value": "product manager"}, \
 {"name": "hobbies", "value": ["running"]}]}
-(m1 is a greeting and thanks: no fact.)
+(m1 is a greeting and thanks, and the reminder in m5 is a request: no fact.)
 """
 
 #: Appended to the system prompt for ``method="json_mode"``, where no schema reaches the model.

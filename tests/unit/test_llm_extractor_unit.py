@@ -19,7 +19,10 @@ from langchain_core.outputs import ChatResult
 from convmem_graph.errors import ExtractionError
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.extractors.chat_models import make_chat_model
+from convmem_graph.extractors.heuristic import HeuristicExtractor
+from convmem_graph.extractors.keys import KEY_PREFIXES
 from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer, is_retryable, trim_to_budget
+from convmem_graph.extractors.prompts import EXTRACTION_SYSTEM_PROMPT
 from convmem_graph.models import Fragment, Message, Summary, VariableSpec, VariableValue
 from convmem_graph.tokens import count_tokens
 
@@ -267,6 +270,71 @@ def test_parser_errors_are_described_without_quoting_the_answer() -> None:
     assert len(model.calls) == 2
     assert "facts.0.key: Field required" in str(info.value)
     assert "芒果" not in str(info.value)
+
+
+def test_keys_are_stored_in_the_shared_spelling() -> None:
+    reply = answer(
+        [
+            fact("用户不吃香菜", "Food：香菜", ["m1"], category="diet"),  # full-width colon
+            fact("User loves The Beatles", "pref:The  Beatles", ["m4"], category="preference"),
+            fact("User runs most mornings", "Go Running", ["m4"], category="habit"),
+            fact("用户的妈妈喜欢跳舞", "family:母亲:跳舞", ["m1"], category="relation"),
+        ]
+    )
+    result = LLMExtractor(fake(reply)).extract(BATCH, [], [], now_ms=NOW)
+    assert [c.key for c in result.candidates] == [
+        "food:香菜",
+        "pref:beatles",
+        "habit:go_running",
+        "family:母亲:跳舞",
+    ]
+
+
+def test_empty_key_subject_is_invalid() -> None:
+    with pytest.raises(ExtractionError, match=r"facts\[0\]\.key: empty"):
+        LLMExtractor(
+            fake(answer([fact("用户对芒果过敏", "allergy:", ["m1"])])), max_invalid_retries=0
+        ).extract(BATCH, [], [], now_ms=NOW)
+
+
+def test_prompt_asks_for_the_heuristic_key_scheme() -> None:
+    system = EXTRACTION_SYSTEM_PROMPT
+    for prefix in KEY_PREFIXES:
+        assert f"{prefix}:" in system, prefix
+    assert "snake_case" not in system and "diet:coriander" not in system and "hobby:" not in system
+    # The prompt's example keys are exactly what the heuristic extractor writes for those sentences.
+    ts = T0
+    said = {
+        "我对芒果过敏": "allergy:芒果",
+        "吃面别放香菜哦": "food:香菜",
+        "我妈妈喜欢跳舞": "family:母亲:跳舞",
+        "最近在学吉他": "state:学吉他",
+        "我每天早上在西湖边跑步": "habit:跑步",
+        "我下个月要去成都出差": "plan:去成都出差",
+        "I'm a product manager, and I run along West Lake most mornings": "habit:run",
+        "I'm flying to Chengdu for work from Feb 10 to Feb 14": "plan:fly_to_chengdu_for_work",
+        "My favorite color is green": "pref:favorite_color",
+        "我最喜欢的颜色是蓝色": "pref:最喜欢的颜色",
+        "My mom loves dancing": "family:mother:dancing",
+        "我喜欢爬山": "pref:爬山",
+        "I love jazz": "pref:jazz",
+        "I'm learning Spanish": "state:learning_spanish",
+        "我有高血压": "health:高血压",
+        "I have asthma": "health:asthma",
+        "我养了一只叫年糕的橘猫": "pet:年糕",
+        "I have a cat named Mochi": "pet:mochi",
+        "我想减肥": "goal:减肥",
+        "I want to lose weight": "goal:lose_weight",
+    }
+    for text, key in said.items():
+        keys = [
+            c.key for c in HeuristicExtractor().extract([msg(1, "user", text)], [], [], now_ms=ts).candidates
+        ]
+        assert key in keys, (text, keys)
+        assert key in system, key
+    for chatter in ("今晚想吃点水果，有什么推荐？", "明天早上7点提醒我去跑步", "I want to grab a coffee now"):
+        assert chatter in system
+        assert HeuristicExtractor().extract([msg(1, "user", chatter)], [], [], now_ms=ts).candidates == []
 
 
 def test_chatter_only_answer_gives_nothing() -> None:
