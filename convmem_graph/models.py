@@ -103,6 +103,9 @@ class Fragment(_Model):
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     created_at: int = Field(default=0, ge=0)
     updated_at: int = Field(default=0, ge=0)
+    #: When the fact was last stated (ms of the newest source message). Unlike ``updated_at``
+    #: it does not depend on when or in how many runs an archive was ingested.
+    observed_at: int = Field(default=0, ge=0)
 
 
 class FragmentCandidate(_Model):
@@ -123,6 +126,7 @@ class FragmentCandidate(_Model):
     expires_at: int | None = Field(default=None, ge=0)
     source_message_ids: list[str] = Field(default_factory=list)
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
+    observed_at: int = Field(default=0, ge=0, description="ms of the newest source message")
 
 
 class FragmentOp(_Model):

@@ -210,7 +210,7 @@ def _ranked(
             durable.append(f)
 
     def rank(f: Fragment) -> tuple[float, int, str]:
-        return (-f.confidence, -max(f.updated_at, f.created_at), f.id)
+        return (-f.confidence, -f.observed_at, -max(f.updated_at, f.created_at), f.id)
 
     durable.sort(key=rank)
     current.sort(key=rank)

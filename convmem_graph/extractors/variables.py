@@ -139,7 +139,9 @@ _VEGETARIAN = frozenset({"素食", "vegetarian", "vegan", "pescatarian"})
 
 
 def _newest_first(fragments: Sequence[Fragment]) -> list[Fragment]:
-    return sorted(fragments, key=lambda f: (f.updated_at, f.created_at, f.id), reverse=True)
+    # When the fact was stated decides, not when it was stored: the same archive ingested in one run
+    # or in several (a resumed replay) must give the same values.
+    return sorted(fragments, key=lambda f: (f.observed_at, f.updated_at, f.created_at, f.id), reverse=True)
 
 
 def _read_value(name: str, content: str) -> str | None:

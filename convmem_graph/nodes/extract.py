@@ -7,12 +7,13 @@ each batch's fragment operations and the cursor advance commit in one transactio
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from convmem_graph.extractors.reconcile import reconcile
-from convmem_graph.models import Message
+from convmem_graph.models import FragmentCandidate, Message
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["extract"]
@@ -43,6 +44,7 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
             existing = store.list_fragments(memory_id, status="active")
             result = ctx.extractor.extract(batch, existing, specs, now_ms=ctx.clock())
             calls += result.model_calls
+            stamp_observed(result.candidates, batch)
             ops = reconcile(result.candidates, existing)
             for name, guess in result.variables.items():
                 guesses[name] = guess.model_dump()
@@ -57,6 +59,15 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         "variable_guesses": guesses,
         "model_calls": calls,
     }
+
+
+def stamp_observed(candidates: Sequence[FragmentCandidate], batch: Sequence[Message]) -> None:
+    """Set each candidate's ``observed_at`` to the time of its newest source message in the batch."""
+    times = {m.id: m.timestamp_ms for m in batch}
+    latest = max(times.values(), default=0)
+    for c in candidates:
+        stated = [times[i] for i in c.source_message_ids if i in times]
+        c.observed_at = max(stated) if stated else latest
 
 
 def _batch(ctx: MemoryContext, memory_id: str, cursor: int) -> list[tuple[int, Message]]:

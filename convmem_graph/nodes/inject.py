@@ -20,7 +20,9 @@ __all__ = ["build_snapshot", "inject", "select_fragments"]
 
 def select_fragments(fragments: list[Fragment], limit: int) -> list[Fragment]:
     """Keep the ``limit`` strongest fragments: stable before transient, then confidence, then recency."""
-    ranked = sorted(fragments, key=lambda f: (f.transient, -f.confidence, -f.updated_at, f.id))
+    ranked = sorted(
+        fragments, key=lambda f: (f.transient, -f.confidence, -f.observed_at, -f.updated_at, f.id)
+    )
     return ranked[:limit]
 
 

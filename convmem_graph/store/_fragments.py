@@ -54,6 +54,7 @@ def row_to_fragment(row: Row[Any]) -> Fragment:
         confidence=row.confidence,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        observed_at=row.observed_at or 0,
     )
 
 
@@ -73,6 +74,7 @@ def _to_row(f: Fragment) -> dict[str, Any]:
         "confidence": f.confidence,
         "created_at": f.created_at,
         "updated_at": f.updated_at,
+        "observed_at": f.observed_at,
     }
 
 
@@ -169,14 +171,16 @@ class FragmentWriter:
                 confidence=c.confidence,
                 created_at=self._now,
                 updated_at=self._now,
+                observed_at=c.observed_at,
             )
             self._put(fragment, new=True)
             self._log(fid, "add", None, _audited(fragment), cause)
             return fid, True
         merged = _merge(old.source_message_ids, c.source_message_ids)
+        observed = max(old.observed_at, c.observed_at)
         if old.status == "active" or (not force and set(c.source_message_ids) <= set(old.source_message_ids)):
-            if merged != old.source_message_ids:
-                self._put(old.model_copy(update={"source_message_ids": merged}))
+            if merged != old.source_message_ids or observed != old.observed_at:
+                self._put(old.model_copy(update={"source_message_ids": merged, "observed_at": observed}))
             return fid, False
         revived = old.model_copy(
             update={
@@ -188,22 +192,38 @@ class FragmentWriter:
                 "source_message_ids": merged,
                 "confidence": c.confidence,
                 "updated_at": self._now,
+                "observed_at": observed,
             }
         )
         self._put(revived)
         self._log(fid, "add", {"status": old.status}, _audited(revived), cause)
         return fid, True
 
-    def edit(self, fid: str, changes: dict[str, Any], *, cause: str, extra_ids: Sequence[str] = ()) -> bool:
-        """Change fields of a loaded fragment; audit only when an audited field changed."""
+    def edit(
+        self,
+        fid: str,
+        changes: dict[str, Any],
+        *,
+        cause: str,
+        extra_ids: Sequence[str] = (),
+        observed_at: int = 0,
+    ) -> bool:
+        """Change fields of a loaded fragment; audit only when an audited field changed.
+
+        New source messages and a later ``observed_at`` (the fact was stated again) are recorded
+        without an audit entry.
+        """
         old = self._state[fid]
         merged = _merge(old.source_message_ids, extra_ids)
+        observed = max(old.observed_at, observed_at)
         visible = {k: v for k, v in changes.items() if getattr(old, k) != v}
         if not visible:
-            if merged != old.source_message_ids:
-                self._put(old.model_copy(update={"source_message_ids": merged}))
+            if merged != old.source_message_ids or observed != old.observed_at:
+                self._put(old.model_copy(update={"source_message_ids": merged, "observed_at": observed}))
             return False
-        new = old.model_copy(update={**visible, "source_message_ids": merged, "updated_at": self._now})
+        new = old.model_copy(
+            update={**visible, "source_message_ids": merged, "updated_at": self._now, "observed_at": observed}
+        )
         # model_copy does not validate: re-validate so a bad edit fails before reaching the database.
         new = Fragment.model_validate(new.model_dump())
         self._put(new)
@@ -253,7 +273,9 @@ class FragmentWriter:
         target = self._state.get(op.target_id) if op.target_id else None
         if op.op == "noop":
             if target is not None:
-                self.edit(target.id, {}, cause=cause, extra_ids=c.source_message_ids)
+                self.edit(
+                    target.id, {}, cause=cause, extra_ids=c.source_message_ids, observed_at=c.observed_at
+                )
             return "noop"
         active_target = target is not None and target.status == "active"
         if op.op == "update" and target is not None and active_target:
@@ -264,12 +286,16 @@ class FragmentWriter:
                 "transient": c.transient,
                 "expires_at": c.expires_at,
             }
-            changed = self.edit(target.id, changes, cause=cause, extra_ids=c.source_message_ids)
+            changed = self.edit(
+                target.id, changes, cause=cause, extra_ids=c.source_message_ids, observed_at=c.observed_at
+            )
             return "update" if changed else "noop"
         if op.op == "supersede" and target is not None and active_target:
             fid = fragment_id(self._memory_id, c.key, c.content)
             if fid == target.id:
-                self.edit(target.id, {}, cause=cause, extra_ids=c.source_message_ids)
+                self.edit(
+                    target.id, {}, cause=cause, extra_ids=c.source_message_ids, observed_at=c.observed_at
+                )
                 return "noop"
             self.add(c, origin="extracted", cause=f"{cause}; supersedes {target.id}", force=True)
             self.set_status(target.id, "superseded", by=fid, cause=f"superseded by fragment {fid}")

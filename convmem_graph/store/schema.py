@@ -116,6 +116,7 @@ fragments = Table(
     Column("confidence", Float, nullable=False, default=1.0),
     Column("created_at", _Ms, nullable=False),
     Column("updated_at", _Ms, nullable=False),
+    Column("observed_at", _Ms, nullable=False, default=0),
 )
 
 variable_specs = Table(
