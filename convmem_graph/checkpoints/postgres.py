@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from convmem_graph.store.engine import advisory_key
 from convmem_graph.store.urls import libpq_url, mask_url
@@ -24,6 +25,11 @@ _INSTALL_HINT = (
 _SETUP_LOCK_KEY = advisory_key("convmem_graph:checkpoint-setup")
 _setup_done: set[str] = set()
 _setup_guard = threading.Lock()
+
+
+def _try_lock(conn: Any) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (_SETUP_LOCK_KEY,)).fetchone()
+    return bool(row and row["ok"])
 
 
 def postgres_checkpointer(url: str, *, max_size: int = 10) -> PostgresSaver:
@@ -64,7 +70,11 @@ def postgres_checkpointer(url: str, *, max_size: int = 10) -> PostgresSaver:
         with _setup_guard:
             if conninfo not in _setup_done:
                 with pool.connection() as lock_conn:
-                    lock_conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK_KEY,))
+                    # Poll instead of a blocking pg_advisory_lock: setup() runs CREATE INDEX
+                    # CONCURRENTLY, which waits for every open transaction, including a second
+                    # process's blocked lock request (a deadlock nobody detects).
+                    while not _try_lock(lock_conn):
+                        time.sleep(0.05)
                     try:
                         saver.setup()
                     finally:

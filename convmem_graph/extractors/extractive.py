@@ -209,7 +209,7 @@ def _ranked(
         else:
             durable.append(f)
 
-    def rank(f: Fragment) -> tuple[float, int, str]:
+    def rank(f: Fragment) -> tuple[float, int, int, str]:
         return (-f.confidence, -f.observed_at, -max(f.updated_at, f.created_at), f.id)
 
     durable.sort(key=rank)
