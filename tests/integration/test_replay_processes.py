@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from convmem_graph.checkpoints import postgres_checkpointer
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.urls import libpq_url
 from tests.integration.conftest import with_search_path
@@ -40,12 +40,10 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> FullRun:
 
 @pytest.fixture
 def pg_schema_url(pg_base_url: str) -> Iterator[str]:
-    """A database URL on a fresh schema of its own (tables created), dropped after the test.
+    """A database URL on a fresh, empty schema of its own, dropped after the test.
 
-    The tables are created here, before the two processes start: two processes running the
-    checkpointer's first-time migrations at once deadlock (see ``checkpoints/postgres.py``: the
-    migration's ``CREATE INDEX CONCURRENTLY`` waits for the other process's transaction, which
-    waits for the advisory lock held around the migration; reported, not fixed here).
+    The tables are not created beforehand: the processes under test race to create them, as two
+    workers on a new database do.
     """
     import psycopg
 
@@ -54,8 +52,6 @@ def pg_schema_url(pg_base_url: str) -> Iterator[str]:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     url = with_search_path(pg_base_url, schema)
     try:
-        MemoryStore.from_url(url).close()
-        postgres_checkpointer(url).conn.close()
         yield url
     finally:
         with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
@@ -106,3 +102,26 @@ def test_two_processes_replaying_the_same_archive_store_everything_once(
     assert first["new_messages"] + second["new_messages"] == sum(full_run.expected.values())
     # And the memories are the ones an uninterrupted single run builds.
     assert state == full_run.state
+
+
+def test_two_processes_opening_a_new_database_at_once_do_not_deadlock(pg_schema_url: str) -> None:
+    # Regression: the checkpointer's first-time setup runs CREATE INDEX CONCURRENTLY, which used
+    # to wait forever on a second process blocked in pg_advisory_lock.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "convmem_graph", "memories", "--json", "--db", pg_schema_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err
+        assert json.loads(out) == []
+    store = MemoryStore.from_url(pg_schema_url)
+    try:
+        assert store.list_memories() == []
+    finally:
+        store.close()
