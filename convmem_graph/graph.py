@@ -49,9 +49,11 @@ def model_retry_policy(max_attempts: int = 3) -> RetryPolicy:
     return RetryPolicy(max_attempts=max_attempts, initial_interval=0.5, max_interval=10.0, retry_on=retry_on)
 
 
-def _after_normalize(state: MemoryState) -> Literal["extract", "summarize", "inject"]:
+def _after_normalize(state: MemoryState) -> Literal["extract", "update_variables", "summarize", "inject"]:
     if state.get("pending_extraction"):
         return "extract"
+    if state.get("fragments_changed"):
+        return "update_variables"
     return "summarize" if state.get("summary_due") else "inject"
 
 

@@ -233,13 +233,13 @@ class ConvMemory:
         """Add a fact by hand (origin ``manual``)."""
         self.store.ensure_memory(memory_id)
         fragment = self.store.add_fragment(memory_id, content, category=category, origin="manual")
-        self._refresh(memory_id)
+        self.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
         return fragment
 
     def delete_fragment(self, memory_id: str, fragment_id: str) -> None:
         """Delete a fragment (kept in the audit log)."""
         self.store.delete_fragment(memory_id, fragment_id)
-        self._refresh(memory_id)
+        self.lifecycle.run(memory_id)
 
     def summary(self, memory_id: str) -> Summary | None:
         """Return the rolling summary, if one was made."""

@@ -55,7 +55,7 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     return {
         "extracted_seq": cursor,
         "fragment_ops": dict(counts),
-        "fragments_changed": changed or bool(guesses),
+        "fragments_changed": changed or bool(guesses) or bool(state.get("fragments_changed")),
         "variable_guesses": guesses,
         "model_calls": calls,
     }

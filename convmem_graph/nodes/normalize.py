@@ -54,7 +54,7 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     ctx.fresh = {i: by_id[i] for i in new_ids if i in by_id}
     skipped: Counter[str] = Counter(state.get("skipped", {}))
     skipped.update(d.reason for d in dropped)
-    max_seq, extracted, summarized = store.cursors(memory_id)
+    max_seq, extracted, summarized, facts_dirty = store.cursors(memory_id)
     return {
         "new_message_ids": new_ids,
         "skipped": dict(skipped),
@@ -62,5 +62,7 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
         "extracted_seq": extracted,
         "summarized_seq": summarized,
         "pending_extraction": max_seq > extracted,
+        # A run that stopped between extraction and inference left facts newer than variables.
+        "fragments_changed": facts_dirty,
         "summary_due": summary_due(ctx, memory_id, max_seq=max_seq, summarized_seq=summarized),
     }

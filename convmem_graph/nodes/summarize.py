@@ -57,7 +57,7 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     store = ctx.store
     memory_id = state["memory_id"]
     budget = ctx.config.summary_budget_tokens
-    last, _, cursor = store.cursors(memory_id)
+    last, _, cursor, _ = store.cursors(memory_id)
     uses_messages = getattr(ctx.summarizer, "uses_messages", True)
     version = 0
     previous = store.get_summary(memory_id)

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from sqlalchemy import Connection, Engine, create_engine, delete, func, inspect, select, text, update
 from sqlalchemy.engine import make_url
@@ -73,6 +73,16 @@ logger = logging.getLogger(__name__)
 
 _MAX_ID = 255
 _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation across processes
+
+
+class Cursors(NamedTuple):
+    """Where processing of a memory stands."""
+
+    max_seq: int
+    extracted_seq: int
+    summarized_seq: int
+    #: Facts changed since variables were last inferred.
+    facts_dirty: bool
 
 
 #: Parsed call-start snapshots kept in process (least recently used are dropped).
@@ -213,6 +223,10 @@ class MemoryStore:
             "summarized_seq": 0,
         }
         return conn.execute(insert_ignore(self.dialect, memories).values(**row)).rowcount == 1
+
+    @staticmethod
+    def _facts_changed(conn: Connection, memory_id: str) -> None:
+        conn.execute(update(memories).where(memories.c.memory_id == memory_id).values(facts_dirty=1))
 
     @staticmethod
     def _touch(conn: Connection, memory_id: str, now: int) -> None:
@@ -551,6 +565,7 @@ class MemoryStore:
             if writer.changed:
                 writer.flush()
                 self._touch(conn, memory_id, now)
+                self._facts_changed(conn, memory_id)
         assert result is not None
         return result
 
@@ -583,6 +598,7 @@ class MemoryStore:
             if writer.changed:
                 writer.flush()
                 self._touch(conn, memory_id, now)
+                self._facts_changed(conn, memory_id)
         assert result is not None
         return result
 
@@ -600,6 +616,7 @@ class MemoryStore:
             if writer.set_status(fragment_id, "deleted", by=None, cause="deleted by hand"):
                 writer.flush()
                 self._touch(conn, memory_id, now)
+                self._facts_changed(conn, memory_id)
 
     def commit_extraction(
         self, memory_id: str, ops: Sequence[FragmentOp], *, upto_seq: int, now_ms: int
@@ -629,6 +646,8 @@ class MemoryStore:
             )
             if changed:
                 self._touch(conn, memory_id, now_ms)
+                if counts["add"] or counts["update"] or counts["supersede"]:
+                    self._facts_changed(conn, memory_id)
             elif cursor.rowcount:
                 conn.execute(
                     update(memories).where(memories.c.memory_id == memory_id).values(updated_at=now_ms)
@@ -643,18 +662,19 @@ class MemoryStore:
         """Return the summary cursor of a memory (0 when unknown)."""
         return self._cursor(memory_id, memories.c.summarized_seq)
 
-    def cursors(self, memory_id: str) -> tuple[int, int, int]:
-        """Return ``(max_seq, extracted_seq, summarized_seq)`` of a memory in one query (zeros if unknown)."""
+    def cursors(self, memory_id: str) -> Cursors:
+        """Return the processing state of a memory in one query (zeros if unknown)."""
         stmt = select(
             select(func.max(messages.c.seq)).where(messages.c.memory_id == memory_id).scalar_subquery(),
             memories.c.extracted_seq,
             memories.c.summarized_seq,
+            memories.c.facts_dirty,
         ).where(memories.c.memory_id == memory_id)
         with self._read() as conn:
             row = conn.execute(stmt).first()
         if row is None:
-            return (self.max_seq(memory_id), 0, 0)
-        return (int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+            return Cursors(self.max_seq(memory_id), 0, 0, False)
+        return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
 
     def _cursor(self, memory_id: str, column: Any) -> int:
         with self._read() as conn:
@@ -802,6 +822,7 @@ class MemoryStore:
         changed: list[str] = []
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now_ms)
+            conn.execute(update(memories).where(memories.c.memory_id == memory_id).values(facts_dirty=0))
             stored = var.read_values(conn, memory_id)
             entries: list[dict[str, Any]] = []
             for name in sorted(guesses):

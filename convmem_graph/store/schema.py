@@ -67,6 +67,9 @@ memories = Table(
     # Processing cursors: the highest message seq already extracted / folded into the summary.
     Column("extracted_seq", _Ms, nullable=False, default=0),
     Column("summarized_seq", _Ms, nullable=False, default=0),
+    # 1 when facts changed after the last variable inference (a run that stopped in between
+    # leaves it set, so the next run infers variables even with nothing new to extract).
+    Column("facts_dirty", Integer, nullable=False, default=0),
 )
 
 messages = Table(

@@ -284,3 +284,25 @@ def test_trtc_callbacks_one_webhook_at_a_time_equal_the_batch(tmp_path: Path) ->
     assert ("user", "我刚跑完步回来。今天跑了八公里，配速六分半。") in turns(live_store)
     assert ("assistant", "哇，八公里！六分半的配速很稳呀，跑完记得拉伸一下腿。") in turns(live_store)
     assert [c for _, c in turns(live_store)] == [c for _, c in turns(batch_store)]
+
+
+def test_a_run_stopped_before_variables_are_inferred_is_completed_by_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clean = MemoryStore.from_url(str(tmp_path / "clean.db"))
+    Lifecycle(clean).run("m", _inputs())
+
+    store = MemoryStore.from_url(str(tmp_path / "stopped.db"))
+    lc = Lifecycle(store)
+    real = store.commit_inferred_variables
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("process killed")
+
+    monkeypatch.setattr(store, "commit_inferred_variables", crash)
+    with pytest.raises(RuntimeError):
+        lc.run("m", _inputs())
+    assert store.list_fragments("m") and not store.get_variables("m")
+    monkeypatch.setattr(store, "commit_inferred_variables", real)
+    lc.run("m")  # nothing new to extract: the facts changed since the last inference still count
+    assert _state_of(store, "m") == _state_of(clean, "m")
