@@ -764,6 +764,9 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     facts: list[Fact] = []
     # Who a subject-less clause is about: "" the user, "other", or a relation word ("妈妈").
     owner = ""
+    # Whether the previous clause introduced someone or something ("养了一只猫", "有个弟弟"): a
+    # following subject-less "叫X" names it, not the user.
+    introduced = False
     for clause in clauses:
         text = clause.text
         if clause.question or _QUESTION_END.search(text):
@@ -790,12 +793,35 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
         owner = ""
         if not c.body:
             continue
+        name = _NAME.match(c.body) if subject == "" else None
+        if name and introduced:
+            introduced = False
+            _name_previous(facts, name.group(1).strip())
+            continue
+        introduced = bool(_INTRODUCES.match(c.body))
         for rule in _RULES:
             out = rule(c, ctx)
             if out:
                 facts.extend(out)
+                introduced = introduced or any(f.key.startswith("pet:") for f in out)
                 break
     return _merge_state_and_food(facts)
+
+
+# "有个弟弟", "有一个朋友", "养了一只猫": the clause brings in someone or something to be named next.
+_INTRODUCES = re.compile(r"^(?:还)?(?:有|养了|养着|养)(?:一|两|几)?(?:个|只|条|位|匹|头)")
+
+
+def _name_previous(facts: list[Fact], name: str) -> None:
+    """Give the pet just mentioned its name ("我养了一只猫，叫豆豆"); anyone else is left unnamed."""
+    for i in range(len(facts) - 1, -1, -1):
+        f = facts[i]
+        if f.key.startswith("pet:") and ":" not in f.key[4:]:
+            species = f.key[4:]
+            facts[i] = Fact(
+                f"用户养了一只叫{name}的{species}。", f.category, f"pet:{name}", name, confidence=f.confidence
+            )
+            return
 
 
 def _merge_state_and_food(facts: list[Fact]) -> list[Fact]:

@@ -157,3 +157,24 @@ def test_a_relative_clause_does_not_leak_into_the_users_profile() -> None:
     keys = [c.key for c in run("我妈妈是老师，喜欢跳舞。我是护士")]
     assert keys == ["family:母亲", "family:母亲:跳舞", "profile:occupation"]
     assert [c.key for c in run("我妈说我太胖了，我要减肥")] == ["goal:减肥"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("我养了一只猫，叫豆豆。", [("pet:豆豆", "用户养了一只叫豆豆的猫。")]),
+        ("我有个弟弟，叫小明。", []),
+        ("你好，我叫王芳。", [("profile:name", "用户叫王芳。")]),
+    ],
+)
+def test_a_subject_less_name_names_what_was_just_introduced(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    from convmem_graph.extractors.heuristic import HeuristicExtractor
+    from convmem_graph.models import Message
+
+    msg = Message(
+        id="m", role="user", content=text, channel="im", source="message", timestamp_ms=1_767_268_800_000
+    )
+    got = HeuristicExtractor().extract([msg], [], [], now_ms=1_767_268_800_000).candidates
+    assert [(c.key, c.content) for c in got] == expected
