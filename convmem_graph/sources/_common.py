@@ -220,22 +220,35 @@ def check_structure(source: str, data: Any, path: str = "$") -> None:
 
     Walks iteratively (never recursion), so a cyclic or absurdly deep Python object fails fast.
     """
+    if not _is_container(data):
+        return
     stack: list[tuple[Any, int]] = [(data, 0)]
-    nodes = 0
+    nodes = 1
     while stack:
         node, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_NODES:
-            fail(source, path, f"payload has more than {MAX_NODES} values")
-        if isinstance(node, Mapping):
-            children: Iterable[Any] = node.values()
-        elif isinstance(node, list | tuple):
-            children = node
-        else:
-            continue
         if depth >= MAX_DEPTH:
             fail(source, path, f"payload nested deeper than {MAX_DEPTH} levels")
-        stack.extend((child, depth + 1) for child in children)
+        children: Iterable[Any] = node.values() if isinstance(node, Mapping) else node
+        # Scalars are only counted; only containers go on the stack (most values are scalars).
+        for child in children:
+            nodes += 1
+            if _is_container(child):
+                stack.append((child, depth + 1))
+        if nodes > MAX_NODES:
+            fail(source, path, f"payload has more than {MAX_NODES} values")
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _is_container(value: Any) -> bool:
+    # Exact-type checks first: the ABC checks below are slow and JSON gives plain dicts and lists.
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        return True
+    if kind in _SCALARS:
+        return False
+    return isinstance(value, Mapping | list | tuple)
 
 
 @dataclass

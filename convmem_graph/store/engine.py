@@ -91,8 +91,11 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        mode = "IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "DEFERRED"
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        # Writers take the write lock up front (no read-then-upgrade deadlocks). Readers run each
+        # statement in autocommit: every store read is one statement, consistent by itself, and
+        # skipping BEGIN/ROLLBACK halves the round trips of a lifecycle run.
+        if conn.get_execution_options().get(WRITE_OPTION):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def advisory_key(memory_id: str) -> int:
