@@ -343,7 +343,7 @@ class Replayer:
         return self._tails.get(memory_id)
 
     def _replay_file(self, path: Path, report: ReplayReport) -> None:
-        from convmem_graph.sources import read_payload
+        from convmem_graph.sources import peek_user_id, read_payload
 
         cfg = self.lifecycle.config
         report.files += 1
@@ -371,6 +371,11 @@ class Replayer:
                         None, source="json", raw=doc.raw, error=doc.error.reason, path=doc.error.path
                     )
                     continue
+                if fixed is None and self.shard[1] > 1:
+                    # Another shard's document is skipped without reading its messages.
+                    hint = peek_user_id(doc, self.source)
+                    if hint is not None and not self._mine(hint):
+                        continue
                 try:
                     result = read_payload(doc, self.source, bot_ids=cfg.bot_ids, config=cfg)
                 except SourceFormatError as exc:

@@ -20,7 +20,7 @@ from typing import Any
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
-from convmem_graph.sources._common import ReadContext
+from convmem_graph.sources._common import ReadContext, clean_text
 from convmem_graph.sources.agora import read_agora
 from convmem_graph.sources.detect import SOURCE_NAMES, coerce_payload, detect_parsed, detect_source
 from convmem_graph.sources.files import iter_documents
@@ -35,6 +35,7 @@ __all__ = [
     "iter_documents",
     "merge_timeline",
     "normalize_text",
+    "peek_user_id",
     "read_payload",
 ]
 
@@ -104,3 +105,22 @@ def read_payload(
     except Exception as exc:  # noqa: BLE001  # the contract: only SourceFormatError escapes
         logger.warning("unexpected %s while reading a %s payload", type(exc).__name__, name, exc_info=True)
         raise SourceFormatError(name, "$", f"unreadable payload ({type(exc).__name__})") from exc
+
+
+def peek_user_id(data: Any, source: str | None = None) -> str | None:
+    """Return the user id :func:`read_payload` would report, without reading the messages.
+
+    Only formats whose id sits at a fixed place are answered (an OpenAI-style request's ``user``,
+    with no memory id in such payloads); ``None`` means "read the payload to know". Replay uses it
+    to skip other shards' documents cheaply.
+    """
+    if not isinstance(data, dict):
+        return None
+    try:
+        name = _ALIASES.get(source, source) if source and source != "auto" else detect_source(data)
+    except SourceFormatError:
+        return None
+    if name != "openai":
+        return None
+    user = data.get("user")
+    return clean_text(user) if isinstance(user, str) and user else None

@@ -153,3 +153,13 @@ def test_same_text_at_different_times_is_two_messages() -> None:
     again = read_payload([{"role": "user", "content": "ok", "timestamp": 1_767_000_000_000}])
     assert first.messages[0].id != second.messages[0].id
     assert first.messages[0].id == again.messages[0].id
+
+
+def test_peek_user_id_agrees_with_read_payload() -> None:
+    from convmem_graph.sources import peek_user_id
+
+    doc = {"user": "u_1", "messages": [{"role": "user", "content": "hi"}]}
+    assert peek_user_id(doc) == read_payload(doc).user_id == "u_1"
+    assert peek_user_id({"messages": [{"role": "user", "content": "hi"}]}) is None
+    assert peek_user_id([{"role": "user", "content": "hi"}]) is None
+    assert peek_user_id({"MsgList": []}) is None  # other formats: read to know
