@@ -6,7 +6,7 @@ import functools
 import string
 import unicodedata
 
-__all__ = ["normalize_text"]
+__all__ = ["join_sentences", "normalize_text"]
 
 
 @functools.cache
@@ -33,3 +33,24 @@ def normalize_text(text: str) -> str:
         True
     """
     return unicodedata.normalize("NFKC", text).casefold().translate(_drop_table())
+
+
+def join_sentences(sentences: list[str]) -> str:
+    """Join ASR/LLM sentences: no separator, except a space between two Latin-script ends."""
+    out = ""
+    for s in sentences:
+        s = s.strip()
+        if not s:
+            continue
+        if out and _latin_end(out[-1]) and _latin_start(s[0]):
+            out += " "
+        out += s
+    return out
+
+
+def _latin_end(ch: str) -> bool:
+    return ch.isascii() and (ch.isalnum() or ch in ".,!?;:'\")")
+
+
+def _latin_start(ch: str) -> bool:
+    return ch.isascii() and (ch.isalnum() or ch in "'\"(")

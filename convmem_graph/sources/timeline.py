@@ -21,9 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from convmem_graph._text import normalize_text
+from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message, ReadResult, SkippedItem
-from convmem_graph.sources.trtc import join_sentences
 
 __all__ = ["merge_timeline", "merge_timeline_traced", "normalize_text"]
 

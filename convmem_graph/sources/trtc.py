@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convmem_graph._ids import stable_id
+from convmem_graph._text import join_sentences
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import Message, ReadResult
 from convmem_graph.sources._common import (
@@ -82,27 +83,6 @@ def _looks_like_entry(entry: Any) -> bool:
     if isinstance(entry, str | bytes):
         return '"EventGroupId"' in (entry if isinstance(entry, str) else entry.decode("utf-8", "replace"))
     return isinstance(entry, Mapping) and looks_like_trtc(entry)
-
-
-def join_sentences(sentences: list[str]) -> str:
-    """Join ASR/LLM sentences: no separator, except a space between two Latin-script ends."""
-    out = ""
-    for s in sentences:
-        s = s.strip()
-        if not s:
-            continue
-        if out and _latin_end(out[-1]) and _latin_start(s[0]):
-            out += " "
-        out += s
-    return out
-
-
-def _latin_end(ch: str) -> bool:
-    return ch.isascii() and (ch.isalnum() or ch in ".,!?;:'\")")
-
-
-def _latin_start(ch: str) -> bool:
-    return ch.isascii() and (ch.isalnum() or ch in "'\"(")
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete
 
-from convmem_graph._text import normalize_text
+from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
 from convmem_graph.store.engine import chunked, dumps
 from convmem_graph.store.schema import messages
@@ -105,13 +105,6 @@ def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int
     return old_partial and (not new_partial or new_len > old_len)
 
 
-def _join(first: str, second: str) -> str:
-    # Sentences of one spoken turn: a space only between two Latin-script ends.
-    if first and second and first[-1].isascii() and first[-1].isalnum() and second[0].isascii():
-        return f"{first} {second}"
-    return first + second
-
-
 def _merge_same_id(new: Message, old_partial: bool, old_content: str, old_ts: int) -> Message | None:
     """Decide what a message whose id is already stored becomes; ``None`` keeps the stored row.
 
@@ -130,8 +123,8 @@ def _merge_same_id(new: Message, old_partial: bool, old_content: str, old_ts: in
         return new
     if new.round_id is None:
         return None
-    joined = (
-        _join(old_content, new.content) if new.timestamp_ms >= old_ts else _join(new.content, old_content)
+    joined = join_sentences(
+        [old_content, new.content] if new.timestamp_ms >= old_ts else [new.content, old_content]
     )
     return new.model_copy(update={"content": joined, "timestamp_ms": min(old_ts, new.timestamp_ms)})
 
