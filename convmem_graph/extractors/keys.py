@@ -62,7 +62,9 @@ def subject_key(text: str) -> str:
     text = _ARTICLE.sub("", text)
     if _CJK.search(text):
         # Spaces carry no meaning next to Chinese characters ("跑 步" from segmented text).
-        text = _ZH_TRAIL.sub("", re.sub(r"(?<=[\u3400-\u9fff])\s+|\s+(?=[\u3400-\u9fff])", "", text))
+        joined = re.sub(r"(?<=[\u3400-\u9fff])\s+|\s+(?=[\u3400-\u9fff])", "", text)
+        # A subject made only of particles ("哈哈", "啦") stays as it is rather than vanishing.
+        text = _ZH_TRAIL.sub("", joined) or joined
     text = _SPACES.sub("_", text.strip(_EDGE_CHARS))
     if len(text) > _MAX_SUBJECT:
         cut = text[:_MAX_SUBJECT]

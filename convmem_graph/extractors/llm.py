@@ -465,6 +465,8 @@ class LLMSummarizer:
     def __init__(self, model: BaseChatModel, *, shorten: bool = False) -> None:
         self.model = model
         self.shorten = shorten
+        #: Model calls made so far (the summarize node reports the calls of each run).
+        self.calls = 0
 
     def summarize(
         self,
@@ -493,8 +495,10 @@ class LLMSummarizer:
         """
         prompt = self._prompt(previous, messages, variables, fragments, budget_tokens, now_ms)
         text = _clean(self.model.invoke(prompt))
+        self.calls += 1
         if self.shorten and text and counter(text) > budget_tokens:
             shorter = _clean(self.model.invoke(self._shorten_prompt(text, budget_tokens, counter)))
+            self.calls += 1
             if shorter and counter(shorter) < counter(text):
                 text = shorter
         return self._finish(text, previous, budget_tokens, counter)
@@ -513,8 +517,10 @@ class LLMSummarizer:
         """Async twin of :meth:`summarize`."""
         prompt = self._prompt(previous, messages, variables, fragments, budget_tokens, now_ms)
         text = _clean(await self.model.ainvoke(prompt))
+        self.calls += 1
         if self.shorten and text and counter(text) > budget_tokens:
             shorter = _clean(await self.model.ainvoke(self._shorten_prompt(text, budget_tokens, counter)))
+            self.calls += 1
             if shorter and counter(shorter) < counter(text):
                 text = shorter
         return self._finish(text, previous, budget_tokens, counter)

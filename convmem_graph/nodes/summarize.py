@@ -59,6 +59,7 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     budget = ctx.config.summary_budget_tokens
     last, _, cursor, _ = store.cursors(memory_id)
     uses_messages = getattr(ctx.summarizer, "uses_messages", True)
+    calls_before = getattr(ctx.summarizer, "calls", 0)
     version = 0
     previous = store.get_summary(memory_id)
     if (
@@ -91,4 +92,10 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
             break
         version = _commit(ctx, memory_id, [m for _, m in rows], rows[-1][0], budget).version
         cursor = rows[-1][0]
-    return {"summarized_seq": cursor, "summary_version": version, "summary_due": False}
+    calls = getattr(ctx.summarizer, "calls", 0) - calls_before
+    return {
+        "summarized_seq": cursor,
+        "summary_version": version,
+        "summary_due": False,
+        "model_calls": state.get("model_calls", 0) + calls,
+    }

@@ -178,3 +178,10 @@ def test_a_subject_less_name_names_what_was_just_introduced(
     )
     got = HeuristicExtractor().extract([msg], [], [], now_ms=1_767_268_800_000).candidates
     assert [(c.key, c.content) for c in got] == expected
+
+
+def test_a_key_whose_subject_is_only_particles_keeps_it() -> None:
+    from convmem_graph.extractors.keys import normalize_key
+
+    assert normalize_key("event:哈哈") == "event:哈哈"
+    assert normalize_key("pref:跑步了") == "pref:跑步"
