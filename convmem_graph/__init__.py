@@ -29,13 +29,17 @@ from convmem_graph.models import (
 from convmem_graph.tokens import count_tokens
 
 if TYPE_CHECKING:
+    from convmem_graph.graph import build_memory_graph
     from convmem_graph.memory import ConvMemory
     from convmem_graph.runner import Lifecycle, RunResult
     from convmem_graph.state import MemoryContext, MemoryState, RawInput
+    from convmem_graph.store import MemoryStore
 
 # The lifecycle pulls in LangGraph and LangChain: import it on first use, not with the package.
 _LAZY = {
     "ConvMemory": "convmem_graph.memory",
+    "MemoryStore": "convmem_graph.store",
+    "build_memory_graph": "convmem_graph.graph",
     "Lifecycle": "convmem_graph.runner",
     "RunResult": "convmem_graph.runner",
     "MemoryContext": "convmem_graph.state",
@@ -65,6 +69,7 @@ __all__ = [
     "FragmentOp",
     "MemoryConfig",
     "MemoryNotFoundError",
+    "MemoryStore",
     "MemorySnapshot",
     "Message",
     "NotFoundError",
@@ -74,6 +79,7 @@ __all__ = [
     "Summary",
     "VariableSpec",
     "VariableValue",
+    "build_memory_graph",
     "count_tokens",
 ]
 
