@@ -36,5 +36,5 @@ def update_variables(state: MemoryState, runtime: Runtime[MemoryContext]) -> Mem
     for name, raw in (state.get("variable_guesses") or {}).items():
         if name in inferable and name not in guesses:
             guesses[name] = VariableGuess.model_validate(raw)
-    changed = store.commit_inferred_variables(memory_id, guesses, now_ms=now)
+    changed = store.commit_inferred_variables(memory_id, guesses, now_ms=now, inferable=inferable)
     return {"variables_changed": changed}

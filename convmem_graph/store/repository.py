@@ -11,7 +11,7 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -810,9 +810,21 @@ class MemoryStore:
             self._touch(conn, memory_id, now)
 
     def commit_inferred_variables(
-        self, memory_id: str, guesses: Mapping[str, VariableGuess], *, now_ms: int
+        self,
+        memory_id: str,
+        guesses: Mapping[str, VariableGuess],
+        *,
+        now_ms: int,
+        inferable: Collection[str] = (),
     ) -> list[str]:
         """Store inferred values (kept apart from manual ones) in one transaction.
+
+        Args:
+            memory_id: The memory.
+            guesses: New inferred values by name.
+            now_ms: Current time.
+            inferable: Names inference is responsible for: an inferred value of one of these
+                that is not in ``guesses`` lost its supporting facts and is removed (audited).
 
         Returns:
             Names whose inferred value changed (a new supporting fragment list alone is stored
@@ -863,6 +875,30 @@ class MemoryStore:
                         before=var.value_dict(old),
                         after=var.value_dict(new),
                         cause=cause,
+                    )
+                )
+            for name in sorted(set(inferable) - set(guesses)):
+                old = stored.get((name, "inferred"))
+                if old is None:
+                    continue
+                conn.execute(
+                    delete(variables).where(
+                        variables.c.memory_id == memory_id,
+                        variables.c.name == name,
+                        variables.c.origin == "inferred",
+                    )
+                )
+                changed.append(name)
+                entries.append(
+                    audit_row(
+                        memory_id,
+                        now_ms,
+                        "variable",
+                        name,
+                        "infer",
+                        before=var.value_dict(old),
+                        after=None,
+                        cause="no active fact supports it any more",
                     )
                 )
             write_audit(conn, entries)

@@ -176,3 +176,13 @@ def test_chat_history_adapter_without_deprecation_noise(mem: ConvMemory) -> None
     assert mem.variables("u3")["name"].value == "Zoe"
     history.clear()
     assert mem.memories() == []
+
+
+def test_an_inferred_value_goes_when_its_facts_go(mem: ConvMemory) -> None:
+    mem.ingest("u1", [{"role": "user", "content": "I live in Berlin."}])
+    mem.set_variable("u1", "name", "Ada")
+    (fact,) = [f for f in mem.fragments("u1") if "Berlin" in f.content]
+    mem.delete_fragment("u1", fact.id)
+    assert "city" not in mem.variables("u1")
+    assert mem.variables("u1")["name"].value == "Ada"  # manual values are never touched
+    assert any(a.object_id == "city" and a.after is None for a in mem.store.list_audit("u1"))
