@@ -22,7 +22,7 @@ Rules decided here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from convmem_graph._ids import stable_id
@@ -197,20 +197,7 @@ def read_openai(data: Any, ctx: ReadContext) -> ReadResult:
     Raises:
         SourceFormatError: Not a message list, or (strict) a bad message.
     """
-    source = "openai"
-    items, path, doc = _items(data, source)
-    fallback = _doc_time(source, doc, ctx)
-    parsed: list[tuple[Message, int | None]] = []
-    for i, item in enumerate(items):
-        got = ctx.guarded(_read_openai_item, item, i, idx(path, i), ctx)
-        if got is not None:
-            parsed.append(got)
-    result = ReadResult(source=source, skipped=ctx.skipped)
-    result.messages = dedupe_by_id(ctx, _fill_times(parsed, fallback), lambda m: 0)
-    user = doc.get("user")
-    if isinstance(user, str) and user:
-        result.user_id = clean_text(user)
-    return result
+    return _read_list(data, ctx, "openai", _read_openai_item)
 
 
 def _read_openai_item(
@@ -256,16 +243,28 @@ def read_langchain(data: Any, ctx: ReadContext) -> ReadResult:
     Raises:
         SourceFormatError: Not a message list, or (strict) a bad message.
     """
-    source = "langchain"
+    return _read_list(data, ctx, "langchain", _read_langchain_item)
+
+
+def _read_list(
+    data: Any,
+    ctx: ReadContext,
+    source: str,
+    read_item: Callable[[Any, int, str, ReadContext], tuple[Message, int | None] | None],
+) -> ReadResult:
+    """Read every item of a message list with ``read_item``; times filled, ids de-duplicated."""
     items, path, doc = _items(data, source)
     fallback = _doc_time(source, doc, ctx)
     parsed: list[tuple[Message, int | None]] = []
     for i, item in enumerate(items):
-        got = ctx.guarded(_read_langchain_item, item, i, idx(path, i), ctx)
+        got = ctx.guarded(read_item, item, i, idx(path, i), ctx)
         if got is not None:
             parsed.append(got)
     result = ReadResult(source=source, skipped=ctx.skipped)
     result.messages = dedupe_by_id(ctx, _fill_times(parsed, fallback), lambda m: 0)
+    user = doc.get("user")
+    if isinstance(user, str) and user:
+        result.user_id = clean_text(user)
     return result
 
 
