@@ -146,7 +146,7 @@ class Lifecycle:
         if not memory_id:
             raise ValueError("memory_id must be a non-empty string")
         ctx = self._context(inputs, vendors, inject_options, session_ended)
-        with self.store.memory_lock(memory_id):
+        with self.store.memory_lock(memory_id), self.store.pinned():
             # durability only means something with a checkpointer (langgraph 1.2 fails without one).
             durability = self.durability if self.checkpointer is not None else None
             out = self.graph.invoke(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert
+from sqlalchemy import Connection, Row
 
+from convmem_graph.store._queries import INSERT_AUDIT
 from convmem_graph.store.records import AuditAction, AuditEntry, AuditKind
-from convmem_graph.store.schema import audit
 
 __all__ = ["audit_row", "messages_cause", "row_to_audit", "write_audit"]
 
@@ -40,7 +40,7 @@ def audit_row(
 def write_audit(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert audit rows in one executemany (nothing when empty)."""
     if rows:
-        conn.execute(insert(audit), list(rows))
+        conn.execute(INSERT_AUDIT, list(rows))
 
 
 def messages_cause(message_ids: Sequence[str], reason: str = "") -> str:

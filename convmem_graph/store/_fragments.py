@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import Connection, Row, update
 
 from convmem_graph._ids import stable_id
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
 from convmem_graph.store._audit import audit_row, messages_cause, write_audit
 from convmem_graph.store._messages import normalize_text
+from convmem_graph.store._queries import FRAGMENTS_BY_ID, INSERT_FRAGMENTS
 from convmem_graph.store.engine import chunked
 from convmem_graph.store.schema import fragments
 
@@ -117,8 +118,8 @@ class FragmentWriter:
         wanted = sorted({i for i in ids if i not in self._loaded})
         self._loaded.update(wanted)
         for part in chunked(wanted):
-            stmt = select(fragments).where(fragments.c.memory_id == self._memory_id, fragments.c.id.in_(part))
-            for row in self._conn.execute(stmt):
+            params = {"mid": self._memory_id, "ids": list(part)}
+            for row in self._conn.execute(FRAGMENTS_BY_ID, params):
                 self._state[row.id] = row_to_fragment(row)
 
     def get(self, fragment_id_: str) -> Fragment | None:
@@ -307,7 +308,7 @@ class FragmentWriter:
     def flush(self) -> None:
         """Write new and changed fragments and the audit rows."""
         if self._new:
-            self._conn.execute(insert(fragments), [_to_row(self._state[i]) for i in sorted(self._new)])
+            self._conn.execute(INSERT_FRAGMENTS, [_to_row(self._state[i]) for i in sorted(self._new)])
         for fid in sorted(self._dirty):
             row = _to_row(self._state[fid])
             del row["memory_id"], row["id"]

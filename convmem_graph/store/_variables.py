@@ -8,7 +8,8 @@ from typing import Any
 from sqlalchemy import Connection, Row, select
 
 from convmem_graph.models import VariableSpec, VariableValue, VariableValueType
-from convmem_graph.store.schema import variable_specs, variables
+from convmem_graph.store._queries import VALUES
+from convmem_graph.store.schema import variable_specs
 
 __all__ = [
     "check_name",
@@ -65,7 +66,6 @@ def row_to_spec(row: Row[Any]) -> VariableSpec:
 
 def read_values(conn: Connection, memory_id: str) -> dict[tuple[str, str], VariableValue]:
     """Read every stored value of a memory, keyed by (name, origin)."""
-    stmt = select(variables).where(variables.c.memory_id == memory_id).order_by(variables.c.name)
     return {
         (row.name, row.origin): VariableValue(
             name=row.name,
@@ -74,7 +74,7 @@ def read_values(conn: Connection, memory_id: str) -> dict[tuple[str, str], Varia
             fragment_ids=list(row.fragment_ids or []),
             updated_at=row.updated_at,
         )
-        for row in conn.execute(stmt)
+        for row in conn.execute(VALUES, {"mid": memory_id})
     }
 
 

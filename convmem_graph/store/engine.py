@@ -8,6 +8,7 @@ its start, or a concurrent writer makes its commit fail with a busy-snapshot err
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,6 +30,7 @@ __all__ = [
     "chunked",
     "create_store_engine",
     "dumps",
+    "execute_upsert",
     "insert_ignore",
     "upsert",
 ]
@@ -115,11 +117,13 @@ def chunked(items: Sequence[_T], size: int = IN_CHUNK) -> Iterator[Sequence[_T]]
         yield items[start : start + size]
 
 
+@functools.cache
 def insert_ignore(dialect: str, table: Table) -> Insert:
     """Return an INSERT that silently skips rows conflicting with a unique constraint.
 
-    Its result's ``rowcount`` tells whether the row was inserted (SQLAlchemy only keeps the
-    rowcount of INSERT statements when asked to).
+    Built once per (dialect, table); execute it with the row as parameters. Its result's
+    ``rowcount`` tells whether the row was inserted (SQLAlchemy only keeps the rowcount of INSERT
+    statements when asked to).
     """
     stmt: Insert
     if dialect == "postgresql":
@@ -129,11 +133,22 @@ def insert_ignore(dialect: str, table: Table) -> Insert:
     return stmt.execution_options(preserve_rowcount=True)
 
 
-def upsert(dialect: str, table: Table, keys: Sequence[str], values: Mapping[str, Any]) -> Insert:
-    """Return an INSERT of ``values`` that updates the non-key columns when ``keys`` already exist."""
-    update = {k: v for k, v in values.items() if k not in keys}
+@functools.cache
+def upsert(dialect: str, table: Table, keys: tuple[str, ...], columns: tuple[str, ...]) -> Insert:
+    """Return an INSERT of ``columns`` that updates the non-key ones when ``keys`` already exist.
+
+    Built once per shape (statement construction cost more than SQLite's own work on the hot
+    path); execute it with the row as parameters.
+    """
     if dialect == "postgresql":
-        pg_stmt = pg_dialect.insert(table).values(**values)
+        pg_stmt = pg_dialect.insert(table)
+        update = {c: pg_stmt.excluded[c] for c in columns if c not in keys}
         return pg_stmt.on_conflict_do_update(index_elements=list(keys), set_=update)
-    lite_stmt = sqlite_dialect.insert(table).values(**values)
-    return lite_stmt.on_conflict_do_update(index_elements=list(keys), set_=update)
+    lite_stmt = sqlite_dialect.insert(table)
+    lite_update = {c: lite_stmt.excluded[c] for c in columns if c not in keys}
+    return lite_stmt.on_conflict_do_update(index_elements=list(keys), set_=lite_update)
+
+
+def execute_upsert(conn: Connection, table: Table, keys: tuple[str, ...], row: Mapping[str, Any]) -> None:
+    """Insert ``row`` into ``table`` or update the non-key columns of the row with the same ``keys``."""
+    conn.execute(upsert(conn.dialect.name, table, keys, tuple(row)), dict(row))

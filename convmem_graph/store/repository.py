@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from sqlalchemy import Connection, Engine, create_engine, delete, func, inspect, select, text, update
+from sqlalchemy import Connection, Engine, create_engine, delete, func, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
@@ -35,6 +35,7 @@ from convmem_graph.models import (
     VariableValue,
     VariableValueType,
 )
+from convmem_graph.store import _queries as Q
 from convmem_graph.store import _variables as var
 from convmem_graph.store._audit import audit_row, row_to_audit, write_audit
 from convmem_graph.store._fragments import FragmentWriter, manual_key, row_to_fragment
@@ -44,8 +45,8 @@ from convmem_graph.store.engine import (
     advisory_key,
     chunked,
     create_store_engine,
+    execute_upsert,
     insert_ignore,
-    upsert,
 )
 from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.records import AuditEntry, DeadLetter
@@ -158,6 +159,8 @@ class MemoryStore:
         # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
         self._parsed: OrderedDict[str, tuple[str, MemorySnapshot]] = OrderedDict()
         self._parsed_lock = threading.Lock()
+        # The connection of the current thread's pinned() block, if any.
+        self._pin = threading.local()
         with self._write() as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
@@ -193,25 +196,64 @@ class MemoryStore:
 
     # -- transactions ---------------------------------------------------------------------------
     @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Run this thread's store calls on one connection until the block ends.
+
+        Every public method still is its own statement or transaction; only the connection is
+        kept, which saves a pool checkout per call (a lifecycle run makes dozens of calls).
+        Nested blocks reuse the outer connection.
+        """
+        if getattr(self._pin, "conn", None) is not None:
+            yield
+            return
+        with self.engine.connect() as conn:
+            self._pin.conn = conn
+            try:
+                yield
+            finally:
+                self._pin.conn = None
+
+    @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._serial, self.engine.connect() as conn:
+        conn: Connection | None = getattr(self._pin, "conn", None)
+        if conn is None:
+            with self._serial, self.engine.connect() as fresh:
+                yield fresh
+            return
+        if conn.in_transaction():
+            # A read inside a write of this thread: it belongs to that transaction.
             yield conn
+            return
+        with self._serial:
+            try:
+                yield conn
+            finally:
+                # End the read's implicit transaction, as closing a connection would.
+                if conn.in_transaction():
+                    conn.rollback()
 
     @contextmanager
     def _write(self, memory_id: str | None = None) -> Iterator[Connection]:
-        with self._serial, self.engine.connect() as conn:
+        pinned: Connection | None = getattr(self._pin, "conn", None)
+        with self._serial, (nullcontext(pinned) if pinned is not None else self.engine.connect()) as conn:
+            if conn.in_transaction():
+                conn.rollback()  # an unfinished read's implicit transaction, never a write's
             conn.execution_options(**{WRITE_OPTION: True})
-            with conn.begin():
-                if memory_id is not None and self.dialect == "postgresql":
-                    # Writers of one memory take turns (transaction-scoped, in the two-int key space,
-                    # so it never meets memory_lock's session lock): concurrent inserts cannot both
-                    # pass the duplicate check, and seq numbers of a memory commit in order.
-                    hi, lo = _int32_pair(advisory_key(memory_id))
-                    conn.execute(
-                        text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))"),
-                        {"a": hi, "b": lo},
-                    )
-                yield conn
+            try:
+                with conn.begin():
+                    if memory_id is not None and self.dialect == "postgresql":
+                        # Writers of one memory take turns (transaction-scoped, in the two-int key
+                        # space, so it never meets memory_lock's session lock): concurrent inserts
+                        # cannot both pass the duplicate check, and seq numbers commit in order.
+                        hi, lo = _int32_pair(advisory_key(memory_id))
+                        conn.execute(
+                            text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))"),
+                            {"a": hi, "b": lo},
+                        )
+                    yield conn
+            finally:
+                if pinned is not None:
+                    conn.execution_options(**{WRITE_OPTION: False})
 
     def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
         row = {
@@ -222,17 +264,17 @@ class MemoryStore:
             "extracted_seq": 0,
             "summarized_seq": 0,
         }
-        return conn.execute(insert_ignore(self.dialect, memories).values(**row)).rowcount == 1
+        return conn.execute(insert_ignore(self.dialect, memories), row).rowcount == 1
 
     @staticmethod
     def _facts_changed(conn: Connection, memory_id: str) -> None:
-        conn.execute(update(memories).where(memories.c.memory_id == memory_id).values(facts_dirty=1))
+        conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 1})
 
     @staticmethod
     def _touch(conn: Connection, memory_id: str, now: int) -> None:
         # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds it.
-        conn.execute(delete(snapshots).where(snapshots.c.memory_id == memory_id))
-        conn.execute(update(memories).where(memories.c.memory_id == memory_id).values(updated_at=now))
+        conn.execute(Q.DROP_SNAPSHOT, {"mid": memory_id})
+        conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now})
 
     # -- memories -------------------------------------------------------------------------------
     def ensure_memory(self, memory_id: str, description: str = "") -> MemoryInfo:
@@ -363,50 +405,32 @@ class MemoryStore:
     def max_seq(self, memory_id: str) -> int:
         """Return the highest message seq of a memory (0 when it has none)."""
         with self._read() as conn:
-            value = conn.execute(
-                select(func.max(messages.c.seq)).where(messages.c.memory_id == memory_id)
-            ).scalar()
+            value = conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar()
         return int(value or 0)
 
     def messages_after(
         self, memory_id: str, after_seq: int, *, limit: int = 500
     ) -> list[tuple[int, Message]]:
         """Return up to ``limit`` messages with seq greater than ``after_seq``, in seq order."""
-        stmt = (
-            select(*MESSAGE_COLUMNS)
-            .where(messages.c.memory_id == memory_id, messages.c.seq > after_seq)
-            .order_by(messages.c.seq)
-            .limit(limit)
-        )
+        params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
-            return [(int(row.seq), row_to_message(row)) for row in conn.execute(stmt)]
+            return [(int(row[0]), row_to_message(row)) for row in conn.execute(Q.MESSAGES_AFTER, params)]
 
     def message_ids_after(self, memory_id: str, after_seq: int, *, limit: int = 500) -> list[tuple[int, str]]:
         """Return ``(seq, id)`` of up to ``limit`` messages with seq greater than ``after_seq``, in seq order.
 
         A cheap companion of :meth:`messages_after` for callers that already hold the messages.
         """
-        stmt = (
-            select(messages.c.seq, messages.c.id)
-            .where(messages.c.memory_id == memory_id, messages.c.seq > after_seq)
-            .order_by(messages.c.seq)
-            .limit(limit)
-        )
+        params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
-            return [(int(seq), str(mid)) for seq, mid in conn.execute(stmt)]
+            return [(int(seq), str(mid)) for seq, mid in conn.execute(Q.MESSAGE_IDS_AFTER, params)]
 
     def recent_messages(self, memory_id: str, n: int) -> list[Message]:
         """Return the last ``n`` messages by (timestamp, seq), oldest first."""
         if n <= 0:
             return []
-        stmt = (
-            select(*MESSAGE_COLUMNS)
-            .where(messages.c.memory_id == memory_id)
-            .order_by(messages.c.timestamp_ms.desc(), messages.c.seq.desc())
-            .limit(n)
-        )
         with self._read() as conn:
-            rows = list(conn.execute(stmt))
+            rows = list(conn.execute(Q.RECENT_MESSAGES, {"mid": memory_id, "limit": n}))
         return [row_to_message(r) for r in reversed(rows)]
 
     def get_messages(self, memory_id: str, ids: Sequence[str]) -> list[Message]:
@@ -493,6 +517,15 @@ class MemoryStore:
             limit: Page size (``None``: all).
             offset: Page start.
         """
+        if status is not None and limit is None and not offset:
+            # The lifecycle's calls: prebuilt statements.
+            params: dict[str, Any] = {"mid": memory_id, "status": status}
+            query = Q.FRAGMENTS_BY_STATUS
+            if not include_expired:
+                params["now"] = now_ms if now_ms is not None else _now()
+                query = Q.LIVE_FRAGMENTS_BY_STATUS
+            with self._read() as conn:
+                return [row_to_fragment(r) for r in conn.execute(query, params)]
         stmt = select(fragments).where(fragments.c.memory_id == memory_id)
         if status is not None:
             stmt = stmt.where(fragments.c.status == status)
@@ -639,46 +672,34 @@ class MemoryStore:
             counts = writer.apply(ops)
             changed = writer.changed
             writer.flush()
-            cursor = conn.execute(
-                update(memories)
-                .where(memories.c.memory_id == memory_id, memories.c.extracted_seq < upto_seq)
-                .values(extracted_seq=upto_seq)
-            )
+            cursor = conn.execute(Q.ADVANCE_EXTRACTED, {"mid": memory_id, "upto": upto_seq})
             if changed:
                 self._touch(conn, memory_id, now_ms)
                 if counts["add"] or counts["update"] or counts["supersede"]:
                     self._facts_changed(conn, memory_id)
             elif cursor.rowcount:
-                conn.execute(
-                    update(memories).where(memories.c.memory_id == memory_id).values(updated_at=now_ms)
-                )
+                conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
         return counts
 
     def extracted_seq(self, memory_id: str) -> int:
         """Return the extraction cursor of a memory (0 when unknown)."""
-        return self._cursor(memory_id, memories.c.extracted_seq)
+        return self._cursor(memory_id, Q.EXTRACTED_SEQ)
 
     def summarized_seq(self, memory_id: str) -> int:
         """Return the summary cursor of a memory (0 when unknown)."""
-        return self._cursor(memory_id, memories.c.summarized_seq)
+        return self._cursor(memory_id, Q.SUMMARIZED_SEQ)
 
     def cursors(self, memory_id: str) -> Cursors:
         """Return the processing state of a memory in one query (zeros if unknown)."""
-        stmt = select(
-            select(func.max(messages.c.seq)).where(messages.c.memory_id == memory_id).scalar_subquery(),
-            memories.c.extracted_seq,
-            memories.c.summarized_seq,
-            memories.c.facts_dirty,
-        ).where(memories.c.memory_id == memory_id)
         with self._read() as conn:
-            row = conn.execute(stmt).first()
+            row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
         if row is None:
             return Cursors(self.max_seq(memory_id), 0, 0, False)
         return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
 
-    def _cursor(self, memory_id: str, column: Any) -> int:
+    def _cursor(self, memory_id: str, query: Any) -> int:
         with self._read() as conn:
-            value = conn.execute(select(column).where(memories.c.memory_id == memory_id)).scalar()
+            value = conn.execute(query, {"mid": memory_id}).scalar()
         return int(value or 0)
 
     # -- variables ------------------------------------------------------------------------------
@@ -710,19 +731,14 @@ class MemoryStore:
                     "type": spec.type,
                     "allowed_values": spec.allowed_values,
                 }
-                conn.execute(upsert(self.dialect, variable_specs, ("memory_id", "name"), values))
+                execute_upsert(conn, variable_specs, ("memory_id", "name"), values)
             if specs:
                 self._touch(conn, memory_id, now)
 
     def get_specs(self, memory_id: str) -> list[VariableSpec]:
         """Return the specs defined for a memory, in definition order (empty if none)."""
-        stmt = (
-            select(variable_specs)
-            .where(variable_specs.c.memory_id == memory_id)
-            .order_by(variable_specs.c.position)
-        )
         with self._read() as conn:
-            return [var.row_to_spec(r) for r in conn.execute(stmt)]
+            return [var.row_to_spec(r) for r in conn.execute(Q.SPECS, {"mid": memory_id})]
 
     def delete_spec(self, memory_id: str, name: str) -> None:
         """Remove a variable spec (stored values stay)."""
@@ -765,7 +781,7 @@ class MemoryStore:
                 "fragment_ids": None,
                 "updated_at": now,
             }
-            conn.execute(upsert(self.dialect, variables, ("memory_id", "name", "origin"), row))
+            execute_upsert(conn, variables, ("memory_id", "name", "origin"), row)
             before = old or stored.get((name, "inferred"))
             entry = audit_row(
                 memory_id,
@@ -834,7 +850,7 @@ class MemoryStore:
         changed: list[str] = []
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now_ms)
-            conn.execute(update(memories).where(memories.c.memory_id == memory_id).values(facts_dirty=0))
+            conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 0})
             stored = var.read_values(conn, memory_id)
             entries: list[dict[str, Any]] = []
             for name in sorted(guesses):
@@ -851,7 +867,7 @@ class MemoryStore:
                     "fragment_ids": list(guess.fragment_ids) or None,
                     "updated_at": now_ms,
                 }
-                conn.execute(upsert(self.dialect, variables, ("memory_id", "name", "origin"), row))
+                execute_upsert(conn, variables, ("memory_id", "name", "origin"), row)
                 if old is not None and old.value == guess.value:
                     continue
                 changed.append(name)
@@ -910,7 +926,7 @@ class MemoryStore:
     def get_summary(self, memory_id: str) -> Summary | None:
         """Return the current summary of a memory, if any."""
         with self._read() as conn:
-            row = conn.execute(select(summaries).where(summaries.c.memory_id == memory_id)).first()
+            row = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
         if row is None:
             return None
         return Summary(
@@ -941,7 +957,7 @@ class MemoryStore:
         _check_id(memory_id)
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now_ms)
-            old = conn.execute(select(summaries).where(summaries.c.memory_id == memory_id)).first()
+            old = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
             version = 1 if old is None else (old.version if old.text == text else old.version + 1)
             covers = max(covers_until_ms, old.covers_until_ms if old is not None else 0)
             summary = Summary(
@@ -953,12 +969,8 @@ class MemoryStore:
                 origin=origin,
             )
             row = {"memory_id": memory_id, **summary.model_dump()}
-            conn.execute(upsert(self.dialect, summaries, ("memory_id",), row))
-            conn.execute(
-                update(memories)
-                .where(memories.c.memory_id == memory_id, memories.c.summarized_seq < upto_seq)
-                .values(summarized_seq=upto_seq)
-            )
+            execute_upsert(conn, summaries, ("memory_id",), row)
+            conn.execute(Q.ADVANCE_SUMMARIZED, {"mid": memory_id, "upto": upto_seq})
             self._touch(conn, memory_id, now_ms)
         return summary
 
@@ -971,7 +983,7 @@ class MemoryStore:
         row = {"memory_id": memory_id, "data": snapshot.model_dump_json(), "updated_at": now_ms}
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now_ms)
-            conn.execute(upsert(self.dialect, snapshots, ("memory_id",), row))
+            execute_upsert(conn, snapshots, ("memory_id",), row)
 
     def load_snapshot(self, memory_id: str) -> MemorySnapshot | None:
         """Read the cached snapshot by primary key; None when absent or made stale by a change.
@@ -1018,7 +1030,7 @@ class MemoryStore:
             "created_at": _now(),
         }
         with self._write(memory_id) as conn:
-            inserted = conn.execute(insert_ignore(self.dialect, dead_letters).values(**row)).rowcount == 1
+            inserted = conn.execute(insert_ignore(self.dialect, dead_letters), row).rowcount == 1
         if inserted:
             logger.warning("dead letter from %s at %s: %s", source, path or "$", error)
         return inserted

@@ -1,0 +1,95 @@
+"""Statements of the lifecycle's hot path, built once with bound parameters.
+
+Building a Core statement per call (and computing its cache key) cost several times what SQLite
+spends executing it; a lifecycle run makes dozens of these calls. Each statement here is built at
+import and executed with a parameter dict, so SQLAlchemy's compiled cache answers at once.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, delete, func, insert, select, update
+
+from convmem_graph.store._messages import MESSAGE_COLUMNS
+from convmem_graph.store.schema import (
+    audit,
+    fragments,
+    memories,
+    messages,
+    snapshots,
+    summaries,
+    variable_specs,
+    variables,
+)
+
+_MEMORY = bindparam("mid")
+
+MESSAGES_AFTER = (
+    select(*MESSAGE_COLUMNS)
+    .where(messages.c.memory_id == _MEMORY, messages.c.seq > bindparam("after"))
+    .order_by(messages.c.seq)
+    .limit(bindparam("limit"))
+)
+MESSAGE_IDS_AFTER = (
+    select(messages.c.seq, messages.c.id)
+    .where(messages.c.memory_id == _MEMORY, messages.c.seq > bindparam("after"))
+    .order_by(messages.c.seq)
+    .limit(bindparam("limit"))
+)
+RECENT_MESSAGES = (
+    select(*MESSAGE_COLUMNS)
+    .where(messages.c.memory_id == _MEMORY)
+    .order_by(messages.c.timestamp_ms.desc(), messages.c.seq.desc())
+    .limit(bindparam("limit"))
+)
+MAX_SEQ = select(func.max(messages.c.seq)).where(messages.c.memory_id == _MEMORY)
+CURSORS = select(
+    MAX_SEQ.scalar_subquery(),
+    memories.c.extracted_seq,
+    memories.c.summarized_seq,
+    memories.c.facts_dirty,
+).where(memories.c.memory_id == _MEMORY)
+EXTRACTED_SEQ = select(memories.c.extracted_seq).where(memories.c.memory_id == _MEMORY)
+SUMMARIZED_SEQ = select(memories.c.summarized_seq).where(memories.c.memory_id == _MEMORY)
+
+_ORDERED_FRAGMENTS = select(fragments).where(fragments.c.memory_id == _MEMORY)
+#: Fragments of one status, oldest first.
+FRAGMENTS_BY_STATUS = _ORDERED_FRAGMENTS.where(fragments.c.status == bindparam("status")).order_by(
+    fragments.c.created_at, fragments.c.id
+)
+#: Fragments of one status that have not expired at ``now``, oldest first.
+LIVE_FRAGMENTS_BY_STATUS = (
+    _ORDERED_FRAGMENTS.where(fragments.c.status == bindparam("status"))
+    .where(
+        fragments.c.transient.is_(False)
+        | fragments.c.expires_at.is_(None)
+        | (fragments.c.expires_at > bindparam("now"))
+    )
+    .order_by(fragments.c.created_at, fragments.c.id)
+)
+FRAGMENTS_BY_ID = select(fragments).where(
+    fragments.c.memory_id == _MEMORY, fragments.c.id.in_(bindparam("ids", expanding=True))
+)
+INSERT_FRAGMENTS = insert(fragments)
+INSERT_AUDIT = insert(audit)
+
+SPECS = (
+    select(variable_specs).where(variable_specs.c.memory_id == _MEMORY).order_by(variable_specs.c.position)
+)
+VALUES = select(variables).where(variables.c.memory_id == _MEMORY).order_by(variables.c.name)
+SUMMARY = select(summaries).where(summaries.c.memory_id == _MEMORY)
+
+DROP_SNAPSHOT = delete(snapshots).where(snapshots.c.memory_id == _MEMORY)
+SET_UPDATED_AT = update(memories).where(memories.c.memory_id == _MEMORY).values(updated_at=bindparam("now"))
+SET_FACTS_DIRTY = (
+    update(memories).where(memories.c.memory_id == _MEMORY).values(facts_dirty=bindparam("dirty"))
+)
+ADVANCE_EXTRACTED = (
+    update(memories)
+    .where(memories.c.memory_id == _MEMORY, memories.c.extracted_seq < bindparam("upto"))
+    .values(extracted_seq=bindparam("upto"))
+)
+ADVANCE_SUMMARIZED = (
+    update(memories)
+    .where(memories.c.memory_id == _MEMORY, memories.c.summarized_seq < bindparam("upto"))
+    .values(summarized_seq=bindparam("upto"))
+)
