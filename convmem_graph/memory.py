@@ -20,7 +20,6 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from convmem_graph._time import now_ms
@@ -43,6 +42,8 @@ from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 
 if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
     from convmem_graph.integrations import ConvMemoryChatHistory, ConvMemoryMiddleware
 
 __all__ = ["ConvMemory"]

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Any
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+
+if TYPE_CHECKING:
+    from convmem_graph.store.write_gate import WriteGate
 
 __all__ = ["prune_checkpoints"]
 
@@ -92,8 +96,15 @@ def _refuse_delta(thread_id: str, metadata: Iterable[Any]) -> None:
 
 # -- SQLite -------------------------------------------------------------------------------------
 def _prune_sqlite(saver: SqliteSaver, thread_id: str, keep: int) -> int:
+    gate: WriteGate | None = getattr(saver, "gate", None)
     with saver.lock:
         saver.setup()
+        count = saver.conn.execute(
+            "SELECT count(DISTINCT checkpoint_id) FROM checkpoints WHERE thread_id = ?", (thread_id,)
+        ).fetchone()[0]
+    if count <= keep:
+        return 0  # the common case: nothing to cut, so no write lock is taken
+    with gate.hold() if gate is not None else nullcontext(), saver.lock:
         conn = saver.conn
         cur = conn.cursor()
         try:

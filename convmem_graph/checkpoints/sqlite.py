@@ -3,14 +3,40 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from convmem_graph.store.urls import sqlite_path
+from convmem_graph.store.write_gate import WriteGate, write_gate
 
-__all__ = ["sqlite_checkpointer"]
+__all__ = ["GatedSqliteSaver", "sqlite_checkpointer"]
 
 _BUSY_TIMEOUT_S = 30.0
+
+
+class GatedSqliteSaver(SqliteSaver):
+    """A :class:`SqliteSaver` whose writes pass the file's :func:`write_gate`.
+
+    The saver shares its file with the store; queueing its commits with the store's keeps several
+    replay processes from sleeping in SQLite's busy handler.
+    """
+
+    gate: WriteGate | None = None
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        """The saver's cursor; a writing one holds the write gate until its commit."""
+        if not transaction or self.gate is None:
+            with super().cursor(transaction) as cur:
+                yield cur
+            return
+        with self.gate.hold(), super().cursor(transaction) as cur:
+            yield cur
+        if self.gate.committed():
+            with self.lock:
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def sqlite_checkpointer(path_or_url: str | None = None) -> SqliteSaver:
@@ -32,6 +58,10 @@ def sqlite_checkpointer(path_or_url: str | None = None) -> SqliteSaver:
     conn = sqlite3.connect(path, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
     if path != ":memory:":
         conn.execute("PRAGMA journal_mode=WAL")
+        # Checkpoints run outside the write gate (see GatedSqliteSaver.cursor), not inside commits.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
     # WAL with synchronous=NORMAL stays consistent after a crash and skips an fsync per checkpoint.
     conn.execute("PRAGMA synchronous=NORMAL")
-    return SqliteSaver(conn)
+    saver = GatedSqliteSaver(conn)
+    saver.gate = None if path == ":memory:" else write_gate(path)
+    return saver

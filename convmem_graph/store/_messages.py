@@ -16,9 +16,11 @@ from convmem_graph.store.schema import messages
 
 __all__ = [
     "MESSAGE_COLUMNS",
+    "PreparedBatch",
     "content_hash",
     "insert_messages",
     "normalize_text",
+    "prepare_messages",
     "row_to_message",
 ]
 
@@ -140,8 +142,28 @@ def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
     return False
 
 
+@dataclass(slots=True)
+class PreparedBatch:
+    """A batch of messages with the work that needs no database done (see :func:`prepare_messages`)."""
+
+    #: Last occurrence of each id (unless an earlier one is already complete), in batch order.
+    unique: dict[str, Message]
+    #: Content hash of each message in ``unique``.
+    hashes: dict[str, int | None]
+
+
+def prepare_messages(batch: Sequence[Message]) -> PreparedBatch:
+    """Collapse repeated ids and hash contents, outside any transaction (it is pure CPU work)."""
+    unique: dict[str, Message] = {}
+    for msg in batch:
+        prev = unique.get(msg.id)
+        if prev is None or _supersedes(msg.partial, len(msg.content), prev.partial, len(prev.content)):
+            unique[msg.id] = msg
+    return PreparedBatch(unique, {mid: content_hash(m.role, m.content) for mid, m in unique.items()})
+
+
 def insert_messages(
-    conn: Connection, memory_id: str, batch: Sequence[Message], *, window_ms: int
+    conn: Connection, memory_id: str, batch: Sequence[Message] | PreparedBatch, *, window_ms: int
 ) -> list[str]:
     """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
 
@@ -154,20 +176,19 @@ def insert_messages(
     Args:
         conn: A connection inside a write transaction.
         memory_id: The memory; ``Message.memory_id`` of the inputs is ignored.
-        batch: Messages in the order they should get their seq numbers.
+        batch: Messages in the order they should get their seq numbers, or their
+            :func:`prepare_messages` (done before the transaction, so the write lock is held
+            for the database work only).
         window_ms: Cross-channel duplicate window in milliseconds.
 
     Returns:
         The ids inserted, in seq order.
     """
-    # Last occurrence of an id in the batch decides, unless an earlier one is already complete.
-    unique: dict[str, Message] = {}
-    for msg in batch:
-        prev = unique.get(msg.id)
-        if prev is None or _supersedes(msg.partial, len(msg.content), prev.partial, len(prev.content)):
-            unique[msg.id] = msg
+    prepared = batch if isinstance(batch, PreparedBatch) else prepare_messages(batch)
+    unique = dict(prepared.unique)
     if not unique:
         return []
+    hashes = dict(prepared.hashes)
 
     replace: set[str] = set()
     ids = list(unique)
@@ -186,10 +207,10 @@ def insert_messages(
             else:
                 unique[mid] = merged
                 replace.add(mid)
+                hashes[mid] = content_hash(merged.role, merged.content)
 
-    hashes = {mid: content_hash(m.role, m.content) for mid, m in unique.items()}
     seen: dict[int, list[_Seen]] = {}
-    wanted = sorted({h for h in hashes.values() if h is not None})
+    wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})
     for hpart in chunked(wanted):
         sql = (
             f"SELECT id, role, channel, source, timestamp_ms, content_hash FROM {messages.name} "

@@ -88,6 +88,9 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
             cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
+            if wal:
+                # The store checkpoints the WAL itself, outside the write gate (see write_gate).
+                cursor.execute("PRAGMA wal_autocheckpoint=0")
         finally:
             cursor.close()
 

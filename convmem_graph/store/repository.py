@@ -39,7 +39,7 @@ from convmem_graph.store import _queries as Q
 from convmem_graph.store import _variables as var
 from convmem_graph.store._audit import audit_row, row_to_audit, write_audit
 from convmem_graph.store._fragments import FragmentWriter, manual_key, row_to_fragment
-from convmem_graph.store._messages import MESSAGE_COLUMNS, insert_messages, row_to_message
+from convmem_graph.store._messages import MESSAGE_COLUMNS, insert_messages, prepare_messages, row_to_message
 from convmem_graph.store.engine import (
     WRITE_OPTION,
     advisory_key,
@@ -63,7 +63,8 @@ from convmem_graph.store.schema import (
     variable_specs,
     variables,
 )
-from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url
+from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url, sqlite_path
+from convmem_graph.store.write_gate import write_gate
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -74,6 +75,7 @@ logger = logging.getLogger(__name__)
 
 _MAX_ID = 255
 _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation across processes
+_XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
 
 
 class Cursors(NamedTuple):
@@ -161,6 +163,8 @@ class MemoryStore:
         self._parsed_lock = threading.Lock()
         # The connection of the current thread's pinned() block, if any.
         self._pin = threading.local()
+        # Writers of a SQLite file queue here instead of sleeping in SQLite's busy handler.
+        self._gate = None if memory or self.dialect != "sqlite" else write_gate(sqlite_path(self.url))
         with self._write() as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
@@ -235,25 +239,31 @@ class MemoryStore:
     @contextmanager
     def _write(self, memory_id: str | None = None) -> Iterator[Connection]:
         pinned: Connection | None = getattr(self._pin, "conn", None)
-        with self._serial, (nullcontext(pinned) if pinned is not None else self.engine.connect()) as conn:
-            if conn.in_transaction():
-                conn.rollback()  # an unfinished read's implicit transaction, never a write's
-            conn.execution_options(**{WRITE_OPTION: True})
-            try:
-                with conn.begin():
-                    if memory_id is not None and self.dialect == "postgresql":
-                        # Writers of one memory take turns (transaction-scoped, in the two-int key
-                        # space, so it never meets memory_lock's session lock): concurrent inserts
-                        # cannot both pass the duplicate check, and seq numbers commit in order.
-                        hi, lo = _int32_pair(advisory_key(memory_id))
-                        conn.execute(
-                            text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))"),
-                            {"a": hi, "b": lo},
-                        )
-                    yield conn
-            finally:
-                if pinned is not None:
-                    conn.execution_options(**{WRITE_OPTION: False})
+        with self._serial, nullcontext(pinned) if pinned is not None else self.engine.connect() as conn:
+            with self._gate.hold() if self._gate is not None else nullcontext():
+                if conn.in_transaction():
+                    conn.rollback()  # an unfinished read's implicit transaction, never a write's
+                conn.execution_options(**{WRITE_OPTION: True})
+                try:
+                    with conn.begin():
+                        if memory_id is not None and self.dialect == "postgresql":
+                            # Writers of one memory take turns (transaction-scoped, in the two-int
+                            # key space, so it never meets memory_lock's session lock): concurrent
+                            # inserts cannot both pass the duplicate check, and seqs commit in order.
+                            hi, lo = _int32_pair(advisory_key(memory_id))
+                            conn.execute(
+                                text(
+                                    "SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))"
+                                ),
+                                {"a": hi, "b": lo},
+                            )
+                        yield conn
+                finally:
+                    if pinned is not None:
+                        conn.execution_options(**{WRITE_OPTION: False})
+            if self._gate is not None and self._gate.committed():
+                # Outside the gate: other writers go on while pages are copied.
+                conn.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
         row = {
@@ -395,9 +405,10 @@ class MemoryStore:
         if dedupe_window_ms < 0:
             raise ValueError("dedupe_window_ms must be >= 0")
         now = _now()
+        prepared = prepare_messages(messages)
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now)
-            inserted = insert_messages(conn, memory_id, messages, window_ms=dedupe_window_ms)
+            inserted = insert_messages(conn, memory_id, prepared, window_ms=dedupe_window_ms)
             if inserted:
                 self._touch(conn, memory_id, now)
         return inserted
