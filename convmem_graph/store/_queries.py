@@ -7,7 +7,7 @@ import and executed with a parameter dict, so SQLAlchemy's compiled cache answer
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import BindParameter, bindparam, delete, func, insert, select, update
 
 from convmem_graph.store._messages import MESSAGE_COLUMNS
 from convmem_graph.store.schema import (
@@ -21,7 +21,7 @@ from convmem_graph.store.schema import (
     variables,
 )
 
-_MEMORY = bindparam("mid")
+_MEMORY: BindParameter[str] = bindparam("mid")
 
 MESSAGES_AFTER = (
     select(*MESSAGE_COLUMNS)

@@ -263,7 +263,9 @@ class MemoryStore:
                         conn.execution_options(**{WRITE_OPTION: False})
             if self._gate is not None and self._gate.committed():
                 # Outside the gate: other writers go on while pages are copied.
-                conn.connection.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                driver = conn.connection.driver_connection
+                assert driver is not None  # a checked-out connection always has one
+                driver.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
         row = {
