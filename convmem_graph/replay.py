@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import logging
 import os
+import sys
 import threading
 import time
 import zlib
@@ -519,6 +520,18 @@ def _worker(
         queue.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
+def _start_method() -> str:
+    """``fork`` where it is safe (Linux, a parent with one thread), else ``spawn``.
+
+    A forked worker starts with the parent's imports; a spawned one imports LangGraph, LangChain
+    Core and SQLAlchemy again (about 2 s each, a seventh of a 100k-message replay on two cores).
+    Forking a process with other threads can copy a lock some thread holds, so then: spawn.
+    """
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
+
+
 def replay_in_processes(
     db_url: str,
     paths: Iterable[str | Path],
@@ -535,7 +548,8 @@ def replay_in_processes(
 ) -> ReplayReport:
     """Replay with ``processes`` worker processes, each owning a stable share of the memories.
 
-    Python threads do not run the CPU-bound work of a replay in parallel; processes do. Process
+    Python threads do not run the CPU-bound work of a replay in parallel; processes do (forked
+    from a single-threaded parent on Linux, spawned otherwise: see ``_start_method``). Process
     ``k`` replays the memories with ``shard_of(memory_id, n * processes) == i + n * k`` for the
     caller's shard ``(i, n)``, so a memory's batches stay in one process and in order, and the
     shares of all processes make up exactly the caller's shard.
@@ -549,7 +563,7 @@ def replay_in_processes(
     from convmem_graph.errors import ConvMemError
 
     i, n = shard
-    ctx = mp.get_context("spawn")
+    ctx: Any = mp.get_context(_start_method())  # typeshed types each method's context apart
     queue = ctx.Queue()
     files = [str(p) for p in paths]
     workers = []

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from convmem_graph.cli._common import add_db_argument, add_model_argument, dump_json, open_memory, subcommand
 
 __all__ = ["register"]
+
+_REDRAW_S = 0.1  # progress bar redraws at most ten times a second
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,21 +87,30 @@ def run(args: argparse.Namespace) -> int:
             TimeElapsedColumn(),
             console=console,
             disable=not show_progress,
+            # Redrawn from the callbacks below, not by rich's refresh thread: a single-threaded
+            # parent can fork its workers (see replay_in_processes).
+            auto_refresh=False,
         )
         task = progress.add_task("replay", total=None, rate=0.0)
+        drawn = [0.0]
+
+        def advance(delta: int, read: int) -> None:
+            elapsed = progress.tasks[0].elapsed or 0.0
+            progress.update(task, advance=delta, rate=read / elapsed if elapsed > 0 else 0.0)
+            now = time.monotonic()
+            if now - drawn[0] >= _REDRAW_S:
+                drawn[0] = now
+                progress.refresh()
 
         def on_progress(delta: int, report: ReplayReport) -> None:
-            elapsed = progress.tasks[0].elapsed or 0.0
-            rate = report.messages_read / elapsed if elapsed > 0 else 0.0
-            progress.update(task, advance=delta, rate=rate)
+            advance(delta, report.messages_read)
 
         if args.concurrency > 1:
             read = [0]
 
             def on_worker_progress(delta: int) -> None:
                 read[0] += delta
-                elapsed = progress.tasks[0].elapsed or 0.0
-                progress.update(task, advance=delta, rate=read[0] / elapsed if elapsed > 0 else 0.0)
+                advance(delta, read[0])
 
             with progress:
                 report = replay_in_processes(

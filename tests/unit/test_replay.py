@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import ExtractionError
 from convmem_graph.extractors.heuristic import HeuristicExtractor
 from convmem_graph.models import ExtractionResult, Fragment, Message, VariableSpec
-from convmem_graph.replay import Replayer
+from convmem_graph.replay import Replayer, replay_in_processes
 from convmem_graph.runner import Lifecycle
 from convmem_graph.store import MemoryStore
 
@@ -130,3 +133,42 @@ def test_a_failed_batch_is_raised_and_a_rerun_completes_without_duplicates(
     assert stored(store, USERS) == stored(expected, USERS)
     store.close()
     expected.close()
+
+
+def test_workers_fork_only_from_a_single_threaded_parent_on_linux() -> None:
+    from convmem_graph.replay import _start_method
+
+    expected = "fork" if sys.platform == "linux" else "spawn"
+    assert _start_method() == (expected if threading.active_count() == 1 else "spawn")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert _start_method() == "spawn"  # forking would copy locks other threads may hold
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_forked_and_spawned_workers_replay_the_same(tmp_path: Path) -> None:
+    archive = write_archive(tmp_path / "archive", USERS)
+    results = []
+    for label, busy in (("fork", False), ("spawn", True)):
+        db = str(tmp_path / f"{label}.db")
+        stop = threading.Event()
+        other = threading.Thread(target=stop.wait)
+        if busy:
+            other.start()  # a second thread makes the parent spawn its workers
+        try:
+            report = replay_in_processes(
+                db, [archive], processes=2, config=MemoryConfig(), group_by="user", batch_messages=4
+            )
+        finally:
+            stop.set()
+            if busy:
+                other.join()
+        assert report.messages_read == report.new_messages == 30
+        store = MemoryStore.from_url(db)
+        results.append(stored(store, USERS))
+        store.close()
+    assert results[0] == results[1]
