@@ -21,6 +21,12 @@ def _drop_table() -> dict[int, None]:
     return table
 
 
+#: The ASCII part of the drop table, for ``bytes.translate``.
+_ASCII_DROP = bytes(
+    i for i in range(128) if unicodedata.category(chr(i))[0] in "PSZC" or chr(i) in string.whitespace + "_"
+)
+
+
 def normalize_text(text: str) -> str:
     """Fold text for duplicate detection: NFKC (full/half width), case folded, no punctuation or spaces.
 
@@ -32,6 +38,9 @@ def normalize_text(text: str) -> str:
         >>> normalize_text("Ｈｅｌｌｏ, World！") == normalize_text("hello world")
         True
     """
+    if text.isascii():
+        # Same result for ASCII (NFKC leaves it as is, casefold is lower), in C at byte speed.
+        return text.lower().encode("ascii").translate(None, _ASCII_DROP).decode("ascii")
     return unicodedata.normalize("NFKC", text).casefold().translate(_drop_table())
 
 

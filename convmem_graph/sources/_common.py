@@ -192,8 +192,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json_text(source: str, text: str | bytes | bytearray, path: str) -> Any:
-    """Parse JSON text (UTF-8 bytes or str) within the size and depth limits."""
+def parse_json_text(source: str, text: str | bytes | bytearray, path: str, *, check: bool = True) -> Any:
+    """Parse JSON text (UTF-8 bytes or str) within the size and depth limits.
+
+    ``check=False`` leaves the depth and size walk (:func:`check_structure`) to a later reader
+    (``read_payload`` checks every parsed payload), so a document is walked once.
+    """
     if isinstance(text, bytes | bytearray):
         if len(text) > MAX_DOCUMENT_BYTES:
             fail(source, path, f"document larger than {MAX_DOCUMENT_BYTES} bytes")
@@ -211,7 +215,8 @@ def parse_json_text(source: str, text: str | bytes | bytearray, path: str) -> An
         fail(source, path, f"JSON nested deeper than {MAX_DEPTH} levels")
     except ValueError as exc:  # NaN/Infinity, integers with too many digits
         fail(source, path, f"invalid JSON: {exc}")
-    check_structure(source, data, path)
+    if check:
+        check_structure(source, data, path)
     return data
 
 
