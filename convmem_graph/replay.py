@@ -240,7 +240,7 @@ class Replayer:
         self.batch_messages = max(1, batch_messages)
         self.max_buffered = max(self.batch_messages, max_buffered)
         self.on_progress = on_progress
-        with self.store.engine.begin() as conn:
+        with self.store.transaction() as conn:
             if self.store.dialect == "postgresql":
                 # Processes starting at once on a fresh database would both create the table.
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PROGRESS_LOCK_KEY})
@@ -274,7 +274,7 @@ class Replayer:
         stmt = insert(replay_progress).values(
             file_key=key, path=str(path)[:1024], messages=messages, finished_at=int(time.time())
         )
-        with self.store.engine.begin() as conn:
+        with self.store.transaction() as conn:
             conn.execute(stmt.on_conflict_do_nothing(index_elements=["file_key"]))
 
     # -- grouping -------------------------------------------------------------------------

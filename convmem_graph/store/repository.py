@@ -217,6 +217,22 @@ class MemoryStore:
             finally:
                 self._pin.conn = None
 
+    def transaction(self, memory_id: str | None = None) -> AbstractContextManager[Connection]:
+        """A write transaction on the store's database, committed when the block ends.
+
+        For tables of your own beside the store's (replay progress) and multi-step changes
+        (import): on SQLite it takes the write lock up front and queues at the write gate, like
+        every store write; with ``memory_id`` on PostgreSQL it also takes that memory's
+        transaction-scoped advisory lock. A plain ``engine.begin()`` does neither (and, on SQLite,
+        would run each statement in autocommit).
+
+        Example:
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.transaction() as conn:
+            ...     _ = conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS mine (k TEXT)")
+        """
+        return self._write(memory_id)
+
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         conn: Connection | None = getattr(self._pin, "conn", None)

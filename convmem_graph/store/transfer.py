@@ -127,7 +127,7 @@ def import_memory(
     head = doc["memory"]
     target = memory_id or head["memory_id"]
     try:
-        with store.engine.begin() as conn:
+        with store.transaction(target) as conn:
             exists = conn.execute(select(memories.c.memory_id).where(memories.c.memory_id == target)).first()
             if exists is not None:
                 if not replace:

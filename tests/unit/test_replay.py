@@ -172,3 +172,31 @@ def test_forked_and_spawned_workers_replay_the_same(tmp_path: Path) -> None:
         results.append(stored(store, USERS))
         store.close()
     assert results[0] == results[1]
+
+
+def _start_replayer(lc: Lifecycle, start: threading.Barrier, errors: list[BaseException]) -> None:
+    try:
+        start.wait(10)
+        Replayer(lc)
+    except BaseException as exc:  # surfaced by the test
+        errors.append(exc)
+
+
+def test_replayers_starting_at_once_on_a_new_database_create_the_progress_table_once(
+    tmp_path: Path,
+) -> None:
+    for attempt in range(5):
+        db = str(tmp_path / f"race{attempt}.db")
+        stores = [MemoryStore.from_url(db) for _ in range(4)]
+        start = threading.Barrier(len(stores))
+        errors: list[BaseException] = []
+        threads = [
+            threading.Thread(target=_start_replayer, args=(Lifecycle(s), start, errors)) for s in stores
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert errors == []
+        for s in stores:
+            s.close()

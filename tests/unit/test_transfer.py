@@ -1,0 +1,60 @@
+"""Export and import of one memory: exact round trip, all-or-nothing import."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from convmem_graph.errors import ConvMemError
+from convmem_graph.runner import Lifecycle
+from convmem_graph.state import RawInput
+from convmem_graph.store import MemoryStore
+from convmem_graph.store.transfer import export_memory, import_memory
+
+T0 = 1_767_268_800_000
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    s = MemoryStore.from_url(str(tmp_path / "t.db"))
+    turns = [
+        {"role": "user", "content": "I'm allergic to peanuts and I live in Lyon.", "timestamp": T0},
+        {"role": "assistant", "content": "Noted.", "timestamp": T0 + 1000},
+        {"role": "user", "content": "My daughter Mia is six.", "timestamp": T0 + 2000},
+    ]
+    Lifecycle(s).run("src", [RawInput(turns)], session_ended=True)
+    return s
+
+
+def _without_id(doc: dict) -> dict:  # type: ignore[type-arg]
+    doc = copy.deepcopy(doc)
+    doc["memory"].pop("memory_id")
+    return doc
+
+
+def test_round_trip_under_another_id_is_exact(store: MemoryStore) -> None:
+    doc = export_memory(store, "src")
+    assert doc["messages"] and doc["fragments"] and doc["summary"]
+    assert import_memory(store, doc, memory_id="copy") == "copy"
+    assert _without_id(export_memory(store, "copy")) == _without_id(doc)
+
+
+def test_a_bad_row_late_in_the_document_leaves_nothing_behind(store: MemoryStore) -> None:
+    doc = export_memory(store, "src")
+    doc["audit"][-1]["action"] = None  # NOT NULL: fails after messages and fragments were inserted
+    with pytest.raises(ConvMemError, match="nothing was written"):
+        import_memory(store, doc, memory_id="broken")
+    assert store.count_messages("broken") == 0
+    assert store.list_fragments("broken", status=None) == []
+    assert [m.memory_id for m in store.list_memories()] == ["src"]
+
+
+def test_replace_is_all_or_nothing_too(store: MemoryStore) -> None:
+    doc = export_memory(store, "src")
+    bad = copy.deepcopy(doc)
+    bad["audit"][-1]["action"] = None
+    with pytest.raises(ConvMemError):
+        import_memory(store, bad, replace=True)
+    assert export_memory(store, "src") == doc  # the memory it would have replaced is intact
