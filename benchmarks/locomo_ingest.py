@@ -29,7 +29,14 @@ def _counts(db: Path) -> dict[str, int]:
     with sqlite3.connect(db) as conn:
         return {
             table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("cm_messages", "cm_fragments", "cm_variables", "cm_audit", "cm_summaries", "checkpoints")
+            for table in (
+                "cm_messages",
+                "cm_fragments",
+                "cm_variables",
+                "cm_audit",
+                "cm_summaries",
+                "checkpoints",
+            )
         }
 
 
@@ -49,7 +56,9 @@ def _ingest(lifecycle: Lifecycle, conversations: list[list[list[dict[str, object
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("locomo", type=Path)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
@@ -65,17 +74,23 @@ def main() -> int:
     seconds, new = _ingest(lifecycle, conversations)
     first = _counts(db)
     size = _disk(db)
-    print(f"LoCoMo: {len(conversations)} conversations, {sum(len(c) for c in conversations)} sessions, {total:,} messages")
+    print(
+        f"LoCoMo: {len(conversations)} conversations, {sum(len(c) for c in conversations)} sessions, {total:,} messages"
+    )
     print(f"first ingest: {seconds:.1f} s ({total / seconds:,.0f} messages/s), {new:,} new messages")
     print(f"  rows: {first}")
-    print(f"  disk (store + checkpoints): {size / 1e6:.2f} MB = {size / max(1, first['cm_messages']):,.0f} bytes/message")
+    print(
+        f"  disk (store + checkpoints): {size / 1e6:.2f} MB = {size / max(1, first['cm_messages']):,.0f} bytes/message"
+    )
 
     seconds2, new2 = _ingest(lifecycle, conversations)
     second = _counts(db)
     size2 = _disk(db)
     print(f"second ingest of the same data: {seconds2:.1f} s, {new2} new messages")
     changed = {k: (first[k], second[k]) for k in first if first[k] != second[k] and k != "checkpoints"}
-    print(f"  rows changed: {changed or 'none'}; checkpoints {first['checkpoints']} -> {second['checkpoints']}")
+    print(
+        f"  rows changed: {changed or 'none'}; checkpoints {first['checkpoints']} -> {second['checkpoints']}"
+    )
     print(f"  disk: {size2 / 1e6:.2f} MB")
     close()
     store.close()

@@ -116,7 +116,7 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int) -> No
     from convmem_graph.replay import replay_in_processes
     from convmem_graph.store import MemoryStore
 
-    db = workdir / "ours.db"
+    db = workdir / f"ours-{concurrency}.db"
     MemoryStore.from_url(str(db)).close()  # create the schema once, before the workers race to
     marks: list[tuple[float, int]] = [(time.perf_counter(), 0)]
 
@@ -266,6 +266,10 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
 
     sys.stdout.flush()
+    single: dict[str, Any] | None = None
+    if args.concurrency > 1:
+        # The same replay in one process, for the per-process figure.
+        single = _run(phase_ours, archive, workdir, 1)
     ours = _run(phase_ours, archive, workdir, args.concurrency)
     rate = ours["messages"] / ours["seconds"]
     print(
@@ -299,8 +303,13 @@ def main() -> int:
         f"  per-message cost first tenth {default['first_tenth_us_per_msg']:.0f} us, "
         f"last tenth {default['last_tenth_us_per_msg']:.0f} us"
     )
+    if single is not None:
+        srate = single["messages"] / single["seconds"]
+        print(f"\nconvmem_graph in one process: {srate:,.0f} messages/s")
     print("\nratios (convmem_graph / default):")
     print(f"  throughput x{rate / drate:.1f}")
+    if single is not None:
+        print(f"  throughput of one process x{srate / drate:.1f}")
     dpm = default["disk_bytes"] / default["messages"]
     print(f"  disk per message x{(ours['disk_bytes'] / ours['messages']) / dpm:.2f}")
     print(f"  peak RSS x{ours['rss_mb'] / default['rss_mb']:.2f}")

@@ -18,6 +18,7 @@ Grouping rules (``group_by``):
 
 from __future__ import annotations
 
+import gc
 import gzip
 import hashlib
 import logging
@@ -512,6 +513,9 @@ def _worker(
     try:
         with ConvMemory.open(db_url, model=model, config=MemoryConfig.model_validate(config)) as mem:
             mem.lifecycle.durability = "exit"
+            # Everything imported so far lives as long as the worker: keep the collector off it
+            # (and off the pages a forked worker shares with its parent).
+            gc.freeze()
             replayer = Replayer(
                 mem.lifecycle, on_progress=lambda delta, _report: queue.put(("progress", delta)), **options
             )
