@@ -75,12 +75,14 @@ def main() -> int:
     first = _counts(db)
     size = _disk(db)
     print(
-        f"LoCoMo: {len(conversations)} conversations, {sum(len(c) for c in conversations)} sessions, {total:,} messages"
+        f"LoCoMo: {len(conversations)} conversations, "
+        f"{sum(len(c) for c in conversations)} sessions, {total:,} messages"
     )
     print(f"first ingest: {seconds:.1f} s ({total / seconds:,.0f} messages/s), {new:,} new messages")
     print(f"  rows: {first}")
     print(
-        f"  disk (store + checkpoints): {size / 1e6:.2f} MB = {size / max(1, first['cm_messages']):,.0f} bytes/message"
+        f"  disk (store + checkpoints): {size / 1e6:.2f} MB = "
+        f"{size / max(1, first['cm_messages']):,.0f} bytes/message"
     )
 
     seconds2, new2 = _ingest(lifecycle, conversations)
