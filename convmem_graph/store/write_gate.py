@@ -17,6 +17,7 @@ Where ``fcntl`` is missing (Windows) only the in-process lock is used.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["WriteGate", "write_gate"]
+
+logger = logging.getLogger(__name__)
 
 _GATES: dict[str, WriteGate] = {}
 _GATES_GUARD = threading.Lock()
@@ -48,6 +51,7 @@ class WriteGate:
         self._lock = threading.RLock()
         self._depth = 0
         self._fd: int | None = None
+        self._unusable = False
         self._commits = 0
         self._count_lock = threading.Lock()
 
@@ -76,10 +80,19 @@ class WriteGate:
                     self._release_file()
 
     def _acquire_file(self) -> None:
-        if fcntl is None:
+        if fcntl is None or self._unusable:
             return
         if self._fd is None:
-            self._fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self._fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                # A read-only directory or another user's lock file: writers of other processes
+                # are then left to SQLite's busy timeout, as without the gate.
+                self._unusable = True
+                logger.warning(
+                    "write gate %s unusable (%s); relying on SQLite's busy timeout", self.lock_path, exc
+                )
+                return
         fcntl.flock(self._fd, fcntl.LOCK_EX)  # blocks without the GIL until the holder unlocks
 
     def _release_file(self) -> None:

@@ -204,3 +204,20 @@ def test_wal_checkpoints_follow_the_commit_count(tmp_path: Path, every: int, cop
         store.close()
     finally:
         vars(gate).pop("checkpoint_every", None)
+
+
+def test_an_unusable_lock_file_falls_back_to_sqlite_busy_handling(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = str(tmp_path / "ro.db")
+    Path(db + "-convmem.lock").mkdir()  # cannot be opened as the lock file
+    store = MemoryStore.from_url(db)
+    store.add_messages("m", [_msg(1)])
+    assert store.count_messages("m") == 1
+    assert "write gate" in caplog.text and "unusable" in caplog.text
+    held, release = threading.Event(), threading.Event()
+    holder = _holder(db, held, release)
+    # The in-process part of the gate still queues this process's writers.
+    assert _blocked_for(lambda: store.add_messages("m", [_msg(2)]), held, release) >= 0.25
+    holder.join(10)
+    store.close()
