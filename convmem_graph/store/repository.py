@@ -217,21 +217,26 @@ class MemoryStore:
             finally:
                 self._pin.conn = None
 
-    def transaction(self, memory_id: str | None = None) -> AbstractContextManager[Connection]:
+    @contextmanager
+    def transaction(self, memory_id: str | None = None) -> Iterator[Connection]:
         """A write transaction on the store's database, committed when the block ends.
 
         For tables of your own beside the store's (replay progress) and multi-step changes
         (import): on SQLite it takes the write lock up front and queues at the write gate, like
         every store write; with ``memory_id`` on PostgreSQL it also takes that memory's
         transaction-scoped advisory lock. A plain ``engine.begin()`` does neither (and, on SQLite,
-        would run each statement in autocommit).
+        would run each statement in autocommit). Store calls made by this thread inside the block
+        join the transaction: an exception undoes them too.
 
         Example:
             >>> store = MemoryStore.from_url(":memory:")
             >>> with store.transaction() as conn:
             ...     _ = conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS mine (k TEXT)")
+            ...     store.ensure_memory("mem_1").memory_id
+            'mem_1'
         """
-        return self._write(memory_id)
+        with self.pinned(), self._write(memory_id) as conn:
+            yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -255,11 +260,17 @@ class MemoryStore:
     @contextmanager
     def _write(self, memory_id: str | None = None) -> Iterator[Connection]:
         pinned: Connection | None = getattr(self._pin, "conn", None)
+        if pinned is not None and getattr(self._pin, "writing", False):
+            # A write inside a write of this thread joins it (a second transaction on one
+            # connection cannot be begun, and on another one would wait for this one forever).
+            yield pinned
+            return
         with self._serial, nullcontext(pinned) if pinned is not None else self.engine.connect() as conn:
             with self._gate.hold() if self._gate is not None else nullcontext():
                 if conn.in_transaction():
                     conn.rollback()  # an unfinished read's implicit transaction, never a write's
                 conn.execution_options(**{WRITE_OPTION: True})
+                self._pin.writing = pinned is not None
                 try:
                     with conn.begin():
                         if memory_id is not None and self.dialect == "postgresql":
@@ -267,14 +278,10 @@ class MemoryStore:
                             # key space, so it never meets memory_lock's session lock): concurrent
                             # inserts cannot both pass the duplicate check, and seqs commit in order.
                             hi, lo = _int32_pair(advisory_key(memory_id))
-                            conn.execute(
-                                text(
-                                    "SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))"
-                                ),
-                                {"a": hi, "b": lo},
-                            )
+                            conn.execute(_XACT_LOCK, {"a": hi, "b": lo})
                         yield conn
                 finally:
+                    self._pin.writing = False
                     if pinned is not None:
                         conn.execution_options(**{WRITE_OPTION: False})
             if self._gate is not None and self._gate.committed():

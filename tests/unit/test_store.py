@@ -674,6 +674,21 @@ class StoreContract:
         assert store.count_messages(m) == 2
         assert [e.action for e in store.list_audit(m)] == ["set_manual"]
 
+    def test_store_calls_inside_a_transaction_join_it(
+        self, store: MemoryStore, mid: Callable[[str], str]
+    ) -> None:
+        m = mid("txn")
+        with pytest.raises(RuntimeError, match="planned"), store.transaction(m):
+            store.add_messages(m, [msg("a", "I live in Lyon")])
+            store.set_manual_variable(m, "city", "Lyon")
+            assert store.count_messages(m) == 1  # visible inside the transaction
+            raise RuntimeError("planned")
+        assert store.count_messages(m) == 0 and store.get_variables(m) == {}
+        with store.transaction(m):
+            store.add_messages(m, [msg("a", "I live in Lyon")])
+            store.set_manual_variable(m, "city", "Lyon")
+        assert store.count_messages(m) == 1 and store.get_variables(m)["city"].value == "Lyon"
+
     def test_pinned_blocks_of_two_threads_do_not_share_a_connection(
         self, store: MemoryStore, mid: Callable[[str], str]
     ) -> None:
