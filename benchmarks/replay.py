@@ -14,6 +14,7 @@ Each phase runs in its own process so peak RSS is its own.
 
 Usage:
     python benchmarks/replay.py ../shared/data/locomo/locomo10.json [--messages 100000] [--memories 500]
+        [--concurrency 2] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import re
 import resource
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -107,6 +109,12 @@ def build_archive(
     return written, memories
 
 
+def _remove_db(db: Path) -> None:
+    """Start a phase from an empty database (a repeated round must not find the last one's)."""
+    for p in db.parent.glob(db.name + "*"):
+        p.unlink()
+
+
 def _disk_bytes(db: Path) -> int:
     return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
 
@@ -117,6 +125,7 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int) -> No
     from convmem_graph.store import MemoryStore
 
     db = workdir / f"ours-{concurrency}.db"
+    _remove_db(db)
     MemoryStore.from_url(str(db)).close()  # create the schema once, before the workers race to
     marks: list[tuple[float, int]] = [(time.perf_counter(), 0)]
 
@@ -185,6 +194,7 @@ def phase_default(archive: Path, workdir: Path, queue: Any, max_seconds: float) 
     g.add_node("remember", remember)
     g.add_edge(START, "remember")
     db = workdir / "default.db"
+    _remove_db(db)
     conn = sqlite3.connect(db, check_same_thread=False)
     graph = g.compile(checkpointer=SqliteSaver(conn))
     started = time.perf_counter()
@@ -254,6 +264,9 @@ def main() -> int:
         "--default-max-seconds", type=float, default=600.0, help="time cap of the default pattern"
     )
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of both phases; >1 also prints medians (default 1)"
+    )
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-bench-"))
     archive = workdir / "archive"
@@ -265,6 +278,16 @@ def main() -> int:
     )
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
 
+    rounds = [_round(archive, workdir, args, k, args.repeat) for k in range(args.repeat)]
+    if args.repeat > 1:
+        _print_medians(rounds, args.concurrency)
+    return 0
+
+
+def _round(archive: Path, workdir: Path, args: argparse.Namespace, k: int, n: int) -> dict[str, float]:
+    """Run both phases once (and ours in one process too) and print their figures."""
+    if n > 1:
+        print(f"\n=== round {k + 1} of {n} ===")
     sys.stdout.flush()
     single: dict[str, Any] | None = None
     if args.concurrency > 1:
@@ -303,8 +326,8 @@ def main() -> int:
         f"  per-message cost first tenth {default['first_tenth_us_per_msg']:.0f} us, "
         f"last tenth {default['last_tenth_us_per_msg']:.0f} us"
     )
+    srate = single["messages"] / single["seconds"] if single is not None else rate
     if single is not None:
-        srate = single["messages"] / single["seconds"]
         print(f"\nconvmem_graph in one process: {srate:,.0f} messages/s")
     print("\nratios (convmem_graph / default):")
     print(f"  throughput x{rate / drate:.1f}")
@@ -313,7 +336,25 @@ def main() -> int:
     dpm = default["disk_bytes"] / default["messages"]
     print(f"  disk per message x{(ours['disk_bytes'] / ours['messages']) / dpm:.2f}")
     print(f"  peak RSS x{ours['rss_mb'] / default['rss_mb']:.2f}")
-    return 0
+    sys.stdout.flush()
+    return {"ours": rate, "single": srate, "default": drate}
+
+
+def _print_medians(rounds: list[dict[str, float]], concurrency: int) -> None:
+    def row(key: str) -> str:
+        values = [r[key] for r in rounds]
+        return f"{' / '.join(f'{v:,.0f}' for v in values)} (median {statistics.median(values):,.0f})"
+
+    ratios = [r["ours"] / r["default"] for r in rounds]
+    print(f"\n=== {len(rounds)} rounds ===")
+    print(f"convmem_graph, {concurrency} workers: {row('ours')} messages/s")
+    if concurrency > 1:
+        print(f"convmem_graph, one process: {row('single')} messages/s")
+    print(f"default pattern: {row('default')} messages/s")
+    print(
+        f"throughput ratio: {' / '.join(f'x{x:.1f}' for x in ratios)} "
+        f"(median x{statistics.median(ratios):.1f})"
+    )
 
 
 if __name__ == "__main__":
