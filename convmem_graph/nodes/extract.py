@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 
 from convmem_graph.extractors.reconcile import reconcile
 from convmem_graph.models import FragmentCandidate, Message
+from convmem_graph.nodes._fresh import messages_after
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["extract"]
@@ -51,6 +52,8 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         applied = store.commit_extraction(memory_id, ops, upto_seq=upto, now_ms=ctx.clock())
         counts.update(applied)
         cursor = upto
+        if len(rows) < ctx.config.extraction_batch_messages:
+            break  # a short batch was the last one: no need to ask for more
     changed = any(counts.get(k, 0) for k in ("add", "update", "supersede"))
     return {
         "extracted_seq": cursor,
@@ -72,12 +75,7 @@ def stamp_observed(candidates: Sequence[FragmentCandidate], batch: Sequence[Mess
 
 def _batch(ctx: MemoryContext, memory_id: str, cursor: int) -> list[tuple[int, Message]]:
     """The next batch past ``cursor``: from this run's fresh messages when they cover it, else the store."""
-    limit = ctx.config.extraction_batch_messages
-    if ctx.fresh:
-        ids = ctx.store.message_ids_after(memory_id, cursor, limit=limit)
-        if all(mid in ctx.fresh for _, mid in ids):
-            return [(seq, ctx.fresh[mid]) for seq, mid in ids]
-    return ctx.store.messages_after(memory_id, cursor, limit=limit)
+    return messages_after(ctx, memory_id, cursor, ctx.config.extraction_batch_messages)
 
 
 def _default_specs() -> list[Any]:

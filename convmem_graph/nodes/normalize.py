@@ -9,6 +9,7 @@ from collections import Counter
 
 from langgraph.runtime import Runtime
 
+from convmem_graph.nodes._fresh import messages_after
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["normalize", "summary_due"]
@@ -16,7 +17,6 @@ __all__ = ["normalize", "summary_due"]
 
 def summary_due(ctx: MemoryContext, memory_id: str, *, max_seq: int, summarized_seq: int) -> bool:
     """Return whether enough new transcript arrived since the last summary (or the session ended)."""
-    store = ctx.store
     after = summarized_seq
     if max_seq <= after:
         return False
@@ -26,7 +26,7 @@ def summary_due(ctx: MemoryContext, memory_id: str, *, max_seq: int, summarized_
     tokens = 0
     # Stop reading as soon as the threshold is crossed: cost is bounded by the threshold.
     while True:
-        rows = store.messages_after(memory_id, after, limit=32)
+        rows = messages_after(ctx, memory_id, after, 32)
         if not rows:
             return False
         for seq, msg in rows:

@@ -149,6 +149,8 @@ def timestamp_ms(source: str, value: Any, path: str) -> int:
     The unit is decided by magnitude (``convmem_graph._time.to_ms`` for seconds vs ms); values
     of 1e14 and above are micro- or nanoseconds and are divided down.
     """
+    if type(value) is int and 0 <= value < _MICRO_THRESHOLD:
+        return to_ms(value)  # the common case: an integer in seconds or milliseconds
     number: float | int
     if isinstance(value, str):
         text = value.strip()
