@@ -134,10 +134,11 @@ def merge_timeline_traced(
     entries.sort(key=lambda e: (e.message.timestamp_ms, e.order))
     window = max(0, dedupe_window_ms)
     recent: dict[tuple[str, str], list[_Entry]] = {}
-    # Copies can only come from different payloads: one payload needs no duplicate pass at all.
+    # Copies can only come from different payloads: one payload needs no duplicate pass at all,
+    # and a message with no other payload's message within the window cannot be a copy.
     if len({e.origin for e in entries}) < 2:
         return [e.message for e in entries], skipped
-    for entry in entries:
+    for entry in _near_other_payloads(entries, window):
         m = entry.message
         norm = normalize_text(m.content)
         if not norm:  # punctuation only ("...", "？"): never collapsed
@@ -163,3 +164,26 @@ def merge_timeline_traced(
             (drop.origin, SkippedItem(reason="duplicate", path=_path(drop.message), detail=detail))
         )
     return [e.message for e in entries if not e.dropped], skipped
+
+
+def _near_other_payloads(entries: list[_Entry], window: int) -> list[_Entry]:
+    """The entries (time-ordered) that have an entry of another payload within ``window`` ms.
+
+    Two sweeps, forward and backward, each remembering the last two payloads seen and their
+    latest times: enough to know the nearest time of a payload other than the current one.
+    """
+    near = [False] * len(entries)
+    for indices in (range(len(entries)), range(len(entries) - 1, -1, -1)):
+        top: tuple[int, int] | None = None  # (origin, time) of the latest payload seen
+        second: tuple[int, int] | None = None  # the latest of any other payload
+        for i in indices:
+            e = entries[i]
+            t = e.message.timestamp_ms
+            other = top if top is not None and top[0] != e.origin else second
+            if other is not None and abs(t - other[1]) <= window:
+                near[i] = True
+            if top is not None and top[0] == e.origin:
+                top = (e.origin, t)
+            else:
+                second, top = top, (e.origin, t)
+    return [e for e, is_near in zip(entries, near, strict=True) if is_near]

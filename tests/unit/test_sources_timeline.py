@@ -2,9 +2,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from unittest.mock import patch
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convmem_graph.models import Message, ReadResult
-from convmem_graph.sources import merge_timeline, normalize_text, read_payload
+from convmem_graph.sources import merge_timeline, normalize_text, read_payload, timeline
 from tests.conftest import load_fixture
 
 ALL = (
@@ -124,3 +128,39 @@ def test_normalize_text() -> None:
     assert normalize_text("Hello, World!") == normalize_text("hello world")
     assert normalize_text("ＡＢＣ１２３") == "abc123"
     assert normalize_text("？！") == ""  # nothing but punctuation: never collapsed by the merge
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["user", "assistant"]),
+                st.sampled_from(["ok", "OK!", "hello there", "好的", "see you"]),
+                st.integers(min_value=0, max_value=60_000),
+            ),
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from([0, 5_000, 10_000]),
+)
+def test_skipping_isolated_messages_changes_nothing(
+    payloads: list[list[tuple[str, str, int]]], window: int
+) -> None:
+    """Only messages near another payload's are compared; the result equals comparing all."""
+    results = [
+        ReadResult(
+            source="openai",
+            messages=[
+                _msg(f"p{p}m{i}", 1_767_268_800_000 + ts, text, role=role, channel=("im", "voice")[p % 2])
+                for i, (role, text, ts) in enumerate(items)
+            ],
+        )
+        for p, items in enumerate(payloads)
+    ]
+    fast = merge_timeline(results, dedupe_window_ms=window)
+    with patch.object(timeline, "_near_other_payloads", lambda entries, _window: entries):
+        full = merge_timeline(results, dedupe_window_ms=window)
+    assert fast == full
