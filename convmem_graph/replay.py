@@ -497,6 +497,33 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="convmem-replay-parent-watch", daemon=True).start()
 
 
+class _ProgressSender:
+    """Sends a worker's progress to the parent at most ten times a second.
+
+    A queue put per document kept the queue's feeder thread busy, and every wake-up of it took the
+    GIL from the replay.
+    """
+
+    def __init__(self, queue: Any, interval_s: float = 0.1) -> None:
+        self.queue = queue
+        self.interval_s = interval_s
+        self.pending = 0
+        self.sent_at = time.monotonic()
+
+    def __call__(self, delta: int, _report: ReplayReport) -> None:
+        self.pending += delta
+        now = time.monotonic()
+        if now - self.sent_at >= self.interval_s:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        """Send what is pending."""
+        if self.pending:
+            self.queue.put(("progress", self.pending))
+            self.pending = 0
+        self.sent_at = time.monotonic() if now is None else now
+
+
 def _worker(
     db_url: str,
     paths: list[str],
@@ -516,10 +543,12 @@ def _worker(
             # Everything imported so far lives as long as the worker: keep the collector off it
             # (and off the pages a forked worker shares with its parent).
             gc.freeze()
-            replayer = Replayer(
-                mem.lifecycle, on_progress=lambda delta, _report: queue.put(("progress", delta)), **options
-            )
-            report = replayer.run(paths)
+            progress = _ProgressSender(queue)
+            replayer = Replayer(mem.lifecycle, on_progress=progress, **options)
+            try:
+                report = replayer.run(paths)
+            finally:
+                progress.flush()
         queue.put(("done", report.as_dict() | {"memory_ids": sorted(report.memories)}))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         queue.put(("error", f"{type(exc).__name__}: {exc}"))

@@ -159,15 +159,22 @@ def test_forked_and_spawned_workers_replay_the_same(tmp_path: Path) -> None:
         other = threading.Thread(target=stop.wait)
         if busy:
             other.start()  # a second thread makes the parent spawn its workers
+        progress: list[int] = []
         try:
             report = replay_in_processes(
-                db, [archive], processes=2, config=MemoryConfig(), group_by="user", batch_messages=4
+                db,
+                [archive],
+                processes=2,
+                config=MemoryConfig(),
+                group_by="user",
+                batch_messages=4,
+                on_progress=progress.append,
             )
         finally:
             stop.set()
             if busy:
                 other.join()
-        assert report.messages_read == report.new_messages == 30
+        assert report.messages_read == report.new_messages == sum(progress) == 30
         store = MemoryStore.from_url(db)
         results.append(stored(store, USERS))
         store.close()
@@ -200,3 +207,26 @@ def test_replayers_starting_at_once_on_a_new_database_create_the_progress_table_
         assert errors == []
         for s in stores:
             s.close()
+
+
+def test_worker_progress_is_sent_in_bundles_and_flushed() -> None:
+    from convmem_graph.replay import ReplayReport, _ProgressSender
+
+    sent: list[tuple[str, int]] = []
+
+    class Sink:
+        def put(self, item: tuple[str, int]) -> None:
+            sent.append(item)
+
+    bundled = _ProgressSender(Sink(), interval_s=3600)
+    for n in (3, 4, 5):
+        bundled(n, ReplayReport())
+    assert sent == []  # within the interval nothing is sent
+    bundled.flush()
+    bundled.flush()  # nothing pending: nothing sent
+    assert sent == [("progress", 12)]
+    sent.clear()
+    every = _ProgressSender(Sink(), interval_s=0)
+    for n in (1, 2):
+        every(n, ReplayReport())
+    assert sent == [("progress", 1), ("progress", 2)]
