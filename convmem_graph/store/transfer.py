@@ -56,10 +56,13 @@ def _rows(
 def export_memory(store: MemoryStore, memory_id: str) -> dict[str, Any]:
     """Return the whole memory as a JSON-ready document.
 
+    The rows are read in one transaction that holds the memory's write lock, so a run writing to
+    the memory meanwhile cannot leave the export with, say, fragments newer than its messages.
+
     Raises:
         MemoryNotFoundError: If the memory does not exist.
     """
-    with store.engine.connect() as conn:
+    with store.transaction(memory_id) as conn:
         row = conn.execute(select(memories).where(memories.c.memory_id == memory_id)).first()
         if row is None:
             raise MemoryNotFoundError(f"no memory {memory_id!r}")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from convmem_graph.errors import ConvMemError
+from convmem_graph.models import Message
 from convmem_graph.runner import Lifecycle
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
@@ -58,3 +59,41 @@ def test_replace_is_all_or_nothing_too(store: MemoryStore) -> None:
     with pytest.raises(ConvMemError):
         import_memory(store, bad, replace=True)
     assert export_memory(store, "src") == doc  # the memory it would have replaced is intact
+
+
+def test_export_waits_for_a_writer_of_the_memory(store: MemoryStore) -> None:
+    import threading
+    import time
+
+    started, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with store.transaction("src"):
+            store.add_messages(
+                "src",
+                [
+                    Message(
+                        id="late",
+                        role="user",
+                        content="One more thing.",
+                        channel="im",
+                        source="message",
+                        timestamp_ms=T0 + 9000,
+                    )
+                ],
+            )
+            started.set()
+            release.wait(10)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    assert started.wait(10)
+    done: dict[str, dict] = {}  # type: ignore[type-arg]
+    reader = threading.Thread(target=lambda: done.setdefault("doc", export_memory(store, "src")))
+    reader.start()
+    time.sleep(0.3)
+    assert "doc" not in done  # the export waits for the open write
+    release.set()
+    t.join(10)
+    reader.join(10)
+    assert [m["id"] for m in done["doc"]["messages"]][-1] == "late"  # and then sees all of it
