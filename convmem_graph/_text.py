@@ -9,22 +9,22 @@ import unicodedata
 __all__ = ["join_sentences", "normalize_text"]
 
 
+def _dropped(code: int) -> bool:
+    """Whether folding deletes this code point: punctuation, symbols, separators, controls, ``_``."""
+    ch = chr(code)
+    return unicodedata.category(ch)[0] in "PSZC" or ch in string.whitespace or ch == "_"
+
+
 @functools.cache
 def _drop_table() -> dict[int, None]:
     # Deleting punctuation, symbols and spaces with str.translate is several times faster than a
-    # regex substitution. The table covers the P*, S*, Z* and C* code points of the BMP (built
-    # once, on first use, in about 30 ms); rarer planes (emoji) are kept, which is harmless here.
-    table: dict[int, None] = dict.fromkeys(
-        i for i in range(0x10000) if unicodedata.category(chr(i))[0] in "PSZC"
-    )
-    table.update(dict.fromkeys(map(ord, string.whitespace + "_")))
-    return table
+    # regex substitution. The table covers the BMP (built once, on first use, in about 30 ms);
+    # rarer planes (emoji) are kept, which is harmless here.
+    return dict.fromkeys(i for i in range(0x10000) if _dropped(i))
 
 
 #: The ASCII part of the drop table, for ``bytes.translate``.
-_ASCII_DROP = bytes(
-    i for i in range(128) if unicodedata.category(chr(i))[0] in "PSZC" or chr(i) in string.whitespace + "_"
-)
+_ASCII_DROP = bytes(i for i in range(128) if _dropped(i))
 
 
 def normalize_text(text: str) -> str:

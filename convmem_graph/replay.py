@@ -336,21 +336,21 @@ class Replayer:
     def _flush(self, memory_id: str, report: ReplayReport) -> Future[None] | None:
         batch = self._buffers.pop(memory_id, [])
         self._sizes.pop(memory_id, None)
-        if batch and self.concurrency == 1:
-            # One at a time: run in the reading thread. A reader thread beside one worker thread
-            # gains nothing under the GIL and stretches every write transaction (the worker waits
-            # for the GIL after each SQLite call while holding the write lock).
-            fut: Future[None] = Future()
-            try:
-                self._run_batch(memory_id, batch, None, report)
-            except Exception as exc:  # noqa: BLE001 - re-raised by run() like a worker's failure
-                fut.set_exception(exc)
+        if batch:
+            before = self._tails.get(memory_id)
+            if self.concurrency == 1:
+                # One at a time: run in the reading thread. A reader thread beside one worker
+                # thread gains nothing under the GIL and stretches every write transaction (the
+                # worker waits for the GIL after each SQLite call while holding the write lock).
+                fut: Future[None] = Future()
+                try:
+                    self._run_batch(memory_id, batch, before, report)
+                except Exception as exc:  # noqa: BLE001 - re-raised by run() like a worker's failure
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(None)
             else:
-                fut.set_result(None)
-            self._tails[memory_id] = fut
-            self._inflight.append(fut)
-        elif batch:
-            fut = self._executor.submit(self._run_batch, memory_id, batch, self._tails.get(memory_id), report)
+                fut = self._executor.submit(self._run_batch, memory_id, batch, before, report)
             self._tails[memory_id] = fut
             self._inflight.append(fut)
         # Bound the work queued ahead of the workers (and so memory use).

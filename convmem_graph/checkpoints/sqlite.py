@@ -34,9 +34,8 @@ class GatedSqliteSaver(SqliteSaver):
             return
         with self.gate.hold(), super().cursor(transaction) as cur:
             yield cur
-        if self.gate.committed():
-            with self.lock:
-                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        with self.lock:
+            self.gate.committed(self.conn)
 
 
 def sqlite_checkpointer(path_or_url: str | None = None) -> SqliteSaver:

@@ -93,3 +93,8 @@ ADVANCE_SUMMARIZED = (
     .where(memories.c.memory_id == _MEMORY, memories.c.summarized_seq < bindparam("upto"))
     .values(summarized_seq=bindparam("upto"))
 )
+DELETE_VALUE = delete(variables).where(
+    variables.c.memory_id == _MEMORY,
+    variables.c.name == bindparam("name"),
+    variables.c.origin == bindparam("origin"),
+)

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, select
 
 from convmem_graph.models import VariableSpec, VariableValue, VariableValueType
-from convmem_graph.store._queries import VALUES
+from convmem_graph.store._queries import DELETE_VALUE, VALUES
 from convmem_graph.store.schema import variable_specs
 
 __all__ = [
@@ -76,6 +76,11 @@ def read_values(conn: Connection, memory_id: str) -> dict[tuple[str, str], Varia
         )
         for row in conn.execute(VALUES, {"mid": memory_id})
     }
+
+
+def delete_value(conn: Connection, memory_id: str, name: str, origin: str) -> None:
+    """Delete the stored ``manual`` or ``inferred`` value of one variable."""
+    conn.execute(DELETE_VALUE, {"mid": memory_id, "name": name, "origin": origin})
 
 
 def effective_values(stored: dict[tuple[str, str], VariableValue]) -> dict[str, VariableValue]:

@@ -284,11 +284,10 @@ class MemoryStore:
                     self._pin.writing = False
                     if pinned is not None:
                         conn.execution_options(**{WRITE_OPTION: False})
-            if self._gate is not None and self._gate.committed():
-                # Outside the gate: other writers go on while pages are copied.
-                driver = conn.connection.driver_connection
-                assert driver is not None  # a checked-out connection always has one
-                driver.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            driver = conn.connection.driver_connection
+            if self._gate is not None and driver is not None:
+                # Outside the gate: other writers go on while a checkpoint copies pages.
+                self._gate.committed(driver)
 
     def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
         row = {
@@ -841,13 +840,7 @@ class MemoryStore:
             old = stored.get((name, "manual"))
             if old is None:
                 return
-            conn.execute(
-                delete(variables).where(
-                    variables.c.memory_id == memory_id,
-                    variables.c.name == name,
-                    variables.c.origin == "manual",
-                )
-            )
+            var.delete_value(conn, memory_id, name, "manual")
             entry = audit_row(
                 memory_id,
                 now,
@@ -933,13 +926,7 @@ class MemoryStore:
                 old = stored.get((name, "inferred"))
                 if old is None:
                     continue
-                conn.execute(
-                    delete(variables).where(
-                        variables.c.memory_id == memory_id,
-                        variables.c.name == name,
-                        variables.c.origin == "inferred",
-                    )
-                )
+                var.delete_value(conn, memory_id, name, "inferred")
                 changed.append(name)
                 entries.append(
                     audit_row(

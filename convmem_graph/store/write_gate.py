@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,15 +56,17 @@ class WriteGate:
         self._commits = 0
         self._count_lock = threading.Lock()
 
-    def committed(self) -> bool:
-        """Count a committed write; True when the caller should now checkpoint the WAL.
+    def committed(self, conn: sqlite3.Connection) -> None:
+        """Count a committed write and, every :attr:`checkpoint_every` commits, checkpoint the WAL.
 
-        Call it after leaving the gate, and run ``PRAGMA wal_checkpoint(PASSIVE)`` when told to:
+        Call it after leaving the gate, with the connection that committed (not in a transaction):
         a passive checkpoint never waits for, nor blocks, writers.
         """
         with self._count_lock:
             self._commits += 1
-            return self._commits % self.checkpoint_every == 0
+            due = self._commits % self.checkpoint_every == 0
+        if due:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     @contextmanager
     def hold(self) -> Iterator[None]:
