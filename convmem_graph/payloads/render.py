@@ -40,7 +40,8 @@ __all__ = ["VENDORS", "render_payload"]
 
 _COMMON = {"persona", "query", "recent_turns", "budget_tokens", "language", "max_fragments"}
 _TRTC_LLM = _COMMON | {"recent_placement", "history", "history_mode", "llm"}
-_TRTC_BODY = _TRTC_LLM | {
+#: Options of the whole StartAIConversation body beyond LLMConfig.
+_TRTC_BODY_ONLY = (
     "sdk_app_id",
     "room_id",
     "room_id_type",
@@ -48,7 +49,8 @@ _TRTC_BODY = _TRTC_LLM | {
     "tts_config",
     "stt_config",
     "session_id",
-}
+)
+_TRTC_BODY = _TRTC_LLM | set(_TRTC_BODY_ONLY)
 _AGORA_LLM = _COMMON | {"vendor", "params", "max_history", "llm"}
 
 #: Vendor name -> options it accepts.
@@ -142,18 +144,7 @@ def render_payload(
             snapshot,
             trtc,
             counter=counter,
-            **_pick(
-                opts,
-                (
-                    "sdk_app_id",
-                    "room_id",
-                    "room_id_type",
-                    "agent_config",
-                    "tts_config",
-                    "stt_config",
-                    "session_id",
-                ),
-            ),
+            **_pick(opts, _TRTC_BODY_ONLY),
         )
     agora = AgoraOptions(
         persona=persona,
