@@ -512,16 +512,15 @@ class _ProgressSender:
 
     def __call__(self, delta: int, _report: ReplayReport) -> None:
         self.pending += delta
-        now = time.monotonic()
-        if now - self.sent_at >= self.interval_s:
-            self.flush(now)
+        if time.monotonic() - self.sent_at >= self.interval_s:
+            self.flush()
 
-    def flush(self, now: float | None = None) -> None:
+    def flush(self) -> None:
         """Send what is pending."""
         if self.pending:
             self.queue.put(("progress", self.pending))
             self.pending = 0
-        self.sent_at = time.monotonic() if now is None else now
+        self.sent_at = time.monotonic()
 
 
 def _worker(
