@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from convmem_graph._time import now_ms
-from convmem_graph.checkpoints import open_checkpointer
+from convmem_graph.checkpoints import delete_memory_checkpoints, open_checkpointer
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.models import (
@@ -87,6 +87,7 @@ class ConvMemory:
         config: MemoryConfig | None = None,
         *,
         checkpoint_url: str | None = None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
         extractor: Extractor | None = None,
         summarizer: Summarizer | None = None,
         durability: Durability = "sync",
@@ -102,6 +103,10 @@ class ConvMemory:
                 extractor and the extractive summarizer.
             config: Budgets, thresholds, bot ids.
             checkpoint_url: Where checkpoints go; defaults to the store's database.
+            checkpointer: Any LangGraph checkpointer to use instead (e.g. the one your app
+                compiles with; it stays yours to close). convmem writes only threads
+                ``convmem:<memory id>`` and prunes and deletes only those; a saver it cannot
+                prune (not SQLite, PostgreSQL or in-memory) is used unpruned, with one warning.
             extractor: Overrides the extractor chosen from ``model``.
             summarizer: Overrides the summarizer chosen from ``model``.
             durability: Checkpoint durability of lifecycle runs.
@@ -109,8 +114,14 @@ class ConvMemory:
                 replay an old archive as of its own time, or in tests.
         """
         config = config or MemoryConfig()
+        if checkpointer is not None and checkpoint_url is not None:
+            raise ValueError("pass checkpoint_url or checkpointer, not both")
         store = MemoryStore.from_url(url)
-        saver, closer = open_checkpointer(checkpoint_url or store.url)
+        closer: Callable[[], None] | None
+        if checkpointer is not None:
+            saver, closer = checkpointer, None
+        else:
+            saver, closer = open_checkpointer(checkpoint_url or store.url)
         if model is not None:
             from convmem_graph.extractors.chat_models import make_chat_model
             from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer
@@ -160,7 +171,11 @@ class ConvMemory:
 
     def delete(self, memory_id: str) -> bool:
         """Delete a memory: messages, fragments, variables, summaries, dead letters and checkpoints."""
-        return self.store.delete_memory(memory_id, checkpointer=self.checkpointer)
+        existed = self.store.delete_memory(memory_id)
+        if self.checkpointer is not None:
+            # Only convmem's own thread (and its pre-namespace leftovers), never the app's threads.
+            delete_memory_checkpoints(self.checkpointer, memory_id)
+        return existed
 
     # -- lifecycle ------------------------------------------------------------------------
     def ingest(

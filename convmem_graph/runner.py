@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel, Field
 
 from convmem_graph._time import now_ms
-from convmem_graph.checkpoints import prune_checkpoints
+from convmem_graph.checkpoints import prune_memory_checkpoints, thread_id_for
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.graph import build_memory_graph
@@ -67,7 +67,7 @@ class Lifecycle:
 
     Args:
         store: Where messages, fragments, variables and summaries live.
-        checkpointer: LangGraph checkpointer (``thread_id`` = memory id), or ``None`` for none.
+        checkpointer: Any LangGraph checkpointer (thread ``convmem:<memory id>``), or ``None``.
         config: Budgets, thresholds, bot ids.
         extractor: Defaults to the heuristic extractor.
         summarizer: Defaults to the extractive summarizer.
@@ -151,12 +151,13 @@ class Lifecycle:
             durability = self.durability if self.checkpointer is not None else None
             out = self.graph.invoke(
                 {"memory_id": memory_id},
-                {"configurable": {"thread_id": memory_id}},
+                # convmem's own thread: a checkpointer shared with an app keyed by user id stays the app's.
+                {"configurable": {"thread_id": thread_id_for(memory_id)}},
                 context=ctx,
                 durability=durability,
             )
             if self.checkpointer is not None:
-                prune_checkpoints(self.checkpointer, memory_id, keep=self.config.keep_checkpoints)
+                prune_memory_checkpoints(self.checkpointer, memory_id, keep=self.config.keep_checkpoints)
         return RunResult(
             memory_id=memory_id,
             ingested=out.get("ingested", 0),

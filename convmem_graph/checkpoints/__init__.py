@@ -15,12 +15,32 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.engine import make_url
 
+from convmem_graph.checkpoints.namespace import (
+    THREAD_PREFIX,
+    delete_memory_checkpoints,
+    drop_legacy_checkpoints,
+    memory_id_of,
+    prune_memory_checkpoints,
+    thread_id_for,
+)
 from convmem_graph.checkpoints.postgres import postgres_checkpointer
-from convmem_graph.checkpoints.prune import prune_checkpoints
+from convmem_graph.checkpoints.prune import prune_checkpoints, supports_pruning
 from convmem_graph.checkpoints.sqlite import sqlite_checkpointer
 from convmem_graph.store.urls import normalize_url
 
-__all__ = ["open_checkpointer", "postgres_checkpointer", "prune_checkpoints", "sqlite_checkpointer"]
+__all__ = [
+    "THREAD_PREFIX",
+    "delete_memory_checkpoints",
+    "drop_legacy_checkpoints",
+    "memory_id_of",
+    "open_checkpointer",
+    "postgres_checkpointer",
+    "prune_checkpoints",
+    "prune_memory_checkpoints",
+    "sqlite_checkpointer",
+    "supports_pruning",
+    "thread_id_for",
+]
 
 
 def open_checkpointer(url: str | None = None) -> tuple[BaseCheckpointSaver[Any], Callable[[], None]]:

@@ -24,12 +24,22 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 if TYPE_CHECKING:
     from convmem_graph.store.write_gate import WriteGate
 
-__all__ = ["prune_checkpoints"]
+__all__ = ["prune_checkpoints", "supports_pruning"]
 
 logger = logging.getLogger(__name__)
 
 _DELTA_MARKERS = ("counters_since_delta_snapshot", "delta_writes_versioned")
 _CHUNK = 500
+
+
+def supports_pruning(saver: BaseCheckpointSaver[Any]) -> bool:
+    """Whether :func:`prune_checkpoints` can prune this saver (SQLite, PostgreSQL, in-memory).
+
+    Example:
+        >>> supports_pruning(InMemorySaver())
+        True
+    """
+    return isinstance(saver, SqliteSaver | InMemorySaver) or _is_postgres(saver)
 
 
 def prune_checkpoints(saver: BaseCheckpointSaver[Any], thread_id: str, keep: int = 3) -> int:

@@ -64,8 +64,10 @@ def rows_of(db: Path, memory_id: str) -> dict[str, int]:
             columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
             for column in ("memory_id", "thread_id"):
                 if column in columns:
-                    query = f'SELECT count(*) FROM "{table}" WHERE "{column}" = ?'
-                    counts[f"{table}.{column}"] = conn.execute(query, (memory_id,)).fetchone()[0]
+                    # Lifecycle checkpoints live on thread "convmem:<memory id>".
+                    query = f'SELECT count(*) FROM "{table}" WHERE "{column}" IN (?, ?)'
+                    ids = (memory_id, f"convmem:{memory_id}")
+                    counts[f"{table}.{column}"] = conn.execute(query, ids).fetchone()[0]
     return counts
 
 

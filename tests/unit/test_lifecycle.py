@@ -16,6 +16,7 @@ import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 from sqlalchemy import text
 
+from convmem_graph.checkpoints import delete_memory_checkpoints
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import ExtractionError
 from convmem_graph.extractors.heuristic import HeuristicExtractor
@@ -183,9 +184,10 @@ def test_checkpoints_bounded_and_hold_no_transcript(lifecycle: Lifecycle, db: Pa
         batch = [{"role": "user", "content": f"我今天跑了{i}公里，这句话很长很长很长 secret-marker-{i}"}]
         _run(lifecycle, "m", [RawInput(batch)])
     conn = sqlite3.connect(db)
-    count = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'm'").fetchone()[0]
-    assert count <= lifecycle.config.keep_checkpoints
-    state = lifecycle.graph.get_state({"configurable": {"thread_id": "m"}}).values
+    count = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'convmem:m'").fetchone()[0]
+    assert 0 < count <= lifecycle.config.keep_checkpoints
+    assert conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'm'").fetchone()[0] == 0
+    state = lifecycle.graph.get_state({"configurable": {"thread_id": "convmem:m"}}).values
     dumped = json.dumps(state, ensure_ascii=False, default=str)
     assert "secret-marker" not in dumped
     assert state["memory_id"] == "m"
@@ -229,7 +231,9 @@ def test_dead_letters_for_unreadable_payloads(lifecycle: Lifecycle) -> None:
 def test_delete_memory_removes_rows_and_checkpoints(lifecycle: Lifecycle, db: Path) -> None:
     _run(lifecycle, "gone", _inputs())
     _run(lifecycle, "kept", [RawInput([{"role": "user", "content": "I like tea."}])])
-    assert lifecycle.store.delete_memory("gone", checkpointer=lifecycle.checkpointer)
+    assert lifecycle.checkpointer is not None
+    assert lifecycle.store.delete_memory("gone")
+    delete_memory_checkpoints(lifecycle.checkpointer, "gone")  # what ConvMemory.delete does
     with lifecycle.store.engine.connect() as conn:
         tables = [
             r[0]
@@ -243,8 +247,10 @@ def test_delete_memory_removes_rows_and_checkpoints(lifecycle: Lifecycle, db: Pa
                 n = conn.execute(text(f"SELECT count(*) FROM {table} WHERE memory_id = 'gone'")).scalar()
                 assert n == 0, table
     conn2 = sqlite3.connect(db)
-    assert conn2.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'gone'").fetchone()[0] == 0
-    assert conn2.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'kept'").fetchone()[0] > 0
+    gone = "SELECT count(*) FROM checkpoints WHERE thread_id = 'convmem:gone'"
+    kept = "SELECT count(*) FROM checkpoints WHERE thread_id = 'convmem:kept'"
+    assert conn2.execute(gone).fetchone()[0] == 0
+    assert conn2.execute(kept).fetchone()[0] > 0
     assert _contents(lifecycle.store, "kept")
 
 
