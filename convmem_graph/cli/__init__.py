@@ -31,6 +31,7 @@ _COMMAND_MODULES = (
     "inject",
     "export",
     "graph",
+    "serve",
 )
 
 

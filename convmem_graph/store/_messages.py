@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -108,17 +109,54 @@ def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int
     return old_partial and (not new_partial or new_len > old_len)
 
 
-def _merge_same_id(new: Message, old_partial: bool, old_content: str, old_ts: int) -> Message | None:
+def _sentences(metadata: Any) -> list[tuple[int, str]] | None:
+    # Per-sentence [EventMsTs, text] pairs a TRTC turn keeps in its metadata (sources/trtc.py).
+    raw = metadata.get("sentences") if isinstance(metadata, dict) else None
+    if not isinstance(raw, list) or not raw:
+        return None
+    out: list[tuple[int, str]] = []
+    for item in raw:
+        if not (isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[1], str)):
+            return None
+        if not isinstance(item[0], int) or isinstance(item[0], bool):
+            return None
+        out.append((item[0], item[1]))
+    return out
+
+
+def _merge_same_id(
+    new: Message, old_partial: bool, old_content: str, old_ts: int, old_metadata: Any = None
+) -> Message | None:
     """Decide what a message whose id is already stored becomes; ``None`` keeps the stored row.
 
     - a partial stored message is replaced by its completion (streamed IM chatbot replies);
+    - a turn whose sentences are kept with their times (``metadata.sentences``: TRTC sentences
+      arriving one callback at a time) is the union of both versions' sentences in time order,
+      so a late middle sentence lands in its place and a retry changes nothing (unless either
+      version has a vendor's final text, which then decides as below);
     - a new version that contains the stored text and is longer replaces it (a message that grew);
-    - a turn made of several deliveries (``round_id`` set: TRTC sentences arriving one callback at
-      a time) is joined with the stored text in time order, so no sentence is lost;
+    - other turns of several deliveries (``round_id`` set) are joined with the stored text in time
+      order, so no sentence is lost;
     - anything else is the same message again.
     """
     if _supersedes(new.partial, len(new.content), old_partial, len(old_content)):
         return new
+    old_sents, new_sents = _sentences(old_metadata), _sentences(new.metadata)
+    finals = "final_text" in (old_metadata or {}) or "final_text" in new.metadata
+    if new.round_id is not None and old_sents and new_sents and not finals:
+        known = set(old_sents)
+        added = [s for s in dict.fromkeys(new_sents) if s not in known]
+        if not added:
+            return None
+        # Stable sort: on equal times the stored sentences stay first (arrival order).
+        merged = sorted(old_sents + added, key=lambda s: s[0])
+        return new.model_copy(
+            update={
+                "content": join_sentences([text for _, text in merged]),
+                "timestamp_ms": merged[0][0],
+                "metadata": {**old_metadata, **new.metadata, "sentences": [list(s) for s in merged]},
+            }
+        )
     new_norm, old_norm = normalize_text(new.content), normalize_text(old_content)
     if not new_norm or new_norm in old_norm:
         return None
@@ -130,6 +168,17 @@ def _merge_same_id(new: Message, old_partial: bool, old_content: str, old_ts: in
         [old_content, new.content] if new.timestamp_ms >= old_ts else [new.content, old_content]
     )
     return new.model_copy(update={"content": joined, "timestamp_ms": min(old_ts, new.timestamp_ms)})
+
+
+def _load_metadata(raw: Any) -> dict[str, Any] | None:
+    # Driver-level reads return the JSON column as text (SQLite) or already parsed (psycopg).
+    if raw is None or isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
@@ -197,12 +246,12 @@ def insert_messages(
     for part in chunked(ids):
         # Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups.
         sql = (
-            f"SELECT id, partial, content, timestamp_ms FROM {messages.name} "
+            f"SELECT id, partial, content, timestamp_ms, metadata FROM {messages.name} "
             f"WHERE memory_id = {mark} AND id IN ({', '.join([mark] * len(part))})"
         )
-        for mid, partial, content, ts in conn.exec_driver_sql(sql, (memory_id, *part)):
+        for mid, partial, content, ts, meta in conn.exec_driver_sql(sql, (memory_id, *part)):
             msg = unique[mid]
-            merged = _merge_same_id(msg, bool(partial), content or "", int(ts))
+            merged = _merge_same_id(msg, bool(partial), content or "", int(ts), _load_metadata(meta))
             if merged is None:
                 del unique[mid]
             else:

@@ -1,0 +1,81 @@
+"""``convmem serve``: the live service (vendor webhooks, the memory proxy) on uvicorn.
+
+Needs the ``server`` extra (``pip install 'convmem-graph[server]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from convmem_graph.cli._common import add_db_argument, subcommand
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the sub-command."""
+    p = subcommand(
+        sub,
+        "serve",
+        "Serve TRTC/Agora webhooks and an OpenAI-compatible memory proxy over the store.",
+        """CONVMEM_TRTC_CALLBACK_KEY=... CONVMEM_BOT_IDS=ai_xiaoyu_bot convmem serve --db convmem.db
+CONVMEM_UPSTREAM_URL=https://llm.example.com/v1/chat/completions convmem serve --port 9000
+convmem serve --host 0.0.0.0 --token "$CONVMEM_SERVE_TOKEN"   # beyond loopback only with a token""",
+    )
+    add_db_argument(p)
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8080; 0 picks a free one)")
+    p.add_argument(
+        "--token",
+        default=None,
+        help="bearer token for everything but the webhooks (default: $CONVMEM_SERVE_TOKEN)",
+    )
+    p.add_argument("--bot-id", action="append", default=[], metavar="ID", help="a bot account id")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the settings (flags over environment), refuse an open bind without a token, serve."""
+    try:
+        import uvicorn
+
+        from convmem_graph.server.app import create_app
+        from convmem_graph.server.settings import ServeSettings, is_loopback
+    except ModuleNotFoundError as exc:
+        sys.stderr.write(f"convmem serve: {exc.name} is missing; pip install 'convmem-graph[server]'\n")
+        return 2
+    overrides: dict[str, object] = {"db": args.db}
+    if args.host is not None:
+        overrides["host"] = args.host
+    if args.port is not None:
+        overrides["port"] = args.port
+    if args.token:
+        overrides["token"] = args.token
+    if args.bot_id:
+        overrides["bot_ids"] = args.bot_id
+    try:
+        settings = ServeSettings(**overrides)  # type: ignore[arg-type]
+    except ValueError as exc:
+        sys.stderr.write(f"convmem serve: bad settings: {exc}\n")
+        return 2
+    if not is_loopback(settings.host) and settings.secret("token") is None:
+        sys.stderr.write(
+            f"convmem serve: refusing to bind {settings.host} without a token; "
+            "set --token or CONVMEM_SERVE_TOKEN (or bind 127.0.0.1)\n"
+        )
+        return 2
+    app = create_app(settings)
+    # uvicorn handles SIGTERM/SIGINT: it stops accepting, finishes requests, runs the lifespan
+    # shutdown (the worker drains what was acknowledged) and exits.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        access_log=os.environ.get("CONVMEM_ACCESS_LOG", "") == "1",
+        timeout_graceful_shutdown=30,
+    )
+    return 0
