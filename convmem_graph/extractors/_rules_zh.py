@@ -20,8 +20,8 @@ from convmem_graph.extractors._lexicon import (
     ZH_SPECIES_RE,
     zh_relation,
 )
-from convmem_graph.extractors._text import Clause, norm_key
-from convmem_graph.extractors._timeexpr import TimeMatch, cn_int, find_zh, render_zh
+from convmem_graph.extractors._text import Clause, has_cjk, norm_key
+from convmem_graph.extractors._timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
 
 __all__ = ["extract_zh_sentence"]
 
@@ -79,12 +79,45 @@ Rule = Callable[[_Clause, RuleContext], list[Fact] | None]
 
 # ----------------------------------------------------------------- identity
 
+# "叫做/叫作" names a thing ("这道菜叫做回锅肉"), never the user.
 _NAME = re.compile(
-    r"^(?:叫|名叫|的名字(?:是|叫)|名字(?:是|叫))([\u4e00-\u9fff·]{2,4}|[A-Za-z][A-Za-z .'-]{0,30})$"
+    r"^(?:叫(?![做作])|名叫|的名字(?:是|叫)|名字(?:是|叫))([\u4e00-\u9fff·]{2,4}|[A-Za-z][A-Za-z .'-]{0,30})$"
+)
+# "我是李雷": a self-introduction only when the word after 是 looks like a personal name.
+_SELF_IS = re.compile(r"^是([\u4e00-\u9fff]{2,4})$")
+#: Characters a name never contains: function words, pronouns, verbs of the rules themselves.
+_NOT_IN_NAME = re.compile(
+    r"[的了是在有我你他她它们叫吗呢吧啊么也都就还和跟与很太不没这那什怎去吃喝喜欢爱想要会每说做]"
+)
+_SURNAMES = frozenset(
+    """
+    王 李 张 刘 陈 杨 黄 赵 吴 周 徐 孙 马 朱 胡 郭 何 高 林 罗 郑 梁 谢 宋 唐 许 韩 冯 邓 曹 彭 曾 肖 田
+    董 袁 潘 于 蒋 蔡 余 杜 叶 程 苏 魏 吕 丁 任 沈 姚 卢 姜 崔 钟 谭 陆 汪 范 金 石 廖 贾 夏 韦 付 方 白
+    邹 孟 熊 秦 邱 江 尹 薛 闫 段 雷 侯 龙 史 陶 黎 贺 顾 毛 郝 龚 邵 万 钱 严 覃 武 戴 莫 孔 向 汤 常 温 康
+    施 文 牛 樊 葛 邢 安 齐 易 乔 伍 庞 颜 倪 庄 聂 章 鲁 岳 翟 殷 詹 申 欧 耿 关 兰 焦 俞 左 柳 甘 祝 包 宁
+    尚 符 舒 阮 柯 纪 梅 童 凌 毕 单 季 裴 霍 涂 成 苗 谷 盛 曲 翁 冉 骆 蓝 路 游 辛 靳 管 柴 蒙 鲍 华 喻 祁
+    蒲 房 滕 屈 饶 解 牟 艾 尤 阳 时 穆 农 司 卓 古 吉 缪 简 车 项 连 芦 麦 褚 娄 窦 戚 岑 景 党 宫 费 卜 冷
+    晏 席 卫 米 柏 宗 瞿 桂 全 佟 应 臧 闵 苟 邬 边 卞 姬 师 和 仇 栾 隋 商 刁 沙 荣 巫 寇 桑 郎 甄 丛 仲 虞
+    敖 巩 明 佘 池 查 麻 苑 迟 邝 官 封 谈 匡 鞠 惠 荆 乐 冀 郁 胥 南 班 储 原 栗 燕 楚 鄢 劳 谌 奚 皮 粟 冼
+    蔺 楼 盘 满 闻 位 厉 伊 仝 区 郜 海 阚 花 权 强 帅 屠 豆 朴 隆 耗 欧阳 司马 诸葛 上官 东方 慕容 令狐 皇甫
+    公孙 端木 长孙 宇文 司徒 夏侯 尉迟
+    """.split()
+)
+# Words of two to four characters that open with a surname or 小/老/阿 but are not names.
+_NOT_NAMES = re.compile(
+    r"^(?:小白|小孩子?|小朋友|小学生?|小伙子?|小姑娘|小可爱|小仙女|小透明|小公主|老大|老二|老三|老幺|老板|老师|老乡|老人家?|"
+    r"老手|老司机|老实人|阿姨|高手|高个子?|高中生|方便|明白|单身|安全|全职|文科生|理科生|乐观|宅男|宅女|宁愿)$"
+    r"|[人者手家座族控迷党货生员师长工民友粉派型子]$"
 )
 _AGE = re.compile(r"^(?:今年|现在)?(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
 # "我今年35了": a bare number is an age only next to 今年.
 _BARE_AGE = re.compile(r"^(?:都|已经)?(\d{1,3}|[一二两三四五六七八九十]{2,3})(?:了|啦)?$")
+# "上个月刚满27岁", "下个月就满30岁了": the age reached on a birthday, dated by its own time word.
+_TURNED = re.compile(
+    r"^(?P<past>上个?月|上个?(?:星期|周|礼拜)末?|昨天|昨晚|前天|去年|前年"
+    r"|[\d一二两三四五六七八九十几]{1,3}个?(?:天|星期|周|月|年)(?:以)?前)?"
+    r"(?:刚刚?|才|就|已经|也|马上|快要?|要)*(?:满|过了?|到)(?P<age>\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:生日)?$"
+)
 _BIRTH = re.compile(r"^(?:是)?((?:19|20)\d{2}|\d{2})年(?:出生|生)?的?(?:人)?$|^出生于((?:19|20)\d{2})年?$")
 _GENDER = re.compile(r"^(?:可|也)?是(?:一个|个|一名|名)?.{0,3}?(男|女)(?:的|生|性|孩子?|人|子)$")
 _MARITAL = re.compile(r"^(?:已经)?(结婚|离婚|单身|已婚|未婚|离异)$")
@@ -94,12 +127,33 @@ _GRADE = re.compile(
 )
 
 
+def valid_zh_name(name: str) -> bool:
+    """Whether a word said as a name can be one (no function words, pronouns or rule verbs)."""
+    return bool(name) and not (has_cjk(name) and _NOT_IN_NAME.search(name))
+
+
+def _personal_name(word: str) -> bool:
+    """Whether ``我是<word>`` introduces the user: a surname (or 小/老/阿) and a short given name."""
+    if not valid_zh_name(word) or _NOT_NAMES.search(word) or _job(word) or _place(word):
+        return False
+    if word[0] in "小老阿" and len(word) == 2:
+        return True
+    return (word[:2] in _SURNAMES and len(word) >= 3) or (word[0] in _SURNAMES and len(word) <= 3)
+
+
+def _name_fact(name: str) -> Fact:
+    return Fact(f"用户叫{name}。", "profile", "profile:name", name, single_valued=True, confidence=0.9)
+
+
 def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = c.body
     m = _NAME.match(b)
     if m:
         name = m.group(1).strip()
-        return [Fact(f"用户叫{name}。", "profile", "profile:name", name, single_valued=True, confidence=0.9)]
+        return [_name_fact(name)] if valid_zh_name(name) else None
+    m = _SELF_IS.match(b)
+    if m and c.when is None and _personal_name(m.group(1)):
+        return [_name_fact(m.group(1))]
     m = _AGE.match(b) or (_BARE_AGE.match(b) if c.when is not None and c.when.period.kind == "year" else None)
     if m and (c.when is None or c.when.period.kind == "year"):
         age = cn_int(m.group(1))
@@ -109,6 +163,16 @@ def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
             return [
                 Fact(content, "profile", "profile:birth_year", str(year), single_valued=True, confidence=0.85)
             ]
+    m = _TURNED.match(b)
+    if m:
+        when = past_date_zh(m["past"], ctx.today) if m["past"] else None
+        age = cn_int(m["age"])
+        if (m["past"] and when is None) or age is None or not 3 <= age <= 110:
+            return None
+        year = when.year if when else c.when.period.start.year if c.when else ctx.today.year
+        content = f"用户{year - age}年出生（{year}年满{age}岁）。"
+        born = str(year - age)
+        return [Fact(content, "profile", "profile:birth_year", born, single_valued=True, confidence=0.85)]
     m = _BIRTH.match(b)
     if m:
         raw = m.group(1) or m.group(2)
@@ -158,11 +222,20 @@ def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
 
 _WORK_AT = re.compile(r"^在(.{2,10}?)(?:做|当|从事|干)(.{2,10}?)(?:工作)?$")
 # "在汽车制造厂工作太累了": where the user works, said while complaining about it.
+# How long: "在武汉工作三年了", "在杭州住了五年多".
+_FOR_SPAN = (
+    r"(?:了?(?:快|差不多|将近|好)?(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?个?(?:年|月|星期)多?(?:了)?)?"
+)
+# "是…的" and "现在/一直" around a place: "我是在武汉工作的", "我现在在武汉上班".
+_AT_LEAD = r"^(?:是|现在|一直|目前|还|都)*"
 _WORK_IN = re.compile(
-    r"^在(.{2,10}?)(?:工作|上班|打工|实习)(?:(?:真的|实在)?(?:太|很|好|挺|特别|有点|超)(?:累|忙|辛苦|烦))?$"
+    _AT_LEAD
+    + r"在(.{2,10}?)(?:工作|上班|打工|实习)"
+    + _FOR_SPAN
+    + r"(?:的|(?:(?:真的|实在)?(?:太|很|好|挺|特别|有点|超)(?:累|忙|辛苦|烦)))?$"
 )
 _LIVE_IN = re.compile(r"^(?:住在|住|生活在|定居在|定居|搬到|搬去|搬家到|搬回)(.{2,8}?)(?:住|生活|定居)?$")
-_LIVE_AT = re.compile(r"^在(.{2,8}?)(?:住|生活|定居)$")
+_LIVE_AT = re.compile(_AT_LEAD + r"在(.{2,8}?)(?:住|生活|定居)" + _FOR_SPAN + r"的?$")
 _HOMETOWN = re.compile(r"^(?:是(.{2,6}?)人|来自(.{2,6}?)|老家(?:是|在)(.{2,6}?))$")
 _IS_JOB = re.compile(r"^(?:是|当)(?:一名|一个|一位|个|名|位)?(.{2,10}?)$")
 _DOES_JOB = re.compile(r"^(?:是)?(?:做|干|从事)(.{1,8}?)(?:的|工作|行业|这行)$")
@@ -280,7 +353,16 @@ _NO_PUT = re.compile(
 )
 _DISH_FIRST = re.compile(r"^吃([\u4e00-\u9fff]{1,6}?)(?:的时候)?(?:不|别)")
 _DONT_WANT = re.compile(r"^(?:不要|别放|不要放|别加)(?:太)?(.{1,4}?)的?$")
-_VEGETARIAN = re.compile(r"^(?:吃素|是素食(?:者|主义者)?|只吃素)$")
+# "从2019年开始吃素", "吃素三年了": since when is kept, the diet is the same fact.
+_VEGETARIAN = re.compile(
+    r"^(?:从(?P<since>[^开起]{0,10}?)(?:开始|起)就?)?(?:开始|已经|一直)?(?:吃素|是素食(?:者|主义者)?|只吃素)"
+    r"(?:了?(?:快|差不多|将近|好)?(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?个?(?:年|月)多?)?$"
+)
+# Working hours and leave bound to a period ("这周上夜班", "下周休年假"): temporary, never a habit.
+_SHIFT = re.compile(
+    r"^(?:在|要|得)?(?:上|值|轮|倒|上了)(?:大?夜班|晚班|早班|白班|中班|班)$"
+    r"|^(?:在|要)?(?:休假|休年假|休产假|休病假|请假|放假|居家办公|在家办公|远程办公|隔离)(?:中)?$"
+)
 _STATE_BODY = re.compile(
     r"^(?:身体|胃|肚子|头|嗓子|喉咙|腰|背|腿|膝盖|牙|眼睛|皮肤|肠胃|睡眠|心情|胃口)(?:有点|不太|很|特别)?"
     r"(?:不好|不太好|不舒服|疼|痛|难受|发炎|不行|差)$"
@@ -355,7 +437,21 @@ def _health_food(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
             ]
     m = _VEGETARIAN.match(b)
     if m:
-        return [Fact("用户吃素。", "diet", "food:素食", "素食", confidence=0.85)]
+        since = m["since"]
+        if since is not None and not since and c.when is not None and c.when.period.kind == "year":
+            since = f"{c.when.period.start.year}年"  # "从今年开始吃素": 今年 was read as the clause's time
+        if since:
+            past = past_date_zh(since, ctx.today)
+            since = f"{past.year}年" if past and since.endswith("年") else since
+        content = f"用户从{since}开始吃素。" if since else "用户吃素。"
+        return [Fact(content, "diet", "food:素食", "素食", confidence=0.85)]
+    if _SHIFT.match(b) and (c.temp or (c.when is not None and c.when.period.end >= ctx.today)):
+        fact = _state(b, ctx, c)
+        if c.when is not None and not c.temp:
+            fact.content = f"用户{render_zh(c.when.period)}{_third(b)}。"
+        if c.when is not None:
+            fact.expires_at = ctx.period_expiry(c.when.period)
+        return [fact]
     m = _NO_EAT.match(b)
     if m:
         verb = b[: m.start(1)]
@@ -444,7 +540,7 @@ def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
 
 _QTY = r"(?P<q>(?:一|两|三|四|几|\d+)(?:只|条|个|头|匹|对)?)?"
 _PET = re.compile(
-    rf"^(?:家里?)?(?:养了|养着|养|有){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[\u4e00-\u9fff]{{1,3}}的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
+    rf"^(?:家里?)?(?:养了|养着|养|有|领养了|收养了|捡了|捡到了|买了|新养了){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[\u4e00-\u9fff]{{1,3}}的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
     r"(?:(?:叫|名叫|名字叫)(?P<n2>.{1,6}))?$"
 )
 _PET_NAMED = re.compile(
@@ -458,7 +554,15 @@ _RELATIVE = re.compile(rf"^的?(?P<rel>{ZH_RELATIONS})(?P<pred>.*)$")
 _ACQUAINTANCE = re.compile(
     r"^的?(?:好朋友|朋友|同事|同学|室友|舍友|老板|领导|上司|老师|邻居|闺蜜|哥们|兄弟|网友|客户|前妻|前夫|前任|家人|亲戚)"
 )
-_REL_IDENTITY = re.compile(r"^(?:是|叫|住在|也是|也在|在.{1,10}?(?:工作|上班|上学|读书|住)$).{0,20}$")
+_REL_IDENTITY = re.compile(
+    r"^(?:是|叫|住在|也是|也在|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+)
+# "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
+_REL_JOB = re.compile(
+    r"^(?:也|还|现在|一直)*(?:在(?P<place>.{1,10}?))?(?:当|做|干|从事)(?:一名|一个|一位|个|名)?(?P<job>.{2,10})$"
+)
+# "哥哥小杰在深圳读大学": a relative named before what is said about them.
+_REL_NAMED = re.compile(r"^(?P<name>[\u4e00-\u9fff]{2,3}?)(?=在|是|住|今年|也|刚|已经|现在)")
 _REL_AGE = re.compile(r"^(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
 _REL_ADV = r"(?:也|还|都|很|特别|非常|最|超级|超|比较|挺|一直|从小就?|就)*"
 _REL_LIKE = re.compile(
@@ -481,7 +585,15 @@ def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] |
         return None
     canon = zh_relation(rel)
     rel = _REL_SPOKEN.get(rel, rel)
-    if _REL_IDENTITY.match(pred):
+    named = _REL_NAMED.match(pred)
+    if named and _personal_name(named["name"]):
+        # Who they are, under their name: two brothers stay two people.
+        name, rest = named["name"], pred[named.end() :]
+        if _REL_IDENTITY.match(rest) or _REL_JOB.match(rest):
+            content = f"用户的{rel}{name}{_third(rest)}。"
+            return [Fact(content, "relation", f"family:{canon}:{norm_key(name)}", name, confidence=0.7)]
+    job = _REL_JOB.match(pred)
+    if _REL_IDENTITY.match(pred) or (job and _job(job["job"])):
         return [Fact(f"用户的{rel}{_third(pred)}。", "relation", f"family:{canon}", rel, confidence=0.7)]
     m = _REL_AGE.match(pred)
     if m and c.when is not None and c.when.period.kind == "year":
@@ -576,16 +688,23 @@ _FAVORITE = re.compile(r"^(?:最|特别)?(?:喜欢|爱)的(.{1,6}?)(?:是|就是
 _LIST_ZH = re.compile(r"、|(?:和|与|跟|还有)(?=[^、]*$)")
 _INTEREST = re.compile(r"^对(.{1,10}?)(?:很|特别|非常|比较|挺)?感兴趣$|^的?(?:爱好|兴趣)是(.{1,20})$")
 _BAD_OBJECT = re.compile(r"你|您|的时候|什么|哪|怎么|吗$|^(?:这|那|它|他|她|我|自己)")
+# Not a thing at all: a bare verb ("喜欢吃"), a character repeated, or a phrase that opens or ends
+# on a grammar word ("喜欢了是", "喜欢有喜吃在") - what noise and cut-off speech look like.
+_JUNK_OBJECT = re.compile(
+    r"^[吃喝玩看听做去买学用写读唱跳说叫弄搞]$|(.)\1\1|^[的了是叫吗呢吧啊么也都就还很太没]|[是在有叫和跟与也都就还很太没不每]$"
+)
 
 
 def _pref(obj: str, verb: str, polarity: int, c: _Clause) -> Fact | None:
     obj = _TRAIL.sub("", obj).removesuffix("的")
-    if not obj or _BAD_OBJECT.search(obj) or len(obj) > 20:
+    if not obj or _BAD_OBJECT.search(obj) or _JUNK_OBJECT.search(obj) or len(obj) > 20:
         return None
     item = obj
     food = False
     if obj[0] in "吃喝" and len(obj) > 1:
         item, food = obj[1:], True
+        if _JUNK_OBJECT.search(item):
+            return None
     elif obj in ZH_FOODS:
         food = True
     content = f"用户{c.habit}{verb}{_third(obj)}。"
@@ -594,12 +713,42 @@ def _pref(obj: str, verb: str, polarity: int, c: _Clause) -> Fact | None:
     return Fact(content, "preference", f"pref:{norm_key(item)}", item, polarity=polarity, confidence=0.8)
 
 
+# A pronoun is someone else's habit ("他每天…") unless it is the object of taking someone along
+# ("每天带它去跑步": the user walks the dog).
 _HABIT_BODY_BAD = re.compile(
-    r"^(?:很|好|太|挺|有点|比较|特别|非常|是|觉得|感觉|想|要|会|都很|在等)|了|不|没|可能|因为|希望|现在|(?<![吉其])[他她它]|着$"
+    r"^(?:很|好|太|挺|有点|比较|特别|非常|是|觉得|感觉|想|要|会|都很|在等)|了|不|没|可能|因为|希望|现在|"
+    r"(?<![吉其带陪跟和同给喂遛])[他她它]|着$"
 )
 _LOCATION_PREFIX = re.compile(
     r"^(?:在|去)[\u4e00-\u9fff]{1,10}(?:边|旁|附近|里|上|下)|^(?:在|去)(?:公园|健身房|家)"
 )
+_COMPANION = re.compile(r"^(?:带|陪|跟|和|同|给|喂|遛)(?:它们|他们|她们|它|他|她)(?:一起)?")
+_ACTIVITY = (
+    "跑步|慢跑|晨跑|夜跑|散步|遛弯|遛狗|游泳|爬山|徒步|骑车|骑行|打球|打篮球|打羽毛球|打乒乓球|踢球|踢足球|健身|锻炼|"
+    "瑜伽|钓鱼|练琴|看书|读书|喝茶|喝咖啡|玩"
+)
+_GO_TO_DO = re.compile(
+    rf"^(?:(?:去|到|在)[\u4e00-\u9fff]{{1,10}}?|[\u4e00-\u9fff]{{2,10}}?)(?=(?:{_ACTIVITY})$)"
+)
+_CLOCK = re.compile(
+    r"(?:早上|早晨|上午|中午|下午|傍晚|晚上|凌晨)?(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:点|:|：)"
+    r"(?:半|一刻|三刻|\d{1,2}分?|[一二三四五六七八九十]{1,3}分?)?(?:左右|前|后|多)?"
+)
+
+
+def _habit_activity(body: str) -> str:
+    """The activity of a habit, for its key: "带它去东湖绿道跑步" -> "跑步"."""
+    body = _COMPANION.sub("", body)
+    return _GO_TO_DO.sub("", body) if _GO_TO_DO.match(body) else _LOCATION_PREFIX.sub("", body) or body
+
+
+def _resolve_pet(body: str, ctx: RuleContext) -> str:
+    """Name the pet in "带它去跑步" when one is known (the last one mentioned): "带年糕去跑步"."""
+    if not ctx.pets or not re.search(r"(?<=[带陪跟和同给喂遛])它(?!们)", body):
+        return body
+    name, species = list(ctx.pets.items())[-1]
+    label = name if name != species else f"自己的{species}"
+    return re.sub(r"(?<=[带陪跟和同给喂遛])它(?!们)", label, body, count=1)
 
 
 def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
@@ -613,7 +762,7 @@ def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         fact = _pref(m.group(2), m.group(1), -1, c)
         return [fact] if fact else None
     m = _FAVORITE.match(b)
-    if m and not _BAD_OBJECT.search(m.group(2)):
+    if m and not _BAD_OBJECT.search(m.group(2)) and not _JUNK_OBJECT.search(m.group(2)):
         thing, value = m.group(1), _third(m.group(2))
         content = f"用户最喜欢的{thing}是{value}。"
         key = f"pref:最喜欢的{norm_key(thing)}"
@@ -634,11 +783,16 @@ def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         return None
     if c.habit:
         body = _ADVERBS.sub("", re.sub(r"^(?:都|会|要|去|常|总|就|也|得|该)+(?=.)", "", b))
-        if 2 <= len(body) <= 20 and not _HABIT_BODY_BAD.search(body) and not _BAD_OBJECT.search(body):
-            activity = _LOCATION_PREFIX.sub("", body) or body
+        if (
+            2 <= len(body) <= 20
+            and not _HABIT_BODY_BAD.search(body)
+            and not _BAD_OBJECT.search(_COMPANION.sub("", body) or body)
+            and not _JUNK_OBJECT.search(body)
+        ):
+            activity = _habit_activity(body)
             return [
                 Fact(
-                    f"用户{c.habit}{_third(body)}。",
+                    f"用户{c.habit}{_third(_resolve_pet(body, ctx))}。",
                     "habit",
                     f"habit:{norm_key(activity)}",
                     activity,
@@ -664,8 +818,36 @@ _CRAVING = re.compile(r"^(?:吃|喝|点外卖|叫外卖|点个外卖|来一?[杯
 _PLAN_BAD = re.compile(r"你|您|吗$|什么|怎么|(?<![吉其])[他她它]")
 
 
+# "报名了下个月的杭州马拉松": signing up for a dated event is a plan for that date.
+_SIGNED_UP = re.compile(
+    r"^(?:已经|刚刚?|也)*(?:报名了?|报了名?|报名参加了?|报考了?|注册了|预约了|订了|买了)(?:参加)?的?"
+    r"(?P<thing>.{2,20}?)(?P<ticket>的?(?:门票|票|机票|车票|名额|号))?$"
+)
+
+
+def _signed_up(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
+    m = _SIGNED_UP.match(c.body)
+    if m is None or c.when is None or c.when.period.end <= ctx.today or _PLAN_BAD.search(m["thing"]):
+        return None
+    verb = c.body[: m.start("thing")].removesuffix("的")
+    if verb.endswith(("订了", "买了")) and not m["ticket"]:
+        return None  # "买了下周的菜" is shopping, a ticket is a plan
+    thing = _third(m["thing"])
+    if m["ticket"]:
+        content = f"用户{verb}{thing}的{m['ticket'].removeprefix('的')}（{render_zh(c.when.period)}）。"
+    else:
+        content = f"用户{verb}{render_zh(c.when.period)}的{thing}。"
+    key = f"plan:{norm_key(m['thing'])}"
+    ctx.add_plan(key, m["thing"], "计划")
+    expires = ctx.period_expiry(c.when.period)
+    return [Fact(content, "plan", key, m["thing"], transient=True, expires_at=expires, confidence=0.75)]
+
+
 def _plans(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = c.body
+    signed = _signed_up(c, ctx)
+    if signed:
+        return signed
     m = _MODAL.match(b)
     modal, action = (m.group(1), m.group(2)) if m else ("", "")
     if not m:
@@ -729,7 +911,10 @@ def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
     # Only a frequency word opening the clause ("我平时…", "最近每天…") marks a habit.
     if hm and not _TEMP.sub("", text[: hm.start()]).lstrip("我也还就都"):
         habit = hm.group(0)
-        text = text[: hm.start()] + text[hm.end() :]
+        clock = _CLOCK.match(text, hm.end())
+        end = clock.end() if clock else hm.end()
+        habit = text[hm.start() : end]
+        text = text[: hm.start()] + text[end:]
     temp = ""
     tm = _TEMP.search(text)
     if tm:
@@ -767,18 +952,31 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     # Whether the previous clause introduced someone or something ("养了一只猫", "有个弟弟"): a
     # following subject-less "叫X" names it, not the user.
     introduced = False
+    # Whether an earlier clause of the sentence said something: a subject-less "叫X" after it
+    # names what was just mentioned ("做了一道菜，叫回锅肉"), never the user.
+    said = False
     for clause in clauses:
         text = clause.text
         if clause.question or _QUESTION_END.search(text):
             continue
-        found = _pet_age(text, ctx) or _plan_date(text, ctx)
+        found = _pet_age(text, ctx) or _plan_date(text, ctx) or _here_zh(text)
         if found:
             facts.extend(found)
+            said = True
             continue
         prepared = _prepare(text, ctx)
         if prepared is None:
             continue
         c, subject = prepared
+        earlier, said = said, said or bool(c.body) and not _GREETING.match(c.body)
+        if subject == "user":
+            reported = _REPORTED.match(c.body)
+            if reported:
+                rest = c.body[reported.end() :]
+                if not rest.startswith(("我", "自己")) or rest.startswith("我们"):
+                    owner = "other"  # "我知道他喜欢…": what follows is about someone else
+                    continue
+                c.body = _ADVERBS.sub("", rest.removeprefix("自己").removeprefix("我"))
         if subject == "other" or (subject == "" and owner == "other") or _ACQUAINTANCE.match(c.body):
             owner = "other"
             continue
@@ -794,9 +992,13 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
         if not c.body:
             continue
         name = _NAME.match(c.body) if subject == "" else None
-        if name and introduced:
+        pet_names = _PET_NAMES.match(c.body) if subject == "" and introduced else None
+        if pet_names:
             introduced = False
-            _name_previous(facts, name.group(1).strip())
+            _name_previous(facts, pet_names["names"])
+            continue
+        if name and earlier:
+            introduced = False
             continue
         introduced = bool(_INTRODUCES.match(c.body))
         for rule in _RULES:
@@ -808,19 +1010,56 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     return _merge_state_and_food(facts)
 
 
+# Verbs of knowing and hearing: what follows is someone else's fact unless it is about 我 again.
+_REPORTED = re.compile(
+    r"^(?:知道|听说|听(?:别人|人家|朋友|他|她|他们)?说|觉得|认为|记得|以为|发现|猜|相信|感觉|看到|注意到|怀疑|确定|"
+    r"肯定|明白|了解|担心|希望|听到|看出来?)"
+)
+_GREETING = re.compile(r"^(?:你好|您好|大家好|嗨|哈喽|hi|hello)", re.IGNORECASE)
+# "我们武汉这边…", "我这里武汉…": the user says where they are.
+_HERE = re.compile(
+    r"^(?:我们|咱们|我)(?:这边|这里|这儿)?(?:在)?(?P<place>[\u4e00-\u9fff]{2,6}?)(?:这边|这里|这儿)"
+)
+
+
+def _here_zh(text: str) -> list[Fact] | None:
+    m = _HERE.match(text)
+    if m is None or not _place(m["place"]) or m["place"] in ("国外", "老家", "农村"):
+        return None
+    place = m["place"]
+    return [Fact(f"用户在{place}。", "profile", "profile:city", place, single_valued=True, confidence=0.7)]
+
+
 # "有个弟弟", "有一个朋友", "养了一只猫": the clause brings in someone or something to be named next.
 _INTRODUCES = re.compile(r"^(?:还)?(?:有|养了|养着|养)(?:一|两|几)?(?:个|只|条|位|匹|头)")
 
 
-def _name_previous(facts: list[Fact], name: str) -> None:
-    """Give the pet just mentioned its name ("我养了一只猫，叫豆豆"); anyone else is left unnamed."""
+# "叫豆豆", "分别叫胡椒和盐巴", "叫做团子": the names of what was just introduced.
+_PET_NAMES = re.compile(
+    r"^(?:分别|一个|一只)?(?:叫做|叫作|名叫|叫|名字(?:是|叫))"
+    r"(?P<names>[\u4e00-\u9fffA-Za-z]{1,6}(?:(?:和|、|跟|与)[\u4e00-\u9fffA-Za-z]{1,6})*)$"
+)
+
+
+def _name_previous(facts: list[Fact], names: str) -> None:
+    """Name the pet(s) just mentioned ("我养了两只兔子，叫胡椒和盐巴"); anyone else is left unnamed."""
     for i in range(len(facts) - 1, -1, -1):
         f = facts[i]
         if f.key.startswith("pet:") and ":" not in f.key[4:]:
             species = f.key[4:]
-            facts[i] = Fact(
-                f"用户养了一只叫{name}的{species}。", f.category, f"pet:{name}", name, confidence=f.confidence
-            )
+            each = [n for n in re.split(r"和|、|跟|与", names) if n]
+            if len(each) < 2 or not all(valid_zh_name(n) for n in each):
+                each = [names]
+            facts[i : i + 1] = [
+                Fact(
+                    f"用户养了一只叫{n}的{species}。",
+                    f.category,
+                    f"pet:{norm_key(n)}",
+                    n,
+                    confidence=f.confidence,
+                )
+                for n in each
+            ]
             return
 
 

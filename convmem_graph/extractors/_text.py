@@ -33,7 +33,8 @@ _TAG = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _LEADING_ANNOTATION = re.compile(r"^\s*[（(](?:文字|语音|text|voice|typed)[）)]\s*", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^。！？!?；;\n]+[。！？!?；;]*")
 _EN_PERIOD = re.compile(r"\.(?<=[A-Za-z0-9)\"']\.)(?:\s+|(?=[\u4e00-\u9fff]))(?=[A-Z\"'\u4e00-\u9fff])")
-_ZH_CLAUSE = re.compile(r"[，,：:]")
+# A colon between digits is a clock time ("6:30"), not a clause break.
+_ZH_CLAUSE = re.compile(r"[，,]|(?<!\d)[：:]|[：:](?!\d)")
 # Split English only where a new first-person clause (or a trailing "remember that") starts.
 _EN_CLAUSE = re.compile(
     r"[,:;] *(?=(?:and |but |so |because |cause |plus |also )?(?:I|my|My|remember|you know|haha|lol)\b)"

@@ -20,6 +20,8 @@ __all__ = [
     "cn_int",
     "find_en",
     "find_zh",
+    "past_date_en",
+    "past_date_zh",
     "local_date",
     "period_end_ms",
     "render_en",
@@ -457,3 +459,82 @@ def render_en(p: Period) -> str:
     if s.month != e.month:
         return f"{prefix}{s.day} {ms}{joiner}{e.day} {me} {e.year}"
     return f"{prefix}{s.day}{joiner}{e.day} {ms} {s.year}"
+
+
+# ---------------------------------------------------------------- the recent past
+
+_ZH_PAST = re.compile(
+    r"^(?:(?P<lm>上个?月)|(?P<lw>上个?(?:星期|周|礼拜)末?)|(?P<d1>昨天|昨晚)|(?P<d2>前天)|(?P<y1>去年)|(?P<y2>前年)"
+    r"|(?P<n>\d{1,2}|[一二两三四五六七八九十几]{1,3})(?:个)?(?P<unit>天|星期|周|月|年)(?:以)?前)$"
+)
+_EN_PAST = re.compile(
+    r"^(?:(?P<lm>last month)|(?P<lw>last week(?:end)?)|(?P<d1>yesterday|last night)|(?P<y1>last year)"
+    rf"|(?P<mon>(?:in|this|last) (?P<month>{_MON}))"
+    r"|(?P<n>a|an|one|two|three|four|five|six|a few|a couple of|\d{1,2})"
+    r" (?P<unit>days?|weeks?|months?|years?) ago"
+    r"|(?P<recent>recently|just now|the other day|earlier this (?:week|month|year)))$",
+    re.IGNORECASE,
+)
+
+
+def _back(today: date, unit: str, n: int) -> date:
+    if unit in ("day", "天"):
+        return today - timedelta(days=n)
+    if unit in ("week", "星期", "周"):
+        return today - timedelta(weeks=n)
+    if unit in ("month", "月"):
+        index = today.year * 12 + today.month - 1 - n
+        return date(index // 12, index % 12 + 1, 1)
+    return date(today.year - n, 1, 1)
+
+
+def past_date_zh(text: str, today: date) -> date | None:
+    """Resolve a recent-past expression that is the whole of ``text`` ("上个月", "去年", "三天前").
+
+    Example:
+        >>> past_date_zh("上个月", date(2026, 1, 15)), past_date_zh("去年", date(2026, 1, 15)).year
+        (datetime.date(2025, 12, 1), 2025)
+    """
+    m = _ZH_PAST.match(text)
+    if m is None:
+        return None
+    if m["lm"]:
+        return _back(today, "月", 1)
+    if m["lw"]:
+        return _back(today, "周", 1)
+    if m["d1"] or m["d2"]:
+        return _back(today, "天", 1 if m["d1"] else 2)
+    if m["y1"] or m["y2"]:
+        return _back(today, "年", 1 if m["y1"] else 2)
+    n = 3 if m["n"] == "几" else cn_int(m["n"])
+    return _back(today, m["unit"], n) if n is not None else None
+
+
+def past_date_en(text: str, today: date) -> date | None:
+    """Resolve a recent-past expression that is the whole of ``text`` ("last month", "in March").
+
+    A month name means its latest occurrence up to today.
+
+    Example:
+        >>> past_date_en("last month", date(2026, 1, 15)), past_date_en("in March", date(2026, 1, 15))
+        (datetime.date(2025, 12, 1), datetime.date(2025, 3, 1))
+    """
+    m = _EN_PAST.match(text.strip())
+    if m is None:
+        return None
+    if m["lm"]:
+        return _back(today, "month", 1)
+    if m["lw"]:
+        return _back(today, "week", 1)
+    if m["d1"]:
+        return _back(today, "day", 1)
+    if m["y1"]:
+        return _back(today, "year", 1)
+    if m["recent"]:
+        return today
+    if m["mon"]:
+        month = _MONTHS[m["month"].lower()]
+        return date(today.year if month <= today.month else today.year - 1, month, 1)
+    word = m["n"].lower()
+    n = int(word) if word.isdigit() else {"a few": 3, "a couple of": 2}.get(word) or _EN_NUM[word]
+    return _back(today, m["unit"].lower().rstrip("s"), n)

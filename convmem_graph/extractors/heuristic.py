@@ -74,6 +74,7 @@ import re
 from collections.abc import Sequence
 
 from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
+from convmem_graph.extractors._noise import looks_like_noise
 from convmem_graph.extractors._rules_en import could_state, extract_en_clause
 from convmem_graph.extractors._rules_zh import extract_zh_sentence
 from convmem_graph.extractors._text import Clause, clean_text, has_cjk, split_clauses
@@ -178,7 +179,7 @@ class HeuristicExtractor:
             ctx.offset_minutes = offset
             ctx.today = local_date(message.timestamp_ms, offset)
             facts = _facts_of(text, ctx, cjk)
-            if not facts:
+            if not facts or looks_like_noise(text):  # the noise test runs only when a rule matched
                 continue
             seen: set[tuple[str, str]] = set()
             for fact in facts:
