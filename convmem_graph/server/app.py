@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
@@ -34,6 +35,7 @@ from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.server._http import token_matches
 from convmem_graph.server.inbox import Inbox
+from convmem_graph.server.proxy import build_proxy_router
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import build_webhook_router
 from convmem_graph.server.worker import InboxWorker
@@ -77,13 +79,20 @@ def _optional_routers(mem: ConvMemory, settings: ServeSettings) -> list[APIRoute
     return routers
 
 
-def create_app(settings: ServeSettings | None = None, *, mem: ConvMemory | None = None) -> FastAPI:
+def create_app(
+    settings: ServeSettings | None = None,
+    *,
+    mem: ConvMemory | None = None,
+    upstream_transport: httpx.AsyncBaseTransport | None = None,
+) -> FastAPI:
     """Build the application; the store opens here, the worker starts with the app's lifespan.
 
     Args:
         settings: Server settings; ``None`` reads them from the environment.
         mem: An open memory to serve (the caller closes it); ``None`` opens ``settings.db`` with
             ``settings.bot_ids`` and closes it at shutdown.
+        upstream_transport: httpx transport of the proxy's upstream client (tests); ``None`` uses
+            the network.
 
     Returns:
         The FastAPI app; ``app.state`` holds ``settings``, ``mem``, ``inbox`` and ``worker``.
@@ -137,12 +146,9 @@ def create_app(settings: ServeSettings | None = None, *, mem: ConvMemory | None 
         return {"task_id": body.task_id, "memory_id": body.memory_id}
 
     app.include_router(build_webhook_router(inbox, worker, settings))
-    try:
-        proxy = importlib.import_module("convmem_graph.server.proxy")
-    except ModuleNotFoundError as exc:  # pragma: no cover - the proxy ships with the server
-        logger.warning("memory proxy unavailable: %s", exc)
-    else:
-        app.include_router(proxy.build_proxy_router(mem, inbox, worker, settings, app), dependencies=auth)
+    app.include_router(
+        build_proxy_router(mem, inbox, worker, settings, app, transport=upstream_transport), dependencies=auth
+    )
     for router in _optional_routers(mem, settings):
         app.include_router(router, dependencies=auth)
     return app

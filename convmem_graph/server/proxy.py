@@ -1,0 +1,417 @@
+"""``POST /v1/chat/completions``: an OpenAI-compatible memory proxy for TRTC and Agora agents.
+
+Put this URL in TRTC ``LLMConfig.APIUrl`` or an Agora ``llm.url`` (``vendor: custom``). Per request:
+
+1. The memory id is the first of ``proxy_memory_keys`` found: ``body:memory_id`` (TRTC copies
+   ``LLMConfig.MetaInfo`` into the body, Agora merges ``llm.params``), ``body:context.memory_id``,
+   the OpenAI ``user`` field, then the ``X-User-Id`` header TRTC sends.
+2. The current memory block is added as a system message after the caller's own system messages
+   (which stay word for word; a stale ``<user_memory>`` message of the caller is replaced). When
+   the request carries no earlier turns (TRTC ``History`` 0), the block also holds the last stored
+   turns, what TRTC ``UserMessages`` would carry.
+3. The request goes to ``CONVMEM_UPSTREAM_URL`` with ``Authorization: Bearer
+   <CONVMEM_UPSTREAM_API_KEY>`` (never logged). The proxy waits for the upstream status line: an
+   upstream error comes back with its status and an OpenAI-shaped body, also for ``stream: true``;
+   otherwise the upstream bytes are passed through unchanged, chunk by chunk.
+4. The finished turn (the user's text verbatim and what was streamed, ``interrupted`` when the
+   client went away first) is stored in the inbox and reaches the lifecycle in the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+
+from convmem_graph.errors import MemoryNotFoundError
+from convmem_graph.memory import ConvMemory
+from convmem_graph.models import Message
+from convmem_graph.server._http import openai_error, read_capped_body
+from convmem_graph.server.inbox import Inbox
+from convmem_graph.server.settings import ServeSettings
+from convmem_graph.server.worker import InboxWorker
+
+__all__ = ["build_proxy_router", "find_memory_id", "inject_memory", "last_user_text"]
+
+logger = logging.getLogger(__name__)
+
+_MEMORY_TAG = "<user_memory>"
+_SYSTEM_ROLES = ("system", "developer")
+#: Top-level keys only the proxy reads; OpenAI itself rejects unknown request fields.
+_PROXY_ONLY_KEYS = ("memory_id",)
+_MAX_ERROR_BYTES = 64 * 1024
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def find_memory_id(body: Mapping[str, Any], headers: Mapping[str, str], keys: list[str]) -> str | None:
+    """Return the memory id named by the first of ``keys`` present (``body:a.b`` or ``header:name``).
+
+    Example:
+        >>> find_memory_id({"user": "u_1"}, {}, ["body:memory_id", "body:user"])
+        'u_1'
+        >>> find_memory_id({}, {"x-user-id": "u_2"}, ["body:user", "header:x-user-id"])
+        'u_2'
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    for key in keys:
+        kind, _, name = key.partition(":")
+        value: Any
+        if kind == "header":
+            value = lowered.get(name.lower())
+        else:
+            value = body
+            for part in name.split("."):
+                value = value.get(part) if isinstance(value, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, Mapping) and p.get("type") in ("text", None)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def last_user_text(messages: list[Any]) -> str:
+    """Return the text of the last user message (the current turn), or ``""``.
+
+    Example:
+        >>> last_user_text([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
+        ...                 {"role": "user", "content": [{"type": "text", "text": "bye"}]}])
+        'bye'
+    """
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            return _text_of(message.get("content"))
+    return ""
+
+
+def inject_memory(messages: list[Any], block: str) -> list[Any]:
+    """Return ``messages`` with ``block`` as a system message after the caller's system messages.
+
+    A caller's system message that is itself a ``<user_memory>`` block (stale, from call start)
+    is replaced; every other message is kept unchanged and in order.
+
+    Example:
+        >>> inject_memory([{"role": "system", "content": "You are Rain."}, {"role": "user", "content": "hi"}],
+        ...               "<user_memory>x</user_memory>")[1]
+        {'role': 'system', 'content': '<user_memory>x</user_memory>'}
+    """
+    if not block.strip():
+        return list(messages)
+    kept = [
+        m
+        for m in messages
+        if not (
+            isinstance(m, Mapping)
+            and m.get("role") in _SYSTEM_ROLES
+            and _text_of(m.get("content")).lstrip().startswith(_MEMORY_TAG)
+        )
+    ]
+    at = 0
+    while at < len(kept) and isinstance(kept[at], Mapping) and kept[at].get("role") in _SYSTEM_ROLES:
+        at += 1
+    return [*kept[:at], {"role": "system", "content": block}, *kept[at:]]
+
+
+def _has_earlier_turns(messages: list[Any]) -> bool:
+    turns = [m for m in messages if isinstance(m, Mapping) and m.get("role") in ("user", "assistant")]
+    return len(turns) > 1
+
+
+def _upstream_error(status: int, raw: bytes) -> JSONResponse:
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        return JSONResponse(doc, status_code=status)
+    text = raw.decode("utf-8", "replace")[:2000] or f"upstream answered HTTP {status}"
+    message = text
+    if isinstance(doc, dict) and isinstance(doc.get("message"), str):
+        message = doc["message"]
+    return openai_error(status, message, type_="upstream_error", code=status)
+
+
+class _SSEText:
+    """Collects the assistant text of an OpenAI SSE stream as its bytes pass through."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.parts: list[str] = []
+        self.done = False
+
+    def feed(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                doc = json.loads(data)
+            except ValueError:
+                continue
+            for choice in doc.get("choices") or () if isinstance(doc, dict) else ():
+                delta = choice.get("delta") if isinstance(choice, dict) else None
+                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                    self.parts.append(delta["content"])
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _completion_text(raw: bytes) -> str:
+    try:
+        doc = json.loads(raw)
+        content = doc["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""
+
+
+def build_proxy_router(
+    mem: ConvMemory,
+    inbox: Inbox,
+    worker: InboxWorker,
+    settings: ServeSettings,
+    app: FastAPI,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> APIRouter:
+    """Return the router of the memory proxy; its HTTP client closes with ``app``.
+
+    Args:
+        mem: The memory to inject from.
+        inbox: Where finished turns are stored.
+        worker: Woken when a turn was stored.
+        settings: Upstream URL and key, memory-id keys, caps.
+        app: The application (its shutdown closes the upstream client).
+        transport: An httpx transport for the upstream (tests); ``None`` uses the network.
+    """
+    router = APIRouter(tags=["proxy"])
+    client = httpx.AsyncClient(
+        timeout=httpx.Timeout(settings.upstream_timeout_s, connect=10.0),
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        transport=transport,
+    )
+    app.state.on_close.append(client.aclose)
+    upstream_key = settings.secret("upstream_api_key")
+
+    def memory_block(memory_id: str, query: str, recent: int) -> str:
+        try:
+            llm_config = mem.payload(
+                memory_id,
+                "trtc-llmconfig",
+                query=query,
+                recent_turns=recent,
+                recent_placement="system_prompt",
+            )
+        except MemoryNotFoundError:
+            return ""
+        return str(json.loads(llm_config).get("SystemPrompt") or "")
+
+    def record(
+        memory_id: str,
+        request_id: str,
+        user_text: str,
+        answer: str,
+        started: int,
+        first: int,
+        interrupted: bool,
+    ) -> None:
+        messages = []
+        if user_text.strip():
+            messages.append(
+                Message(
+                    id=_turn_id(request_id, "user"),
+                    role="user",
+                    content=user_text,
+                    channel="api",
+                    source="message",
+                    timestamp_ms=started,
+                    metadata={"proxy_request_id": request_id},
+                )
+            )
+        if answer.strip():
+            messages.append(
+                Message(
+                    id=_turn_id(request_id, "assistant"),
+                    role="assistant",
+                    content=answer,
+                    channel="api",
+                    source="llm",
+                    timestamp_ms=max(first, started + 1),
+                    interrupted=interrupted,
+                    metadata={"proxy_request_id": request_id},
+                )
+            )
+        if not messages:
+            return
+        body = json.dumps({"messages": [m.model_dump(mode="json") for m in messages]}, ensure_ascii=False)
+        try:
+            if inbox.add("proxy", f"proxy:{request_id}"[:128], body, memory_id=memory_id):
+                worker.wake()
+        except Exception:  # noqa: BLE001 - a lost turn must not break the caller's answer
+            logger.exception("proxy: could not store the turn of request %s", request_id)
+
+    @router.post("/v1/chat/completions", summary="OpenAI-compatible chat completions with memory")
+    async def chat_completions(request: Request) -> Response:
+        started = _now_ms()
+        if inbox.pending_count >= settings.queue_max:
+            return openai_error(
+                503,
+                "memory backlog is full; retry shortly",
+                type_="server_busy",
+                headers={"Retry-After": "5"},
+            )
+        if not settings.upstream_url:
+            return openai_error(
+                503, "no upstream model configured (CONVMEM_UPSTREAM_URL)", type_="server_error"
+            )
+        raw = await read_capped_body(request, settings.max_proxy_body_bytes)
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return openai_error(400, "request body is not UTF-8 JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return openai_error(400, "'messages' must be a list", code="invalid_messages")
+        messages: list[Any] = body["messages"]
+        memory_id = find_memory_id(body, request.headers, settings.proxy_memory_keys)
+        user_text = last_user_text(messages)
+        if memory_id is not None:
+            recent = 0 if _has_earlier_turns(messages) else settings.proxy_recent_turns
+            block = await run_in_threadpool(memory_block, memory_id, user_text, recent)
+            body["messages"] = inject_memory(messages, block)
+        for key in _PROXY_ONLY_KEYS:
+            body.pop(key, None)
+        request_id = (
+            request.headers.get("x-request-id") or request.headers.get("x-rquest-id") or uuid.uuid4().hex
+        )
+        headers = {"Content-Type": "application/json"}
+        if upstream_key:
+            headers["Authorization"] = f"Bearer {upstream_key}"
+        stream = bool(body.get("stream"))
+        upstream_request = client.build_request(
+            "POST",
+            settings.upstream_url,
+            content=json.dumps(body, ensure_ascii=False).encode(),
+            headers=headers,
+        )
+        try:
+            upstream = await client.send(upstream_request, stream=True)
+        except httpx.TimeoutException:
+            return openai_error(504, "upstream model timed out", type_="upstream_error")
+        except httpx.HTTPError as exc:
+            logger.warning("proxy: upstream unreachable: %s", type(exc).__name__)
+            return openai_error(
+                502, f"upstream model unreachable ({type(exc).__name__})", type_="upstream_error"
+            )
+        if upstream.status_code >= 400:
+            try:
+                error_body = await _read_capped(upstream, _MAX_ERROR_BYTES)
+            finally:
+                await upstream.aclose()
+            logger.info("proxy: upstream answered %d for memory %s", upstream.status_code, memory_id)
+            return _upstream_error(upstream.status_code, error_body)
+        passthrough = {
+            k: v
+            for k, v in upstream.headers.items()
+            if k.lower() in ("content-type", "cache-control", "x-request-id")
+        }
+        if not stream:
+            try:
+                content = await upstream.aread()
+            finally:
+                await upstream.aclose()
+            task = None
+            if memory_id is not None:
+                task = BackgroundTask(
+                    run_in_threadpool,
+                    record,
+                    memory_id,
+                    request_id,
+                    user_text,
+                    _completion_text(content),
+                    started,
+                    _now_ms(),
+                    False,
+                )
+            return Response(content, status_code=upstream.status_code, headers=passthrough, background=task)
+
+        async def relay() -> AsyncIterator[bytes]:
+            collected = _SSEText()
+            first = 0
+            finished = False
+            try:
+                async for chunk in upstream.aiter_raw():
+                    if not first:
+                        first = _now_ms()
+                    yield chunk
+                    collected.feed(chunk)
+                finished = True
+            finally:
+                await upstream.aclose()
+                if memory_id is not None:
+                    interrupted = not finished and not collected.done
+                    # Fire and forget in a worker thread: after a disconnect nothing here may await.
+                    asyncio.get_running_loop().run_in_executor(
+                        None,
+                        record,
+                        memory_id,
+                        request_id,
+                        user_text,
+                        collected.text,
+                        started,
+                        first or _now_ms(),
+                        interrupted,
+                    )
+
+        passthrough.setdefault("content-type", "text/event-stream")
+        passthrough["x-accel-buffering"] = "no"
+        return StreamingResponse(relay(), status_code=upstream.status_code, headers=passthrough)
+
+    return router
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    try:
+        return response.content[:limit]  # already read (a transport that buffers)
+    except httpx.ResponseNotRead:
+        pass
+    body = b""
+    async for piece in response.aiter_raw():
+        body += piece
+        if len(body) > limit:
+            break
+    return body[:limit]
+
+
+def _turn_id(request_id: str, role: str) -> str:
+    digest = hashlib.blake2b(f"{request_id}\x1f{role}".encode(), digest_size=10).hexdigest()
+    return f"proxy_{digest}"
