@@ -51,6 +51,15 @@ __all__ = ["ConvMemory"]
 logger = logging.getLogger(__name__)
 
 
+def _is_batch(payloads: Any) -> bool:
+    # A RawInput or a list of them is a batch: unreadable items are quarantined, not raised.
+    if isinstance(payloads, RawInput):
+        return True
+    return bool(
+        isinstance(payloads, list | tuple) and payloads and all(isinstance(p, RawInput) for p in payloads)
+    )
+
+
 def _as_inputs(payloads: Any, source: str | None) -> list[RawInput]:
     # A single document (dict), or a list that is itself one payload (a message list), or a
     # list/tuple of RawInput. A list of dicts is treated as ONE payload (OpenAI/LangChain lists).
@@ -194,8 +203,18 @@ class ConvMemory:
                 OpenAI/LangChain message list, or a list of :class:`RawInput`.
             source: The source format, or ``None`` to auto-detect.
             session_ended: Refresh the summary now (a call or chat session ended).
+
+        Raises:
+            SourceFormatError: ``payloads`` is one payload that cannot be read (unrecognized, or
+                not the named ``source``); nothing is stored. With a list of ``RawInput``, such
+                payloads are quarantined as dead letters and listed in ``RunResult.errors``.
         """
-        return self.lifecycle.run(memory_id, _as_inputs(payloads, source), session_ended=session_ended)
+        return self.lifecycle.run(
+            memory_id,
+            _as_inputs(payloads, source),
+            session_ended=session_ended,
+            strict_inputs=not _is_batch(payloads),
+        )
 
     async def aingest(
         self,
@@ -206,7 +225,12 @@ class ConvMemory:
         session_ended: bool = False,
     ) -> RunResult:
         """Async twin of :meth:`ingest`."""
-        return await self.lifecycle.arun(memory_id, _as_inputs(payloads, source), session_ended=session_ended)
+        return await self.lifecycle.arun(
+            memory_id,
+            _as_inputs(payloads, source),
+            session_ended=session_ended,
+            strict_inputs=not _is_batch(payloads),
+        )
 
     # -- variables ------------------------------------------------------------------------
     def define_variables(self, memory_id: str, specs: Iterable[VariableSpec | dict[str, Any]]) -> None:

@@ -113,6 +113,7 @@ class Lifecycle:
         vendors: Sequence[str],
         inject_options: Mapping[str, dict[str, Any]] | None,
         session_ended: bool,
+        strict_inputs: bool = False,
     ) -> MemoryContext:
         ctx = MemoryContext(
             store=self.store,
@@ -123,6 +124,7 @@ class Lifecycle:
             vendors=tuple(vendors),
             inject_options=dict(inject_options or {}),
             session_ended=session_ended,
+            strict_inputs=strict_inputs,
             counter=self.counter,
             clock=self.clock,
         )
@@ -136,8 +138,12 @@ class Lifecycle:
         vendors: Sequence[str] = (),
         inject_options: Mapping[str, dict[str, Any]] | None = None,
         session_ended: bool = False,
+        strict_inputs: bool = False,
     ) -> RunResult:
         """Run the whole lifecycle for ``memory_id`` on ``inputs`` (may be empty: just catch up).
+
+        ``strict_inputs`` raises :class:`~convmem_graph.errors.SourceFormatError` for a payload
+        that cannot be read, before anything is stored, instead of quarantining it.
 
         Raises:
             ExtractionError: A model kept failing; everything stored before the failing step stays
@@ -145,7 +151,7 @@ class Lifecycle:
         """
         if not memory_id:
             raise ValueError("memory_id must be a non-empty string")
-        ctx = self._context(inputs, vendors, inject_options, session_ended)
+        ctx = self._context(inputs, vendors, inject_options, session_ended, strict_inputs)
         with self.store.memory_lock(memory_id), self.store.pinned():
             # durability only means something with a checkpointer (langgraph 1.2 fails without one).
             durability = self.durability if self.checkpointer is not None else None
@@ -180,6 +186,7 @@ class Lifecycle:
         vendors: Sequence[str] = (),
         inject_options: Mapping[str, dict[str, Any]] | None = None,
         session_ended: bool = False,
+        strict_inputs: bool = False,
     ) -> RunResult:
         """Async twin of :meth:`run`; the store is synchronous, so the run happens in a worker thread."""
         return await asyncio.to_thread(
@@ -189,4 +196,5 @@ class Lifecycle:
             vendors=vendors,
             inject_options=inject_options,
             session_ended=session_ended,
+            strict_inputs=strict_inputs,
         )

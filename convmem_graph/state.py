@@ -10,27 +10,35 @@ this run. LangGraph does not checkpoint the context, so raw payloads never reach
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Annotated, Any, ClassVar
+
+from pydantic import ConfigDict
+from pydantic.json_schema import SkipJsonSchema
+
+# typing_extensions.TypedDict: pydantic (LangGraph Studio's schemas) rejects typing.TypedDict on
+# Python < 3.12, and LangGraph's MessagesState uses it too (mixing the two is a metaclass conflict).
+from typing_extensions import TypedDict
 
 from convmem_graph._time import now_ms
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.models import Message, ReadResult
+from convmem_graph.store import MemoryStore
 from convmem_graph.tokens import TokenCounter, count_tokens
 
-if TYPE_CHECKING:
-    from convmem_graph.store import MemoryStore
-
-__all__ = ["MemoryContext", "MemoryState", "RawInput"]
+__all__ = ["MemoryContext", "MemoryState", "RawInput", "shared_store"]
 
 
 class MemoryState(TypedDict, total=False):
-    """Checkpointed state of one lifecycle run on one memory (``thread_id`` = memory id).
+    """Checkpointed state of one lifecycle run on one memory (thread ``convmem:<memory id>``).
 
     Every key is reset by ``ingest`` at the start of a run, so a run's result never mixes with the
-    previous run's.
+    previous run's. It combines with LangGraph's ``MessagesState``
+    (``class S(MessagesState, MemoryState)``): ``ingest`` then also reads the graph's new
+    ``messages``.
     """
 
     memory_id: str
@@ -57,6 +65,8 @@ class MemoryState(TypedDict, total=False):
     model_calls: int
     #: Vendors whose payloads this run built (the payloads themselves are in the context).
     payloads: list[str]
+    #: Id of the last ``messages`` entry ``ingest`` read (graphs that also carry ``messages``).
+    messages_cursor: str
 
 
 @dataclass(frozen=True)
@@ -87,13 +97,54 @@ def _default_summarizer() -> Summarizer:
     return ExtractiveSummarizer()
 
 
-@dataclass
+_shared: dict[str | None, MemoryStore] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_store(db_url: str | None) -> MemoryStore:
+    """Return one store per database URL for this process (opened on first use).
+
+    Contexts built from JSON (LangGraph Studio) name a database, not a store; opening a store per
+    run would leak connections, so they share this one.
+    """
+    with _shared_lock:
+        store = _shared.get(db_url)
+        if store is None:
+            store = _shared[db_url] = MemoryStore.from_url(db_url)
+        return store
+
+
+class _LazyStore:
+    """Descriptor of ``MemoryContext.store``: an absent store is opened from ``db_url`` on first use.
+
+    Opening happens where a node first reads ``context.store``, a worker thread in async runs,
+    never while the context is built on the event loop (LangGraph's dev server rejects that).
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attr = f"_{name}"
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> MemoryStore:
+        if obj is None:
+            return None  # type: ignore[return-value]  # the dataclass default: "not given"
+        store: MemoryStore | None = obj.__dict__.get(self._attr)
+        if store is None:
+            store = shared_store(obj.db_url)
+            obj.__dict__[self._attr] = store
+        return store
+
+    def __set__(self, obj: Any, value: MemoryStore | None) -> None:
+        obj.__dict__[self._attr] = value
+
+
+@dataclass(kw_only=True)
 class MemoryContext:
     """Services and inputs of one run, passed as ``graph.invoke(..., context=MemoryContext(...))``.
 
     When LangGraph builds the context from JSON (LangGraph Studio / ``langgraph dev``), ``store``
-    is absent: it is opened from ``db_url`` (default ``convmem.db``), ``config`` may be a mapping,
-    and ``inputs`` may hold plain payload documents.
+    is absent: it is opened from ``db_url`` (default ``convmem.db``) the first time a node uses it,
+    ``config`` may be a mapping, and ``inputs`` may hold plain payload documents. Every field is
+    keyword-only, so a subclass can add fields of its own, required ones included.
 
     Attributes:
         store: The memory store (SQLite or PostgreSQL).
@@ -105,33 +156,43 @@ class MemoryContext:
         vendors: Payloads ``inject`` builds and returns (``trtc``, ``agora``, ``openai`` ...).
         inject_options: Per-vendor options for ``inject`` (persona, query, recent turns ...).
         session_ended: Forces a summary refresh (a call or chat session has ended).
+        strict_inputs: An unreadable payload raises ``SourceFormatError`` instead of being
+            quarantined as a dead letter.
         counter: The token counter used for every budget.
         clock: Returns the current time in ms (injectable for tests).
+
+    Example:
+        >>> @dataclass(kw_only=True)
+        ... class AppContext(MemoryContext):
+        ...     user_id: str
+        >>> AppContext(user_id="u_1", db_url="sqlite://").user_id
+        'u_1'
     """
 
-    store: MemoryStore = None  # type: ignore[assignment]  # resolved in __post_init__
+    # Services are not JSON: Studio's context form shows only the JSON fields.
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(arbitrary_types_allowed=True)
+
+    # A descriptor default (dataclass "descriptor-typed field"): absent -> opened on first use.
+    store: Annotated[MemoryStore, SkipJsonSchema()] = _LazyStore()  # type: ignore[assignment]
     db_url: str | None = None
     config: MemoryConfig = field(default_factory=MemoryConfig)
-    extractor: Extractor = field(default_factory=_default_extractor)
-    summarizer: Summarizer = field(default_factory=_default_summarizer)
-    inputs: Sequence[RawInput] = ()
+    extractor: Annotated[Extractor, SkipJsonSchema()] = field(default_factory=_default_extractor)
+    summarizer: Annotated[Summarizer, SkipJsonSchema()] = field(default_factory=_default_summarizer)
+    inputs: Sequence[Any] = ()
     vendors: Sequence[str] = ()
     inject_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     session_ended: bool = False
-    counter: TokenCounter = count_tokens
-    clock: Callable[[], int] = now_ms
+    strict_inputs: bool = False
+    counter: Annotated[TokenCounter, SkipJsonSchema()] = count_tokens
+    clock: Annotated[Callable[[], int], SkipJsonSchema()] = now_ms
     #: Hand-off from ``ingest`` to ``normalize`` within one run (not checkpointed on purpose).
-    inbox: list[ReadResult] = field(default_factory=list)
+    inbox: Annotated[list[ReadResult], SkipJsonSchema()] = field(default_factory=list)
     #: Messages ``normalize`` stored in this run, by id, so ``extract`` need not read them back.
-    fresh: dict[str, Message] = field(default_factory=dict)
+    fresh: Annotated[dict[str, Message], SkipJsonSchema()] = field(default_factory=dict)
     #: Payloads ``inject`` built, by vendor (returned to the caller, never checkpointed).
-    payloads: dict[str, Any] = field(default_factory=dict)
+    payloads: Annotated[dict[str, Any], SkipJsonSchema()] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.store is None:
-            from convmem_graph.store import MemoryStore
-
-            self.store = MemoryStore.from_url(self.db_url)
         if not isinstance(self.config, MemoryConfig):
             self.config = MemoryConfig.model_validate(self.config)
         self.inputs = tuple(i if isinstance(i, RawInput) else RawInput(i) for i in self.inputs)

@@ -1,8 +1,10 @@
 """``ingest``: read and validate this run's raw payloads; quarantine what fails.
 
 A payload that cannot be read at all, and every item a reader marks invalid, goes to the store's
-dead-letter table with the error and its JSON path, so nothing is dropped silently. Readable items
-are handed to ``normalize`` through the run context (not the checkpointed state).
+dead-letter table with the error and its JSON path, so nothing is dropped silently (or, with
+``context.strict_inputs``, an unreadable payload raises). Readable items are handed to
+``normalize`` through the run context (not the checkpointed state). In a graph whose state also
+has a ``messages`` channel (``MessagesState``), the messages added since the last run are read too.
 """
 
 from __future__ import annotations
@@ -10,15 +12,16 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
-from convmem_graph.state import MemoryContext, MemoryState
+from convmem_graph.state import MemoryContext, MemoryState, RawInput
 
-__all__ = ["ingest"]
+__all__ = ["IngestInput", "ingest"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +50,40 @@ def _resolve(data: Any, path: str) -> Any:
     return node
 
 
-def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
+class IngestInput(MemoryState, total=False):
+    """What ``ingest`` reads: the lifecycle state and, in graphs that have one, ``messages``.
+
+    LangGraph hands a node only the keys of its input type, so ``messages`` is named here; in a
+    graph without it the key is simply absent.
+    """
+
+    messages: list[Any]
+
+
+def _state_messages(state: IngestInput) -> tuple[list[Any], str | None]:
+    """New entries of a ``messages`` channel (graphs composing MemoryState with MessagesState).
+
+    With message ids (``add_messages`` gives every message one) only the messages after the last
+    one read are returned. Without ids every message is returned: their stored ids then come from
+    their position in the list, so reading them again stores nothing twice.
+    """
+    messages = state.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return [], None
+    ids = [getattr(m, "id", None) or (m.get("id") if isinstance(m, Mapping) else None) for m in messages]
+    if not all(isinstance(i, str) and i for i in ids):
+        return list(messages), None
+    cursor = state.get("messages_cursor")
+    start = ids.index(cursor) + 1 if cursor in ids else 0
+    return list(messages[start:]), ids[-1]
+
+
+def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
     """Read every raw input of the run with its source reader (auto-detected unless named).
+
+    New messages of a ``messages`` channel, when the graph has one, are read too (as LangChain
+    messages). An unreadable payload is quarantined as a dead letter, or, with
+    ``context.strict_inputs``, raises :class:`SourceFormatError` before anything is stored.
 
     Returns the run's counters and resets every per-run key of the state.
     """
@@ -61,28 +96,38 @@ def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     dead = 0
     errors: list[dict[str, str]] = []
     now = ctx.clock()
-    for item in ctx.inputs:
-        raw_doc: Any = None
+    inputs = list(ctx.inputs)
+    from_state, cursor = _state_messages(state)
+    if from_state:
+        inputs.append(RawInput(from_state, None, name="state.messages"))
+    read: list[tuple[RawInput, Any, ReadResult | SourceFormatError]] = []
+    for item in inputs:
         if isinstance(item.data, ReadResult):
             # Already read by the caller (e.g. replay reads payloads to group them by user).
-            result = item.data
-        else:
-            raw_doc = item.data
-            try:
-                # Message lists without times (OpenAI/LangChain) are stamped with the run's time.
-                result = read_payload(
-                    raw_doc, item.source, bot_ids=ctx.config.bot_ids, config=ctx.config, base_timestamp_ms=now
-                )
-            except SourceFormatError as exc:
-                logger.warning("quarantined %s: %s", item.name or "payload", exc)
-                ctx.store.add_dead_letter(
-                    memory_id, source=exc.source, raw=_raw_text(raw_doc), error=exc.reason, path=exc.path
-                )
-                dead += 1
-                errors.append(
-                    {"name": item.name, "source": exc.source, "path": exc.path, "reason": exc.reason}
-                )
-                continue
+            read.append((item, None, item.data))
+            continue
+        try:
+            # Message lists without times (OpenAI/LangChain) are stamped with the run's time.
+            result = read_payload(
+                item.data, item.source, bot_ids=ctx.config.bot_ids, config=ctx.config, base_timestamp_ms=now
+            )
+        except SourceFormatError as exc:
+            if ctx.strict_inputs:
+                raise  # before anything of this run is stored
+            read.append((item, item.data, exc))
+            continue
+        read.append((item, item.data, result))
+    for item, raw_doc, outcome in read:
+        if isinstance(outcome, SourceFormatError):
+            bad = outcome
+            logger.warning("quarantined %s: %s", item.name or "payload", bad)
+            ctx.store.add_dead_letter(
+                memory_id, source=bad.source, raw=_raw_text(raw_doc), error=bad.reason, path=bad.path
+            )
+            dead += 1
+            errors.append({"name": item.name, "source": bad.source, "path": bad.path, "reason": bad.reason})
+            continue
+        result = outcome
         for s in result.skipped:
             skipped[s.reason] += 1
             if s.reason == "invalid":
@@ -96,7 +141,7 @@ def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
                 )
                 dead += 1
         ctx.inbox.append(result)
-    return {
+    out: MemoryState = {
         "ingested": len(ctx.inbox),
         "dead_letters": dead,
         "errors": errors,
@@ -110,3 +155,6 @@ def ingest(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         "model_calls": 0,
         "payloads": [],
     }
+    if cursor is not None:
+        out["messages_cursor"] = cursor
+    return out
