@@ -197,6 +197,11 @@ EN_FOODS = frozenset(
     fish meat pork beef chicken lamb eggs egg milk dairy cheese gluten wheat soy sugar sweets
     chocolate coffee tea
     alcohol beer wine sushi pizza pasta noodles rice bread burgers steak tacos curry cake fruit vegetables
-    strawberries bananas apples durian tofu mushrooms
+    strawberries bananas apples durian tofu mushrooms olives olive tomatoes tomato peppers eggplant broccoli
+    cucumber celery liver anchovies oysters tuna salmon avocado spinach kale beans lentils yogurt butter
+    cream salad soup oatmeal cereal bacon sausage ham turkey duck crab lobster squid octopus coconut
+    pineapple grapes cherries peaches pears oranges lemons blueberries raspberries watermelon melon kiwi
+    cinnamon ginger chili chilli wasabi mayo mayonnaise ketchup mustard vinegar licorice popcorn chips fries
+    donuts cookies candy soda juice ramen dumplings kimchi cauliflower zucchini pickles peas corn potatoes
     """.split()
 ) | {"ice cream", "spicy food", "junk food", "fast food", "red meat"}

@@ -34,7 +34,7 @@ from convmem_graph.extractors._timeexpr import find_en
 __all__ = ["could_state", "extract_en_clause"]
 
 _FILLERS = re.compile(
-    r"^(?:(?:by the way|btw|oh|ah|well|actually|also|yeah|yes|yep|so|anyway|"
+    r"^(?:(?:by the way|btw|oh|ah|well|actually|also|yeah|yes|yep|so|anyway|hi|hello|hi there|hello there|"
     r"honestly|and|but|haha|lol|hey|um|uh|"
     r"ok|okay|plus|fun fact|to be honest|tbh|you know what|just so you know|wait|oh yeah|right|no|nah|"
     r"(?:please )?(?:remember|note|keep in mind|don't forget)(?: that)?)[,!:.]?\s+)+",
@@ -95,9 +95,11 @@ _INTO = re.compile(
 )
 _FAVORITE = re.compile(r"^[Mm]y (?:all[- ]time )?favou?rite\s+([\w ]{2,30}?)\s+is\s+" + OBJ + "$")
 _DISLIKE = re.compile(
-    r"^I (?:really |just |absolutely |honestly )?(?:don't|do not|never|can't) "
-    r"(?:really )?(like|enjoy|love|stand)\s+" + OBJ + "$"
+    r"^I (?:really |just |absolutely |honestly |simply |still )?(?:don't|do not|never|can't) "
+    r"(?:really |just )?(like|enjoy|love|stand|bear|stomach|tolerate)\s+" + OBJ + "$"
 )
+# "I can't stand olives" is said as it is: "User can't stand olives.", never "doesn't stand".
+_CANT_VERBS = frozenset({"stand", "bear", "stomach", "tolerate"})
 _HATE = re.compile(
     r"^I (?:really |absolutely |totally )?(hate|dislike|detest|despise|can't stand)\s+" + OBJ + "$"
 )
@@ -149,7 +151,9 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
     m = _DISLIKE.match(s)
     if m:
-        return _prefs(m.group(2), f"User doesn't {m.group(1)}", -1)
+        verb = m.group(1)
+        lead = f"User can't {verb}" if verb in _CANT_VERBS else f"User doesn't {verb}"
+        return _prefs(m.group(2), lead, -1)
     m = _HATE.match(s)
     if m:
         verb = m.group(1) if " " in m.group(1) else conj(m.group(1))
@@ -250,6 +254,33 @@ _WILL_BAD = re.compile(
 )
 
 
+# "I signed up for the Bristol Half Marathon in September", "I've booked flights to Lisbon for next
+# week": committing to a dated event is a plan for that date (said without a date it is not).
+_SIGNED_UP = re.compile(
+    r"^I(?:'ve| have)?\s*(?:just\s+|finally\s+|already\s+|also\s+|officially\s+)?"
+    r"(signed up for|registered for|entered|enrolled in|booked|got tickets (?:for|to)|"
+    r"bought tickets (?:for|to)|reserved|RSVP'd to|applied for)\s+" + OBJ + "$"
+)
+
+
+_LEAD_ARTICLE = re.compile(r"^(?:a|an|the|my|their)\s+", re.IGNORECASE)
+
+
+def _signed_up(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
+    m = _SIGNED_UP.match(c.core)
+    if m is None or c.when is None or c.when.period.end <= ctx.today:
+        return None
+    thing = trim_object(m.group(2))
+    if not ok_object(thing) or len(thing.split()) > 10:
+        return None
+    thing = third_person(thing)
+    key = f"plan:{norm_key(_LEAD_ARTICLE.sub('', thing))}"
+    ctx.add_plan(key, f"attend {thing}", "plans")
+    content = f"User {m.group(1)} {thing}{c.when_text()}."
+    expires = ctx.period_expiry(c.when.period)
+    return [Fact(content, "plan", key, thing, transient=True, expires_at=expires, confidence=0.75)]
+
+
 def _plan_match(s: str) -> tuple[str, str] | None:
     for rx, fixed in _PLANS:
         m = rx.match(s)
@@ -264,6 +295,9 @@ def _plans(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         return None  # today's errands and wants ("I'm going to the gym tonight") are momentary
     future = c.when is not None
     expires = ctx.period_expiry(c.when.period) if c.when is not None and future else ctx.ttl_expiry()
+    signed = _signed_up(c, ctx)
+    if signed:
+        return signed
     m = _EVENT.match(s)
     if m and future:
         thing = third_person(m.group(1))
@@ -346,7 +380,8 @@ _FOLLOW_GATE = re.compile(r"^(?:the|my|our)\s", re.IGNORECASE)
 # Each rule group runs only when one of its trigger words occurs in the clause: most clauses of a
 # long English transcript reach no rule at all, which keeps extraction fast.
 _ID_WORDS = frozenset(
-    "name name's call calls called turned born married single divorced engaged widowed birthday bday".split()
+    "name name's call calls called turned turning turn born married single divorced engaged widowed "
+    "birthday bday by".split()
 )
 _WORK_WORDS = frozenset(
     "work works working live living based moved relocated settled from grew became a an".split()
@@ -361,13 +396,15 @@ _HEALTH_WORDS = frozenset(
     sore killing upset acting staying been asthma diabetes hypertension celiac migraines arthritis
     anemia eczema adhd depression anxiety insomnia condition gout diabetic asthmatic colorblind
     colourblind color colour intolerant anemic epileptic learning practicing practising started began
+    went became switched stopped quit gave shift shifts nights leave call vacation holiday break antibiotics
+    medication crutches rest
     picked reading watching writing building renovating working saving taking recovering dealing""".split()
 )
-_FAMILY_WORDS = frozenset("have i've got my".split())
+_FAMILY_WORDS = frozenset("have i've got my adopted rescued bought brought took".split())
 _LIKE_WORDS = frozenset(
     """love like enjoy adore prefer into passionate keen obsessed fan crazy fond interested favorite favourite
     hate
-    dislike detest despise stand afraid scared terrified""".split()
+    dislike detest despise stand bear stomach tolerate afraid scared terrified""".split()
 )
 _PLAN_WORDS = frozenset("plan planning intend thinking scheduled want need hope i'd".split())
 
@@ -376,7 +413,9 @@ def _gated_rules(c: EnClause) -> list[Rule]:
     low = c.core.lower()
     words = frozenset(low.replace(",", " ").split())
     rules: list[Rule] = []
-    if not _ID_WORDS.isdisjoint(words) or (low.startswith("i'm ") and low[4:5].isdigit()):
+    if not _ID_WORDS.isdisjoint(words) or (
+        low.startswith("i'm ") and (low[4:5].isdigit() or c.core[4:5].isupper())
+    ):
         rules.append(identity)
     if not _WORK_WORDS.isdisjoint(words):
         rules.append(work)
@@ -456,7 +495,36 @@ def could_state(sentence: str, ctx: RuleContext) -> bool:
         _first_person(sentence)
         or bool(ctx.plans and _FOLLOW_GATE.match(sentence))
         or _about_pet(sentence, ctx)
+        or "ere in " in sentence
     )
+
+
+# "I love it here in Bristol", "the weather here in Leeds is awful": where the user is, said in
+# passing, unless the sentence says they are only visiting.
+_HERE_IN = re.compile(r"\b[Hh]ere in ([A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*){0,2})")
+_AWAY = re.compile(
+    r"\b(?:visit|visiting|vacation|holiday|trip|travel|traveling|travelling|tour|touring|conference|hotel|"
+    r"stopover|layover|business|for the (?:week|weekend|day|night)|few days|having (?:me|us)|welcome)\b",
+    re.IGNORECASE,
+)
+_NOT_PLACES = frozenset(
+    "january february march april may june july august september october november december monday tuesday "
+    "wednesday thursday friday saturday sunday spring summer autumn fall winter i".split()
+)
+
+
+def _here(text: str) -> list[Fact]:
+    if "ere in " not in text:
+        return []
+    m = _HERE_IN.search(text)
+    if m is None or YOU.search(text) or _AWAY.search(text) or m.group(1).split()[0].lower() in _NOT_PLACES:
+        return []
+    place = m.group(1)
+    return [
+        Fact(
+            f"User is based in {place}.", "profile", "profile:city", place, single_valued=True, confidence=0.7
+        )
+    ]
 
 
 def _about_pet(text: str, ctx: RuleContext) -> bool:
@@ -465,9 +533,15 @@ def _about_pet(text: str, ctx: RuleContext) -> bool:
 
 def extract_en_clause(clause: Clause, ctx: RuleContext) -> list[Fact]:
     """Extract facts from one English clause (empty list when it states nothing personal)."""
-    text = clause.text
     if clause.question:
         return []
+    here = _here(clause.text)
+    facts = _extract(clause, ctx)
+    return here + [f for f in facts if f.key != "profile:city"] if here else facts
+
+
+def _extract(clause: Clause, ctx: RuleContext) -> list[Fact]:
+    text = clause.text
     if ctx.plans and _FOLLOW_GATE.match(text):
         when = find_en(text, ctx.today)
         if when is not None:

@@ -19,6 +19,7 @@ from convmem_graph.extractors._en_base import (
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS, EN_JOB_NOUNS, EN_RELATIONS, EN_SPECIES, en_relation
 from convmem_graph.extractors._text import norm_key
+from convmem_graph.extractors._timeexpr import past_date_en
 
 __all__ = ["health_food", "identity", "pets_family", "work"]
 
@@ -28,24 +29,98 @@ _NAME = re.compile(
     r"^(?:[Mm]y name is|[Mm]y name's|I'm called|[Cc]all me|[Pp]eople call me|[Ee]veryone calls me)\s+"
     r"([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})$"
 )
+# "I'm Priya", "Hi, I'm Dev Patel, nice to meet you": a self-introduction when the word after I'm is
+# a capitalized name (not a nationality, a feeling said in Title Case, or an -ing word).
+_NAME_WORD = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
+_SELF_NAME = re.compile(
+    rf"^(?:I'm|I go by|[Nn]ame's)\s+({_NAME_WORD}(?:\s+{_NAME_WORD})?)"
+    r"(?:\s*,?\s+(?:nice|pleased|glad|good|great|lovely) to (?:meet|e-meet|chat with) you\b.*)?$"
+)
+_NOT_NAMES = frozenset(
+    """
+    sorry fine good great okay ok well back home here there done ready happy sad tired busy sure glad
+    excited new not so just also still really afraid alone hungry late early free single married sick
+    american canadian british english irish scottish welsh australian chinese japanese korean indian
+    mexican german french italian spanish russian brazilian dutch swedish norwegian danish finnish polish
+    vietnamese filipino thai nigerian kenyan african asian european latino latina hispanic muslim jewish
+    catholic christian buddhist hindu atheist vegan vegetarian gay straight bi trans aries taurus gemini
+    cancer leo virgo libra scorpio sagittarius capricorn aquarius pisces mom dad the a an in at on from
+    with into over off out up down retired pregnant proud grateful thankful blessed lucky honored
+    """.split()
+)
 _AGE = re.compile(r"^I'm\s+(\d{1,3})(?:\s*(?:years?|yrs?)(?:[\s-]*old)?)?(?:\s+(?:now|already|today))?$")
-_TURNED = re.compile(r"^I (?:just )?turned\s+(\d{1,3})$")
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen".split()
+    )
+} | {
+    w: 10 * i
+    for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
+    if i > 1
+}
+_AGE_WORD = (
+    r"\d{1,3}|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
+    r"(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?|[a-z]+teen|ten|eleven|twelve"
+)
+# "I turned 27 last month", "I'm turning 30 next week" (the time word already read as the clause's).
+_TURNED = re.compile(
+    r"^I(?:'m| will| 'll|'ll)? (?:just |recently |finally |only |actually )?(?:turned|turning|turn)\s+"
+    rf"({_AGE_WORD})"
+    r"(?:\s+years? old)?(?:\s+(?P<tail>.{2,40}))?$"
+)
 _BORN = re.compile(r"^I was born in\s+(?:(\d{4})|" + PLACE + r")$")
 _BIRTHDAY = re.compile(r"^[Mm]y (?:birthday|bday|b-day)(?:'s| is)?(?: coming up)?$")
 _MARITAL = re.compile(r"^I'm\s+(?:happily\s+|recently\s+|now\s+)?(married|single|divorced|engaged|widowed)$")
 
 
+def _age_number(word: str) -> int | None:
+    if word.isdigit():
+        return int(word)
+    parts = re.split(r"[- ]", word.lower())
+    if not all(p in _NUMBER_WORDS for p in parts):
+        return None
+    return sum(_NUMBER_WORDS[p] for p in parts)
+
+
+def _turned(m: re.Match[str], c: EnClause, ctx: RuleContext) -> list[Fact] | None:
+    """The birth year from an age reached on a birthday, dated by the clause's own time words."""
+    age = _age_number(m.group(1))
+    if age is None or not 3 <= age <= 110:
+        return None
+    tail = m["tail"]
+    when = past_date_en(tail, ctx.today) if tail else None
+    if tail and when is None:
+        return None
+    if when is None and c.when is not None:
+        when = c.when.period.start
+        if m.group(0).startswith("I turned") and when > ctx.today:  # "turned 40 in March" said in May
+            when = when.replace(year=when.year - 1)
+    when = when or ctx.today
+    year = when.year - age
+    verb = "turns" if when > ctx.today else "turned"
+    said = f"{verb} {age} in {when.strftime('%B')} {when.year}" if when != ctx.today else f"{verb} {age}"
+    content = f"User was born in {year} ({said})."
+    return [Fact(content, "profile", "profile:birth_year", str(year), single_valued=True, confidence=0.85)]
+
+
 def identity(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
-    m = _NAME.match(s)
+    m = _NAME.match(s) or _SELF_NAME.match(s)
     if m:
         name = m.group(1)
+        if any(w.lower() in _NOT_NAMES or w.lower().endswith("ing") for w in name.split()):
+            return None
         return [
             Fact(
                 f"User's name is {name}.", "profile", "profile:name", name, single_valued=True, confidence=0.9
             )
         ]
-    m = _AGE.match(s) or _TURNED.match(s)
+    m = _TURNED.match(s)
+    if m:
+        return _turned(m, c, ctx)
+    m = _AGE.match(s)
     if m:
         age = int(m.group(1))
         if 3 <= age <= 110:
@@ -202,7 +277,19 @@ _NO_EAT = re.compile(
 )
 _NOT_EATING = re.compile(r"^I'm\s+(?:not eating|not drinking|avoiding|staying away from)\s+" + OBJ + "$")
 _AVOID = re.compile(r"^I (?:avoid|stay away from)\s+" + OBJ + "$")
-_VEG = re.compile(r"^I'm\s+(?:a\s+|now\s+|strictly\s+)?(vegetarian|vegan|pescatarian)$")
+# "I'm vegan", "I've been vegetarian since 2019", "I went vegan two years ago": since when is kept.
+_VEG = re.compile(
+    r"^I(?:'m|'ve been| have been| went| became| turned| switched to being)\s+"
+    r"(?:a\s+|now\s+|strictly\s+|fully\s+|completely\s+)?(vegetarian|vegan|pescatarian)"
+    r"(?:\s+(?P<since>since\s+.{2,30}|for\s+(?:the\s+(?:last|past)\s+)?.{1,20}?(?:years?|months?|weeks?)"
+    r"|(?:.{1,15}?)(?:years?|months?) ago|in \d{4}|last (?:year|month)))?$"
+)
+# "I stopped eating meat in 2019": a food given up.
+_STOPPED = re.compile(
+    r"^I (?:stopped|quit|gave up) (eating|drinking)\s+"
+    + OBJ
+    + r"(?:\s+(since .{2,30}|in \d{4}|.{1,15} ago))?$"
+)
 _TRYING = re.compile(r"^I'm\s+(?:trying|trying out|experimenting with|testing out)\s+" + OBJ + "$")
 _BEEN = re.compile(r"^I've been\s+" + OBJ + "$")
 # Learning is a state even without "lately"; other activities in progress only with a time word
@@ -239,6 +326,17 @@ _STATE = re.compile(
     r"injured|recovering from .{2,40}|"
     r"training for .{2,40}|studying for .{2,40}|preparing for .{2,40}|looking for a (?:new )?job|job hunting|"
     r"sleeping badly|not sleeping well)$"
+)
+# Working hours, leave and treatment bound to a period: "I'm on night shifts this week", "I'm on
+# leave until Friday". Temporary even without a time word (nobody is on holiday for good).
+_ON_STATE = re.compile(
+    r"^I'm\s+(?:currently\s+|still\s+|now\s+|back\s+)?("
+    r"(?:working\s+)?on\s+(?:the\s+)?(?:night|late|early|day|double|weekend|morning|evening|graveyard)\s+shifts?"
+    r"|on nights|on call|on (?:annual |sick |parental |maternity |paternity |medical |study )?leave"
+    r"|on (?:a |my )?(?:vacation|holiday|break|sabbatical|staycation)"
+    r"|on (?:a course of )?(?:antibiotics|medication|steroids)|on crutches|on bed rest"
+    r"|working (?:nights|late|double shifts|overtime|from home)|off work)"
+    r"(?:\s+(?:until|till) \w+)?$"
 )
 _AILMENT = re.compile(
     r"^I(?:'ve| have)(?: got)?\s+((?:a\s+|an\s+|the\s+)?"
@@ -281,7 +379,24 @@ def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         ]
     m = _VEG.match(s)
     if m:
-        return [Fact(f"User is {m.group(1)}.", "diet", f"food:{m.group(1)}", m.group(1), confidence=0.85)]
+        diet, since = m.group(1), m["since"]
+        if since and YOU.search(since):
+            return None
+        content = f"User is {diet}."
+        if since and since.startswith(("since", "in ")):
+            content = f"User has been {diet} {since}." if since[0] == "s" else f"User went {diet} {since}."
+        elif since and since.startswith("for "):
+            content = f"User has been {diet} {since} (as of {ctx.today.strftime('%B')} {ctx.today.year})."
+        elif since:
+            when = past_date_en(since, ctx.today)
+            content = f"User went {diet} in {when.year}." if when else content
+        return [Fact(content, "diet", f"food:{diet}", diet, confidence=0.85)]
+    m = _STOPPED.match(s)
+    if m and ok_object(m.group(2)) and not YOU.search(s):
+        item = third_person(m.group(2))
+        tail = f" {m.group(3)}" if m.group(3) else ""
+        content = f"User stopped {m.group(1)} {item}{tail}."
+        return [Fact(content, "diet", food_key(item), item, polarity=-1, confidence=0.8)]
     m = _NO_EAT.match(s)
     if m and ok_object(m.group(2)):
         item = third_person(m.group(2))
@@ -317,6 +432,17 @@ def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         return [
             transient_fact(f"User is trying {item}{c.temp_text()}.", f"state:{norm_key(item)}", item, ctx)
         ]
+    m = _ON_STATE.match(s)
+    if m:
+        item = third_person(m.group(1))
+        tail = s[m.end(1) :].strip()
+        said = f"{c.temp_text()}{c.when_text()}{' ' + tail if tail else ''}"
+        fact = transient_fact(f"User is {item}{said}.", f"state:{norm_key(item)}", item, ctx)
+        if c.when is not None:
+            if c.when.period.end < ctx.today:
+                return None
+            fact.expires_at = ctx.period_expiry(c.when.period)
+        return [fact]
     m = _STATE.match(s)
     if m:
         item = third_person(m.group(1))
@@ -374,6 +500,43 @@ def _ongoing(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
 
 _NUM = r"(a|an|one|two|three|four|five|\d+)"
 _SPECIES = "|".join(sorted(EN_SPECIES, key=len, reverse=True))
+_PLURAL_SPECIES = {
+    (
+        sp[:-1] + "ies"
+        if sp.endswith("y") and sp[-2] not in "aeiou"
+        else sp + ("es" if sp.endswith(("sh", "ch", "x")) else "s")
+    ): sp
+    for sp in EN_SPECIES
+    if not sp.endswith("s") and sp != "fish"
+}
+_ANY_SPECIES = "|".join(sorted({*EN_SPECIES, *_PLURAL_SPECIES}, key=len, reverse=True))
+_NAMES = rf"{_NAME_WORD}(?:(?:\s*,\s*|\s+and\s+|\s*&\s*|\s*,\s*and\s+){_NAME_WORD})*"
+# "I adopted two rabbits, Pepper and Salt", "we got a puppy named Biscuit": pets got, with their names.
+_PET_GOT = re.compile(
+    r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?"
+    rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM}\s+"
+    rf"((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})"
+    rf"(?:\s*,\s*|\s+(?:named|called)\s+)({_NAMES})"
+    r"(?:\s+(?:last \w+|recently|this \w+|.{1,12} ago))?$"
+)
+# "I adopted two rabbits": adopting (not buying or getting: "got a fish") is a pet without names.
+_PET_ADOPTED = re.compile(
+    r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?(adopted|rescued|brought home|took in)"
+    rf"\s+{_NUM}\s+((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})"
+    r"(?:\s+(?:last \w+|recently|this \w+|.{1,12} ago))?$"
+)
+# "My brother Dev lives in Toronto", "my older sister, Ana, is a nurse": a named relative and who they are.
+_FAMILY_NAMED = re.compile(
+    rf"^[Mm]y (?:(?:little|younger|older|big|baby|twin|elder|kid|step|half)[\s-]+)?({EN_RELATIONS})\s*,?\s+"
+    rf"({_NAME_WORD})\s*,?\s+((?:also |just |recently |still |now |currently )*"
+    r"(?:lives|moved|works|is|'s|studies|teaches|runs|owns|got|has|started|plays|loves|likes|hates|goes)\b.{2,80})$"
+)
+# "I have a brother, Dev, who lives in Toronto" / "I have a sister named Mia".
+_FAMILY_HAVE_NAMED = re.compile(
+    r"^I(?:'ve| have)(?: got)?\s+(?:a|an|one)\s+(?:(?:little|younger|older|big|baby|twin|elder)\s+)?"
+    rf"({EN_RELATIONS})"
+    rf"\s*,?\s+(?:named\s+|called\s+)?({_NAME_WORD})(?:\s*,?\s+(?:who|and (?:he|she))\s+(.{{2,80}}))?$"
+)
 _PET_HAVE = re.compile(
     rf"^I(?:'ve| have)(?: got)?\s+{_NUM}\s+((?:[\w-]+\s+){{0,2}}?)({_SPECIES})(?:\s+(?:named|"
     rf"called)\s+([A-Z][\w'-]*))?$",
@@ -401,8 +564,51 @@ _FAMILY_POSS = re.compile(
 )
 
 
+def _named_pets(m: re.Match[str], ctx: RuleContext) -> list[Fact] | None:
+    verb, word = m.group(1), m.group(4).lower()
+    species = _PLURAL_SPECIES.get(word, word)
+    names = [n for n in re.split(r"\s*,\s*and\s+|\s*,\s*|\s+and\s+|\s*&\s*", m.group(5)) if n]
+    if any(n.lower() in _NOT_NAMES for n in names):
+        return None
+    adj = m.group(3).strip()
+    label = f"{adj} {species}".strip()
+    verb = "has" if verb in ("have", "'ve got") or m.group(0).startswith(("I've got", "I have got")) else verb
+    facts = []
+    for name in names:
+        ctx.pets[name] = species
+        content = f"User {verb} {article(label)} {label} named {name}."
+        facts.append(Fact(content, "relation", f"pet:{norm_key(name)}", species, confidence=0.85))
+    return facts
+
+
+def _named_relative(rel: str, name: str, rest: str) -> list[Fact] | None:
+    if YOU.search(rest) or name.lower() in _NOT_NAMES:
+        return None
+    rest = third_person(rest.strip(" ,.;!"))
+    content = f"User's {rel} {name} {rest}." if rest else f"User has {article(rel)} {rel} named {name}."
+    return [Fact(content, "relation", f"family:{en_relation(rel)}:{norm_key(name)}", name, confidence=0.7)]
+
+
 def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
+    m = _PET_GOT.match(s)
+    if m:
+        return _named_pets(m, ctx)
+    m = _PET_ADOPTED.match(s)
+    if m:
+        word = m.group(4).lower()
+        species = _PLURAL_SPECIES.get(word, word)
+        ctx.pets.setdefault(species, species)
+        label = f"{m.group(3).strip()} {word}".strip()
+        content = f"User {m.group(1)} {m.group(2).lower()} {label}."
+        return [Fact(content, "relation", f"pet:{norm_key(species)}", species, confidence=0.8)]
+    m = _FAMILY_NAMED.match(s)
+    if m:
+        return _named_relative(m.group(1).lower(), m.group(2), m.group(3))
+    m = _FAMILY_HAVE_NAMED.match(s)
+    if m:
+        rel, name, rest = m.group(1).lower(), m.group(2), m.group(3)
+        return _named_relative(rel, name, rest or "")
     m = _PET_HAVE.match(s)
     if m:
         num, adj, species, name = m.group(1), m.group(2).strip(), m.group(3).lower(), m.group(4)
