@@ -32,6 +32,7 @@ _COMMAND_MODULES = (
     "export",
     "graph",
     "serve",
+    "view",
 )
 
 

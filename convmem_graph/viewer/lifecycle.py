@@ -1,0 +1,175 @@
+"""The lifecycle page: the compiled graph drawn as inline SVG, with the last run's path and timings.
+
+The drawing comes from ``Lifecycle.graph.get_graph()`` (nodes in order, conditional edges dashed),
+so it always matches the graph that runs. The last run is read from the checkpointer's history of
+the memory's thread: each checkpoint says which node runs next, so consecutive checkpoints give the
+path and the time each node took. Runs with ``durability="exit"`` keep only their end state; the
+page then shows the final counters without per-node timings.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from convmem_graph.memory import ConvMemory
+from convmem_graph.viewer._html import esc, json_block, layout, memory_url, table
+from convmem_graph.viewer.pages import memory_tabs
+
+__all__ = ["graph_svg", "last_run", "lifecycle_page"]
+
+logger = logging.getLogger(__name__)
+
+_NODE_W, _NODE_H, _GAP, _LEFT, _TOP = 170, 34, 22, 20, 16
+_RUN_KEYS = (
+    "ingested",
+    "dead_letters",
+    "new_message_ids",
+    "fragment_ops",
+    "variables_changed",
+    "summary_version",
+    "model_calls",
+    "payloads",
+    "errors",
+)
+
+
+def _thread_id(memory_id: str) -> str:
+    try:
+        from convmem_graph.checkpoints import thread_id_for
+    except ImportError:
+        return memory_id
+    return str(thread_id_for(memory_id))
+
+
+def graph_svg(mem: ConvMemory, path: list[str]) -> str:
+    """Draw the compiled lifecycle graph; nodes on ``path`` are highlighted."""
+    drawable = mem.lifecycle.graph.get_graph()
+    order = list(drawable.nodes)
+    y = {name: _TOP + i * (_NODE_H + _GAP) for i, name in enumerate(order)}
+    on_path = set(path)
+    taken = {(a, b) for a, b in zip(["__start__", *path], [*path, "__end__"], strict=False)}
+    edges = []
+    arc = 0
+    for e in drawable.edges:
+        if e.source not in y or e.target not in y:
+            continue
+        y1, y2 = y[e.source] + _NODE_H, y[e.target]
+        css = (
+            "edge"
+            + (" conditional" if e.conditional else "")
+            + (" taken" if (e.source, e.target) in taken else "")
+        )
+        x = _LEFT + _NODE_W // 2
+        if order.index(e.target) == order.index(e.source) + 1:
+            d = f"M{x},{y1} L{x},{y2}"
+        else:
+            arc += 1
+            reach = _NODE_W // 2 + 14 + 12 * arc
+            half = _NODE_H // 2
+            d = f"M{x + 30},{y1 - half} C{x + reach},{y1} {x + reach},{y2} {x + 30},{y2 + half}"
+        edges.append(f'<path class="{css}" d="{d}"><title>{esc(e.source)} → {esc(e.target)}</title></path>')
+    nodes = []
+    for name in order:
+        css = "node" + (" ran" if name in on_path else "") + (" terminal" if name.startswith("__") else "")
+        nodes.append(
+            f'<g class="{css}" data-node="{esc(name)}"><rect x="{_LEFT}" y="{y[name]}" rx="8" '
+            f'width="{_NODE_W}" height="{_NODE_H}"></rect><text x="{_LEFT + _NODE_W // 2}" '
+            f'y="{y[name] + _NODE_H // 2 + 5}" text-anchor="middle">{esc(name.strip("_"))}</text></g>'
+        )
+    height = _TOP * 2 + len(order) * (_NODE_H + _GAP)
+    width = _LEFT + _NODE_W + 40 + 12 * (arc + 6)
+    return (
+        f'<svg class="graph" role="img" aria-label="lifecycle graph" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" markerHeight="6" '
+        'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"></path></marker></defs>'
+        + "".join(edges)
+        + "".join(nodes)
+        + "</svg>"
+    )
+
+
+def _ms_between(a: str | None, b: str | None) -> float | None:
+    if not a or not b:
+        return None
+    try:
+        return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds() * 1000
+    except ValueError:
+        return None
+
+
+def last_run(mem: ConvMemory, memory_id: str) -> dict[str, Any]:
+    """Return the last run's ``path``, per-node ``steps`` (name, ms) and final ``state`` counters."""
+    config = {"configurable": {"thread_id": _thread_id(memory_id)}}
+    try:
+        history = list(mem.lifecycle.graph.get_state_history(config, limit=64))  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - a checkpointer that cannot list history still shows the graph
+        logger.warning("lifecycle history of %s unavailable: %s", memory_id, exc)
+        return {"path": [], "steps": [], "state": {}, "note": f"no run history: {exc}"}
+    if not history:
+        return {"path": [], "steps": [], "state": {}, "note": "no checkpointed run yet"}
+    run = []
+    complete = False
+    for snap in history:  # newest first: walk back to the start of the last run
+        run.append(snap)
+        if (snap.metadata or {}).get("source") == "input":
+            complete = True
+            break
+    run.reverse()
+    steps = []
+    for before, after in zip(run, run[1:], strict=False):
+        for node in before.next:
+            steps.append({"node": node, "ms": _ms_between(before.created_at, after.created_at)})
+    final = run[-1].values or {}
+    state = {k: final[k] for k in _RUN_KEYS if k in final}
+    if "new_message_ids" in state:
+        state["new_messages"] = len(state.pop("new_message_ids") or [])
+    if not steps:
+        note = "this run kept only its end state (durability 'exit'): no per-node timings"
+    elif not complete:
+        note = f"older checkpoints of this run were pruned: its last {len(steps)} steps are shown"
+    else:
+        note = ""
+    return {
+        "path": [s["node"] for s in steps],
+        "steps": steps,
+        "state": state,
+        "note": note,
+        "finished": run[-1].created_at,
+    }
+
+
+def _ms_text(ms: float | None) -> str:
+    return "" if ms is None else f"{ms:.1f}"
+
+
+def lifecycle_page(mem: ConvMemory, memory_id: str) -> str:
+    """The lifecycle graph of a memory with its last run.
+
+    Raises:
+        MemoryNotFoundError: If the memory does not exist.
+    """
+    mem.info(memory_id)
+    run = last_run(mem, memory_id)
+    rows = [
+        f'<tr><td>{esc(s["node"])}</td><td class="num">{_ms_text(s["ms"])}</td></tr>' for s in run["steps"]
+    ]
+    body = (
+        f"<h1>{esc(memory_id)}: lifecycle</h1>"
+        + memory_tabs(memory_id, "lifecycle")
+        + '<div class="cols"><div>'
+        + graph_svg(mem, run["path"])
+        + "</div><div><h2>Last run</h2>"
+        + (f'<p class="muted">{esc(run["note"])}</p>' if run.get("note") else "")
+        + (f"<p>finished {esc(run['finished'])}</p>" if run.get("finished") else "")
+        + f'<p class="path">{" → ".join(esc(n) for n in run["path"]) or "-"}</p>'
+        + table(["node", "ms"], rows, css="steps", empty="no per-node timings")
+        + "<h3>Messages in/out, facts, model calls</h3>"
+        + json_block(run["state"])
+        + "</div></div>"
+    )
+    return layout(
+        f"{memory_id} lifecycle", body, crumbs=[(memory_id, memory_url(memory_id)), ("lifecycle", None)]
+    )
