@@ -120,6 +120,15 @@ _HABIT_VERB_BAD = re.compile(
 )
 
 
+# A pronoun after taking someone along is the dog or the child, not someone else's habit:
+# "I take her for a run every morning", "I walk him along the canal daily".
+_ALONG_VERBS = frozenset({"take", "walk", "bring", "drive"})
+_TAKE_ALONG = re.compile(
+    r"^\s+(?:him|her|them|it)\b(?=\s+(?:for|to|out|along|around|on|through|by)\b)"
+    r"(?:\s+(?:out\s+)?for\s+(?:a|an|his|her|their)\s+(?P<what>[a-z]+))?"
+)
+
+
 def _pref(obj: str, lead: str, polarity: int) -> Fact | None:
     """A like/dislike fact: ``lead`` is the content before the object ("User loves")."""
     obj = trim_object(obj)
@@ -175,11 +184,12 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         return [Fact(content, "preference", f"pref:favorite_{norm_key(thing)}", value, single_valued=True)]
     if c.habit_pre or c.habit_post:
         m = _HABIT_CLAUSE.match(s)
+        along = _TAKE_ALONG.match(m.group(2)) if m and m.group(1).lower() in _ALONG_VERBS else None
         if (
             m
             and not _HABIT_VERB_BAD.match(s[2:])
             and not m.group(1).lower().endswith("ed")
-            and not VAGUE.search(m.group(2))
+            and not VAGUE.search(m.group(2)[along.end() :] if along else m.group(2))
             and m.group(1).lower() not in _PAST
             and not YOU.search(s)
             and len(s.split()) <= 16
@@ -190,6 +200,9 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             post = f" {c.habit_post.lower()}" if c.habit_post else ""
             content = f"User {pre}{conj(verb)}{rest}{post}."
             activity = _PLACE_SPLIT.split(f"{verb} {tail}".strip())[0]
+            if along:  # "take her for a run" is running, "drive them to school" driving to school
+                rest_of = m.group(2)[along.end() :].strip()
+                activity = along["what"] or _PLACE_SPLIT.split(f"{verb} {rest_of}".strip())[0]
             return [
                 Fact(content, "habit", f"habit:{norm_key(activity)}", third_person(activity), confidence=0.7)
             ]
