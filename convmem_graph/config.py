@@ -37,7 +37,14 @@ class MemoryConfig(BaseModel):
     summary_threshold_tokens: int = Field(
         default=200, ge=0, description="New transcript tokens since the last summary that trigger a refresh."
     )
-    memory_block_budget_tokens: int = Field(default=300, ge=40)
+    memory_block_budget_tokens: int = Field(
+        default=300, ge=40, description="Token budget of the memory block when a payload names none."
+    )
+    episodic: bool = Field(
+        default=True,
+        description="Keep every stored turn searchable (the episodic index) and quote the turns that "
+        "match the current query in the memory block. False keeps and injects facts only.",
+    )
     recent_turns: int = Field(default=10, ge=0, le=30)
     snapshot_max_fragments: int = Field(
         default=200,

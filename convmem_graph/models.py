@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "Channel",
+    "EpisodeHit",
+    "EpisodeSearch",
     "ExtractionResult",
     "Fragment",
     "FragmentCandidate",
@@ -197,8 +199,37 @@ class MemoryInfo(_Model):
     fragment_count: int = 0
 
 
+class EpisodeHit(_Model):
+    """A stored turn the episodic index found for a query, with the query terms it holds."""
+
+    seq: int
+    message: Message
+    terms: list[str] = Field(default_factory=list)
+
+
+class EpisodeSearch(_Model):
+    """What an episodic search found: candidate turns and the statistics to score them.
+
+    Attributes:
+        terms: The query terms searched, oldest to newest.
+        document_frequency: Term -> how many of the memory's turns hold it (capped: a term at the
+            cap is common).
+        total: Messages of the memory (capped), the ``N`` of BM25's IDF.
+        hits: Candidate turns, best candidates first by the IDF of the terms they hold.
+    """
+
+    terms: list[str] = Field(default_factory=list)
+    document_frequency: dict[str, int] = Field(default_factory=dict)
+    total: int = 0
+    hits: list[EpisodeHit] = Field(default_factory=list)
+
+
 class MemorySnapshot(_Model):
-    """Everything the payload builders need for one memory, read in one go at call start."""
+    """Everything the payload builders need for one memory, read in one go at call start.
+
+    ``episodes`` is not part of the cached snapshot: it holds the stored turns found for the
+    current query (``ConvMemory.payload`` searches the episodic index and attaches them).
+    """
 
     memory_id: str
     variables: dict[str, VariableValue] = Field(default_factory=dict)
@@ -206,6 +237,7 @@ class MemorySnapshot(_Model):
     fragments: list[Fragment] = Field(default_factory=list)
     summary: Summary | None = None
     recent: list[Message] = Field(default_factory=list)
+    episodes: EpisodeSearch | None = Field(default=None, exclude=True)
 
     @field_validator("fragments")
     @classmethod

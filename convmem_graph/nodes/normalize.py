@@ -49,7 +49,9 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
         m.memory_id = memory_id
         # The item's path inside its payload only matters while reading; storing it costs bytes.
         m.metadata.pop("path", None)
-    new_ids = store.add_messages(memory_id, messages, dedupe_window_ms=ctx.config.dedupe_window_ms)
+    new_ids = store.add_messages(
+        memory_id, messages, dedupe_window_ms=ctx.config.dedupe_window_ms, index=ctx.config.episodic
+    )
     by_id = {m.id: m for m in messages}
     ctx.fresh = {i: by_id[i] for i in new_ids if i in by_id}
     skipped: Counter[str] = Counter(state.get("skipped", {}))

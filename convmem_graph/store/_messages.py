@@ -213,7 +213,12 @@ def prepare_messages(batch: Sequence[Message]) -> PreparedBatch:
 
 
 def insert_messages(
-    conn: Connection, memory_id: str, batch: Sequence[Message] | PreparedBatch, *, window_ms: int
+    conn: Connection,
+    memory_id: str,
+    batch: Sequence[Message] | PreparedBatch,
+    *,
+    window_ms: int,
+    replaced_rows: list[tuple[int, str]] | None = None,
 ) -> list[str]:
     """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
 
@@ -230,6 +235,8 @@ def insert_messages(
             :func:`prepare_messages` (done before the transaction, so the write lock is held
             for the database work only).
         window_ms: Cross-channel duplicate window in milliseconds.
+        replaced_rows: When given, ``(seq, content)`` of every stored row deleted to be replaced
+            is appended (the episodic index drops them).
 
     Returns:
         The ids inserted, in seq order.
@@ -241,15 +248,16 @@ def insert_messages(
     hashes = dict(prepared.hashes)
 
     replace: set[str] = set()
+    old_rows: dict[str, tuple[int, str]] = {}
     ids = list(unique)
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     for part in chunked(ids):
         # Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups.
         sql = (
-            f"SELECT id, partial, content, timestamp_ms, metadata FROM {messages.name} "
+            f"SELECT id, partial, content, timestamp_ms, metadata, seq FROM {messages.name} "
             f"WHERE memory_id = {mark} AND id IN ({', '.join([mark] * len(part))})"
         )
-        for mid, partial, content, ts, meta in conn.exec_driver_sql(sql, (memory_id, *part)):
+        for mid, partial, content, ts, meta, seq in conn.exec_driver_sql(sql, (memory_id, *part)):
             msg = unique[mid]
             merged = _merge_same_id(msg, bool(partial), content or "", int(ts), _load_metadata(meta))
             if merged is None:
@@ -257,6 +265,7 @@ def insert_messages(
             else:
                 unique[mid] = merged
                 replace.add(mid)
+                old_rows[mid] = (int(seq), content or "")
                 hashes[mid] = content_hash(merged.role, merged.content)
 
     seen: dict[int, list[_Seen]] = {}
@@ -301,6 +310,8 @@ def insert_messages(
         inserted.append(mid)
 
     if replace:
+        if replaced_rows is not None:
+            replaced_rows.extend(old_rows[mid] for mid in sorted(replace))
         for rpart in chunked(sorted(replace)):
             conn.execute(delete(messages).where(messages.c.memory_id == memory_id, messages.c.id.in_(rpart)))
     if rows:

@@ -22,6 +22,7 @@ from sqlalchemy.pool import NullPool
 from convmem_graph._time import now_ms as _now
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError, NotFoundError
 from convmem_graph.models import (
+    EpisodeSearch,
     Fragment,
     FragmentCandidate,
     FragmentOp,
@@ -47,6 +48,12 @@ from convmem_graph.store.engine import (
     create_store_engine,
     execute_upsert,
     insert_ignore,
+)
+from convmem_graph.store.episodes import (
+    delete_episodes,
+    ensure_episode_index,
+    index_episodes,
+    search_episodes,
 )
 from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.records import AuditEntry, DeadLetter
@@ -170,6 +177,7 @@ class MemoryStore:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
             METADATA.create_all(conn)
             _add_missing_columns(conn)
+            ensure_episode_index(conn)
         logger.debug("memory store opened at %s", self.safe_url)
 
     @classmethod
@@ -398,6 +406,11 @@ class MemoryStore:
         _check_id(memory_id)
         deleted = 0
         with self._write(memory_id) as conn:
+            # The episodic index first: its rows are found through the messages.
+            stored = conn.execute(
+                select(messages.c.seq, messages.c.content).where(messages.c.memory_id == memory_id)
+            )
+            delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored))
             for table in PER_MEMORY_TABLES:
                 deleted += conn.execute(delete(table).where(table.c.memory_id == memory_id)).rowcount
         if checkpointer is not None:
@@ -407,7 +420,12 @@ class MemoryStore:
 
     # -- messages -------------------------------------------------------------------------------
     def add_messages(
-        self, memory_id: str, messages: Sequence[Message], *, dedupe_window_ms: int = 10_000
+        self,
+        memory_id: str,
+        messages: Sequence[Message],
+        *,
+        dedupe_window_ms: int = 10_000,
+        index: bool = True,
     ) -> list[str]:
         """Store new messages of a memory (creating the memory if needed), skipping duplicates.
 
@@ -421,6 +439,8 @@ class MemoryStore:
             memory_id: The memory; ``Message.memory_id`` of the inputs is ignored.
             messages: The messages, in the order they should be numbered.
             dedupe_window_ms: Cross-channel duplicate window.
+            index: Write the new messages to the episodic index (same transaction);
+                ``MemoryConfig(episodic=False)`` turns it off.
 
         Returns:
             The ids actually inserted, in seq order.
@@ -432,10 +452,34 @@ class MemoryStore:
         prepared = prepare_messages(messages)
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now)
-            inserted = insert_messages(conn, memory_id, prepared, window_ms=dedupe_window_ms)
+            before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0) if index else 0
+            replaced: list[tuple[int, str]] = []
+            inserted = insert_messages(
+                conn, memory_id, prepared, window_ms=dedupe_window_ms, replaced_rows=replaced
+            )
+            # A replaced row's index entry goes whether or not this write indexes.
+            delete_episodes(conn, memory_id, replaced)
             if inserted:
+                if index:
+                    # This memory's writers take turns, so every seq above ``before`` is this batch's.
+                    new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
+                    index_episodes(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
         return inserted
+
+    def search_episodes(self, memory_id: str, query: str, *, limit: int = 48) -> EpisodeSearch:
+        """Search the memory's stored turns (the episodic index) for the words of ``query``.
+
+        Args:
+            memory_id: The memory.
+            query: Free text; the newest 32 terms of a long query are used.
+            limit: Candidate turns returned.
+
+        Returns:
+            Candidate turns with the per-term statistics the block's ranker scores them with.
+        """
+        with self._read() as conn:
+            return search_episodes(conn, memory_id, query, limit=limit)
 
     def max_seq(self, memory_id: str) -> int:
         """Return the highest message seq of a memory (0 when it has none)."""
@@ -526,6 +570,8 @@ class MemoryStore:
                 ]
                 if keep:
                     cond.append(messages.c.seq.not_in(keep))
+            doomed = conn.execute(select(messages.c.seq, messages.c.content).where(*cond))
+            delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in doomed))
             count = int(conn.execute(delete(messages).where(*cond)).rowcount)
             if count:
                 self._touch(conn, memory_id, _now())

@@ -771,7 +771,10 @@ def test_tables_are_created_once_and_reopen(tmp_path: Path) -> None:
     assert again.count_messages("m") == 1
     with again.engine.connect() as conn:
         names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
-    assert {t for t in names if t.startswith("cm_")} == set(METADATA.tables)
+    # The store's tables, plus the episodic index (an FTS5 table and its shadow tables).
+    ours = {t for t in names if t.startswith("cm_") and not t.startswith("cm_episode")}
+    assert ours == set(METADATA.tables)
+    assert {"cm_episodes", "cm_episode_meta"} <= names
     again.close()
 
 
@@ -817,6 +820,8 @@ def test_add_messages_bulk_uses_a_constant_number_of_statements(tmp_path: Path) 
     assert len(store.add_messages("bulk", batch)) == 5000
     event.remove(store.engine, "before_cursor_execute", listener)
     assert store.count_messages("bulk") == 5000
-    # BEGIN, memory row, 10 + 10 chunked lookups (500 ids/hashes each), one executemany, 2 touch.
-    assert len(statements) <= 26, statements
+    # BEGIN, memory row, 10 + 10 chunked lookups (500 ids/hashes each), one executemany, 2 touch,
+    # and for the episodic index: the seq before, the new rows, one executemany into the index.
+    assert len(statements) <= 29, statements
+    assert sum("cm_episodes" in sql for sql in statements) == 1
     store.close()
