@@ -18,7 +18,13 @@ What counts as a fact (and what does not):
   request or reminder ("明天早上 7 点提醒我去跑步", "remind me to call mom") yield nothing.
 - Statements about relatives are about them, never about the user: "我妈妈喜欢跳舞" ->
   ``family:母亲:跳舞`` "用户的妈妈喜欢跳舞。"; later subject-less clauses of the sentence stay with
-  the relative. Statements about anyone else (他, 朋友, my friend ...) yield nothing.
+  the relative, and a named relative keeps the name ("my brother Sam lives in Leeds" ->
+  ``family:brother:sam``). Statements about anyone else (他, 朋友, my friend ...) and reported
+  speech ("我知道他喜欢…", "I heard Tom loves…") yield nothing.
+- A name comes from a self-introduction ("我叫X", "我是X" with X a personal name, "I'm X", "my
+  name is X"); naming a dish or a thing ("叫做回锅肉", "it's called X") never gives one.
+- Noise (random characters, a pattern repeated, a bare verb or grammar word as the object:
+  "喜欢吃") yields nothing.
 
 Key scheme (``FragmentCandidate.key``), shared with the LLM extractor's prompt
 (:mod:`convmem_graph.extractors.prompts`) and read by reconciliation and variable inference through
@@ -57,7 +63,8 @@ key                             meaning                                     sing
 ``family:<relation>``           a family member and who they are            no
                                 (relation in its plain word: 母亲, mother)
 ``family:<relation>:<subject>`` another fact about them (likes, allergy,    no
-                                age, health)
+                                age, health), or who a named relative is
+                                (the subject is the name)
 ``plan:<action>``               a plan (transient, expires after its date)  no
 ``goal:<aim>``                  a long-term aim said without a date         no
                                 ("我想学吉他")
