@@ -36,6 +36,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field
 
 from convmem_graph.models import Fragment, MemorySnapshot, Message, VariableValue
+from convmem_graph.payloads._quotes import format_date, local_date, resolve_relative_times, utc_offset_minutes
 from convmem_graph.payloads._sanitize import (
     Language,
     clean_text,
@@ -43,7 +44,8 @@ from convmem_graph.payloads._sanitize import (
     neutralize,
     wrap_flagged,
 )
-from convmem_graph.payloads.relevance import iter_ranked
+from convmem_graph.payloads.ranker import Scorer
+from convmem_graph.payloads.relevance import iter_ranked, lexical_scores
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 __all__ = [
@@ -85,6 +87,9 @@ _TEXT: dict[Language, dict[str, str]] = {
         "turns_close": "</recent_turns>",
         "user": "用户: ",
         "assistant": "助手: ",
+        "join": "",
+        "quote_user": "用户：",
+        "quote_assistant": "助手：",
     },
     "en": {
         "open": "<user_memory>",
@@ -101,6 +106,9 @@ _TEXT: dict[Language, dict[str, str]] = {
         "turns_close": "</recent_turns>",
         "user": "User: ",
         "assistant": "Assistant: ",
+        "join": " ",
+        "quote_user": "User: ",
+        "quote_assistant": "Assistant: ",
     },
 }
 _KV = ": "
@@ -113,18 +121,24 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # Work bounds: text longer than this many characters per budget token cannot fit with any sane
 # tokenizer, so it is cut before cleaning and counting.
 _CHARS_PER_TOKEN_BOUND = 16
-_MAX_BUDGET_SKIPS = 6
+# Candidates that did not fit before the selection stops looking (a shorter one further down may).
+_MAX_BUDGET_SKIPS = 24
+# A quoted turn is cut to the sentences around its match: at most budget/_QUOTE_SHARE tokens.
+_QUOTE_SHARE = 5
+_MIN_QUOTE_TOKENS = 48
+# An inferred variable is cheap and says who the user is: it ranks like a one-term match.
+_VARIABLE_PRIOR = 2.0
+_POOL_SAMPLE = 64
 _ID = attrgetter("id")
 _LANGUAGE_SAMPLE_FRAGMENTS = 8
-_PART_NAMES = ("manual_variables", "inferred_variables", "summary", "fragments")
+_PART_NAMES = ("manual_variables", "inferred_variables", "summary", "fragments", "turns")
 
 
 class PartBudgets(BaseModel):
-    """Token caps of the parts of the memory block; ``None`` means a share of the total budget.
+    """Optional token caps of the parts of the memory block; ``None`` means no cap of its own.
 
-    Default shares of ``budget_tokens``: manual variables 1/3, inferred variables 1/3, summary 2/5,
-    fragments 2/3 (caps, not reservations: what a higher-precedence part leaves is used by the
-    next one, within its cap).
+    By default nothing is reserved or capped per part: every part draws on the one budget in
+    relevance order, so what one part does not use flows to the others.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -133,21 +147,16 @@ class PartBudgets(BaseModel):
     inferred_variables: int | None = Field(default=None, ge=0)
     summary: int | None = Field(default=None, ge=0)
     fragments: int | None = Field(default=None, ge=0)
+    turns: int | None = Field(default=None, ge=0)
 
     def resolve(self, budget_tokens: int) -> dict[str, int]:
         """Return the cap of every part for a total budget.
 
         Example:
-            >>> PartBudgets(summary=50).resolve(300)
-            {'manual_variables': 100, 'inferred_variables': 100, 'summary': 50, 'fragments': 200}
+            >>> PartBudgets(summary=50).resolve(300)["summary"], PartBudgets().resolve(300)["turns"]
+            (50, 300)
         """
-        defaults = {
-            "manual_variables": budget_tokens // 3,
-            "inferred_variables": budget_tokens // 3,
-            "summary": budget_tokens * 2 // 5,
-            "fragments": budget_tokens * 2 // 3,
-        }
-        return {name: v if (v := getattr(self, name)) is not None else defaults[name] for name in _PART_NAMES}
+        return {name: v if (v := getattr(self, name)) is not None else budget_tokens for name in _PART_NAMES}
 
 
 class MemoryBlockOptions(BaseModel):
@@ -162,6 +171,8 @@ class MemoryBlockOptions(BaseModel):
         include_summary: Whether the rolling summary is rendered.
         now_ms: When given, fragments whose ``expires_at`` has passed are left out. Payload builders
             are pure and never read the clock; pass the current time.
+        skip_recent_turns: The payload already carries the newest this many turns as recent
+            turns: they are not quoted again.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -173,6 +184,7 @@ class MemoryBlockOptions(BaseModel):
     part_budgets: PartBudgets = Field(default_factory=PartBudgets)
     include_summary: bool = True
     now_ms: int | None = Field(default=None, ge=0)
+    skip_recent_turns: int = Field(default=0, ge=0)
 
 
 class MemoryBlock(BaseModel):
@@ -183,6 +195,7 @@ class MemoryBlock(BaseModel):
             fits the budget.
         tokens: ``counter(text)``.
         included_fragment_ids: Fragments in the block, best first.
+        included_turn_ids: Stored turns quoted in the block (episodic tier), best first.
         dropped_fragment_ids: Active fragments not in the block (expired, duplicate, over
             ``max_fragments`` or over budget). With ``list_all_dropped=False`` only those that were
             considered and left out.
@@ -190,7 +203,7 @@ class MemoryBlock(BaseModel):
             ``summary``.
         language: ``zh`` or ``en``.
         part_tokens: Tokens charged to each part (``header``, ``manual_variables``,
-            ``inferred_variables``, ``summary``, ``fragments``), as summed per line.
+            ``inferred_variables``, ``summary``, ``fragments``, ``turns``), as summed per line.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -198,6 +211,7 @@ class MemoryBlock(BaseModel):
     text: str
     tokens: int = Field(ge=0)
     included_fragment_ids: list[str] = Field(default_factory=list)
+    included_turn_ids: list[str] = Field(default_factory=list)
     dropped_fragment_ids: list[str] = Field(default_factory=list)
     flagged: list[str] = Field(default_factory=list)
     language: Language
@@ -207,7 +221,7 @@ class MemoryBlock(BaseModel):
 @dataclass
 class _Item:
     part: str
-    kind: Literal["var", "fact", "recent", "summary"]
+    kind: Literal["var", "fact", "recent", "summary", "turn"]
     key: str
     text: str
     cost: int
@@ -271,108 +285,260 @@ def _truncate(
     return None
 
 
+def _excerpt(text: str, scorer: Scorer, max_tokens: int, counter: TokenCounter) -> str:
+    """The sentences of a long turn around its best match, within ``max_tokens``."""
+    if counter(text) <= max_tokens:
+        return text
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    bounds = [0, *ends] if not ends or ends[-1] < len(text) else [0, *ends[:-1]]
+    sentences = [text[a:b] for a, b in zip(bounds, [*bounds[1:], len(text)], strict=True)]
+    sentences = [x for x in sentences if x.strip()]
+    if not sentences:
+        return text[: max_tokens * 2]
+    scores = [scorer.score(x) for x in sentences]
+    best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
+    lo = hi = best
+    body = sentences[best].strip()
+    if counter(body) > max_tokens:
+        # One sentence longer than the quote: keep its start, cut at a clause when possible.
+        cut = body[: max(max_tokens * 2, 8)]
+        return cut.rstrip() + "…"
+    while True:
+        grown = False
+        for side in (1, -1):
+            j = hi + 1 if side == 1 else lo - 1
+            if 0 <= j < len(sentences):
+                trial = "".join(sentences[min(lo, j) : max(hi, j) + 1]).strip()
+                if counter(trial) + 2 <= max_tokens:
+                    lo, hi, body, grown = min(lo, j), max(hi, j), trial, True
+        if not grown:
+            break
+    return ("…" if lo > 0 else "") + body + ("…" if hi < len(sentences) - 1 else "")
+
+
+def _turn_line(msg: Message, body: str, language: Language) -> str:
+    texts = _TEXT[language]
+    day = local_date(msg.timestamp_ms, utc_offset_minutes(msg.content, msg.metadata))
+    return f"[{format_date(day, language)}] {texts['quote_' + msg.role]}{body}"
+
+
+@dataclass
+class _Candidate:
+    part: str
+    kind: Literal["var", "fact", "summary", "turn"]
+    key: str
+    score: float
+    tier: int
+    sub: float
+    payload: object = None
+
+
+def _split_sentences(text: str) -> list[str]:
+    out: list[str] = []
+    pos = 0
+    for m in _SENTENCE_END.finditer(text):
+        out.append(text[pos : m.end()].strip())
+        pos = m.end()
+    out.append(text[pos:].strip())
+    return [x for x in out if x]
+
+
 def _select(
     snapshot: MemorySnapshot,
     options: MemoryBlockOptions,
     language: Language,
-    candidates: Iterable[Fragment],
+    fragments: Sequence[Fragment],
     remaining: int,
     counter: TokenCounter,
+    scorer: Scorer,
+    exclude_turns: frozenset[str],
+    matched: frozenset[str],
 ) -> _Selection:
     texts = _TEXT[language]
     caps = options.part_budgets.resolve(options.budget_tokens)
     left = dict(caps)
     sel = _Selection()
 
-    # Variables: manual first, then inferred; one profile line whose prefix the first one pays.
+    # Manual variables first, always: a hand-set value is what the operator wants the model to see.
     prefix_cost = counter(texts["profile"])
     prefix_paid = False
     indexed = list(enumerate(snapshot.variables.items()))
-    for origin in ("manual", "inferred"):
-        part = f"{origin}_variables"
-        for order, (name, value) in indexed:
-            if value.origin != origin:
-                continue
-            raw = _value_text(value, language)
-            if not raw.strip() or len(raw) > _CHARS_PER_TOKEN_BOUND * left[part] + 64:
-                continue
-            body, flagged = neutralize(raw, language)
-            if not body:
-                continue
-            label = VARIABLE_LABELS.get(name, {}).get(language, name)
-            segment = f"{label}{_KV}{body}"
-            cost = counter(segment + _SEP) + (0 if prefix_paid else prefix_cost)
-            if cost <= min(left[part], remaining):
-                sel.items.append(_Item(part, "var", name, segment, cost, flagged, order))
-                left[part] -= cost
-                remaining -= cost
+    for order, (name, value) in indexed:
+        if value.origin != "manual":
+            continue
+        item = _var_item(name, value, order, "manual_variables", language, counter, left, remaining)
+        if item is not None:
+            item.cost += 0 if prefix_paid else prefix_cost
+            if item.cost <= min(left["manual_variables"], remaining):
+                sel.items.append(item)
+                left["manual_variables"] -= item.cost
+                remaining -= item.cost
                 prefix_paid = True
 
-    # Profile facts already shown as a variable value are not repeated as fact lines.
-    covered = {
-        fid for item in sel.items if item.kind == "var" for fid in snapshot.variables[item.key].fragment_ids
-    }
-
-    # Summary, cut at a sentence boundary when it does not fit whole.
+    # Everything else competes by relevance to the query.
+    pool: list[_Candidate] = []
+    for order, (name, value) in indexed:
+        if value.origin == "inferred":
+            label = VARIABLE_LABELS.get(name, {}).get(language, name)
+            score = scorer.score(f"{label} {_value_text(value, language)}")
+            pool.append(_Candidate("inferred_variables", "var", name, score + _VARIABLE_PRIOR, 0, order))
     summary = snapshot.summary
-    # An extractive summary restates the variables and facts above: it would only crowd them out.
+    summary_flagged = False
+    # An extractive summary restates the variables and facts: it would only crowd them out.
     if options.include_summary and summary is not None and summary.origin == "model" and summary.text.strip():
-        allowed = min(left["summary"], remaining)
-        limit = _CHARS_PER_TOKEN_BOUND * allowed + 64
-        safe = clean_text(summary.text[:limit])
-        flagged = looks_like_instruction(safe)
-
-        def make_line(body: str) -> str:
-            return texts["summary"] + (wrap_flagged(body, language) if flagged else body)
-
-        line = make_line(safe)
-        cost = counter(line + "\n")
-        whole = cost <= allowed and len(summary.text) <= limit  # a pre-cut text may end mid-sentence
-        cut = (line, cost) if whole else _truncate(safe, make_line, allowed, counter)
-        if safe and cut is not None:
-            sel.items.append(_Item("summary", "summary", "summary", cut[0], cut[1], flagged))
-            left["summary"] -= cut[1]
-            remaining -= cut[1]
-
-    # Fragments in rank order, each on its own line.
-    min_cost = min(counter(texts["fact"]), counter(texts["recent"])) + 1
-    # A fragment that does not fit is skipped (a shorter one further down may); stop after a few.
-    skips = included = 0
-    seen: set[str] = set()
-    memory_id = snapshot.memory_id
+        safe = clean_text(summary.text[: _CHARS_PER_TOKEN_BOUND * min(left["summary"], remaining) + 64])
+        summary_flagged = looks_like_instruction(safe)
+        for i, sentence in enumerate(_split_sentences(safe)):
+            pool.append(
+                _Candidate("summary", "summary", f"summary:{i}", scorer.score(sentence), 1, i, sentence)
+            )
     now = options.now_ms
-    for frag in candidates:
+    memory_id = snapshot.memory_id
+    unmatched_left = options.max_fragments + _MAX_BUDGET_SKIPS
+    for rank, frag in enumerate(fragments):
         if frag.memory_id and frag.memory_id != memory_id:
             raise ValueError(
                 f"MemorySnapshot.fragments: fragment {frag.id!r} belongs to memory {frag.memory_id!r}, "
                 f"not {memory_id!r}; refusing to inject another memory's data"
             )
-        if (now is not None and frag.expires_at is not None and frag.expires_at <= now) or (
-            frag.category == "profile" and frag.id in covered
-        ):
+        if now is not None and frag.expires_at is not None and frag.expires_at <= now:
             sel.considered_dropped.append(frag.id)
             continue
-        allowed = min(left["fragments"], remaining)
-        if included >= options.max_fragments or allowed < min_cost or skips >= _MAX_BUDGET_SKIPS:
-            sel.considered_dropped.append(frag.id)
+        score = scorer.score(frag.content) if frag.id in matched else 0.0
+        if score <= 0.0:
+            # Facts that share no term with the query keep recency order; only the first few can
+            # ever be reached, so a large memory costs no more than a small one here.
+            if unmatched_left <= 0:
+                continue
+            unmatched_left -= 1
+        pool.append(_Candidate("fragments", "fact", frag.id, score, 2, rank, frag))
+    episodes = snapshot.episodes
+    if episodes is not None:
+        for hit in episodes.hits:
+            msg = hit.message
+            if msg.id in exclude_turns or not msg.content.strip() or msg.partial:
+                continue
+            score = scorer.score(msg.content)
+            if score > 0:
+                pool.append(_Candidate("turns", "turn", msg.id, score, 3, -hit.seq, msg))
+    pool.sort(key=lambda c: (-c.score, c.tier, c.sub))
+
+    covered: set[str] = set()  # fragments shown as a variable value
+    cited: set[str] = set()  # turns whose fact is in the block
+    seen_bodies: set[str] = set()
+    summary_prefix_paid = False
+    quote_cap = max(_MIN_QUOTE_TOKENS, options.budget_tokens // _QUOTE_SHARE)
+    min_cost = counter(texts["fact"]) + 1
+    skips = included = 0
+    facts_full = False
+    for cand in pool:
+        if remaining < min_cost or skips >= _MAX_BUDGET_SKIPS:
+            if cand.kind == "fact":
+                sel.considered_dropped.append(cand.key)
             break
-        body, flagged = neutralize(frag.content, language)
-        if not body or body in seen:  # blank after cleaning, or the same text twice
-            sel.considered_dropped.append(frag.id)
-            continue
-        recent = frag.transient or frag.category in _RECENT_CATEGORIES
-        line = (texts["recent"] if recent else texts["fact"]) + body
-        cost = counter(line + "\n")
-        if cost > allowed:
+        allowed = min(left[cand.part], remaining)
+        item: _Item | None = None
+        if cand.kind == "var":
+            value = snapshot.variables[cand.key]
+            item = _var_item(cand.key, value, int(cand.sub), cand.part, language, counter, left, remaining)
+            if item is not None:
+                item.cost += 0 if prefix_paid else prefix_cost
+                if item.cost <= allowed:
+                    prefix_paid = True
+                    covered.update(value.fragment_ids)
+                else:
+                    item = None
+        elif cand.kind == "summary":
+            body = str(cand.payload)
+            # The line's prefix (and the flag marker, wrapped once around the whole summary).
+            prefix = 0
+            if not summary_prefix_paid:
+                marker = wrap_flagged("", language) if summary_flagged else ""
+                prefix = counter(texts["summary"] + marker + "\n")
+            line = body
+            cost = counter(line + texts["join"]) + prefix
+            if cost > allowed:
+                # A sentence too long for what is left is cut at a clause, if one fits.
+                cut = _truncate(body, lambda t: t, allowed - prefix, counter)
+                line, cost = (cut[0], cut[1] + prefix) if cut is not None else (line, cost)
+            if cost <= allowed:
+                item = _Item("summary", "summary", cand.key, line, cost, summary_flagged, int(cand.sub))
+                summary_prefix_paid = True
+        elif cand.kind == "fact":
+            frag = cand.payload
+            assert isinstance(frag, Fragment)
+            if included >= options.max_fragments:
+                if not facts_full:  # the first fact over the cap is reported, the rest never looked at
+                    sel.considered_dropped.append(frag.id)
+                    facts_full = True
+                continue
+            if frag.category == "profile" and frag.id in covered:
+                sel.considered_dropped.append(frag.id)
+                continue
+            body, flagged = neutralize(frag.content, language)
+            if not body or body in seen_bodies:
+                sel.considered_dropped.append(frag.id)
+                continue
+            recent = frag.transient or frag.category in _RECENT_CATEGORIES
+            line = (texts["recent"] if recent else texts["fact"]) + body
+            cost = counter(line + "\n")
+            if cost <= allowed:
+                seen_bodies.add(body)
+                item = _Item("fragments", "recent" if recent else "fact", frag.id, line, cost, flagged)
+                cited.update(frag.source_message_ids)
+                included += 1
+            else:
+                sel.considered_dropped.append(frag.id)
+        else:
+            msg = cand.payload
+            assert isinstance(msg, Message)
+            if msg.id in cited:
+                continue
+            excerpt = _excerpt(msg.content, scorer, min(quote_cap, allowed), counter)
+            day = local_date(msg.timestamp_ms, utc_offset_minutes(msg.content, msg.metadata))
+            body, flagged = neutralize(resolve_relative_times(excerpt, day, language), language)
+            if not body or body in seen_bodies:
+                continue
+            line = _turn_line(msg, body, language)
+            cost = counter(line + "\n")
+            if cost <= allowed:
+                seen_bodies.add(body)
+                item = _Item("turns", "turn", msg.id, line, cost, flagged, msg.timestamp_ms)
+        if item is None:
             skips += 1
-            sel.considered_dropped.append(frag.id)
             continue
-        seen.add(body)
-        sel.items.append(_Item("fragments", "recent" if recent else "fact", frag.id, line, cost, flagged))
-        left["fragments"] -= cost
-        remaining -= cost
-        included += 1
+        sel.items.append(item)
+        left[item.part] -= item.cost
+        remaining -= item.cost
     return sel
+
+
+def _var_item(
+    name: str,
+    value: VariableValue,
+    order: int,
+    part: str,
+    language: Language,
+    counter: TokenCounter,
+    left: dict[str, int],
+    remaining: int,
+) -> _Item | None:
+    raw = _value_text(value, language)
+    if not raw.strip() or len(raw) > _CHARS_PER_TOKEN_BOUND * min(left[part], remaining) + 64:
+        return None
+    body, flagged = neutralize(raw, language)
+    if not body:
+        return None
+    # Names come from imports and schemas too: the label is neutralized like any value.
+    label = neutralize(VARIABLE_LABELS.get(name, {}).get(language, name), language)[0] or name[:1]
+    segment = f"{label}{_KV}{body}"
+    return _Item(part, "var", name, segment, counter(segment + _SEP), flagged, order)
+
+
+def _flag_name(item: _Item) -> str:
+    if item.kind == "var":
+        return f"variable:{item.key}"
+    return "summary" if item.kind == "summary" else item.key
 
 
 def _render(items: Sequence[_Item], language: Language) -> str:
@@ -383,7 +549,12 @@ def _render(items: Sequence[_Item], language: Language) -> str:
         lines.append(texts["profile"] + _SEP.join(i.text for i in variables))
     lines.extend(i.text for i in items if i.kind == "fact")
     lines.extend(i.text for i in items if i.kind == "recent")
-    lines.extend(i.text for i in items if i.kind == "summary")
+    # Quoted turns in the order they were said.
+    lines.extend(i.text for i in sorted((i for i in items if i.kind == "turn"), key=lambda i: i.order))
+    summary = sorted((i for i in items if i.kind == "summary"), key=lambda i: i.order)
+    if summary:
+        body = texts["join"].join(i.text for i in summary)
+        lines.append(texts["summary"] + (wrap_flagged(body, language) if summary[0].flagged else body))
     lines.append(texts["close"])
     return "\n".join(lines)
 
@@ -430,9 +601,9 @@ def build_memory_block(
     """
     opts = options or MemoryBlockOptions()
     fragments = snapshot.fragments
-    # Candidates needed: up to max_fragments included plus a few skipped; more are ranked lazily.
-    first = opts.max_fragments + 2 * _MAX_BUDGET_SKIPS
-    ranked = iter_ranked(opts.query, fragments, first=first, embeddings=embeddings)
+    # Lexical (and embeddings) order of the facts: it breaks ties of the block's one ranker, so
+    # with embeddings a fact that shares no word with the query can still come first among those.
+    ranked = iter_ranked(opts.query, fragments, first=len(fragments), embeddings=embeddings)
     head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
     language: Language
     if opts.language != "auto":
@@ -442,6 +613,8 @@ def build_memory_block(
         if snapshot.summary is not None:
             samples.append(snapshot.summary.text[:200])
         samples.extend(f.content for f in head)
+        if snapshot.episodes is not None:
+            samples.extend(h.message.content for h in snapshot.episodes.hits[:_LANGUAGE_SAMPLE_FRAGMENTS])
         language = detect_language(samples)
 
     texts = _TEXT[language]
@@ -449,8 +622,18 @@ def build_memory_block(
     items: list[_Item] = []
     considered: list[str] = []
     if header <= opts.budget_tokens:
+        ordered = [*head, *ranked]
+        # Only facts holding a query term (found with C-speed substring search) are scored.
+        query = opts.query or ""
+        hits = lexical_scores(query, [f.content for f in ordered]) if query.strip() else {}
+        matched = frozenset(ordered[i].id for i in hits)
+        pool = [ordered[i].content for i in hits] or [f.content for f in ordered[:_POOL_SAMPLE]]
+        if snapshot.episodes is not None:
+            pool.extend(h.message.content for h in snapshot.episodes.hits)
+        scorer = Scorer(opts.query, snapshot.episodes, pool)
+        exclude = frozenset(m.id for m in select_recent_turns(snapshot.recent, opts.skip_recent_turns))
         sel = _select(
-            snapshot, opts, language, itertools.chain(head, ranked), opts.budget_tokens - header, counter
+            snapshot, opts, language, ordered, opts.budget_tokens - header, counter, scorer, exclude, matched
         )
         items, considered = sel.items, sel.considered_dropped
 
@@ -465,6 +648,7 @@ def build_memory_block(
         tokens = counter(text)
 
     included = [i.key for i in items if i.part == "fragments"]
+    quoted = [i.key for i in items if i.part == "turns"]
     if list_all_dropped:
         dropped = list(itertools.filterfalse(set(included).__contains__, map(_ID, fragments)))
     else:
@@ -483,8 +667,9 @@ def build_memory_block(
         text=text,
         tokens=tokens,
         included_fragment_ids=included,
+        included_turn_ids=quoted,
         dropped_fragment_ids=dropped,
-        flagged=[(f"variable:{i.key}" if i.kind == "var" else i.key) for i in items if i.flagged],
+        flagged=list(dict.fromkeys(_flag_name(i) for i in items if i.flagged)),
         language=language,
         part_tokens={"header": header if items else 0, **parts},
     )

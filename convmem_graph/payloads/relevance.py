@@ -34,7 +34,7 @@ from langchain_core.embeddings import Embeddings
 
 from convmem_graph.models import Fragment
 
-__all__ = ["iter_ranked", "lexical_scores", "query_terms", "rank_fragments"]
+__all__ = ["iter_ranked", "lexical_scores", "query_terms", "rank_fragments", "stem"]
 
 _CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
@@ -66,18 +66,35 @@ _UPDATED = attrgetter("updated_at")
 _CONTENT = attrgetter("content")
 
 
+def stem(word: str) -> str:
+    """Strip one common English inflection (``running`` -> ``run``, ``allergic`` -> ``allerg``).
+
+    Example:
+        >>> stem("running"), stem("mangoes"), stem("played")
+        ('run', 'mango', 'play')
+    """
+    return _stem(word)
+
+
 def _stem(word: str) -> str:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             stem = word[: -len(suffix)]
             if suffix == "y" and stem[-1] in "aeiou":  # play, day: not a suffix
                 continue
+            if suffix == "es" and not stem.endswith(("s", "x", "z", "ch", "sh", "o")):
+                stem = word[:-1]  # dances -> dance (then -> danc below), not danc-es
             # running -> runn -> run, stopped -> stopp -> stop
             doubled = len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiou"
             if suffix in ("ing", "ed") and doubled:
                 stem = stem[:-1]
-            return stem
-    return word
+            return _drop_e(stem)
+    return _drop_e(word)
+
+
+def _drop_e(stem: str) -> str:
+    # dance/dances/danced/dancing all meet at "danc"; a short word keeps its e (the, ice).
+    return stem[:-1] if len(stem) >= 4 and stem.endswith("e") and not stem.endswith("ee") else stem
 
 
 def _word_hit(text: str, pos: int, term: str) -> bool:
@@ -107,7 +124,7 @@ def query_terms(query: str) -> list[tuple[str, float, bool]]:
         query: Free text in any mix of Chinese/Japanese/Korean and space-delimited languages.
 
     Returns:
-        Up to 64 unique ``(term, weight, is_word)`` tuples in order of appearance; ``is_word``
+        The last 64 unique ``(term, weight, is_word)`` tuples in order of appearance; ``is_word``
         terms must start a word where they match.
 
     Example:
@@ -130,7 +147,9 @@ def query_terms(query: str) -> list[tuple[str, float, bool]]:
     for word in _WORD.findall(_CJK_RUN.sub(" ", low)):
         if len(word) >= 2 and word not in _EN_STOP:
             terms.setdefault(_stem(word), (1.0, True))
-    return [(t, w, is_word) for t, (w, is_word) in itertools.islice(terms.items(), _MAX_TERMS)]
+    items = list(terms.items())
+    # A long query keeps its newest terms: the end of a conversation is the current turn.
+    return [(t, w, is_word) for t, (w, is_word) in items[-_MAX_TERMS:]]
 
 
 def lexical_scores(query: str, contents: Sequence[str]) -> dict[int, float]:

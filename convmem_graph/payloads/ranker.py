@@ -1,0 +1,111 @@
+"""One relevance score for everything the memory block can hold.
+
+Variables, summary sentences, facts and quoted turns are scored with the same BM25 against the
+current query, so they compete for one budget. Terms follow the episodic index: English words
+lower-cased, stop words dropped and lightly stemmed (``running``/``runs`` -> ``run``), CJK text as
+character bigrams. The IDF of a query term comes from the memory's whole history when the
+episodic index was searched (how many of its turns hold the term), else from the candidates
+themselves. The newest terms of a long query are kept (see
+:func:`convmem_graph.store.episodes.search_terms`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from convmem_graph.models import EpisodeSearch
+from convmem_graph.payloads.relevance import stem
+from convmem_graph.store.episodes import search_terms
+
+__all__ = ["Scorer", "text_terms"]
+
+_CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_WORD = re.compile(r"[^\W_]+")
+_K1 = 1.2
+_B = 0.75
+
+
+def _token(term: str) -> str:
+    return term if _CJK_RUN.match(term) else stem(term)
+
+
+def text_terms(text: str) -> list[str]:
+    """Terms of a text as the ranker compares them (stems and CJK bigrams, repeats kept).
+
+    Example:
+        >>> text_terms("User runs in 杭州西湖")
+        ['user', 'run', 'in', '杭州', '州西', '西湖']
+    """
+    low = text.lower()
+    out: list[str] = []
+    pos = 0
+    for m in _CJK_RUN.finditer(low):
+        out.extend(stem(w) for w in _WORD.findall(low[pos : m.start()]))
+        run = m.group(0)
+        out.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+        pos = m.end()
+    out.extend(stem(w) for w in _WORD.findall(low[pos:]))
+    return out
+
+
+class Scorer:
+    """BM25 of texts against one query, with IDF from the memory's history when known.
+
+    Args:
+        query: The current user input; blank scores everything 0.
+        episodes: The episodic search for this query (its per-term document frequencies over
+            all of the memory's turns); ``None`` takes document frequencies from ``pool``.
+        pool: Texts of every candidate (for the average length, and the IDF without
+            ``episodes``).
+
+    Example:
+        >>> s = Scorer("mango allergy", None, ["User is allergic to mango.", "User likes tea."])
+        >>> s.score("User is allergic to mango.") > s.score("User likes tea.") == 0.0
+        True
+    """
+
+    def __init__(self, query: str | None, episodes: EpisodeSearch | None, pool: Sequence[str]) -> None:
+        terms = search_terms(query) if query and query.strip() else []
+        self.weights: dict[str, float] = {}
+        if not terms:
+            self._avg = 1.0
+            return
+        bags = [text_terms(t) for t in pool]
+        self._avg = max(sum(map(len, bags)) / len(bags), 1.0) if bags else 8.0
+        tokens: dict[str, str] = {}
+        for term in terms:
+            tokens.setdefault(_token(term), term)
+        if episodes is not None and episodes.total > 0:
+            n = episodes.total
+            df = {tok: episodes.document_frequency.get(term, 0) for tok, term in tokens.items()}
+        else:
+            n = len(bags)
+            seen: Counter[str] = Counter()
+            for bag in bags:
+                seen.update(set(bag) & tokens.keys())
+            df = {tok: seen[tok] for tok in tokens}
+        for tok, freq in df.items():
+            self.weights[tok] = math.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
+
+    @property
+    def active(self) -> bool:
+        """Whether the query has any term to score with."""
+        return bool(self.weights)
+
+    def score(self, text: str) -> float:
+        """BM25 of ``text`` (0.0 when it holds no query term)."""
+        if not self.weights:
+            return 0.0
+        bag = text_terms(text)
+        counts = Counter(t for t in bag if t in self.weights)
+        if not counts:
+            return 0.0
+        norm = _K1 * (1.0 - _B + _B * len(bag) / self._avg)
+        return sum(self.weights[t] * f * (_K1 + 1.0) / (f + norm) for t, f in counts.items())
+
+    def matched(self, text: str) -> set[str]:
+        """The query's terms (as compared) that ``text`` holds."""
+        return {t for t in text_terms(text) if t in self.weights}
