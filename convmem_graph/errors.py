@@ -7,12 +7,16 @@ lookups.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConvMemError",
     "ExtractionError",
+    "InvalidIdentifierError",
     "MemoryNotFoundError",
     "NotFoundError",
     "SourceFormatError",
+    "describe_validation_error",
 ]
 
 
@@ -37,6 +41,20 @@ class SourceFormatError(ConvMemError, ValueError):
         super().__init__(f"{source}: {self.path}: {reason}")
 
 
+class InvalidIdentifierError(ConvMemError, ValueError):
+    """An identifier (memory id, message or fragment id, variable name, key, category) is invalid.
+
+    Attributes:
+        field: The field or JSON path holding the identifier.
+        reason: What is wrong with it (the rules are in ``convmem_graph._ids``).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
 class NotFoundError(ConvMemError, KeyError):
     """A requested object (fragment, variable) does not exist in the given memory."""
 
@@ -53,3 +71,31 @@ class ExtractionError(ConvMemError):
 
     The batch that was being processed stays stored; the next run retries it.
     """
+
+
+def describe_validation_error(exc: Any, prefix: str = "") -> str:
+    """Return a one-line account of a pydantic ``ValidationError`` naming field paths only.
+
+    pydantic's own text echoes the offending input (``input_value={'APIKey': 'sk-...'}``), which
+    can be a secret; this names each field path and pydantic's reason, never a value.
+
+    Args:
+        exc: A ``pydantic.ValidationError``.
+        prefix: Prepended to each field path (e.g. ``llm``).
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> class Opts(BaseModel):
+        ...     temperature: float
+        >>> try:
+        ...     Opts(temperature="sk-secret")
+        ... except ValueError as exc:
+        ...     describe_validation_error(exc, "options")
+        'options.temperature: Input should be a valid number, unable to parse string as a number'
+    """
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False, include_context=False):
+        loc = ".".join(str(p) for p in error.get("loc", ()))
+        path = ".".join(p for p in (prefix, loc) if p) or "$"
+        parts.append(f"{path}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts[:5]) + (f"; and {len(parts) - 5} more" if len(parts) > 5 else "")

@@ -13,9 +13,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from convmem_graph.errors import ConvMemError
+from convmem_graph.errors import ConvMemError, describe_validation_error
 
 __all__ = ["build_parser", "main"]
 
@@ -71,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
+    except ValidationError as exc:
+        # Never pydantic's own text: it echoes the input, which may hold an API key.
+        print(f"convmem {args.command}: error: {describe_validation_error(exc)}", file=sys.stderr)
+        return 2
     except (ConvMemError, ValueError) as exc:
         if args.verbose >= 2:
             raise

@@ -23,6 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
+from convmem_graph.errors import describe_validation_error
 from convmem_graph.models import MemorySnapshot
 from convmem_graph.payloads.agora import (
     AgoraOptions,
@@ -74,10 +77,21 @@ def _block(options: Mapping[str, Any], now_ms: int | None) -> MemoryBlockOptions
             values[key] = options[key]
     if options.get("budget_tokens") is not None:
         values["budget_tokens"] = options["budget_tokens"]
-    # Turns the payload carries as recent turns are not quoted in the block again.
-    recent = options.get("recent_turns", 10)
-    values["skip_recent_turns"] = recent if isinstance(recent, int) and recent > 0 else 0
     return MemoryBlockOptions(**values)
+
+
+def _mapping(options: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = options.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"option {key} must be a JSON object, got {type(value).__name__}")
+    return dict(value)
+
+
+def _int(options: Mapping[str, Any], key: str, default: int) -> int:
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"option {key} must be an integer, got {type(value).__name__}")
+    return value
 
 
 def _pick(options: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -109,7 +123,16 @@ def render_payload(
         >>> render_payload("openai", MemorySnapshot(memory_id="m"), {"persona": "You are Rain."})
         [{'role': 'system', 'content': 'You are Rain.'}]
     """
-    opts = dict(options or {})
+    try:
+        return _render(vendor, snapshot, dict(options or {}), counter, now_ms)
+    except ValidationError as exc:
+        # Field paths only: pydantic's own text echoes the input, API keys included.
+        raise ValueError(f"{vendor}: invalid options: {describe_validation_error(exc)}") from None
+
+
+def _render(
+    vendor: str, snapshot: MemorySnapshot, opts: dict[str, Any], counter: TokenCounter, now_ms: int | None
+) -> Any:
     if vendor not in VENDORS:
         raise ValueError(f"unknown vendor {vendor!r}; choose one of {', '.join(VENDORS)}")
     # Options of a sibling vendor (one options file for Agora join and update) are ignored.
@@ -127,7 +150,11 @@ def render_payload(
     if vendor in ("openai", "langchain"):
         build = build_openai_messages if vendor == "openai" else build_langchain_messages
         return build(
-            snapshot, persona=persona, recent_turns=opts.get("recent_turns", 10), block=block, counter=counter
+            snapshot,
+            persona=persona,
+            recent_turns=_int(opts, "recent_turns", 10),
+            block=block,
+            counter=counter,
         )
     if vendor.startswith("trtc"):
         trtc = TRTCOptions(
@@ -159,7 +186,7 @@ def render_payload(
             snapshot,
             agora,
             name=str(opts.get("name") or f"convmem-{snapshot.memory_id}"),
-            properties=dict(opts.get("properties") or {}),
+            properties=_mapping(opts, "properties"),
             counter=counter,
             **_pick(opts, ("preset", "pipeline_id")),
         )

@@ -229,11 +229,13 @@ def build_start_ai_conversation(
         ValueError: Naming the ``StartAIConversation`` field that is missing or malformed.
     """
     if isinstance(sdk_app_id, bool) or not isinstance(sdk_app_id, int) or sdk_app_id <= 0:
-        raise ValueError(f"StartAIConversation.SdkAppId must be a positive integer, got {sdk_app_id!r}")
+        raise ValueError(
+            f"StartAIConversation.SdkAppId must be a positive integer, got {type(sdk_app_id).__name__}"
+        )
     if not isinstance(room_id, str) or not room_id:
         raise ValueError("StartAIConversation.RoomId must be a non-empty string")
     if room_id_type not in (0, 1):
-        raise ValueError(f"StartAIConversation.RoomIdType must be 0 or 1, got {room_id_type!r}")
+        raise ValueError(f"StartAIConversation.RoomIdType must be 0 or 1, got {type(room_id_type).__name__}")
     if not isinstance(agent_config, dict):
         raise ValueError("StartAIConversation.AgentConfig must be an object")
     for key in _AGENT_REQUIRED:

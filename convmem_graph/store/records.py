@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AuditAction", "AuditEntry", "AuditKind", "DeadLetter"]
+__all__ = ["AuditAction", "AuditEntry", "AuditKind", "DeadLetter", "dead_letter_key"]
 
 AuditKind = Literal["fragment", "variable"]
 AuditAction = Literal["add", "update", "supersede", "delete", "set_manual", "clear_manual", "infer"]
@@ -40,3 +41,9 @@ class AuditEntry(BaseModel):
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     cause: str = Field(default="", description="e.g. 'extracted from messages [m1, m2]', 'set by hand'")
+
+
+def dead_letter_key(memory_id: str | None, raw: str) -> str:
+    """Return the dedupe key of a dead letter: the same bad item of one memory is stored once."""
+    scope = "\x00" if memory_id is None else f"m:{memory_id}"
+    return hashlib.blake2b(f"{scope}\x1f{raw}".encode(), digest_size=16).hexdigest()

@@ -9,12 +9,18 @@ same document. The call-start snapshot is derived data and is rebuilt, not expor
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Table, delete, func, insert, select
 
+from convmem_graph._ids import check_identifier
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError
+from convmem_graph.store._export_schema import ExportFormatError, parse_export
+from convmem_graph.store._messages import content_hash
+from convmem_graph.store.engine import insert_ignore
+from convmem_graph.store.records import dead_letter_key
 from convmem_graph.store.repository import MemoryStore
 from convmem_graph.store.schema import (
     audit,
@@ -27,7 +33,9 @@ from convmem_graph.store.schema import (
     variables,
 )
 
-__all__ = ["EXPORT_FORMAT", "export_memory", "import_memory"]
+__all__ = ["EXPORT_FORMAT", "ExportFormatError", "export_memory", "import_memory"]
+
+logger = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "convmem-memory"
 EXPORT_VERSION = 1
@@ -40,7 +48,8 @@ _PARTS: tuple[tuple[Table, str, tuple[str, ...], frozenset[str]], ...] = (
     (variables, "variables", ("name", "origin"), frozenset({"memory_id"})),
     (summaries, "summary", (), frozenset({"memory_id"})),
     (audit, "audit", ("id",), frozenset({"id", "memory_id"})),
-    (dead_letters, "dead_letters", ("id",), frozenset({"id", "memory_id"})),
+    # item_key is recomputed on import from the target memory id and the raw item.
+    (dead_letters, "dead_letters", ("id",), frozenset({"id", "memory_id", "item_key"})),
 )
 
 
@@ -88,33 +97,17 @@ def export_memory(store: MemoryStore, memory_id: str) -> dict[str, Any]:
     return doc
 
 
-def _check(doc: Mapping[str, Any]) -> None:
-    if not isinstance(doc, Mapping) or doc.get("format") != EXPORT_FORMAT:
-        raise ConvMemError(f"not a convmem export: $.format must be {EXPORT_FORMAT!r}")
-    if doc.get("version") != EXPORT_VERSION:
-        raise ConvMemError(
-            f"unsupported export: $.version must be {EXPORT_VERSION}, got {doc.get('version')!r}"
-        )
-    memory = doc.get("memory")
-    if (
-        not isinstance(memory, Mapping)
-        or not isinstance(memory.get("memory_id"), str)
-        or not memory["memory_id"]
-    ):
-        raise ConvMemError("not a convmem export: $.memory.memory_id must be a non-empty string")
-    for _, key, _, _ in _PARTS:
-        value = doc.get(key)
-        if key == "summary":
-            if value is not None and not isinstance(value, Mapping):
-                raise ConvMemError("not a convmem export: $.summary must be an object or null")
-        elif not isinstance(value, list) or not all(isinstance(r, Mapping) for r in value):
-            raise ConvMemError(f"not a convmem export: $.{key} must be a list of objects")
-
-
 def import_memory(
     store: MemoryStore, doc: Mapping[str, Any], *, memory_id: str | None = None, replace: bool = False
 ) -> str:
     """Import an exported memory in one transaction; returns the memory id it was stored under.
+
+    The whole document is validated against the export schema first (ids, lengths, characters,
+    enum values, sizes: see ``convmem_graph.store._export_schema``), so a bad document writes
+    nothing. Database-internal keys are never taken from the file: message seqs, audit and
+    dead-letter row ids are assigned by the store (a tampered ``seq`` cannot exhaust SQLite's
+    AUTOINCREMENT or collide with another memory's rows on PostgreSQL), content hashes and
+    dead-letter keys are recomputed, and the processing cursors are message counts.
 
     Args:
         store: The target store.
@@ -123,12 +116,13 @@ def import_memory(
         replace: Replace an existing memory of that id (otherwise that is an error).
 
     Raises:
-        ConvMemError: The document is not a convmem export (names the field), or the memory exists
-            and ``replace`` is false. Nothing is written in either case.
+        ExportFormatError: The document is not a valid convmem export (one line naming the JSON
+            path, e.g. ``convmem-memory: $.messages[0].seq: unknown field ...``).
+        ConvMemError: The memory exists and ``replace`` is false. Nothing is written in either case.
     """
-    _check(doc)
-    head = doc["memory"]
-    target = memory_id or head["memory_id"]
+    parsed = parse_export(doc)
+    target = parsed.memory.memory_id if memory_id is None else check_identifier(memory_id, "memory_id")
+    head = parsed.memory
     try:
         with store.transaction(target) as conn:
             exists = conn.execute(select(memories.c.memory_id).where(memories.c.memory_id == target)).first()
@@ -143,17 +137,42 @@ def import_memory(
             conn.execute(
                 insert(memories).values(
                     memory_id=target,
-                    description=head.get("description", ""),
-                    created_at=head.get("created_at", 0),
-                    updated_at=head.get("updated_at", 0),
+                    description=head.description,
+                    created_at=head.created_at,
+                    updated_at=head.updated_at,
                     extracted_seq=0,
                     summarized_seq=0,
                 )
             )
-            for table, key, _, _ in _PARTS:
-                rows = doc[key] if key != "summary" else ([doc[key]] if doc[key] else [])
-                for row in rows:  # one by one keeps message seqs in document order
-                    conn.execute(insert(table).values({**row, "memory_id": target}))
+            for m in parsed.messages:  # one by one: the store numbers seqs in document order
+                row = m.model_dump()
+                row["content_hash"] = content_hash(m.role, m.content)
+                conn.execute(insert(messages).values({**row, "memory_id": target}))
+            for table, key in (
+                (fragments, "fragments"),
+                (variable_specs, "variable_specs"),
+                (variables, "variables"),
+                (audit, "audit"),
+            ):
+                columns = set(table.c.keys())
+                rows = [
+                    {k: v for k, v in r.model_dump().items() if k in columns} | {"memory_id": target}
+                    for r in getattr(parsed, key)
+                ]
+                if rows:
+                    conn.execute(insert(table), rows)
+            if parsed.summary is not None:
+                conn.execute(insert(summaries).values({**parsed.summary.model_dump(), "memory_id": target}))
+            letters = [
+                {
+                    **d.model_dump(exclude={"item_key"}),
+                    "memory_id": target,
+                    "item_key": dead_letter_key(target, d.raw),
+                }
+                for d in parsed.dead_letters
+            ]
+            if letters:
+                conn.execute(insert_ignore(store.dialect, dead_letters), letters)
             seqs = list(
                 conn.execute(
                     select(messages.c.seq).where(messages.c.memory_id == target).order_by(messages.c.seq)
@@ -161,11 +180,12 @@ def import_memory(
             )
             cursors = {}
             for name in ("extracted", "summarized"):
-                n = int(head.get(f"{name}_messages", 0))
+                n = getattr(head, f"{name}_messages")
                 cursors[f"{name}_seq"] = seqs[n - 1] if 0 < n <= len(seqs) else 0
             conn.execute(memories.update().where(memories.c.memory_id == target).values(**cursors))
     except ConvMemError:
         raise
-    except Exception as exc:  # a malformed row: report it as an import error, nothing was written
-        raise ConvMemError(f"import of {target!r} failed, nothing was written: {exc}") from exc
+    except Exception as exc:  # a database error: nothing was written; the driver text names no value
+        logger.debug("import of %r failed", target, exc_info=True)
+        raise ConvMemError(f"import of {target!r} failed, nothing was written: {type(exc).__name__}") from exc
     return target

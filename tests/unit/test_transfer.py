@@ -44,8 +44,8 @@ def test_round_trip_under_another_id_is_exact(store: MemoryStore) -> None:
 
 def test_a_bad_row_late_in_the_document_leaves_nothing_behind(store: MemoryStore) -> None:
     doc = export_memory(store, "src")
-    doc["audit"][-1]["action"] = None  # NOT NULL: fails after messages and fragments were inserted
-    with pytest.raises(ConvMemError, match="nothing was written"):
+    doc["audit"][-1]["action"] = None  # checked before anything is written
+    with pytest.raises(ConvMemError, match=r"\$\.audit\[\d+\]\.action"):
         import_memory(store, doc, memory_id="broken")
     assert store.count_messages("broken") == 0
     assert store.list_fragments("broken", status=None) == []
