@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import warnings
@@ -21,6 +22,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain_core._api import LangChainDeprecationWarning
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from convmem_graph.errors import ConvMemError
 from convmem_graph.models import Message
 
 if TYPE_CHECKING:
@@ -30,7 +32,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", LangChainDeprecationWarning)
     from langchain_core.chat_history import BaseChatMessageHistory
 
-__all__ = ["ConvMemoryChatHistory", "ConvMemoryMiddleware", "last_turn"]
+__all__ = ["ConvMemoryChatHistory", "ConvMemoryMiddleware", "MissingMemoryIdError", "last_turn"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,10 @@ def last_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         elif isinstance(m, ToolMessage):
             continue
     return turn
+
+
+class MissingMemoryIdError(ConvMemError, ValueError):
+    """The middleware found no memory id for a run (``on_missing_memory_id="raise"``)."""
 
 
 def _default_resolve(runtime: Any) -> str | None:
@@ -82,6 +88,7 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         resolve_memory_id: Callable[[Any], str | None] | None = None,
         mode: Literal["inline", "background"] = "inline",
         persona: str = "",
+        on_missing_memory_id: Literal["warn", "raise"] = "warn",
     ) -> None:
         super().__init__()
         self.memory = memory
@@ -89,9 +96,11 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         self.resolve_memory_id = resolve_memory_id or _default_resolve
         self.mode = mode
         self.persona = persona
+        self.on_missing_memory_id = on_missing_memory_id
         self._executor: ThreadPoolExecutor | None = None
         self._pending: list[Future[Any]] = []
         self._lock = threading.Lock()
+        self._warned_missing = False
 
     @property
     def name(self) -> str:
@@ -99,7 +108,22 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         return "ConvMemoryMiddleware"
 
     def _memory_id(self, runtime: Any) -> str | None:
-        return self.memory_id or self.resolve_memory_id(runtime)
+        memory_id = self.memory_id or self.resolve_memory_id(runtime)
+        if memory_id:
+            return memory_id
+        # Silence here means an agent without memory and nobody knowing why.
+        message = (
+            "ConvMemoryMiddleware: no memory id for this run, so no memory is injected or recorded; "
+            "pass memory_id=, a resolve_memory_id= function, or a context with a 'memory_id' "
+            f"(context was {type(getattr(runtime, 'context', None)).__name__})"
+        )
+        if self.on_missing_memory_id == "raise":
+            raise MissingMemoryIdError(message)
+        with self._lock:
+            warned, self._warned_missing = self._warned_missing, True
+        if not warned:
+            logger.warning("%s; warning once per middleware", message)
+        return None
 
     def memory_block(self, memory_id: str, query: str | None = None) -> str:
         """Return the memory block text for ``memory_id`` (empty if the memory is unknown or empty)."""
@@ -141,8 +165,8 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
-        """Async twin of :meth:`wrap_model_call`."""
-        return await handler(self._with_memory(request))
+        """Async twin of :meth:`wrap_model_call`; the store is read in a worker thread."""
+        return await handler(await asyncio.to_thread(self._with_memory, request))
 
     def _record(self, state: Any, runtime: Any) -> None:
         memory_id = self._memory_id(runtime)
@@ -165,9 +189,7 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         return None
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async twin of :meth:`after_agent`."""
-        import asyncio
-
+        """Async twin of :meth:`after_agent`; the lifecycle runs in a worker thread."""
         if self.mode == "inline":
             await asyncio.to_thread(self._record, state, runtime)
         else:
@@ -192,7 +214,8 @@ class ConvMemoryChatHistory(BaseChatMessageHistory):
     """``BaseChatMessageHistory`` over a ConvMemory memory id.
 
     ``messages`` returns the last ``window`` stored messages; ``add_messages`` runs the lifecycle on
-    them; ``clear`` deletes the whole memory (messages, facts, variables, summary).
+    them; ``clear`` deletes the stored messages only: what a chat history holds. The long-term
+    memory learnt from them (facts, variables, summary) stays; ``ConvMemory.delete`` removes it.
     """
 
     def __init__(self, memory: ConvMemory, memory_id: str, *, window: int = 50) -> None:
@@ -211,5 +234,30 @@ class ConvMemoryChatHistory(BaseChatMessageHistory):
             self.memory.ingest(self.memory_id, list(messages), source="langchain")
 
     def clear(self) -> None:
-        """Delete this memory entirely."""
-        self.memory.delete(self.memory_id)
+        """Delete the stored messages of this memory, after their facts were extracted.
+
+        Facts, variables and the summary stay (use ``ConvMemory.delete`` to forget everything).
+        """
+        from convmem_graph.errors import MemoryNotFoundError
+
+        try:
+            self.memory.info(self.memory_id)
+        except MemoryNotFoundError:
+            return
+        self.memory.lifecycle.run(self.memory_id)  # catch up: no message is cleared unread
+        self.memory.store.purge_messages(
+            self.memory_id, before_ms=2**62, keep_recent=0, only_processed=False
+        )
+        self.memory.lifecycle.run(self.memory_id)  # the call-start snapshot drops the old turns
+
+    async def aclear(self) -> None:
+        """Async twin of :meth:`clear`."""
+        await asyncio.to_thread(self.clear)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """Async twin of :attr:`messages` (read in a worker thread)."""
+        return await asyncio.to_thread(lambda: self.messages)
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Async twin of :meth:`add_messages`."""
+        await asyncio.to_thread(self.add_messages, messages)

@@ -26,8 +26,8 @@ from convmem_graph._time import now_ms
 from convmem_graph.checkpoints import delete_memory_checkpoints, open_checkpointer
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
+from convmem_graph.memory_ops import AsyncTwins, FragmentQueries
 from convmem_graph.models import (
-    FRAGMENT_MAX_CHARS,
     Fragment,
     MemoryInfo,
     MemorySnapshot,
@@ -71,10 +71,12 @@ def _as_inputs(payloads: Any, source: str | None) -> list[RawInput]:
     return [RawInput(payloads, source)]
 
 
-class ConvMemory:
+class ConvMemory(FragmentQueries, AsyncTwins):
     """Conversational memory for voice and text agents, backed by the LangGraph lifecycle.
 
-    Use :meth:`open` rather than the constructor.
+    Use :meth:`open` rather than the constructor. Every public method has an ``a``-prefixed async
+    twin that runs it in a worker thread (``aingest``, ``apayload``, ``asearch``, ``adelete`` ...);
+    search, fragment edits and history come from :mod:`convmem_graph.memory_ops`.
     """
 
     def __init__(
@@ -271,19 +273,7 @@ class ConvMemory:
         return self.store.list_fragments(memory_id, status=status)
 
     def add_fragment(self, memory_id: str, content: str, *, category: str = "other") -> Fragment:
-        """Add a fact by hand (origin ``manual``).
-
-        Raises:
-            ValueError: If ``content`` is blank or longer than ``FRAGMENT_MAX_CHARS`` (200)
-                characters (Bailian's limit for a memory node too).
-        """
-        if not isinstance(content, str) or not content.strip():
-            raise ValueError("add_fragment: content must be a non-empty string")
-        if len(content) > FRAGMENT_MAX_CHARS:
-            raise ValueError(
-                f"add_fragment: content is {len(content)} characters, over the limit of "
-                f"{FRAGMENT_MAX_CHARS}; split it into several facts"
-            )
+        """Add a fact by hand (origin ``manual``)."""
         self.store.ensure_memory(memory_id)
         fragment = self.store.add_fragment(memory_id, content, category=category, origin="manual")
         self.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
@@ -321,23 +311,11 @@ class ConvMemory:
                 ``agora-custom`` / ``agora-standard`` (messages for an LLM endpoint), ``openai``,
                 ``langchain``.
             **options: Vendor options (persona, query, recent_turns, ...); see
-                :func:`convmem_graph.payloads.render.render_payload`. Without ``budget_tokens``
-                the block gets ``MemoryConfig.memory_block_budget_tokens``.
-
-        With a ``query`` and ``MemoryConfig.episodic`` (the default), the memory's stored turns are
-        searched too (the episodic index) and the matching ones compete for the block's budget
-        with the facts, quoted with their dates.
+                :func:`convmem_graph.payloads.render.render_payload`.
         """
         from convmem_graph.payloads.render import render_payload
 
-        snap = self.snapshot(memory_id)
-        query = options.get("query")
-        if self.config.episodic and isinstance(query, str) and query.strip():
-            found = self.store.search_episodes(memory_id, query)
-            snap = snap.model_copy(update={"episodes": found})
-        if options.get("budget_tokens") is None:
-            options = {**options, "budget_tokens": self.config.memory_block_budget_tokens}
-        return render_payload(vendor, snap, options, now_ms=self.lifecycle.clock())
+        return render_payload(vendor, self.snapshot(memory_id), options, now_ms=self.lifecycle.clock())
 
     async def apayload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Async twin of :meth:`payload`."""
@@ -358,6 +336,7 @@ class ConvMemory:
         resolve_memory_id: Callable[[Any], str | None] | None = None,
         mode: Literal["inline", "background"] = "inline",
         persona: str = "",
+        on_missing_memory_id: Literal["warn", "raise"] = "warn",
     ) -> ConvMemoryMiddleware:
         """Return a LangChain ``AgentMiddleware`` that injects memory and records finished turns.
 
@@ -368,11 +347,19 @@ class ConvMemory:
             mode: ``inline`` runs the lifecycle before the agent returns; ``background`` hands the
                 turn to a worker thread (call ``middleware.flush()`` to wait).
             persona: Text placed before the memory block in the system message.
+            on_missing_memory_id: When a run has no memory id (e.g. the agent's context is keyed
+                on ``user_id``): log one warning and go on without memory, or raise
+                ``MissingMemoryIdError``.
         """
         from convmem_graph.integrations import ConvMemoryMiddleware
 
         return ConvMemoryMiddleware(
-            self, memory_id=memory_id, resolve_memory_id=resolve_memory_id, mode=mode, persona=persona
+            self,
+            memory_id=memory_id,
+            resolve_memory_id=resolve_memory_id,
+            mode=mode,
+            persona=persona,
+            on_missing_memory_id=on_missing_memory_id,
         )
 
     def as_chat_history(self, memory_id: str, *, window: int = 50) -> ConvMemoryChatHistory:

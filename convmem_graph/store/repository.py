@@ -6,6 +6,7 @@ transaction, so a failure never leaves half a step written, and every query filt
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import threading
@@ -18,7 +19,6 @@ from sqlalchemy import Connection, Engine, create_engine, delete, func, inspect,
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from convmem_graph._ids import check_identifier
 from convmem_graph._time import now_ms as _now
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError, NotFoundError
 from convmem_graph.models import (
@@ -49,7 +49,7 @@ from convmem_graph.store.engine import (
     insert_ignore,
 )
 from convmem_graph.store.locks import memory_lock as _memory_lock
-from convmem_graph.store.records import AuditEntry, DeadLetter, dead_letter_key
+from convmem_graph.store.records import AuditEntry, DeadLetter
 from convmem_graph.store.schema import (
     METADATA,
     PER_MEMORY_TABLES,
@@ -73,6 +73,7 @@ __all__ = ["MemoryStore"]
 
 logger = logging.getLogger(__name__)
 
+_MAX_ID = 255
 _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation across processes
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
 
@@ -114,8 +115,11 @@ def _add_missing_columns(conn: Connection) -> None:
 
 
 def _check_id(memory_id: str) -> str:
-    # One validation of identifiers everywhere (convmem_graph._ids); raises a ValueError subclass.
-    return check_identifier(memory_id, "memory_id")
+    if not isinstance(memory_id, str) or not memory_id:
+        raise ValueError("memory_id must be a non-empty string")
+    if len(memory_id) > _MAX_ID or "\x00" in memory_id:
+        raise ValueError(f"memory_id must be at most {_MAX_ID} characters without NUL: {memory_id[:40]!r}")
+    return memory_id
 
 
 def _int32_pair(key: int) -> tuple[int, int]:
@@ -1037,7 +1041,8 @@ class MemoryStore:
         Returns:
             False if this (memory, raw item) was already stored.
         """
-        item_key = dead_letter_key(None if memory_id is None else _check_id(memory_id), raw)
+        scope = "\x00" if memory_id is None else f"m:{_check_id(memory_id)}"
+        item_key = hashlib.blake2b(f"{scope}\x1f{raw}".encode(), digest_size=16).hexdigest()
         row = {
             "memory_id": memory_id,
             "item_key": item_key,
@@ -1072,9 +1077,13 @@ class MemoryStore:
                 for r in conn.execute(stmt)
             ]
 
-    def list_audit(self, memory_id: str, *, limit: int = 100) -> list[AuditEntry]:
-        """List the audit entries of a memory, newest first."""
+    def list_audit(
+        self, memory_id: str, *, limit: int = 100, object_id: str | None = None
+    ) -> list[AuditEntry]:
+        """List the audit entries of a memory (of one fragment id or variable name), newest first."""
         stmt = select(audit).where(audit.c.memory_id == memory_id).order_by(audit.c.id.desc()).limit(limit)
+        if object_id is not None:
+            stmt = stmt.where(audit.c.object_id == object_id)
         with self._read() as conn:
             return [row_to_audit(r) for r in conn.execute(stmt)]
 
