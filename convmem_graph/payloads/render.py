@@ -77,6 +77,9 @@ def _block(options: Mapping[str, Any], now_ms: int | None) -> MemoryBlockOptions
             values[key] = options[key]
     if options.get("budget_tokens") is not None:
         values["budget_tokens"] = options["budget_tokens"]
+    # Turns the payload carries as recent turns are not quoted in the block again.
+    recent = options.get("recent_turns", 10)
+    values["skip_recent_turns"] = recent if isinstance(recent, int) and recent > 0 else 0
     return MemoryBlockOptions(**values)
 
 

@@ -6,7 +6,6 @@ transaction, so a failure never leaves half a step written, and every query filt
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import threading
@@ -19,9 +18,11 @@ from sqlalchemy import Connection, Engine, create_engine, delete, func, inspect,
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from convmem_graph._ids import check_identifier
 from convmem_graph._time import now_ms as _now
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError, NotFoundError
 from convmem_graph.models import (
+    EpisodeSearch,
     Fragment,
     FragmentCandidate,
     FragmentOp,
@@ -48,8 +49,14 @@ from convmem_graph.store.engine import (
     execute_upsert,
     insert_ignore,
 )
+from convmem_graph.store.episodes import (
+    delete_episodes,
+    ensure_episode_index,
+    index_episodes,
+    search_episodes,
+)
 from convmem_graph.store.locks import memory_lock as _memory_lock
-from convmem_graph.store.records import AuditEntry, DeadLetter
+from convmem_graph.store.records import AuditEntry, DeadLetter, dead_letter_key
 from convmem_graph.store.schema import (
     METADATA,
     PER_MEMORY_TABLES,
@@ -73,7 +80,6 @@ __all__ = ["MemoryStore"]
 
 logger = logging.getLogger(__name__)
 
-_MAX_ID = 255
 _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation across processes
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
 
@@ -115,11 +121,8 @@ def _add_missing_columns(conn: Connection) -> None:
 
 
 def _check_id(memory_id: str) -> str:
-    if not isinstance(memory_id, str) or not memory_id:
-        raise ValueError("memory_id must be a non-empty string")
-    if len(memory_id) > _MAX_ID or "\x00" in memory_id:
-        raise ValueError(f"memory_id must be at most {_MAX_ID} characters without NUL: {memory_id[:40]!r}")
-    return memory_id
+    # One validation of identifiers everywhere (convmem_graph._ids); raises a ValueError subclass.
+    return check_identifier(memory_id, "memory_id")
 
 
 def _int32_pair(key: int) -> tuple[int, int]:
@@ -170,6 +173,7 @@ class MemoryStore:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
             METADATA.create_all(conn)
             _add_missing_columns(conn)
+            ensure_episode_index(conn)
         logger.debug("memory store opened at %s", self.safe_url)
 
     @classmethod
@@ -398,6 +402,11 @@ class MemoryStore:
         _check_id(memory_id)
         deleted = 0
         with self._write(memory_id) as conn:
+            # The episodic index first: its rows are found through the messages.
+            stored = conn.execute(
+                select(messages.c.seq, messages.c.content).where(messages.c.memory_id == memory_id)
+            )
+            delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored))
             for table in PER_MEMORY_TABLES:
                 deleted += conn.execute(delete(table).where(table.c.memory_id == memory_id)).rowcount
         if checkpointer is not None:
@@ -407,7 +416,12 @@ class MemoryStore:
 
     # -- messages -------------------------------------------------------------------------------
     def add_messages(
-        self, memory_id: str, messages: Sequence[Message], *, dedupe_window_ms: int = 10_000
+        self,
+        memory_id: str,
+        messages: Sequence[Message],
+        *,
+        dedupe_window_ms: int = 10_000,
+        index: bool = True,
     ) -> list[str]:
         """Store new messages of a memory (creating the memory if needed), skipping duplicates.
 
@@ -421,6 +435,8 @@ class MemoryStore:
             memory_id: The memory; ``Message.memory_id`` of the inputs is ignored.
             messages: The messages, in the order they should be numbered.
             dedupe_window_ms: Cross-channel duplicate window.
+            index: Write the new messages to the episodic index (same transaction);
+                ``MemoryConfig(episodic=False)`` turns it off.
 
         Returns:
             The ids actually inserted, in seq order.
@@ -432,10 +448,34 @@ class MemoryStore:
         prepared = prepare_messages(messages)
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now)
-            inserted = insert_messages(conn, memory_id, prepared, window_ms=dedupe_window_ms)
+            before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0) if index else 0
+            replaced: list[tuple[int, str]] = []
+            inserted = insert_messages(
+                conn, memory_id, prepared, window_ms=dedupe_window_ms, replaced_rows=replaced
+            )
+            # A replaced row's index entry goes whether or not this write indexes.
+            delete_episodes(conn, memory_id, replaced)
             if inserted:
+                if index:
+                    # This memory's writers take turns, so every seq above ``before`` is this batch's.
+                    new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
+                    index_episodes(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
         return inserted
+
+    def search_episodes(self, memory_id: str, query: str, *, limit: int = 48) -> EpisodeSearch:
+        """Search the memory's stored turns (the episodic index) for the words of ``query``.
+
+        Args:
+            memory_id: The memory.
+            query: Free text; the newest 32 terms of a long query are used.
+            limit: Candidate turns returned.
+
+        Returns:
+            Candidate turns with the per-term statistics the block's ranker scores them with.
+        """
+        with self._read() as conn:
+            return search_episodes(conn, memory_id, query, limit=limit)
 
     def max_seq(self, memory_id: str) -> int:
         """Return the highest message seq of a memory (0 when it has none)."""
@@ -526,6 +566,8 @@ class MemoryStore:
                 ]
                 if keep:
                     cond.append(messages.c.seq.not_in(keep))
+            doomed = conn.execute(select(messages.c.seq, messages.c.content).where(*cond))
+            delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in doomed))
             count = int(conn.execute(delete(messages).where(*cond)).rowcount)
             if count:
                 self._touch(conn, memory_id, _now())
@@ -1041,8 +1083,7 @@ class MemoryStore:
         Returns:
             False if this (memory, raw item) was already stored.
         """
-        scope = "\x00" if memory_id is None else f"m:{_check_id(memory_id)}"
-        item_key = hashlib.blake2b(f"{scope}\x1f{raw}".encode(), digest_size=16).hexdigest()
+        item_key = dead_letter_key(None if memory_id is None else _check_id(memory_id), raw)
         row = {
             "memory_id": memory_id,
             "item_key": item_key,
@@ -1077,13 +1118,9 @@ class MemoryStore:
                 for r in conn.execute(stmt)
             ]
 
-    def list_audit(
-        self, memory_id: str, *, limit: int = 100, object_id: str | None = None
-    ) -> list[AuditEntry]:
-        """List the audit entries of a memory (of one fragment id or variable name), newest first."""
+    def list_audit(self, memory_id: str, *, limit: int = 100) -> list[AuditEntry]:
+        """List the audit entries of a memory, newest first."""
         stmt = select(audit).where(audit.c.memory_id == memory_id).order_by(audit.c.id.desc()).limit(limit)
-        if object_id is not None:
-            stmt = stmt.where(audit.c.object_id == object_id)
         with self._read() as conn:
             return [row_to_audit(r) for r in conn.execute(stmt)]
 
