@@ -1118,9 +1118,13 @@ class MemoryStore:
                 for r in conn.execute(stmt)
             ]
 
-    def list_audit(self, memory_id: str, *, limit: int = 100) -> list[AuditEntry]:
-        """List the audit entries of a memory, newest first."""
+    def list_audit(
+        self, memory_id: str, *, limit: int = 100, object_id: str | None = None
+    ) -> list[AuditEntry]:
+        """List the audit entries of a memory (of one fragment id or variable name), newest first."""
         stmt = select(audit).where(audit.c.memory_id == memory_id).order_by(audit.c.id.desc()).limit(limit)
+        if object_id is not None:
+            stmt = stmt.where(audit.c.object_id == object_id)
         with self._read() as conn:
             return [row_to_audit(r) for r in conn.execute(stmt)]
 
