@@ -33,6 +33,8 @@ _COMMAND_MODULES = (
     "export",
     "graph",
     "serve",
+    "pull",
+    "call",
     "view",
 )
 

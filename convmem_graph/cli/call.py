@@ -1,0 +1,140 @@
+"""``convmem call start``: start a TRTC or Agora voice agent with the memory injected.
+
+It pulls the user's latest IM turns first when IM is configured (``CONVMEM_IM_SDKAPPID`` and
+``--im-bot``), builds the payload from the memory exactly as ``convmem inject`` prints it, calls the
+vendor and prints the task id (TRTC) or agent id (Agora). A TRTC task is also registered to the
+memory in the store, so ``convmem serve`` routes its callbacks there whatever the mapping.
+
+Credentials come from the environment and are never printed:
+
+- TRTC: ``CONVMEM_TRTC_SECRET_ID``, ``CONVMEM_TRTC_SECRET_KEY``, ``CONVMEM_TRTC_REGION``
+  (default ``ap-guangzhou``), ``CONVMEM_TRTC_ENDPOINT`` (default ``trtc.tencentcloudapi.com``).
+- Agora: ``CONVMEM_AGORA_APP_ID``, ``CONVMEM_AGORA_CUSTOMER_ID``, ``CONVMEM_AGORA_CUSTOMER_SECRET``
+  (or ``CONVMEM_AGORA_TOKEN``), ``CONVMEM_AGORA_HOST`` (default ``https://api.agora.io``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, subcommand
+
+__all__ = ["register", "start_call"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the sub-command."""
+    p = subcommand(
+        sub,
+        "call",
+        "Start a voice agent (TRTC StartAIConversation or Agora join) with the memory injected.",
+        """convmem call start --vendor trtc --memory u_10086 --options trtc_call.json --persona 你是小雨
+convmem call start --vendor agora --memory u_10086 --options agora_join.json --im-bot ai_xiaoyu_bot""",
+    )
+    p.add_argument("action", choices=["start"])
+    p.add_argument("--vendor", required=True, choices=["trtc", "agora"])
+    p.add_argument("--memory", required=True, metavar="ID")
+    p.add_argument(
+        "--options",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="JSON vendor options as for `convmem inject` (TRTC: sdk_app_id, room_id, agent_config, "
+        "tts_config, llm ...; Agora: name, properties, llm ...)",
+    )
+    p.add_argument("--persona", default="", help="persona text placed before the memory block")
+    p.add_argument("--im-user", default=None, help="IM UserID to pull first (default: the memory id)")
+    p.add_argument("--im-bot", default=None, help="IM bot UserID: pull the latest IM turns first")
+    add_db_argument(p)
+    p.set_defaults(func=run)
+
+
+def _env(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name, default)
+    if not value:
+        raise ValueError(f"set {name}")
+    return value
+
+
+def start_call(mem: Any, vendor: str, memory_id: str, options: dict[str, Any], *, client: Any = None) -> str:
+    """Build the vendor body from ``memory_id`` and start the agent; return the task or agent id.
+
+    Args:
+        mem: The open :class:`~convmem_graph.memory.ConvMemory`.
+        vendor: ``trtc`` or ``agora``.
+        memory_id: The memory to inject.
+        options: Vendor options (see :func:`convmem_graph.payloads.render.render_payload`).
+        client: A TRTC or Agora client (default: built from the environment).
+    """
+    mem.store.ensure_memory(memory_id)  # a first call of a new user starts with an empty memory
+    body = mem.payload(memory_id, vendor, **options)
+    if vendor == "trtc":
+        from convmem_graph.clients.trtc import TRTCClient
+        from convmem_graph.server.inbox import Inbox
+
+        client = client or TRTCClient(
+            _env("CONVMEM_TRTC_SECRET_ID"),
+            _env("CONVMEM_TRTC_SECRET_KEY"),
+            os.environ.get("CONVMEM_TRTC_REGION", "ap-guangzhou"),
+            endpoint=os.environ.get("CONVMEM_TRTC_ENDPOINT", "trtc.tencentcloudapi.com"),
+            scheme=os.environ.get("CONVMEM_TRTC_SCHEME", "https"),
+        )
+        task_id: str = client.start_ai_conversation(body)
+        # The callbacks of this task belong to this memory, whatever the server's mapping.
+        Inbox(mem.store).register_task(task_id, memory_id)
+        return task_id
+    from convmem_graph.clients.agora import AgoraConvoAIClient
+
+    if client is None:
+        auth: dict[str, Any] = (
+            {"token": os.environ["CONVMEM_AGORA_TOKEN"]}
+            if os.environ.get("CONVMEM_AGORA_TOKEN")
+            else {
+                "customer_id": _env("CONVMEM_AGORA_CUSTOMER_ID"),
+                "customer_secret": _env("CONVMEM_AGORA_CUSTOMER_SECRET"),
+            }
+        )
+        with AgoraConvoAIClient(
+            _env("CONVMEM_AGORA_APP_ID"),
+            host=os.environ.get("CONVMEM_AGORA_HOST", "https://api.agora.io"),
+            **auth,
+        ) as agora:
+            return str(agora.join(body)["agent_id"])
+    return str(client.join(body)["agent_id"])
+
+
+def run(args: argparse.Namespace) -> int:
+    """Pull IM (when configured), build the body, call the vendor, print the id."""
+    from convmem_graph.clients import VendorError
+
+    try:
+        options = json.loads(args.options.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"convmem call start: {args.options}: not a JSON options file: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(options, dict):
+        print(f"convmem call start: {args.options}: $: expected a JSON object", file=sys.stderr)
+        return 2
+    options = {k: v for k, v in options.items() if not k.startswith("_")}
+    if args.persona:
+        options["persona"] = args.persona
+    if args.im_bot:
+        args.bot_id = [args.im_bot]
+    with open_memory(args) as mem:
+        try:
+            if args.im_bot and os.environ.get("CONVMEM_IM_SDKAPPID"):
+                from convmem_graph.cli.pull import pull_im
+
+                pull_im(mem, args.im_user or args.memory, args.im_bot, memory_id=args.memory)
+            started = start_call(mem, args.vendor, args.memory, options)
+        except (VendorError, ValueError) as exc:
+            print(f"convmem call start: {exc}", file=sys.stderr)
+            return 2
+    key = "task_id" if args.vendor == "trtc" else "agent_id"
+    dump_json({"vendor": args.vendor, "memory_id": args.memory, key: started})
+    return 0
