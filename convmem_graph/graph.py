@@ -26,6 +26,8 @@ from langgraph.types import RetryPolicy
 
 from convmem_graph.errors import ExtractionError
 from convmem_graph.nodes import extract, ingest, inject, normalize, summarize, update_variables
+from convmem_graph.nodes.report import ReportState
+from convmem_graph.nodes.report import report as report_node
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["MemoryContext", "MemoryState", "build_memory_graph", "model_retry_policy", "retry_on"]
@@ -68,17 +70,22 @@ def _after_variables(state: MemoryState) -> Literal["summarize", "inject"]:
 
 
 def build_memory_graph(
-    *, max_attempts: int = 3
+    *, max_attempts: int = 3, report: bool = False
 ) -> StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState]:
     """Build (not compile) the lifecycle graph; compile it with the checkpointer of your choice.
 
     Args:
         max_attempts: Attempts of model-calling nodes (``extract``, ``summarize``) before the run
             raises; what was stored before stays stored and the next run resumes from the cursors.
+        report: End with a ``report`` node that puts the built payloads and the memory block into
+            the output (:class:`~convmem_graph.nodes.report.ReportState`), for LangGraph Studio.
     """
     policy = model_retry_policy(max_attempts)
     g: StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState] = StateGraph(
-        MemoryState, context_schema=MemoryContext
+        MemoryState,
+        context_schema=MemoryContext,
+        input_schema=MemoryState,
+        output_schema=ReportState if report else MemoryState,
     )
     g.add_node("ingest", ingest)
     g.add_node("normalize", normalize)
@@ -92,5 +99,10 @@ def build_memory_graph(
     g.add_conditional_edges("extract", _after_extract)
     g.add_conditional_edges("update_variables", _after_variables)
     g.add_edge("summarize", "inject")
-    g.add_edge("inject", END)
+    if report:
+        g.add_node("report", report_node)
+        g.add_edge("inject", "report")
+        g.add_edge("report", END)
+    else:
+        g.add_edge("inject", END)
     return g
