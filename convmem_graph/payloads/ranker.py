@@ -70,10 +70,11 @@ class Scorer:
     def __init__(self, query: str | None, episodes: EpisodeSearch | None, pool: Sequence[str]) -> None:
         terms = search_terms(query) if query and query.strip() else []
         self.weights: dict[str, float] = {}
+        self._bags: dict[str, list[str]] = {}
         if not terms:
             self._avg = 1.0
             return
-        bags = [text_terms(t) for t in pool]
+        bags = [self._bag(t) for t in pool]
         self._avg = max(sum(map(len, bags)) / len(bags), 1.0) if bags else 8.0
         tokens: dict[str, str] = {}
         for term in terms:
@@ -90,6 +91,12 @@ class Scorer:
         for tok, freq in df.items():
             self.weights[tok] = math.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
 
+    def _bag(self, text: str) -> list[str]:
+        bag = self._bags.get(text)
+        if bag is None:
+            bag = self._bags[text] = text_terms(text)
+        return bag
+
     @property
     def active(self) -> bool:
         """Whether the query has any term to score with."""
@@ -99,7 +106,7 @@ class Scorer:
         """BM25 of ``text`` (0.0 when it holds no query term)."""
         if not self.weights:
             return 0.0
-        bag = text_terms(text)
+        bag = self._bag(text)
         counts = Counter(t for t in bag if t in self.weights)
         if not counts:
             return 0.0
@@ -108,4 +115,4 @@ class Scorer:
 
     def matched(self, text: str) -> set[str]:
         """The query's terms (as compared) that ``text`` holds."""
-        return {t for t in text_terms(text) if t in self.weights}
+        return {t for t in self._bag(text) if t in self.weights}

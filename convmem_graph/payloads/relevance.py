@@ -22,6 +22,7 @@ large memories.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -76,7 +77,9 @@ def stem(word: str) -> str:
     return _stem(word)
 
 
+@functools.lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
+    # Cached: a conversation reuses a small vocabulary, and call start stems every candidate.
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             stem = word[: -len(suffix)]

@@ -64,9 +64,10 @@ _SEQ_BITS = 36
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 _BUCKET_BITS = 27
 #: Postings read per term (newest first); a term found this often is treated as common.
-_PER_TERM = 400
-#: Messages counted for the memory size in IDF (a memory past it counts as this large).
-_COUNT_CAP = 50_000
+_PER_TERM = 256
+#: Messages counted for the memory size in IDF (a memory past it counts as this large: the IDF of
+#: a rare term then saturates, which leaves the ranking of rare against common terms intact).
+_COUNT_CAP = 2_000
 _MAX_TERMS = 32
 
 _CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
@@ -265,7 +266,7 @@ def count_episode_rows(conn: Connection, memory_id: str | None = None) -> int:
 
 
 def search_episodes(
-    conn: Connection, memory_id: str, query: str, *, limit: int = 48, per_term: int = _PER_TERM
+    conn: Connection, memory_id: str, query: str, *, limit: int = 32, per_term: int = _PER_TERM
 ) -> EpisodeSearch:
     """Find the stored turns of one memory that hold the query's rarest terms.
 
@@ -302,10 +303,16 @@ def search_episodes(
             f"SELECT rowid FROM {EPISODE_TABLE} WHERE {EPISODE_TABLE} MATCH ? "
             "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
         )
-        for term in terms:
-            # One quoted token per term: never FTS5 query syntax, whatever the user typed.
-            rows = conn.exec_driver_sql(sql, (f'"{term}"', lo, hi, per_term))
-            postings[term] = [int(r[0]) & _SEQ_MASK for r in rows]
+        # The driver's cursor directly: SQLAlchemy's per-statement and per-row work cost more
+        # than FTS5's own lookups here (one statement per term, up to 256 rows each).
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            for term in terms:
+                # One quoted token per term: never FTS5 query syntax, whatever the user typed.
+                rows = cursor.execute(sql, (f'"{term}"', lo, hi, per_term)).fetchall()
+                postings[term] = [r[0] & _SEQ_MASK for r in rows]
+        finally:
+            cursor.close()
     result.document_frequency = {t: len(p) for t, p in postings.items()}
     if not any(postings.values()):
         return result
@@ -321,7 +328,9 @@ def search_episodes(
         for seq in seqs:
             scores[seq] = scores.get(seq, 0.0) + idf
             held.setdefault(seq, set()).add(term)
-    best = sorted(scores, key=lambda s: (-scores[s], -s))[: limit * 2]
+    # A few spare candidates: a seq may have been deleted since (the index and the messages are
+    # written together, but a concurrent purge may commit between the two reads).
+    best = sorted(scores, key=lambda s: (-scores[s], -s))[: limit + 4]
     found = _read_messages(conn, memory_id, best)
     for seq in best:
         msg = found.get(seq)

@@ -463,7 +463,7 @@ class MemoryStore:
                 self._touch(conn, memory_id, now)
         return inserted
 
-    def search_episodes(self, memory_id: str, query: str, *, limit: int = 48) -> EpisodeSearch:
+    def search_episodes(self, memory_id: str, query: str, *, limit: int = 32) -> EpisodeSearch:
         """Search the memory's stored turns (the episodic index) for the words of ``query``.
 
         Args:
