@@ -17,7 +17,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from convmem_graph.models import MemorySnapshot, Message
-from convmem_graph.payloads._sanitize import redact_secrets
+from convmem_graph.payloads._sanitize import guard_turn, redact_secrets
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block, select_recent_turns
 from convmem_graph.tokens import TokenCounter, count_tokens
 
@@ -229,7 +229,7 @@ def build_update_body(
 
 
 def _extended(msg: Message) -> dict[str, Any]:
-    item: dict[str, Any] = {"role": msg.role, "content": msg.content}
+    item: dict[str, Any] = {"role": msg.role, "content": guard_turn(msg.content)}
     if msg.turn_id is not None:
         item["turn_id"] = msg.turn_id
     item["timestamp"] = msg.timestamp_ms
@@ -277,5 +277,6 @@ def build_custom_llm_messages(
     if extended:
         messages.extend(_extended(m) for m in turns)
     else:
-        messages.extend({"role": m.role, "content": m.content} for m in turns)
+        # Instruction-like turns are flagged, others verbatim (see _sanitize.guard_turn).
+        messages.extend({"role": m.role, "content": guard_turn(m.content)} for m in turns)
     return messages

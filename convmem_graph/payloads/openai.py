@@ -13,6 +13,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, convert_to_messages
 
 from convmem_graph.models import MemorySnapshot
+from convmem_graph.payloads._sanitize import guard_turn
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block, select_recent_turns
 from convmem_graph.tokens import TokenCounter, count_tokens
 
@@ -56,7 +57,8 @@ def build_openai_messages(
     system = "\n".join(p for p in (persona, memory.text) if p.strip())
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     turns = select_recent_turns(snapshot.recent, recent_turns, memory_id=snapshot.memory_id)
-    messages.extend({"role": m.role, "content": m.content} for m in turns)
+    # Instruction-like turns are flagged, others verbatim (see _sanitize.guard_turn).
+    messages.extend({"role": m.role, "content": guard_turn(m.content)} for m in turns)
     return messages
 
 
@@ -89,5 +91,5 @@ def build_langchain_messages(
         snapshot, persona=persona, recent_turns=0, block=block, counter=counter, embeddings=embeddings
     )
     turns = select_recent_turns(snapshot.recent, recent_turns, memory_id=snapshot.memory_id)
-    dicts.extend({"role": m.role, "content": m.content, "id": m.id} for m in turns)
+    dicts.extend({"role": m.role, "content": guard_turn(m.content), "id": m.id} for m in turns)
     return convert_to_messages(dicts)

@@ -24,7 +24,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from convmem_graph.models import MemorySnapshot
-from convmem_graph.payloads._sanitize import redact_secrets
+from convmem_graph.payloads._sanitize import guard_turn, redact_secrets
 from convmem_graph.payloads.memory_block import (
     MemoryBlockOptions,
     build_memory_block,
@@ -136,7 +136,8 @@ def build_llm_config_dict(
     if options.history_mode is not None:
         config["HistoryMode"] = options.history_mode
     if options.recent_placement == "user_messages" and turns:
-        config["UserMessages"] = [{"Role": m.role, "Content": m.content} for m in turns]
+        # Instruction-like turns are flagged, others verbatim (see _sanitize.guard_turn).
+        config["UserMessages"] = [{"Role": m.role, "Content": guard_turn(m.content)} for m in turns]
     logger.debug(
         "TRTC LLMConfig for %s: block %d tokens, %d turns in %s",
         snapshot.memory_id,
