@@ -85,6 +85,15 @@ def _parse_options(raw: str, vendor: str) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if not k.startswith("_")}  # "_comment" keys of example files
 
 
+def _decoded(llm_config: str) -> str:
+    # TRTC wants LLMConfig as a JSON string; decoded, a reader can see the SystemPrompt lines.
+    try:
+        doc = json.loads(llm_config)
+    except json.JSONDecodeError:
+        return ""
+    return f"<h3>LLMConfig, decoded</h3>{json_block(doc, css='json decoded')}"
+
+
 def _fragment_rows(mem: ConvMemory, memory_id: str, block: Any, query: str, now: int) -> list[str]:
     snapshot = mem.snapshot(memory_id)
     included = list(getattr(block, "included_fragment_ids", []))
@@ -174,9 +183,11 @@ def inject_page(
     if error:
         payload_html = f'<p class="error">{esc(error)}</p>'
     elif isinstance(payload, str):  # the LLMConfig string: shown exactly as it is sent
-        payload_html = f'<pre class="json payload">{esc(payload)}</pre>'
+        payload_html = f'<pre class="json payload">{esc(payload)}</pre>' + _decoded(payload)
     else:
         payload_html = json_block(payload, css="json payload")
+        if isinstance(payload, dict) and isinstance(payload.get("LLMConfig"), str):
+            payload_html += _decoded(payload["LLMConfig"])
     body = (
         f"<h1>{esc(memory_id)}: inject preview</h1>"
         + memory_tabs(memory_id, "inject")

@@ -51,24 +51,22 @@ def graph_svg(mem: ConvMemory, path: list[str]) -> str:
     on_path = set(path)
     taken = {(a, b) for a, b in zip(["__start__", *path], [*path, "__end__"], strict=False)}
     edges = []
-    arc = 0
-    for e in drawable.edges:
+    right = _LEFT + _NODE_W
+    widest = 0
+    for arc, e in enumerate(drawable.edges):
         if e.source not in y or e.target not in y:
             continue
-        y1, y2 = y[e.source] + _NODE_H, y[e.target]
-        css = (
-            "edge"
-            + (" conditional" if e.conditional else "")
-            + (" taken" if (e.source, e.target) in taken else "")
-        )
-        x = _LEFT + _NODE_W // 2
-        if order.index(e.target) == order.index(e.source) + 1:
-            d = f"M{x},{y1} L{x},{y2}"
-        else:
-            arc += 1
-            reach = _NODE_W // 2 + 14 + 12 * arc
-            half = _NODE_H // 2
-            d = f"M{x + 30},{y1 - half} C{x + reach},{y1} {x + reach},{y2} {x + 30},{y2 + half}"
+        taken_css = " taken" if (e.source, e.target) in taken else ""
+        css = "edge" + (" conditional" if e.conditional else "") + taken_css
+        span = order.index(e.target) - order.index(e.source)
+        if span == 1:  # the straight spine
+            x = _LEFT + _NODE_W // 2
+            d = f"M{x},{y[e.source] + _NODE_H} L{x},{y[e.target]}"
+        else:  # a skip: an arc on the right, wider for longer jumps
+            bulge = 24 + 26 * (span - 1) + 3 * (arc % 4)
+            widest = max(widest, bulge)
+            sy, ty = y[e.source] + _NODE_H // 2 - 4, y[e.target] + _NODE_H // 2 + 4
+            d = f"M{right},{sy} C{right + bulge},{sy} {right + bulge},{ty} {right},{ty}"
         edges.append(f'<path class="{css}" d="{d}"><title>{esc(e.source)} → {esc(e.target)}</title></path>')
     nodes = []
     for name in order:
@@ -79,7 +77,7 @@ def graph_svg(mem: ConvMemory, path: list[str]) -> str:
             f'y="{y[name] + _NODE_H // 2 + 5}" text-anchor="middle">{esc(name.strip("_"))}</text></g>'
         )
     height = _TOP * 2 + len(order) * (_NODE_H + _GAP)
-    width = _LEFT + _NODE_W + 40 + 12 * (arc + 6)
+    width = right + widest + 24
     return (
         f'<svg class="graph" role="img" aria-label="lifecycle graph" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'

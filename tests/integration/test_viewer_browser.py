@@ -144,6 +144,7 @@ def test_clicking_a_fact_lights_up_its_messages(page: Any, base_url: str) -> Non
     lit_ids = {lit.nth(i).get_attribute("data-message") for i in range(lit.count())}
     assert lit_ids == set(sources)
     assert "跑步" in " ".join(lit.all_inner_texts())
+    _shot(page, "viewer-fact-sources.png")
 
 
 def test_fact_link_works_without_javascript(browser: Any, base_url: str) -> None:
@@ -195,7 +196,18 @@ def test_a_manual_variable_wins(page: Any, base_url: str) -> None:
 
 
 def test_lifecycle_graph_page(page: Any, base_url: str) -> None:
+    import httpx
+
+    # A run through the Bailian-compatible API of the same server (checkpointed step by step).
+    added = httpx.post(
+        base_url + "/api/v2/apps/memory/add",
+        json={"user_id": "u_10086", "messages": [{"role": "user", "content": "我最近开始学游泳。"}]},
+        timeout=30,
+    )
+    assert added.status_code == 200, added.text
     page.goto(base_url + "/memories/u_10086/lifecycle")
+    assert page.locator("svg.graph g.node.ran").count() >= 1
+    assert page.locator("table.steps tr").count() >= 2
     nodes = page.locator("svg.graph g.node")
     names = {nodes.nth(i).get_attribute("data-node") for i in range(nodes.count())}
     assert {"ingest", "normalize", "extract", "update_variables", "summarize", "inject"} <= names
