@@ -200,11 +200,16 @@ class MemoryInfo(_Model):
 
 
 class EpisodeHit(_Model):
-    """A stored turn the episodic index found for a query, with the query terms it holds."""
+    """A stored turn the episodic index found for a query, with the query terms it holds.
+
+    ``reply_to`` is set on the turn that answered a found turn (the other speaker's next message):
+    "Which one is your favourite?" matches a question, the answer is in the reply.
+    """
 
     seq: int
     message: Message
     terms: list[str] = Field(default_factory=list)
+    reply_to: int | None = None
 
 
 class EpisodeSearch(_Model):

@@ -124,11 +124,13 @@ _CHARS_PER_TOKEN_BOUND = 16
 # Candidates that did not fit before the selection stops looking (a shorter one further down may).
 _MAX_BUDGET_SKIPS = 24
 # A quoted turn is cut to the sentences around its match: at most budget/_QUOTE_SHARE tokens.
-_QUOTE_SHARE = 5
+_QUOTE_SHARE = 4
 _MIN_QUOTE_TOKENS = 48
 # An inferred variable is cheap and says who the user is: it ranks like a one-term match.
 _VARIABLE_PRIOR = 2.0
 _POOL_SAMPLE = 64
+# Share of a found turn's score that the other speaker's reply to it inherits.
+_REPLY_SHARE = 0.6
 _ID = attrgetter("id")
 _LANGUAGE_SAMPLE_FRAGMENTS = 8
 _PART_NAMES = ("manual_variables", "inferred_variables", "summary", "fragments", "turns")
@@ -414,11 +416,16 @@ def _select(
         pool.append(_Candidate("fragments", "fact", frag.id, score, 2, rank, frag))
     episodes = snapshot.episodes
     if episodes is not None:
+        by_seq: dict[int, float] = {}
         for hit in episodes.hits:
             msg = hit.message
+            score = scorer.score(msg.content)
+            if hit.reply_to is not None:
+                # A reply inherits part of what made its question relevant.
+                score += _REPLY_SHARE * by_seq.get(hit.reply_to, 0.0)
+            by_seq[hit.seq] = score
             if msg.id in exclude_turns or not msg.content.strip() or msg.partial:
                 continue
-            score = scorer.score(msg.content)
             if score > 0:
                 pool.append(_Candidate("turns", "turn", msg.id, score, 3, -hit.seq, msg))
     pool.sort(key=lambda c: (-c.score, c.tier, c.sub))

@@ -266,7 +266,13 @@ def count_episode_rows(conn: Connection, memory_id: str | None = None) -> int:
 
 
 def search_episodes(
-    conn: Connection, memory_id: str, query: str, *, limit: int = 32, per_term: int = _PER_TERM
+    conn: Connection,
+    memory_id: str,
+    query: str,
+    *,
+    limit: int = 32,
+    per_term: int = _PER_TERM,
+    replies: int = 12,
 ) -> EpisodeSearch:
     """Find the stored turns of one memory that hold the query's rarest terms.
 
@@ -280,6 +286,8 @@ def search_episodes(
         query: The current user input (or any text).
         limit: Candidate turns returned.
         per_term: Postings read per term.
+        replies: For this many of the best candidates, the other speaker's next turn is added
+            too (``reply_to`` set): the answer to a found question often shares no word with it.
 
     Returns:
         The candidates with the statistics the ranker scores them with.
@@ -331,12 +339,24 @@ def search_episodes(
     # A few spare candidates: a seq may have been deleted since (the index and the messages are
     # written together, but a concurrent purge may commit between the two reads).
     best = sorted(scores, key=lambda s: (-scores[s], -s))[: limit + 4]
-    found = _read_messages(conn, memory_id, best)
+    # The next two seqs after the best hits: usually the same memory's next turn (a batch gets
+    # consecutive seqs); the read below keeps only this memory's.
+    follow = {s + k for s in best[:replies] for k in (1, 2)} - set(best)
+    found = _read_messages(conn, memory_id, [*best, *sorted(follow)])
     for seq in best:
         msg = found.get(seq)
         if msg is not None:
             result.hits.append(EpisodeHit(seq=seq, message=msg, terms=sorted(held[seq])))
             if len(result.hits) == limit:
+                break
+    taken = {h.seq for h in result.hits}
+    for hit in result.hits[:replies]:
+        for nxt in (hit.seq + 1, hit.seq + 2):
+            msg = found.get(nxt)
+            if msg is not None and msg.role != hit.message.role:
+                if nxt not in taken:
+                    taken.add(nxt)
+                    result.hits.append(EpisodeHit(seq=nxt, message=msg, reply_to=hit.seq))
                 break
     return result
 
