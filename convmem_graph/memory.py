@@ -28,6 +28,7 @@ from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.memory_ops import AsyncTwins, FragmentQueries
 from convmem_graph.models import (
+    FRAGMENT_MAX_CHARS,
     Fragment,
     MemoryInfo,
     MemorySnapshot,
@@ -273,7 +274,19 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         return self.store.list_fragments(memory_id, status=status)
 
     def add_fragment(self, memory_id: str, content: str, *, category: str = "other") -> Fragment:
-        """Add a fact by hand (origin ``manual``)."""
+        """Add a fact by hand (origin ``manual``).
+
+        Raises:
+            ValueError: If ``content`` is blank or longer than ``FRAGMENT_MAX_CHARS`` (200)
+                characters (Bailian's limit for a memory node too).
+        """
+        if not isinstance(content, str) or not content.strip():
+            raise ValueError("add_fragment: content must be a non-empty string")
+        if len(content) > FRAGMENT_MAX_CHARS:
+            raise ValueError(
+                f"add_fragment: content is {len(content)} characters, over the limit of "
+                f"{FRAGMENT_MAX_CHARS}; split it into several facts"
+            )
         self.store.ensure_memory(memory_id)
         fragment = self.store.add_fragment(memory_id, content, category=category, origin="manual")
         self.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
@@ -311,11 +324,23 @@ class ConvMemory(FragmentQueries, AsyncTwins):
                 ``agora-custom`` / ``agora-standard`` (messages for an LLM endpoint), ``openai``,
                 ``langchain``.
             **options: Vendor options (persona, query, recent_turns, ...); see
-                :func:`convmem_graph.payloads.render.render_payload`.
+                :func:`convmem_graph.payloads.render.render_payload`. Without ``budget_tokens``
+                the block gets ``MemoryConfig.memory_block_budget_tokens``.
+
+        With a ``query`` and ``MemoryConfig.episodic`` (the default), the memory's stored turns are
+        searched too (the episodic index) and the matching ones compete for the block's budget
+        with the facts, quoted with their dates.
         """
         from convmem_graph.payloads.render import render_payload
 
-        return render_payload(vendor, self.snapshot(memory_id), options, now_ms=self.lifecycle.clock())
+        snap = self.snapshot(memory_id)
+        query = options.get("query")
+        if self.config.episodic and isinstance(query, str) and query.strip():
+            found = self.store.search_episodes(memory_id, query)
+            snap = snap.model_copy(update={"episodes": found})
+        if options.get("budget_tokens") is None:
+            options = {**options, "budget_tokens": self.config.memory_block_budget_tokens}
+        return render_payload(vendor, snap, options, now_ms=self.lifecycle.clock())
 
     async def apayload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Async twin of :meth:`payload`."""
