@@ -106,7 +106,9 @@ _SURNAMES = frozenset(
 # Words of two to four characters that open with a surname or 小/老/阿 but are not names.
 _NOT_NAMES = re.compile(
     r"^(?:小白|小孩子?|小朋友|小学生?|小伙子?|小姑娘|小可爱|小仙女|小透明|小公主|老大|老二|老三|老幺|老板|老师|老乡|老人家?|"
-    r"老手|老司机|老实人|阿姨|高手|高个子?|高中生|方便|明白|单身|安全|全职|文科生|理科生|乐观|宅男|宅女|宁愿)$"
+    r"老手|老司机|老实人|阿姨|高手|高个子?|高中生|方便|明白|单身|安全|全职|文科生|理科生|乐观|宅男|宅女|宁愿|"
+    # adjectives and roles that open with a surname character ("我是温柔" is rare, but not a name)
+    r"高兴|高冷|温柔|温和|安静|严肃|单纯|成熟|强壮|冷静|冷漠|简单|白痴|路痴|孤儿|常客|熟人|华人|海归|学霸|学渣|万能|全能)$"
     r"|[人者手家座族控迷党货生员师长工民友粉派型子]$"
 )
 _AGE = re.compile(r"^(?:今年|现在)?(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")

@@ -202,6 +202,7 @@ NOTHING = [
     # words after 我是 / I'm that are not names
     "我是认真的",
     "我是王者",
+    "我是安静",
     "I'm Canadian",
     "I'm Sorry",
     "I'm Going Home",
