@@ -49,7 +49,7 @@ from benchmarks.recall_kit.locomo import (
     ConversationIndex,
     DatasetError,
     build_contexts,
-    ingest_conversation,
+    ingest_session,
     load_locomo,
     memory_id,
     normalized,
@@ -150,7 +150,7 @@ def run_locomo(
         started = time.perf_counter()
         for conv in convs:
             for session in conv.sessions:
-                run.messages += ingest_conversation(mem, _one_session(conv, session), clock)
+                run.messages += ingest_session(mem, conv, session, clock)
                 if progress and task is not None:
                     progress.advance(task)
         run.ingest_seconds = time.perf_counter() - started
@@ -188,11 +188,6 @@ def run_locomo(
     finally:
         mem.close()
     return run
-
-
-def _one_session(conv: Conversation, session: Any) -> Conversation:
-    # ingest_conversation walks sessions; handing it one at a time lets the progress bar advance.
-    return Conversation(conv.sample_id, conv.speaker_a, conv.speaker_b, [session], [])
 
 
 @dataclass

@@ -32,16 +32,21 @@ from convmem_graph import ConvMemory
 from convmem_graph.tokens import count_tokens
 
 __all__ = [
+    "METHODS",
     "Clock",
     "Context",
     "Conversation",
+    "ConversationIndex",
     "DatasetError",
     "Question",
     "Session",
     "Turn",
     "build_contexts",
     "ingest_conversation",
+    "ingest_session",
     "load_locomo",
+    "memory_id",
+    "normalized",
     "parse_session_date",
 ]
 
@@ -232,15 +237,16 @@ def memory_id(conv: Conversation) -> str:
     return "locomo_" + re.sub(r"[^A-Za-z0-9_-]", "_", conv.sample_id)
 
 
+def ingest_session(mem: ConvMemory, conv: Conversation, session: Session, clock: Clock) -> int:
+    """One lifecycle run for one session, the clock at the session's last turn; returns new messages."""
+    clock.now_ms = session.turns[-1].timestamp_ms
+    messages = [{"role": t.role, "content": t.text, "timestamp": t.timestamp_ms} for t in session.turns]
+    return mem.ingest(memory_id(conv), messages, source="openai").new_messages
+
+
 def ingest_conversation(mem: ConvMemory, conv: Conversation, clock: Clock) -> int:
     """Ingest one conversation, one lifecycle run per session; returns the new messages stored."""
-    new = 0
-    mid = memory_id(conv)
-    for session in conv.sessions:
-        clock.now_ms = session.turns[-1].timestamp_ms
-        messages = [{"role": t.role, "content": t.text, "timestamp": t.timestamp_ms} for t in session.turns]
-        new += mem.ingest(mid, messages, source="openai").new_messages
-    return new
+    return sum(ingest_session(mem, conv, session, clock) for session in conv.sessions)
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,15 @@ __all__ = [
     "QUERY_MODES",
     "Dialogue",
     "Event",
+    "UserIndex",
+    "block_tokens",
+    "bm25_block",
+    "convmem_block",
     "load_madial",
     "load_user_memories",
+    "memory_id",
     "queries",
+    "recall",
     "split_event",
 ]
 
