@@ -294,3 +294,26 @@ def test_openapi_document_lists_both_generations(client: TestClient) -> None:
     assert f"{B}/add" in paths and f"{B}/memory_nodes/search" in paths
     assert "/{workspace_id}/memories/{memory_id}/memoryNodes/{memory_node_id}" in paths
     assert "AddMemoryBody" in doc["components"]["schemas"]
+
+
+def test_served_by_convmem_serve_app(tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_settings", reason="the server extra is not installed")
+    from convmem_graph.server.app import create_app
+    from convmem_graph.server.settings import ServeSettings
+
+    db = str(tmp_path / "served.db")
+    open_app = TestClient(create_app(ServeSettings(db=db, token=None)))
+    body = {"user_id": "u_s", "custom_content": "用户喜欢喝茶。"}
+    assert (
+        open_app.post(f"{B}/add", json=body, headers={"Authorization": "Bearer sk-dashscope"}).status_code
+        == 200
+    )
+    assert open_app.get("/memories/u_s").status_code == 200  # the viewer is there too
+    locked = TestClient(create_app(ServeSettings(db=db, token="t0k")))
+    assert locked.post(f"{B}/memory_nodes/search", json={"user_id": "u_s", "query": "茶"}).status_code == 401
+    found = locked.post(
+        f"{B}/memory_nodes/search",
+        json={"user_id": "u_s", "query": "茶"},
+        headers={"Authorization": "Bearer t0k"},
+    )
+    assert [n["content"] for n in _ok(found)["memory_nodes"]] == ["用户喜欢喝茶。"]
