@@ -55,7 +55,7 @@ def memories_page(mem: ConvMemory, *, q: str = "", page: int = 1, notice: str = 
     ]
     pager = []
     if page > 1:
-        pager.append(f'<a rel="prev" href="{esc(query_url("/", q=q, page=page - 1))}">← newer ids</a>')
+        pager.append(f'<a rel="prev" href="{esc(query_url("/", q=q, page=page - 1))}">← previous</a>')
     if offset + PAGE_SIZE < total:
         pager.append(f'<a rel="next" href="{esc(query_url("/", q=q, page=page + 1))}">more →</a>')
     body = (
