@@ -83,6 +83,10 @@ Rule = Callable[[_Clause, RuleContext], list[Fact] | None]
 _NAME = re.compile(
     r"^(?:叫(?![做作])|名叫|的名字(?:是|叫)|名字(?:是|叫))([\u4e00-\u9fff·]{2,4}|[A-Za-z][A-Za-z .'-]{0,30})$"
 )
+# "叫我小林就行": what the user wants to be called.
+_CALL_ME = re.compile(
+    r"^(?:就|可以)?叫我([\u4e00-\u9fff]{2,4}?|[A-Za-z][A-Za-z .'-]{0,30}?)(?:就行|就好|就可以|吧|好了)?$"
+)
 # "我是李雷": a self-introduction only when the word after 是 looks like a personal name.
 _SELF_IS = re.compile(r"^是([\u4e00-\u9fff]{2,4})$")
 #: Characters a name never contains: function words, pronouns, verbs of the rules themselves.
@@ -156,6 +160,9 @@ def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     m = _SELF_IS.match(b)
     if m and c.when is None and _personal_name(m.group(1)):
         return [_name_fact(m.group(1))]
+    m = _CALL_ME.match(b)
+    if m and (_personal_name(m.group(1)) or not has_cjk(m.group(1))):  # not "叫我起床"
+        return [_name_fact(m.group(1).strip())]
     m = _AGE.match(b) or (_BARE_AGE.match(b) if c.when is not None and c.when.period.kind == "year" else None)
     if m and (c.when is None or c.when.period.kind == "year"):
         age = cn_int(m.group(1))
@@ -959,7 +966,7 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     said = False
     for clause in clauses:
         text = clause.text
-        if clause.question or _QUESTION_END.search(text):
+        if clause.question or _QUESTION_END.search(text) or _GREETING.fullmatch(text):
             continue
         found = _pet_age(text, ctx) or _plan_date(text, ctx) or _here_zh(text)
         if found:
@@ -1017,7 +1024,7 @@ _REPORTED = re.compile(
     r"^(?:知道|听说|听(?:别人|人家|朋友|他|她|他们)?说|觉得|认为|记得|以为|发现|猜|相信|感觉|看到|注意到|怀疑|确定|"
     r"肯定|明白|了解|担心|希望|听到|看出来?)"
 )
-_GREETING = re.compile(r"^(?:你好|您好|大家好|嗨|哈喽|hi|hello)", re.IGNORECASE)
+_GREETING = re.compile(r"^(?:你好|您好|大家好|嗨|哈喽|hi|hello)(?:呀|啊|哦)?", re.IGNORECASE)
 # "我们武汉这边…", "我这里武汉…": the user says where they are.
 _HERE = re.compile(
     r"^(?:我们|咱们|我)(?:这边|这里|这儿)?(?:在)?(?P<place>[\u4e00-\u9fff]{2,6}?)(?:这边|这里|这儿)"
