@@ -82,7 +82,7 @@ _EN_STOP = frozenset(
 # CJK characters that say nothing alone; a bigram made only of them is noise too.
 _CJK_STOP = frozenset("的了是我你他她它们在和也就都而及与着或一个吗呢吧啊这那有要会对把被给让很还又说用户")
 _CJK_STOP_BIGRAMS = frozenset({"用户", "一个", "我们", "你们", "他们", "什么", "这个", "那个", "怎么"})
-_PARTICLES = frozenset("的了吗呢吧啊呀哦嘛着")
+_PARTICLES = frozenset("的了吗呢吧啊呀哦嘛着什么")
 
 
 def _bigrams(run: str) -> list[str]:
