@@ -46,6 +46,10 @@ _NOT_NAMES = frozenset(
     catholic christian buddhist hindu atheist vegan vegetarian gay straight bi trans aries taurus gemini
     cancer leo virgo libra scorpio sagittarius capricorn aquarius pisces mom dad the a an in at on from
     with into over off out up down retired pregnant proud grateful thankful blessed lucky honored
+    bored sleepy cold hot full lost stuck broke exhausted confused curious nervous scared worried stressed
+    thirsty serious jealous angry upset alright awake sure positive certain old young amazed impressed
+    obsessed addicted allergic done finished retired unemployed employed single shy quiet loud famous
+    rich poor vegan back totally literally definitely probably still always never almost kinda
     """.split()
 )
 _AGE = re.compile(r"^I'm\s+(\d{1,3})(?:\s*(?:years?|yrs?)(?:[\s-]*old)?)?(?:\s+(?:now|already|today))?$")
