@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from convmem_graph.integrations import ConvMemoryChatHistory, ConvMemoryMiddleware
+    from convmem_graph.langgraph_store import ConvMemoryStore
 
 __all__ = ["ConvMemory"]
 
@@ -386,6 +387,18 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             persona=persona,
             on_missing_memory_id=on_missing_memory_id,
         )
+
+    def as_store(self, *, prefix: str = "memories") -> ConvMemoryStore:
+        """Return a LangGraph ``BaseStore`` over this memory (namespaces ``(prefix, memory_id, ...)``).
+
+        Pass it to ``graph.compile(store=...)`` / ``create_agent(store=...)`` so ``runtime.store``
+        and LangMem's ``create_manage_memory_tool`` / ``create_search_memory_tool`` (namespace
+        ``("memories", "{langgraph_user_id}")``) read and write convmem's facts; see
+        :mod:`convmem_graph.langgraph_store`.
+        """
+        from convmem_graph.langgraph_store import ConvMemoryStore
+
+        return ConvMemoryStore(self, prefix=prefix)
 
     def as_chat_history(self, memory_id: str, *, window: int = 50) -> ConvMemoryChatHistory:
         """Return a ``BaseChatMessageHistory`` for code built on ``RunnableWithMessageHistory``."""
