@@ -29,7 +29,21 @@ from convmem_graph.models import Message, ReadResult
 from convmem_graph.store import MemoryStore
 from convmem_graph.tokens import TokenCounter, count_tokens
 
-__all__ = ["MemoryContext", "MemoryState", "RawInput", "shared_store"]
+__all__ = [
+    "MAX_DEAD_LETTERS_PER_RUN",
+    "MAX_ERRORS_KEPT",
+    "MemoryContext",
+    "MemoryState",
+    "RawInput",
+    "shared_store",
+]
+
+#: Unreadable payloads described in a run's ``errors`` (the state is checkpointed at every step, so
+#: it holds a count and this sample, never the full list: 300k bad lines once made three 47 MB blobs).
+MAX_ERRORS_KEPT = 20
+#: Unreadable payloads quarantined one by one per run; past it they are counted and one dead letter
+#: says how many more there were (each dead letter is a write).
+MAX_DEAD_LETTERS_PER_RUN = 1000
 
 
 class MemoryState(TypedDict, total=False):
@@ -46,8 +60,10 @@ class MemoryState(TypedDict, total=False):
     ingested: int
     dead_letters: int
     skipped: dict[str, int]
-    #: One entry per payload that could not be read: name, source, path, reason.
+    #: The first ``MAX_ERRORS_KEPT`` payloads that could not be read (name, source, path, reason)
+    #: and how many there were in all.
     errors: list[dict[str, str]]
+    error_count: int
     #: Ids of the messages this run stored (the batch), and the store cursors after the run.
     new_message_ids: list[str]
     max_seq: int
@@ -60,6 +76,8 @@ class MemoryState(TypedDict, total=False):
     #: Small results.
     fragment_ops: dict[str, int]
     variable_guesses: dict[str, dict[str, Any]]
+    #: Canonical keys whose facts this run's extraction touched (``None``: unknown, infer all).
+    touched_keys: list[str] | None
     variables_changed: list[str]
     summary_version: int
     model_calls: int

@@ -228,6 +228,8 @@ class LLMExtractor:
     """
 
     name = "llm"
+    #: How many of the newest known facts the lifecycle hands over (the prompt shows them all).
+    known_facts = _MAX_KNOWN_FACTS
 
     def __init__(
         self,

@@ -2,6 +2,12 @@
 
 Works batch by batch from the store's cursor, so a failed run resumes exactly where it stopped:
 each batch's fragment operations and the cursor advance commit in one transaction.
+
+A turn's cost does not grow with the facts a memory holds: the extractor is shown a bounded set of
+known facts (the newest ones, plus known pets and plans), and candidates are reconciled only with
+the stored facts that have the same canonical keys or the same normalized content (index reads).
+The canonical keys this run touched go to ``update_variables``, which re-infers only the
+variables depending on them.
 """
 
 from __future__ import annotations
@@ -12,12 +18,26 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.extractors.reconcile import reconcile
 from convmem_graph.models import FragmentCandidate, Message
 from convmem_graph.nodes._fresh import messages_after
 from convmem_graph.state import MemoryContext, MemoryState
 
-__all__ = ["extract"]
+__all__ = ["CONTEXT_FRAGMENTS", "extract"]
+
+#: Newest known facts shown to an extractor per batch, unless it sets ``known_facts`` itself (the
+#: LLM extractor shows the model 200). Known pets and plans are always included.
+CONTEXT_FRAGMENTS = 200
+
+
+def _known_facts(extractor: Any) -> int:
+    from convmem_graph.extractors.heuristic import HeuristicExtractor
+
+    if isinstance(extractor, HeuristicExtractor):
+        return 0  # its rules read only known pets and plans
+    limit = getattr(extractor, "known_facts", CONTEXT_FRAGMENTS)
+    return limit if isinstance(limit, int) and limit >= 0 else CONTEXT_FRAGMENTS
 
 
 def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
@@ -34,6 +54,8 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     counts: Counter[str] = Counter()
     guesses: dict[str, dict[str, Any]] = dict(state.get("variable_guesses") or {})
     calls = state.get("model_calls", 0)
+    # Facts changed before this run (an interrupted run, a hand edit): which keys is unknown.
+    touched: set[str] | None = None if state.get("fragments_changed") else set()
     while True:
         rows = _batch(ctx, memory_id, cursor)
         if not rows:
@@ -42,11 +64,20 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         batch = [m for _, m in rows]
         ops = []
         if any(m.role == "user" for m in batch):
-            existing = store.list_fragments(memory_id, status="active")
-            result = ctx.extractor.extract(batch, existing, specs, now_ms=ctx.clock())
+            context = store.context_fragments(memory_id, limit=_known_facts(ctx.extractor))
+            result = ctx.extractor.extract(batch, context, specs, now_ms=ctx.clock())
             calls += result.model_calls
             stamp_observed(result.candidates, batch)
-            ops = reconcile(result.candidates, existing)
+            related = store.related_fragments(
+                memory_id, [c.key for c in result.candidates], [c.content for c in result.candidates]
+            )
+            ops = reconcile(result.candidates, related)
+            if touched is not None:
+                keys_of = {f.id: f.key for f in related}
+                for op in ops:
+                    touched.add(canonical_key(op.candidate.key))
+                    if op.target_id in keys_of:
+                        touched.add(canonical_key(keys_of[op.target_id]))
             for name, guess in result.variables.items():
                 guesses[name] = guess.model_dump()
         applied = store.commit_extraction(memory_id, ops, upto_seq=upto, now_ms=ctx.clock())
@@ -60,6 +91,7 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         "fragment_ops": dict(counts),
         "fragments_changed": changed or bool(guesses) or bool(state.get("fragments_changed")),
         "variable_guesses": guesses,
+        "touched_keys": None if touched is None else sorted(touched),
         "model_calls": calls,
     }
 

@@ -19,7 +19,13 @@ from langgraph.runtime import Runtime
 
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
-from convmem_graph.state import MemoryContext, MemoryState, RawInput
+from convmem_graph.state import (
+    MAX_DEAD_LETTERS_PER_RUN,
+    MAX_ERRORS_KEPT,
+    MemoryContext,
+    MemoryState,
+    RawInput,
+)
 
 __all__ = ["IngestInput", "ingest"]
 
@@ -95,6 +101,8 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
     skipped: Counter[str] = Counter()
     dead = 0
     errors: list[dict[str, str]] = []
+    error_count = 0
+    unstored = 0  # bad payloads and items past MAX_DEAD_LETTERS_PER_RUN
     now = ctx.clock()
     inputs = list(ctx.inputs)
     from_state, cursor = _state_messages(state)
@@ -120,17 +128,28 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
     for item, raw_doc, outcome in read:
         if isinstance(outcome, SourceFormatError):
             bad = outcome
+            error_count += 1
+            dead += 1
+            if len(errors) < MAX_ERRORS_KEPT:
+                errors.append(
+                    {"name": item.name, "source": bad.source, "path": bad.path, "reason": bad.reason}
+                )
+            if dead > MAX_DEAD_LETTERS_PER_RUN:
+                unstored += 1
+                continue
             logger.warning("quarantined %s: %s", item.name or "payload", bad)
             ctx.store.add_dead_letter(
                 memory_id, source=bad.source, raw=_raw_text(raw_doc), error=bad.reason, path=bad.path
             )
-            dead += 1
-            errors.append({"name": item.name, "source": bad.source, "path": bad.path, "reason": bad.reason})
             continue
         result = outcome
         for s in result.skipped:
             skipped[s.reason] += 1
             if s.reason == "invalid":
+                dead += 1
+                if dead > MAX_DEAD_LETTERS_PER_RUN:
+                    unstored += 1
+                    continue
                 raw = _raw_text(_resolve(raw_doc, s.path)) if raw_doc is not None else s.detail
                 ctx.store.add_dead_letter(
                     memory_id,
@@ -139,18 +158,28 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
                     error=s.detail or "invalid item",
                     path=s.path,
                 )
-                dead += 1
         ctx.inbox.append(result)
+    if unstored:
+        # Bounded work on hostile input: one note instead of one write per bad item.
+        logger.warning("%d more bad payloads or items of this run were counted, not quarantined", unstored)
+        ctx.store.add_dead_letter(
+            memory_id,
+            source="convmem",
+            raw=f"{unstored} more bad payloads or items in the run at {now}",
+            error=f"dead-letter limit of {MAX_DEAD_LETTERS_PER_RUN} per run reached",
+        )
     out: MemoryState = {
         "ingested": len(ctx.inbox),
         "dead_letters": dead,
         "errors": errors,
+        "error_count": error_count,
         "summary_version": 0,
         "skipped": dict(skipped),
         "new_message_ids": [],
         "fragment_ops": {},
         "variable_guesses": {},
         "variables_changed": [],
+        "touched_keys": None,
         "fragments_changed": False,
         "model_calls": 0,
         "payloads": [],

@@ -31,7 +31,8 @@ def build_snapshot(
 ) -> MemorySnapshot:
     """Read everything the payload builders need for ``memory_id`` from the store."""
     specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
-    fragments = store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now_ms)
+    # The database picks the strongest facts by index (the same order as select_fragments).
+    fragments = store.strongest_fragments(memory_id, limit=config.snapshot_max_fragments, now_ms=now_ms)
     values = store.get_variables(memory_id)
     # Schema order first (name, birth year, city ...), then values of names no longer in the schema.
     order = {s.name: i for i, s in enumerate(specs)}

@@ -10,13 +10,17 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
-from convmem_graph.models import Message, Summary
+from convmem_graph.models import Fragment, Message, Summary
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["summarize"]
 
 _CHUNK = 200
 _RECENT = 20
+#: Facts handed to the summarizer of each kind: a fact sentence costs several tokens (a quarter
+#: of the budget in facts fills it), and the extractive summary stops after 64 pieces in a row
+#: that do not fit; the margin also covers skipped ones (restated variables, repeats).
+_FACT_MARGIN = 128
 
 
 def _commit(
@@ -28,7 +32,7 @@ def _commit(
         store.get_summary(memory_id),
         messages,
         store.get_variables(memory_id),
-        store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now),
+        _strongest(ctx, memory_id, budget, now),
         budget_tokens=budget,
         counter=ctx.counter,
         now_ms=now,
@@ -45,6 +49,16 @@ def _commit(
         now_ms=now,
         origin=origin,
     )
+
+
+def _strongest(ctx: MemoryContext, memory_id: str, budget: int, now: int) -> list[Fragment]:
+    """The strongest durable facts, then the strongest temporary ones: all a budget can hold."""
+    limit = budget // 4 + _FACT_MARGIN
+    return [
+        f
+        for transient in (False, True)
+        for f in ctx.store.strongest_fragments(memory_id, limit=limit, now_ms=now, transient=transient)
+    ]
 
 
 def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:

@@ -1,22 +1,25 @@
 """``update_variables``: infer profile variables from active, non-transient fragments.
 
 Manual values are never touched: the store keeps inferred and manual values apart and the manual
-one wins when read.
+one wins when read. Only the variables depending on the facts this run changed are re-inferred,
+each from the facts it reads (see :mod:`convmem_graph.nodes._inference`), so the step costs the
+same for a memory of ten facts and one of ten thousand.
 """
 
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS, infer_variables
+from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
 from convmem_graph.models import VariableGuess
+from convmem_graph.nodes._inference import affected_specs, infer_from_store
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["update_variables"]
 
 
 def update_variables(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
-    """Recompute inferred values for ``infer=True`` specs and store the ones that changed.
+    """Recompute inferred values for the ``infer=True`` specs the run's fact changes may affect.
 
     Values a model proposed during extraction (``variable_guesses``) are used for specs the
     fragment rules leave empty.
@@ -26,15 +29,25 @@ def update_variables(state: MemoryState, runtime: Runtime[MemoryContext]) -> Mem
     memory_id = state["memory_id"]
     now = ctx.clock()
     specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
-    fragments = [
-        f
-        for f in store.list_fragments(memory_id, status="active", include_expired=False, now_ms=now)
-        if not f.transient
-    ]
-    guesses = infer_variables(specs, fragments, now_ms=now)
+    proposed = state.get("variable_guesses") or {}
+    # Keys are known only when this run's extract step ran (state carries over between runs).
+    touched = state.get("touched_keys") if state.get("pending_extraction") else None
     inferable = {s.name for s in specs if s.infer}
-    for name, raw in (state.get("variable_guesses") or {}).items():
+    chosen = affected_specs(specs, touched)
+    # A name a model proposed is decided again (rules first), so its value is never stale.
+    chosen += [s for s in specs if s.infer and s.name in proposed and s not in chosen]
+    guesses = infer_from_store(store, memory_id, chosen, now_ms=now)
+    names = {s.name for s in chosen}
+    diet = next((s for s in specs if s.infer and s.name == "diet" and s.type == "string"), None)
+    if diet is not None and "diet" not in names and "language" in names:
+        # diet is worded in the user's language: a language change rewrites it.
+        before = store.inferred_variables(memory_id).get("language")
+        after = guesses.get("language")
+        if (before.value if before else None) != (after.value if after else None):
+            guesses.update(infer_from_store(store, memory_id, [diet], now_ms=now))
+            names.add("diet")
+    for name, raw in proposed.items():
         if name in inferable and name not in guesses:
             guesses[name] = VariableGuess.model_validate(raw)
-    changed = store.commit_inferred_variables(memory_id, guesses, now_ms=now, inferable=inferable)
+    changed = store.commit_inferred_variables(memory_id, guesses, now_ms=now, inferable=names)
     return {"variables_changed": changed}

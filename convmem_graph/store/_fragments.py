@@ -8,12 +8,16 @@ already wrote and changes nothing.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Row, update
+from sqlalchemy import Connection, Row, select, update
 
 from convmem_graph._ids import stable_id
+from convmem_graph.extractors._text import is_cjk_text, norm_text
+from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
 from convmem_graph.store._audit import audit_row, messages_cause, write_audit
 from convmem_graph.store._messages import normalize_text
@@ -21,7 +25,18 @@ from convmem_graph.store._queries import FRAGMENTS_BY_ID, INSERT_FRAGMENTS
 from convmem_graph.store.engine import chunked
 from convmem_graph.store.schema import fragments
 
-__all__ = ["FragmentWriter", "fragment_id", "manual_key", "row_to_fragment"]
+__all__ = [
+    "FragmentWriter",
+    "derived_columns",
+    "fill_derived",
+    "fragment_id",
+    "manual_key",
+    "norm_hash",
+    "row_to_fragment",
+    "upgrade_fragments",
+]
+
+logger = logging.getLogger(__name__)
 
 Origin = Literal["extracted", "manual", "api"]
 _AUDITED = ("content", "category", "key", "status", "transient", "expires_at")
@@ -36,6 +51,51 @@ def manual_key(category: str, content: str) -> str:
     """Return the key given to a hand-added fragment that came without one."""
     norm = normalize_text(content) or content.strip()
     return f"{category}:{norm[:48]}"
+
+
+def norm_hash(content: str) -> int:
+    """Return a signed 64-bit hash of a fact's normalized content (what reconcile compares)."""
+    digest = hashlib.blake2b(norm_text(content).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def derived_columns(key: str, content: str) -> dict[str, Any]:
+    """The columns derived from a fragment's key and content: ``ckey``, ``norm_hash``, ``cjk``."""
+    return {"ckey": canonical_key(key), "norm_hash": norm_hash(content), "cjk": is_cjk_text(content)}
+
+
+def fill_derived(conn: Connection, memory_id: str | None = None) -> int:
+    """Fill the derived columns of rows that lack them (older versions, older exports).
+
+    Args:
+        conn: A connection inside a write transaction.
+        memory_id: Only this memory's rows; ``None`` for every memory.
+
+    Returns:
+        How many rows were filled.
+    """
+    stmt = select(fragments.c.memory_id, fragments.c.id, fragments.c.key, fragments.c.content).where(
+        fragments.c.ckey.is_(None)
+    )
+    if memory_id is not None:
+        stmt = stmt.where(fragments.c.memory_id == memory_id)
+    rows = list(conn.execute(stmt))
+    for row in rows:
+        conn.execute(
+            update(fragments)
+            .where(fragments.c.memory_id == row.memory_id, fragments.c.id == row.id)
+            .values(**derived_columns(row.key, row.content))
+        )
+    return len(rows)
+
+
+def upgrade_fragments(conn: Connection) -> None:
+    """Bring an older database's fragments up to date: the derived columns' indexes and values."""
+    for index in sorted(fragments.indexes, key=lambda i: str(i.name)):
+        index.create(conn, checkfirst=True)
+    filled = fill_derived(conn)
+    if filled:
+        logger.info("filled the derived columns of %d fragments of an older database", filled)
 
 
 def row_to_fragment(row: Row[Any]) -> Fragment:
@@ -76,6 +136,7 @@ def _to_row(f: Fragment) -> dict[str, Any]:
         "created_at": f.created_at,
         "updated_at": f.updated_at,
         "observed_at": f.observed_at,
+        **derived_columns(f.key, f.content),
     }
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.pool import NullPool
 from convmem_graph._ids import check_identifier
 from convmem_graph._time import now_ms as _now
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError, NotFoundError
+from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import (
     EpisodeSearch,
     Fragment,
@@ -36,10 +37,18 @@ from convmem_graph.models import (
     VariableValue,
     VariableValueType,
 )
+from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
 from convmem_graph.store import _variables as var
 from convmem_graph.store._audit import audit_row, row_to_audit, write_audit
-from convmem_graph.store._fragments import FragmentWriter, manual_key, row_to_fragment
+from convmem_graph.store._fragments import (
+    FragmentWriter,
+    fill_derived,
+    manual_key,
+    norm_hash,
+    row_to_fragment,
+    upgrade_fragments,
+)
 from convmem_graph.store._messages import MESSAGE_COLUMNS, insert_messages, prepare_messages, row_to_message
 from convmem_graph.store.engine import (
     WRITE_OPTION,
@@ -173,6 +182,7 @@ class MemoryStore:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
             METADATA.create_all(conn)
             _add_missing_columns(conn)
+            upgrade_fragments(conn)
             ensure_episode_index(conn)
         logger.debug("memory store opened at %s", self.safe_url)
 
@@ -632,6 +642,110 @@ class MemoryStore:
             raise NotFoundError(f"fragment {fragment_id!r} not found in memory {memory_id!r}")
         return row_to_fragment(row)
 
+    # -- fragment reads of the live path: index ranges, independent of how many facts there are --
+    def _derived_ready(self, memory_id: str) -> None:
+        # Rows imported from an older export lack the derived columns the reads below filter on.
+        with self._read() as conn:
+            missing = conn.execute(FQ.UNDERIVED, {"mid": memory_id}).first() is not None
+        if missing:
+            with self._write(memory_id) as conn:
+                fill_derived(conn, memory_id)
+
+    def related_fragments(
+        self, memory_id: str, keys: Collection[str], contents: Collection[str]
+    ) -> list[Fragment]:
+        """Active fragments with one of these keys (compared canonically) or the same normalized content.
+
+        What reconciling candidates with these keys and contents needs, read by index.
+        """
+        if not keys and not contents:
+            return []
+        self._derived_ready(memory_id)
+        ckeys = sorted({canonical_key(k) for k in keys})
+        hashes = sorted({norm_hash(c) for c in contents})
+        found: dict[str, Fragment] = {}
+        with self._read() as conn:
+            # Two statements, not one with OR: each is then an index lookup.
+            for r in conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys}):
+                found[r.id] = row_to_fragment(r)
+            for r in conn.execute(FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes}):
+                if r.id not in found:
+                    found[r.id] = row_to_fragment(r)
+        return list(found.values())
+
+    def context_fragments(
+        self, memory_id: str, *, limit: int, prefixes: Sequence[str] = ("pet:", "plan:"), per_prefix: int = 50
+    ) -> list[Fragment]:
+        """The ``limit`` most recently updated active fragments, plus up to ``per_prefix`` under each prefix.
+
+        What an extractor is shown as known facts (a model sees the newest; the heuristic rules
+        look up known pets and plans), whatever the size of the memory.
+        """
+        self._derived_ready(memory_id)
+        found: dict[str, Fragment] = {}
+        with self._read() as conn:
+            if limit > 0:
+                for r in conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit}):
+                    found[r.id] = row_to_fragment(r)
+            for prefix in prefixes if per_prefix > 0 else ():
+                lo, hi = FQ.key_range(prefix)
+                params = {"mid": memory_id, "lo": lo, "hi": hi, "limit": per_prefix}
+                for r in conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params):
+                    if r.id not in found:
+                        found[r.id] = row_to_fragment(r)
+        return list(found.values())
+
+    def strongest_fragments(
+        self, memory_id: str, *, limit: int, now_ms: int, transient: bool | None = None
+    ) -> list[Fragment]:
+        """The ``limit`` strongest live active fragments: durable first, then confidence, then recency.
+
+        The order of :func:`convmem_graph.nodes.inject.select_fragments`, chosen by the database;
+        ``transient`` keeps only temporary (True) or durable (False) facts.
+        """
+        params: dict[str, Any] = {"mid": memory_id, "limit": limit, "now": now_ms}
+        query = FQ.STRONGEST
+        if transient is not None:
+            query, params["transient"] = FQ.STRONGEST_OF_KIND, transient
+        with self._read() as conn:
+            return [row_to_fragment(r) for r in conn.execute(query, params)]
+
+    def durable_fragments(
+        self, memory_id: str, *, now_ms: int, keys: Collection[str] = (), prefixes: Collection[str] = ()
+    ) -> list[Fragment]:
+        """Usable durable fragments (what variable inference reads) with these canonical keys or prefixes."""
+        self._derived_ready(memory_id)
+        found: dict[str, Fragment] = {}
+        with self._read() as conn:
+            if keys:
+                for r in conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": sorted(keys)}):
+                    if not r.transient and (r.expires_at is None or r.expires_at > now_ms):
+                        found[r.id] = row_to_fragment(r)
+            for r in FQ.prefix_rows(conn, memory_id, prefixes, now_ms=now_ms):
+                found.setdefault(r.id, row_to_fragment(r))
+        return list(found.values())
+
+    def newest_durable_fragments(self, memory_id: str, *, now_ms: int, batch: int = 32) -> Iterator[Fragment]:
+        """Usable durable fragments, newest stated first, read page by page (stop iterating to stop)."""
+        self._derived_ready(memory_id)
+        offset = 0
+        while True:
+            with self._read() as conn:
+                stmt = FQ.NEWEST_DURABLE.limit(batch).offset(offset)
+                rows = list(conn.execute(stmt, {"mid": memory_id, "now": now_ms}))
+            yield from (row_to_fragment(r) for r in rows)
+            if len(rows) < batch:
+                return
+            offset += batch
+            batch = min(batch * 2, 1024)
+
+    def durable_language_counts(self, memory_id: str, *, now_ms: int) -> tuple[int, int]:
+        """How many usable durable fragments are mainly Chinese, and how many are not."""
+        self._derived_ready(memory_id)
+        with self._read() as conn:
+            total, zh = conn.execute(FQ.CJK_COUNTS, {"mid": memory_id, "now": now_ms}).one()
+        return int(zh), int(total) - int(zh)
+
     def add_fragment(
         self,
         memory_id: str,
@@ -830,6 +944,12 @@ class MemoryStore:
         """Return the effective value of each variable: the manual one wins over the inferred one."""
         with self._read() as conn:
             return var.effective_values(var.read_values(conn, memory_id))
+
+    def inferred_variables(self, memory_id: str) -> dict[str, VariableValue]:
+        """Return the stored inferred values (manual values left out, even where they win)."""
+        with self._read() as conn:
+            stored = var.read_values(conn, memory_id)
+        return {name: v for (name, origin), v in stored.items() if origin == "inferred"}
 
     def set_manual_variable(
         self, memory_id: str, name: str, value: VariableValueType, *, now_ms: int | None = None

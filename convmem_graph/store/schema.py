@@ -22,6 +22,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 __all__ = [
@@ -120,6 +121,40 @@ fragments = Table(
     Column("created_at", _Ms, nullable=False),
     Column("updated_at", _Ms, nullable=False),
     Column("observed_at", _Ms, nullable=False, default=0),
+    # Derived on write (see store/_fragments.py) so the live path reads only the facts it needs:
+    # the canonical key (reconcile, variable inference; bytewise order on PostgreSQL so a prefix
+    # is an index range), a 64-bit hash of the normalized content (same fact under another key)
+    # and whether the text is mainly Chinese (the ``language`` variable). NULL in rows written by
+    # older versions or imported from older exports until the store fills them in.
+    Column("ckey", String().with_variant(String(collation="C"), "postgresql"), nullable=True),
+    Column("norm_hash", BigInteger().with_variant(Integer(), "sqlite"), nullable=True),
+    Column("cjk", Boolean, nullable=True),
+    # Status before key: the planner (SQLite has no statistics) must see three equalities here
+    # and only two in the indexes below, or it walks every active fact of the memory instead.
+    Index(None, "memory_id", "status", "ckey"),
+    Index(None, "memory_id", "status", "norm_hash"),
+    # The call-start snapshot's strongest facts and newest-first walks, read in index order.
+    Index(
+        "ix_cm_fragments_rank",
+        "memory_id",
+        "status",
+        "transient",
+        text("confidence DESC"),
+        text("observed_at DESC"),
+        text("updated_at DESC"),
+        "id",
+    ),
+    # Also covers the language count (cjk, expires_at): an index-only scan, no table reads.
+    Index(
+        "ix_cm_fragments_newest",
+        "memory_id",
+        "status",
+        "transient",
+        text("observed_at DESC"),
+        "cjk",
+        "expires_at",
+    ),
+    Index("ix_cm_fragments_recent", "memory_id", "status", text("updated_at DESC")),
 )
 
 variable_specs = Table(

@@ -1,0 +1,229 @@
+"""Live-turn cost versus memory size, beside the naive ``add_messages`` + ``SqliteSaver`` pattern.
+
+A live agent hands each finished turn (one user and one assistant message) to
+``ConvMemory.ingest``, as the middleware does after each model call. This measures that call for a
+memory with no history and for one with 50k prior messages and 5k active facts (and, as a control,
+50k messages with 100 facts), on SQLite and, with ``--postgres URL``, on PostgreSQL. Each user
+message states a new fact, so every turn extracts, reconciles, re-infers variables and rebuilds
+the call-start snapshot. Sizes are measured in interleaved rounds (the machine is shared and
+noisy); the figures are medians over rounds of each round's p50 and p95.
+
+Beside it, the naive LangGraph pattern: a graph whose state accumulates ``messages`` with the
+``add_messages`` reducer under ``SqliteSaver``, one invoke per turn, at 0 and at 50k messages.
+
+Targets (issue 11): p95 at 50k messages / 5k facts <= 2x p95 at no history, on SQLite and
+PostgreSQL; PostgreSQL p50 <= 1.5x SQLite p50.
+
+Usage:
+    python benchmarks/live_turn.py [--turns 40] [--rounds 3] [--postgres postgresql://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from convmem_graph.memory import ConvMemory
+from convmem_graph.models import FragmentCandidate, FragmentOp, Message
+
+BASE_MS = 1_767_000_000_000
+TOPICS = ["芒果", "跑步", "西湖", "猫", "成都", "咖啡", "coffee", "hiking", "guitar", "sushi"]
+THINGS = ["榴莲", "羽毛球", "爵士乐", "拿铁", "徒步", "围棋", "寿司", "摄影", "瑜伽", "披萨", "滑雪", "钢琴"]
+SIZES: tuple[tuple[str, int, int], ...] = (
+    ("0 history", 0, 0),
+    ("50k msgs / 100 facts", 50_000, 100),
+    ("50k msgs / 5k facts", 50_000, 5_000),
+)
+
+
+def fill(mem: ConvMemory, memory_id: str, messages: int, facts: int) -> None:
+    """Store ``messages`` prior messages and ``facts`` active facts, all processed."""
+    store = mem.store
+    store.ensure_memory(memory_id)
+    batch: list[Message] = []
+    for i in range(messages):
+        batch.append(
+            Message(
+                id=f"m{i}",
+                role="user" if i % 2 == 0 else "assistant",
+                content=f"第{i}条消息：我们聊了{TOPICS[i % len(TOPICS)]}，还有别的事情 {i}",
+                channel="im",
+                source="message",
+                timestamp_ms=BASE_MS + i * 1000,
+            )
+        )
+        if len(batch) == 5000:
+            store.add_messages(memory_id, batch)
+            batch = []
+    if batch:
+        store.add_messages(memory_id, batch)
+    prefixes = ["pref", "food", "habit", "goal", "state"]
+    ops = [
+        FragmentOp(
+            op="add",
+            candidate=FragmentCandidate(
+                content=f"用户喜欢{TOPICS[j % len(TOPICS)]}（第{j}条事实）",
+                category="preference",
+                key=f"{prefixes[j % len(prefixes)]}:{TOPICS[j % len(TOPICS)]}_{j}",
+                observed_at=BASE_MS + j,
+            ),
+        )
+        for j in range(facts)
+    ]
+    store.commit_extraction(memory_id, ops, upto_seq=store.max_seq(memory_id), now_ms=BASE_MS)
+    mem.lifecycle.run(memory_id)  # catch up: variables, summary cursor, snapshot
+
+
+def turn(i: int) -> list[dict[str, str]]:
+    """One live turn: the user states a new fact, the assistant answers."""
+    thing = THINGS[i % len(THINGS)]
+    return [
+        {"role": "user", "content": f"我最近特别喜欢{thing}{i}号，每周都去。"},
+        {"role": "assistant", "content": f"{thing}听起来很棒！你喜欢它哪一点？"},
+    ]
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    """p50 and p95 of samples in ms."""
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))]
+
+
+def time_calls(fn: Callable[[int], Any], start: int, count: int) -> list[float]:
+    """Call ``fn(start + k)`` ``count`` times and return each call's time in ms."""
+    out = []
+    for k in range(count):
+        t0 = time.perf_counter()
+        fn(start + k)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def naive_graph(path: Path) -> Any:
+    """The default LangGraph pattern: ``add_messages`` state under ``SqliteSaver``."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    def respond(state: MessagesState) -> dict[str, Any]:
+        return {}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("respond", respond)
+    builder.add_edge(START, "respond")
+    saver = SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+    return builder.compile(checkpointer=saver)
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=40, help="timed turns per size and round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--postgres", default=os.environ.get("CONVMEM_BENCH_POSTGRES_URL"))
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive LangGraph pattern")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-liveturn-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(
+        f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; "
+        f"{args.turns} turns x {args.rounds} rounds per cell"
+    )
+
+    backends: dict[str, ConvMemory] = {"sqlite": ConvMemory.open(str(workdir / "live.db"))}
+    if args.postgres:
+        pg = ConvMemory.open(args.postgres)
+        for info in pg.memories(limit=1000):
+            if info.memory_id.startswith("live_"):
+                pg.delete(info.memory_id)
+        backends["postgresql"] = pg
+    for name, mem in backends.items():
+        for label, messages, facts in SIZES:
+            t0 = time.perf_counter()
+            fill(mem, f"live_{messages}_{facts}", messages, facts)
+            print(f"{name}: filled {label} in {time.perf_counter() - t0:.1f} s")
+
+    naive = None
+    if not args.no_naive:
+        naive = naive_graph(workdir / "naive.db")
+        history = [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"第{i}条消息：{TOPICS[i % len(TOPICS)]}",
+            }
+            for i in range(50_000)
+        ]
+        t0 = time.perf_counter()
+        naive.invoke({"messages": history}, {"configurable": {"thread_id": "naive_50000"}})
+        print(f"naive: filled 50k messages in {time.perf_counter() - t0:.1f} s")
+
+    cells: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in range(args.rounds):
+        for name, mem in backends.items():
+            for label, messages, facts in SIZES:
+                memory_id = f"live_{messages}_{facts}"
+                samples = time_calls(
+                    lambda i, m=mem, mid=memory_id: m.ingest(mid, turn(i), source="openai"),
+                    r * args.turns,
+                    args.turns,
+                )
+                cells.setdefault((name, label), []).append(percentiles(samples))
+        if naive is not None:
+            for label, thread in (("0 history", "naive_0"), ("50k msgs", "naive_50000")):
+                # Seconds per turn at 50k: a few turns tell the story.
+                count = args.turns if thread == "naive_0" else min(args.turns, 5)
+                samples = time_calls(
+                    lambda i, t=thread: naive.invoke(
+                        {"messages": turn(i)}, {"configurable": {"thread_id": t}}
+                    ),
+                    r * args.turns,
+                    count,
+                )
+                cells.setdefault(("naive add_messages+SqliteSaver", label), []).append(percentiles(samples))
+        print(f"round {r + 1}/{args.rounds} done")
+
+    def med(key: tuple[str, str]) -> tuple[float, float]:
+        rounds = cells[key]
+        return statistics.median(p[0] for p in rounds), statistics.median(p[1] for p in rounds)
+
+    print(f"\n{'backend':<32} {'memory':<22} {'p50 ms':>8} {'p95 ms':>8}   rounds (p50/p95)")
+    for (name, label), rounds in cells.items():
+        p50, p95 = med((name, label))
+        detail = "  ".join(f"{a:.1f}/{b:.1f}" for a, b in rounds)
+        print(f"{name:<32} {label:<22} {p50:>8.2f} {p95:>8.2f}   {detail}")
+    ok = True
+    print()
+    for name in backends:
+        big, small = med((name, "50k msgs / 5k facts"))[1], med((name, "0 history"))[1]
+        met = big <= 2 * small
+        ok &= met
+        print(
+            f"{name}: p95(50k/5k) / p95(0) = {big / small:.2f}  (target <= 2.0: {_verdict(met)})"
+        )
+    if "postgresql" in backends:
+        ratio = med(("postgresql", "0 history"))[0] / med(("sqlite", "0 history"))[0]
+        met = ratio <= 1.5
+        ok &= met
+        print(
+            f"postgresql p50 / sqlite p50 (0 history) = {ratio:.2f}  (target <= 1.5: {_verdict(met)})"
+        )
+    for mem in backends.values():
+        mem.close()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

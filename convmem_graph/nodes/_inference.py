@@ -1,0 +1,199 @@
+"""Variable inference that reads only the facts each variable depends on, and only when they changed.
+
+Gives the same values as :func:`convmem_graph.extractors.variables.infer_variables` over every
+active fact (a property test checks it), with the rules of that module applied to index reads:
+
+- a single-valued variable reads the facts with key ``profile:<name>``;
+- ``hobbies`` walks the durable facts newest first and stops once it has its items (then reads the
+  older facts of those items for their ids);
+- ``diet`` reads the ``allergy:`` and ``food:`` facts, a custom list its own key prefix;
+- ``language`` counts Chinese and other facts in the database and reads the newest few.
+
+With the set of canonical keys a run touched, only the variables depending on them are re-inferred
+(``language`` on any change, ``diet`` also when the language changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+
+from convmem_graph.extractors._text import is_cjk_text
+from convmem_graph.extractors.keys import canonical_key, key_subject
+from convmem_graph.extractors.reconcile import content_polarity
+
+# The rules themselves stay in one place (extractors/variables.py); this module only chooses what
+# they read, so it uses that module's helpers and constants.
+from convmem_graph.extractors.variables import (
+    _DIET_PREFIXES,
+    _FAVORITE_PREFIXES,
+    _HOBBY_PREFIXES,
+    _LANG_WORDS,
+    _MAX_LANGUAGE_SUPPORT,
+    MAX_LIST_ITEMS,
+    _allowed,
+    _diet,
+    _hobbies,
+    _int_reader,
+    _list,
+    _newest_first,
+    _single,
+    _string_reader,
+)
+from convmem_graph.models import Fragment, VariableGuess, VariableSpec
+from convmem_graph.store import MemoryStore
+
+__all__ = ["affected_specs", "infer_from_store"]
+
+
+def _kind(spec: VariableSpec) -> str:
+    if spec.name == "language" and spec.type == "string":
+        return "language"
+    if spec.name == "hobbies" and spec.type == "list":
+        return "hobbies"
+    if spec.name == "diet" and spec.type == "string":
+        return "diet"
+    if spec.type == "list":
+        return "list"
+    return "single"
+
+
+def _list_prefix(spec: VariableSpec) -> str:
+    # Canonical keys map legacy prefixes (diet: -> food:), so read the canonical prefix's range: a
+    # superset of the keys the rule accepts, which it filters itself.
+    return canonical_key(f"{spec.name}:x").partition(":")[0] + ":"
+
+
+def _profile_key(spec: VariableSpec) -> str:
+    return canonical_key(f"profile:{spec.name}")
+
+
+def affected_specs(specs: Sequence[VariableSpec], touched: Collection[str] | None) -> list[VariableSpec]:
+    """The ``infer=True`` specs whose value may change when facts with ``touched`` keys changed.
+
+    ``None`` means unknown: every inferable spec. ``diet`` also depends on the language; the
+    caller re-infers it when the language changed.
+
+    Example:
+        >>> from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
+        >>> [s.name for s in affected_specs(DEFAULT_VARIABLE_SPECS, ["profile:city"])]
+        ['city', 'language']
+    """
+    inferable = [s for s in specs if s.infer]
+    if touched is None:
+        return inferable
+    keys = set(touched)
+    # Without a language spec nothing reports a language change, so diet follows every change.
+    has_language = any(_kind(s) == "language" for s in inferable)
+    out = []
+    for spec in inferable:
+        kind = _kind(spec)
+        if kind == "language":
+            hit = bool(keys)
+        elif kind == "hobbies":
+            hit = any(k.startswith(_HOBBY_PREFIXES) for k in keys)
+        elif kind == "diet":
+            hit = any(k.startswith(_DIET_PREFIXES) for k in keys) or (bool(keys) and not has_language)
+        elif kind == "list":
+            hit = any(k.startswith(_list_prefix(spec)) for k in keys)
+        else:
+            hit = _profile_key(spec) in keys
+        if hit:
+            out.append(spec)
+    return out
+
+
+def _language(store: MemoryStore, memory_id: str, now_ms: int) -> VariableGuess | None:
+    stated = store.durable_fragments(memory_id, now_ms=now_ms, keys=["profile:language"])
+    for f in _newest_first(stated):
+        for rx, code in _LANG_WORDS:
+            if rx.search(f.content):
+                return VariableGuess(value=code, fragment_ids=[f.id])
+    zh, other = store.durable_language_counts(memory_id, now_ms=now_ms)
+    if not zh and not other:
+        return None
+    code, want = ("zh", True) if zh >= other else ("en", False)
+    support: list[Fragment] = []
+    for f in store.newest_durable_fragments(memory_id, now_ms=now_ms):
+        if is_cjk_text(f.content) == want:
+            support.append(f)
+            if len(support) >= _MAX_LANGUAGE_SUPPORT:
+                break
+    return VariableGuess(value=code, fragment_ids=sorted(f.id for f in support))
+
+
+def _hobby_item(f: Fragment) -> str | None:
+    key = canonical_key(f.key)
+    if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
+        return None
+    if content_polarity(f.content) < 0:
+        return None
+    return key_subject(key) or None
+
+
+def _hobby_facts(store: MemoryStore, memory_id: str, now_ms: int) -> list[Fragment]:
+    """The facts ``_hobbies`` would look at: the newest until its items are full, and their older facts."""
+    seen: list[Fragment] = []
+    items: set[str] = set()
+    cutoff: int | None = None
+    for f in store.newest_durable_fragments(memory_id, now_ms=now_ms):
+        if cutoff is not None and f.observed_at < cutoff:
+            break  # facts stated at the same time as the last item are ordered by more than time
+        seen.append(f)
+        item = _hobby_item(f)
+        if item is not None and cutoff is None:
+            items.add(item)
+            if len(items) >= MAX_LIST_ITEMS:
+                cutoff = f.observed_at
+    if cutoff is None:
+        return seen  # the walk read every durable fact
+    keys = [f"{p}{item.replace(' ', '_')}" for p in _HOBBY_PREFIXES for item in items]
+    older = store.durable_fragments(memory_id, now_ms=now_ms, keys=keys)
+    known = {f.id for f in seen}
+    return seen + [f for f in older if f.id not in known]
+
+
+def infer_from_store(
+    store: MemoryStore,
+    memory_id: str,
+    specs: Iterable[VariableSpec],
+    *,
+    now_ms: int,
+) -> dict[str, VariableGuess]:
+    """Infer the values of ``specs`` from the store; variables without support are absent.
+
+    Args:
+        store: The store.
+        memory_id: The memory.
+        specs: The specs to infer (``infer=True`` ones; see :func:`affected_specs`).
+        now_ms: Current time.
+    """
+    wanted = [s for s in specs if s.infer]
+    kinds = {s.name: _kind(s) for s in wanted}
+    language = None
+    if any(k in ("language", "diet") for k in kinds.values()):
+        language = _language(store, memory_id, now_ms)
+    zh = language is None or language.value == "zh"
+    guesses: dict[str, VariableGuess] = {}
+    for spec in wanted:
+        kind = kinds[spec.name]
+        guess: VariableGuess | None
+        if kind == "language":
+            guess = language
+            if guess is not None and spec.allowed_values is not None:
+                value = _allowed(spec.allowed_values, str(guess.value))
+                guess = VariableGuess(value=value, fragment_ids=guess.fragment_ids) if value else None
+        elif kind == "hobbies":
+            guess = _hobbies(_hobby_facts(store, memory_id, now_ms))
+        elif kind == "diet":
+            facts = store.durable_fragments(memory_id, now_ms=now_ms, prefixes=_DIET_PREFIXES)
+            guess = _diet(facts, zh)
+        elif kind == "list":
+            facts = store.durable_fragments(memory_id, now_ms=now_ms, prefixes=[_list_prefix(spec)])
+            guess = _list(spec, facts)
+        else:
+            facts = store.durable_fragments(memory_id, now_ms=now_ms, keys=[_profile_key(spec)])
+            reader = _int_reader(spec.name) if spec.type == "integer" else _string_reader(spec.name)
+            guess = _single(spec, facts, reader)
+        if guess is not None:
+            guesses[spec.name] = guess
+    return guesses

@@ -1,0 +1,135 @@
+"""Reads of the facts a live turn needs, by index, whatever the number of facts a memory holds.
+
+The lifecycle used to read every active fragment of a memory several times per run (extraction
+context, reconciliation, variable inference, summary, snapshot). These statements read only what
+each step looks at: facts with given canonical keys or content hashes, the newest facts, the
+strongest facts in the snapshot's order, and facts under a key prefix, each an index range of
+``cm_fragments`` (see the indexes in :mod:`convmem_graph.store.schema`).
+
+Rows are returned as ``Row`` objects; callers build :class:`~convmem_graph.models.Fragment` models
+only for the few rows they keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from typing import Any
+
+from sqlalchemy import BindParameter, Connection, Row, and_, bindparam, case, false, func, or_, select
+
+from convmem_graph.store.schema import fragments
+
+__all__ = [
+    "ACTIVE_BY_CKEY",
+    "ACTIVE_BY_HASH",
+    "CJK_COUNTS",
+    "NEWEST_DURABLE",
+    "RECENTLY_UPDATED",
+    "RECENTLY_UPDATED_IN_RANGE",
+    "STRONGEST",
+    "STRONGEST_OF_KIND",
+    "UNDERIVED",
+    "ACTIVE_IN_RANGE",
+    "key_range",
+    "prefix_rows",
+]
+
+_F = fragments.c
+_MID: BindParameter[str] = bindparam("mid")
+_ACTIVE = and_(_F.memory_id == _MID, _F.status == "active")
+#: Not expired at ``now`` (a transient fact past its expiry is hidden).
+_LIVE = or_(_F.transient.is_(False), _F.expires_at.is_(None), _F.expires_at > bindparam("now"))
+#: Durable facts usable by variable inference at ``now``.
+_USABLE = and_(
+    _ACTIVE, _F.transient == false(), or_(_F.expires_at.is_(None), _F.expires_at > bindparam("now"))
+)
+
+#: Active facts with one of the content hashes ``hashes`` (same fact under another key).
+ACTIVE_BY_HASH = select(fragments).where(_ACTIVE, _F.norm_hash.in_(bindparam("hashes", expanding=True)))
+
+#: Active facts with one of the canonical keys ``ckeys``.
+ACTIVE_BY_CKEY = select(fragments).where(_ACTIVE, _F.ckey.in_(bindparam("ckeys", expanding=True)))
+
+#: The ``limit`` most recently updated active facts (what an extractor is shown as context).
+RECENTLY_UPDATED = (
+    select(fragments)
+    .where(_ACTIVE)
+    .order_by(_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+    .limit(bindparam("limit"))
+)
+#: The same under the key prefixes ``lo``..``hi`` (pets and plans the heuristic extractor uses).
+RECENTLY_UPDATED_IN_RANGE = (
+    select(fragments)
+    .where(_ACTIVE, _F.ckey >= bindparam("lo"), _F.ckey < bindparam("hi"))
+    .order_by(_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+    .limit(bindparam("limit"))
+)
+#: Whether a memory has rows whose derived columns are not filled in yet.
+UNDERIVED = (
+    select(_F.id)
+    .where(_F.memory_id == _MID, _F.status.in_(("active", "superseded", "deleted")), _F.ckey.is_(None))
+    .limit(1)
+)
+
+#: Live active facts in the snapshot's order: durable first, then confidence, then recency.
+STRONGEST = (
+    select(fragments)
+    .where(_ACTIVE, _LIVE)
+    .order_by(_F.transient, _F.confidence.desc(), _F.observed_at.desc(), _F.updated_at.desc(), _F.id)
+    .limit(bindparam("limit"))
+)
+
+#: The same, durable (``transient`` false) or temporary (true) facts only: the summary's two sections.
+STRONGEST_OF_KIND = (
+    select(fragments)
+    .where(_ACTIVE, _LIVE, _F.transient == bindparam("transient"))
+    .order_by(_F.confidence.desc(), _F.observed_at.desc(), _F.updated_at.desc(), _F.id)
+    .limit(bindparam("limit"))
+)
+
+#: Durable facts usable by inference, newest stated first (a walk that stops early).
+NEWEST_DURABLE = (
+    select(fragments)
+    .where(_USABLE)
+    .order_by(_F.observed_at.desc(), _F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+)
+
+#: How many usable durable facts there are, and how many of them are mainly Chinese.
+CJK_COUNTS = select(func.count(), func.coalesce(func.sum(case((_F.cjk, 1), else_=0)), 0)).where(_USABLE)
+
+
+def key_range(prefix: str) -> tuple[str, str]:
+    """Bounds ``[lo, hi)`` of the canonical keys starting with ``prefix`` (bytewise order).
+
+    Example:
+        >>> key_range("pref:")
+        ('pref:', 'pref;')
+    """
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+#: Active facts whose canonical key is in ``[lo, hi)``: one index range (an OR of ranges, or a
+#: filter on ``transient`` too, makes SQLite walk every active fact instead).
+ACTIVE_IN_RANGE = select(fragments).where(_ACTIVE, _F.ckey >= bindparam("lo"), _F.ckey < bindparam("hi"))
+
+
+def prefix_rows(
+    conn: Connection, memory_id: str, prefixes: Collection[str], *, now_ms: int, durable_only: bool = True
+) -> Iterator[Row[Any]]:
+    """Active, unexpired facts whose canonical key starts with one of ``prefixes`` (index ranges).
+
+    Args:
+        conn: A connection.
+        memory_id: The memory.
+        prefixes: Key prefixes ending in ``:`` (``pref:``).
+        now_ms: Facts expired by then are left out.
+        durable_only: Only non-transient facts (what variable inference reads).
+    """
+    for prefix in sorted(set(prefixes)):
+        lo, hi = key_range(prefix)
+        for row in conn.execute(ACTIVE_IN_RANGE, {"mid": memory_id, "lo": lo, "hi": hi}):
+            if durable_only and row.transient:
+                continue
+            if row.expires_at is not None and row.expires_at <= now_ms and (durable_only or row.transient):
+                continue
+            yield row
