@@ -128,7 +128,7 @@ _QUOTE_SHARE = 4
 _MIN_QUOTE_TOKENS = 48
 # An inferred variable is cheap and says who the user is: it ranks like a one-term match.
 _VARIABLE_PRIOR = 2.0
-_POOL_SAMPLE = 64
+_POOL_SAMPLE = 400
 # Share of a found turn's score that the other speaker's reply to it inherits.
 _REPLY_SHARE = 0.6
 _ID = attrgetter("id")
@@ -380,6 +380,8 @@ def _select(
     # Everything else competes by relevance to the query.
     pool: list[_Candidate] = []
     for order, (name, value) in indexed:
+        if value.origin == "inferred" and name == "language" and value.value == language:
+            continue  # a block written in the user's language already says which one it is
         if value.origin == "inferred":
             label = VARIABLE_LABELS.get(name, {}).get(language, name)
             score = scorer.score(f"{label} {_value_text(value, language)}")
@@ -634,7 +636,9 @@ def build_memory_block(
         query = opts.query or ""
         hits = lexical_scores(query, [f.content for f in ordered]) if query.strip() else {}
         matched = frozenset(ordered[i].id for i in hits)
-        pool = [ordered[i].content for i in hits] or [f.content for f in ordered[:_POOL_SAMPLE]]
+        # Without the history's statistics, IDF comes from the facts themselves (all of them,
+        # up to a bound: a term in every fact is as good as a stop word).
+        pool = [f.content for f in ordered[:_POOL_SAMPLE]]
         if snapshot.episodes is not None:
             pool.extend(h.message.content for h in snapshot.episodes.hits)
         scorer = Scorer(opts.query, snapshot.episodes, pool)

@@ -25,6 +25,7 @@ __all__ = ["Scorer", "text_terms"]
 _CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 _K1 = 1.2
+_MAX_TERMS = 128
 _B = 0.75
 
 
@@ -68,7 +69,8 @@ class Scorer:
     """
 
     def __init__(self, query: str | None, episodes: EpisodeSearch | None, pool: Sequence[str]) -> None:
-        terms = search_terms(query) if query and query.strip() else []
+        # More terms than the index search takes: scoring a term costs nothing per query here.
+        terms = search_terms(query, max_terms=_MAX_TERMS) if query and query.strip() else []
         self.weights: dict[str, float] = {}
         self._bags: dict[str, list[str]] = {}
         if not terms:
