@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -25,13 +26,17 @@ from convmem_graph.store.urls import is_memory_sqlite
 
 __all__ = [
     "IN_CHUNK",
+    "POOL_DEFAULTS",
     "WRITE_OPTION",
+    "PoolSettings",
     "advisory_key",
     "chunked",
+    "create_lock_engine",
     "create_store_engine",
     "dumps",
     "execute_upsert",
     "insert_ignore",
+    "pool_settings",
     "upsert",
 ]
 
@@ -42,6 +47,56 @@ IN_CHUNK = 500
 _BUSY_TIMEOUT_MS = 30_000
 
 _T = TypeVar("_T")
+
+
+class PoolSettings(NamedTuple):
+    """Connection pool sizes of one process on PostgreSQL.
+
+    A process holds at most ``store_size + store_overflow`` store connections (one per thread
+    running store calls, or one per lifecycle run, which pins its connection), plus at most
+    ``lock_size + lock_overflow`` connections holding per-memory advisory locks (one per lifecycle
+    run in progress), plus the checkpointer's pool (``postgres_checkpointer(max_size=10)``).
+    """
+
+    store_size: int
+    store_overflow: int
+    lock_size: int
+    lock_overflow: int
+
+
+#: Defaults, overridden by ``CONVMEM_PG_POOL_SIZE``, ``CONVMEM_PG_MAX_OVERFLOW``,
+#: ``CONVMEM_PG_LOCK_POOL_SIZE`` and ``CONVMEM_PG_LOCK_MAX_OVERFLOW``.
+POOL_DEFAULTS = PoolSettings(store_size=5, store_overflow=10, lock_size=2, lock_overflow=8)
+_POOL_ENV = {
+    "store_size": "CONVMEM_PG_POOL_SIZE",
+    "store_overflow": "CONVMEM_PG_MAX_OVERFLOW",
+    "lock_size": "CONVMEM_PG_LOCK_POOL_SIZE",
+    "lock_overflow": "CONVMEM_PG_LOCK_MAX_OVERFLOW",
+}
+
+
+def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
+    """Return the pool sizes: :data:`POOL_DEFAULTS` overridden by the environment.
+
+    Raises:
+        ValueError: A variable is not a non-negative integer (the message names it).
+
+    Example:
+        >>> pool_settings({"CONVMEM_PG_POOL_SIZE": "20"}).store_size
+        20
+    """
+    env = os.environ if environ is None else environ
+    values = POOL_DEFAULTS._asdict()
+    for field, name in _POOL_ENV.items():
+        raw = env.get(name, "").strip()
+        if not raw:
+            continue
+        if not raw.isdigit():
+            raise ValueError(f"{name} must be a non-negative integer, got {raw!r}")
+        values[field] = int(raw)
+    if values["store_size"] < 1 or values["lock_size"] < 1:
+        raise ValueError("CONVMEM_PG_POOL_SIZE and CONVMEM_PG_LOCK_POOL_SIZE must be at least 1")
+    return PoolSettings(**values)
 
 
 def dumps(value: Any) -> str:
@@ -73,7 +128,26 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         )
         _install_sqlite_hooks(engine, wal=not memory)
         return engine
-    return create_engine(url, echo=echo, json_serializer=dumps, pool_pre_ping=True)
+    pools = pool_settings()
+    return create_engine(
+        url,
+        echo=echo,
+        json_serializer=dumps,
+        pool_pre_ping=True,
+        pool_size=pools.store_size,
+        max_overflow=pools.store_overflow,
+    )
+
+
+def create_lock_engine(url: str) -> Engine:
+    """Create the engine whose connections hold per-memory advisory locks (PostgreSQL).
+
+    Pooled, so a run reuses an open session instead of starting one per run. A lock connection
+    goes back to the pool only after its unlock succeeded; one whose unlock failed is discarded
+    (closing the session frees its locks), so a pooled session never carries a lock.
+    """
+    pools = pool_settings()
+    return create_engine(url, pool_pre_ping=True, pool_size=pools.lock_size, max_overflow=pools.lock_overflow)
 
 
 def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:

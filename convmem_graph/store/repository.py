@@ -14,9 +14,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from sqlalchemy import Connection, Engine, create_engine, delete, func, inspect, select, text
+from sqlalchemy import Connection, Engine, delete, func, inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
 from convmem_graph._ids import check_identifier
 from convmem_graph._time import now_ms as _now
@@ -54,6 +53,7 @@ from convmem_graph.store.engine import (
     WRITE_OPTION,
     advisory_key,
     chunked,
+    create_lock_engine,
     create_store_engine,
     execute_upsert,
     insert_ignore,
@@ -1269,6 +1269,6 @@ class MemoryStore:
             return None
         with self._lock_engine_guard:
             if self._lock_engine is None:
-                # No pool: a lock connection is never handed back to anyone with the lock still held.
-                self._lock_engine = create_engine(self.url, poolclass=NullPool)
+                # Pooled (a run reuses a session); a connection whose unlock failed is discarded.
+                self._lock_engine = create_lock_engine(self.url)
             return self._lock_engine

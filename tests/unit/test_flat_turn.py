@@ -246,3 +246,14 @@ def test_after_turns_and_hand_edits_inferred_variables_equal_a_full_inference() 
     finally:
         mem.close()
 
+
+def test_pool_sizes_come_from_the_environment_with_named_errors() -> None:
+    from convmem_graph.store.engine import POOL_DEFAULTS, pool_settings
+
+    assert pool_settings({}) == POOL_DEFAULTS
+    custom = pool_settings({"CONVMEM_PG_POOL_SIZE": "20", "CONVMEM_PG_LOCK_MAX_OVERFLOW": "0"})
+    assert (custom.store_size, custom.lock_overflow) == (20, 0)
+    with pytest.raises(ValueError, match="CONVMEM_PG_MAX_OVERFLOW"):
+        pool_settings({"CONVMEM_PG_MAX_OVERFLOW": "lots"})
+    with pytest.raises(ValueError, match="at least 1"):
+        pool_settings({"CONVMEM_PG_LOCK_POOL_SIZE": "0"})
