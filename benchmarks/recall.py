@@ -56,11 +56,14 @@ from benchmarks.recall_kit.locomo import (
 )
 from benchmarks.recall_kit.madial import (
     QUERY_MODES,
+    Event,
     UserIndex,
     block_tokens,
     bm25_block,
     convmem_block,
+    day_ms,
     load_madial,
+    load_user_chats,
     load_user_memories,
     queries,
     recall,
@@ -72,6 +75,8 @@ from convmem_graph import ConvMemory
 logger = logging.getLogger("recall")
 
 MADIAL_LANGS = {"zh": "ch", "en": "en"}
+#: How the MADial archive is loaded -> the method name in the report.
+MADIAL_LOADS = {"fragments": "convmem", "chats": "convmem-chats"}
 
 
 @dataclass
@@ -208,21 +213,28 @@ def run_madial(
     directory: Path,
     *,
     langs: Sequence[str] = ("zh", "en"),
+    loads: Sequence[str] = ("fragments",),
     budget: int = 300,
     limit: int | None = None,
     workdir: Path | None = None,
     progress: Progress | None = None,
 ) -> MadialRun:
-    """Load each user's archive as fragments and measure recall@block for each query mode.
+    """Load each user's archive into convmem and measure recall@block for each query mode.
 
     Args:
         directory: The MADial-Bench data folder (holding ``ch/`` and ``en/``).
         langs: ``zh`` and/or ``en``.
+        loads: How the archive goes in: ``fragments`` (``add_fragment`` per event, method
+            ``convmem``) and/or ``chats`` (each event a dated user message, method
+            ``convmem-chats``); one database each.
         budget: Token budget of the block (and of BM25's packed events).
         limit: At most this many dialogues per language (the first ones).
-        workdir: Where the SQLite database goes (a new temporary folder by default).
+        workdir: Where the SQLite databases go (a new temporary folder by default).
         progress: A rich progress display to advance.
     """
+    for load in loads:
+        if load not in MADIAL_LOADS:
+            raise ValueError(f"unknown MADial load {load!r}; expected {' or '.join(MADIAL_LOADS)}")
     run = MadialRun(budget=budget)
     workdir = workdir or Path(tempfile.mkdtemp(prefix="convmem-recall-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -231,35 +243,45 @@ def run_madial(
             raise ValueError(f"unknown MADial language {lang!r}; expected zh or en")
         dialogues, events = load_madial(Path(directory) / MADIAL_LANGS[lang])
         dialogues = dialogues[:limit] if limit is not None else dialogues
-        latest = max((e.time for e in events), default="2024-01-01")
-        clock = Clock(_day_ms(latest) + 86_400_000)  # the dialogues happen after the archive
-        mem = ConvMemory.open(str(workdir / f"madial_{lang}.db"), clock=clock)
-        try:
-            started = time.perf_counter()
-            run.fragments[lang] = load_user_memories(mem, lang, events)
-            run.load_seconds[lang] = time.perf_counter() - started
-            by_user: dict[int, dict[int, Any]] = {}
-            for e in events:
-                by_user.setdefault(e.user_id, {})[e.id] = e
-            indexes = {u: UserIndex(list(evs.values())) for u, evs in by_user.items()}
-            task = progress.add_task(f"MADial {lang}", total=len(dialogues)) if progress else None
-            scores: dict[tuple[str, str], list[tuple[float, int, float]]] = {}
-            for d in dialogues:
-                for mode, query in queries(d).items():
-                    block, ms = convmem_block(mem, lang, d.user_id, query, budget)
-                    scores.setdefault((mode, "convmem"), []).append(
-                        (recall(d, block, by_user[d.user_id]), block_tokens(block), ms)
-                    )
-                    block, ms = bm25_block(indexes[d.user_id], query, budget)
-                    scores.setdefault((mode, "bm25"), []).append(
-                        (recall(d, block, by_user[d.user_id]), block_tokens(block), ms)
-                    )
-                if progress and task is not None:
-                    progress.advance(task)
-        finally:
-            mem.close()
+        by_user: dict[int, dict[int, Event]] = {}
+        for e in events:
+            by_user.setdefault(e.user_id, {})[e.id] = e
+        scores: dict[tuple[str, str], list[tuple[float, int, float]]] = {}
+        # The dialogues happen the day after the archive's last event.
+        asked_at = day_ms(max((e.time for e in events), default="2024-01-01")) + 86_400_000
+        for load in loads:
+            method = MADIAL_LOADS[load]
+            clock = Clock(asked_at)
+            mem = ConvMemory.open(str(workdir / f"madial_{lang}_{load}.db"), clock=clock)
+            try:
+                started = time.perf_counter()
+                if load == "fragments":
+                    stored = load_user_memories(mem, lang, events)
+                else:
+                    stored = load_user_chats(mem, lang, events, clock)
+                run.load_seconds[f"{lang} {load}"] = time.perf_counter() - started
+                run.fragments[f"{lang} {load}"] = stored
+                clock.now_ms = asked_at
+                task = progress.add_task(f"MADial {lang} {load}", total=len(dialogues)) if progress else None
+                for d in dialogues:
+                    for mode, query in queries(d).items():
+                        block, ms = convmem_block(mem, lang, d.user_id, query, budget)
+                        scores.setdefault((mode, method), []).append(
+                            (recall(d, block, by_user[d.user_id]), block_tokens(block), ms)
+                        )
+                    if progress and task is not None:
+                        progress.advance(task)
+            finally:
+                mem.close()
+        indexes = {u: UserIndex(list(evs.values())) for u, evs in by_user.items()}
+        for d in dialogues:
+            for mode, query in queries(d).items():
+                block, ms = bm25_block(indexes[d.user_id], query, budget)
+                scores.setdefault((mode, "bm25"), []).append(
+                    (recall(d, block, by_user[d.user_id]), block_tokens(block), ms)
+                )
         for mode in QUERY_MODES:
-            for method in ("convmem", "bm25"):
+            for method in [*(MADIAL_LOADS[load] for load in loads), "bm25"]:
                 values = scores.get((mode, method), [])
                 if not values:
                     continue
@@ -276,15 +298,6 @@ def run_madial(
                     )
                 )
     return run
-
-
-def _day_ms(day: str) -> int:
-    from datetime import UTC, datetime
-
-    try:
-        return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp() * 1000)
-    except ValueError:
-        raise DatasetError(f"MADial: memory time {day!r}: expected YYYY-MM-DD") from None
 
 
 def _csv_ints(text: str) -> tuple[int, ...]:
@@ -322,6 +335,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, help="at most N LoCoMo questions per conversation / MADial dialogues")
     p.add_argument("--madial-langs", type=_csv, default=("zh", "en"), help="zh,en")
     p.add_argument("--madial-budget", type=int, default=300, help="MADial block budget (300)")
+    p.add_argument(
+        "--madial-load",
+        type=_csv,
+        default=("fragments",),
+        help="how the archive goes in: fragments (add_fragment, default) and/or chats (dated user messages)",
+    )
     p.add_argument("--model", help="also answer with this OpenAI-compatible model and judge (J)")
     p.add_argument("--judge-model", help="judge model (default: --model)")
     p.add_argument(
@@ -394,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 madial = run_madial(
                     args.madial,
                     langs=args.madial_langs,
+                    loads=args.madial_load,
                     budget=args.madial_budget,
                     limit=args.limit,
                     workdir=args.workdir,
@@ -419,7 +439,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if "madial" in report:
         r = report["madial"]
-        out.print(f"MADial: fragments loaded {r['fragments']} in {r['load_seconds']} s", highlight=False)
+        out.print(
+            f"MADial: fragments (or messages, for chats) stored {r['fragments']} in {r['load_seconds']} s",
+            highlight=False,
+        )
     print_tables(tables, out, markdown=args.markdown)
     if judge is not None and judge.unlabelled:
         out.print(f"judge replies without a single label (counted WRONG): {judge.unlabelled}")

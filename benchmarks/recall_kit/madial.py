@@ -22,11 +22,12 @@ import json
 import re
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from benchmarks.recall_kit.bm25 import BM25, pack
-from benchmarks.recall_kit.locomo import DatasetError
+from benchmarks.recall_kit.locomo import Clock, DatasetError
 from benchmarks.recall_kit.text import contains, normalize, tokenize
 from convmem_graph import ConvMemory
 from convmem_graph.models import FRAGMENT_MAX_CHARS
@@ -40,7 +41,9 @@ __all__ = [
     "block_tokens",
     "bm25_block",
     "convmem_block",
+    "day_ms",
     "load_madial",
+    "load_user_chats",
     "load_user_memories",
     "memory_id",
     "queries",
@@ -246,6 +249,38 @@ def load_user_memories(mem: ConvMemory, lang: str, events: list[Event]) -> int:
         for piece in split_event(event.text):
             mem.add_fragment(memory_id(lang, event.user_id), piece, category=category)
     return sum(len(mem.fragments(memory_id(lang, u))) for u in {e.user_id for e in events})
+
+
+def day_ms(day: str) -> int:
+    """``YYYY-MM-DD`` as ms UTC at midnight.
+
+    Raises:
+        DatasetError: If ``day`` is not in that form.
+    """
+    try:
+        return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp() * 1000)
+    except ValueError:
+        raise DatasetError(f"MADial: memory time {day!r}: expected YYYY-MM-DD") from None
+
+
+def load_user_chats(mem: ConvMemory, lang: str, events: list[Event], clock: Clock) -> int:
+    """Write every event out as a past chat; returns the messages stored.
+
+    Each event becomes one user message at 20:00 UTC on its date; a user's events of one day are
+    one lifecycle run, with the clock at that evening; days run in date order.
+    """
+    days: dict[tuple[str, int], list[Event]] = {}
+    for event in sorted(events, key=lambda e: (e.time, e.user_id, e.id)):
+        days.setdefault((event.time, event.user_id), []).append(event)
+    stored = 0
+    for (day, user), todays in days.items():
+        start = day_ms(day) + 20 * 3_600_000
+        messages = [
+            {"role": "user", "content": e.text, "timestamp": start + i * 60_000} for i, e in enumerate(todays)
+        ]
+        clock.now_ms = int(messages[-1]["timestamp"])
+        stored += mem.ingest(memory_id(lang, user), messages, source="openai").new_messages
+    return stored
 
 
 def queries(dialogue: Dialogue) -> dict[str, str]:

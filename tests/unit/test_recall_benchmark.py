@@ -198,3 +198,30 @@ def test_judge_label_parsing() -> None:
     assert parse_label("Different year. WRONG") is False
     assert parse_label("CORRECT or WRONG?") is None
     assert parse_label("") is None
+
+
+def test_run_madial_both_loads_and_bm25(tmp_path: Path) -> None:
+    from benchmarks.recall import run_madial
+
+    _write_madial(tmp_path / "en")
+    run = run_madial(tmp_path, langs=("en",), loads=("fragments", "chats"), workdir=tmp_path / "db")
+    rows = {(r.mode, r.method): r for r in run.rows}
+    assert {m for _, m in rows} == {"convmem", "convmem-chats", "bm25"}
+    assert run.fragments == {"en fragments": 3, "en chats": 3}  # 3 fragments / 3 messages stored
+    # BM25: the last user line shares no word with an event; all user lines share "kite" with both.
+    assert rows[("last", "bm25")].recall == 0.0
+    assert rows[("user", "bm25")].recall == 1.0 and rows[("user", "bm25")].hit == 1.0
+    for row in run.rows:
+        assert 0.0 <= row.recall <= 1.0 and row.dialogues == 1 and row.tokens <= 300
+    # Three events fit in 300 tokens: every convmem block of the fragments load holds both.
+    assert rows[("context", "convmem")].recall == 1.0
+    with pytest.raises(ValueError, match="unknown MADial load 'notes'"):
+        run_madial(tmp_path, langs=("en",), loads=("notes",))
+
+
+def test_chinese_terms_come_from_jieba() -> None:
+    pytest.importorskip("jieba", reason="jieba is in the bench extra (pip install -e '.[bench]')")
+    from benchmarks.recall_kit.text import tokenize
+
+    assert tokenize("Bart在圣诞节晚会上跳舞，感觉非常开心。")[:4] == ["bart", "在", "圣诞节", "晚会"]
+    assert "，" not in tokenize("你好，世界") and tokenize("The red kite!") == ["red", "kite"]
