@@ -26,6 +26,8 @@ from convmem_graph.errors import ConvMemError
 from convmem_graph.models import Message
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
     from convmem_graph.memory import ConvMemory
 
 with warnings.catch_warnings():
@@ -89,6 +91,7 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         mode: Literal["inline", "background"] = "inline",
         persona: str = "",
         on_missing_memory_id: Literal["warn", "raise"] = "warn",
+        embeddings: Embeddings | None = None,
     ) -> None:
         super().__init__()
         self.memory = memory
@@ -97,6 +100,7 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         self.mode = mode
         self.persona = persona
         self.on_missing_memory_id = on_missing_memory_id
+        self.embeddings = embeddings
         self._executor: ThreadPoolExecutor | None = None
         self._pending: list[Future[Any]] = []
         self._lock = threading.Lock()
@@ -135,7 +139,8 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         except MemoryNotFoundError:
             return ""
         options = MemoryBlockOptions(budget_tokens=self.memory.config.memory_block_budget_tokens, query=query)
-        return build_memory_block(snapshot, options).text
+        embeddings = self.embeddings if self.embeddings is not None else self.memory.embeddings
+        return build_memory_block(snapshot, options, embeddings=embeddings).text
 
     def _with_memory(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         memory_id = self._memory_id(request.runtime)

@@ -44,6 +44,7 @@ from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
     from langchain_core.language_models import BaseChatModel
 
     from convmem_graph.integrations import ConvMemoryChatHistory, ConvMemoryMiddleware
@@ -87,11 +88,14 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         lifecycle: Lifecycle,
         *,
         close_checkpointer: Callable[[], None] | None = None,
+        embeddings: Embeddings | None = None,
     ) -> None:
         self.store = store
         self.lifecycle = lifecycle
         self.config = lifecycle.config
         self._close_checkpointer = close_checkpointer
+        #: Re-ranks search results, store searches and the middleware's memory block.
+        self.embeddings = embeddings
 
     @classmethod
     def open(
@@ -105,6 +109,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         extractor: Extractor | None = None,
         summarizer: Summarizer | None = None,
         durability: Durability = "sync",
+        embeddings: Embeddings | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> ConvMemory:
         """Open (and create if needed) a memory database.
@@ -124,6 +129,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             extractor: Overrides the extractor chosen from ``model``.
             summarizer: Overrides the summarizer chosen from ``model``.
             durability: Checkpoint durability of lifecycle runs.
+            embeddings: Any LangChain ``Embeddings``: re-ranks the lexical candidates of
+                :meth:`search`, of ``as_store()`` searches and of the middleware's memory block.
             clock: Current time in ms (decides which transient facts have expired); set it to
                 replay an old archive as of its own time, or in tests.
         """
@@ -154,7 +161,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             durability=durability,
             clock=clock,
         )
-        return cls(store, lifecycle, close_checkpointer=closer)
+        return cls(store, lifecycle, close_checkpointer=closer, embeddings=embeddings)
 
     @property
     def checkpointer(self) -> BaseCheckpointSaver[Any] | None:
@@ -363,6 +370,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         mode: Literal["inline", "background"] = "inline",
         persona: str = "",
         on_missing_memory_id: Literal["warn", "raise"] = "warn",
+        embeddings: Embeddings | None = None,
     ) -> ConvMemoryMiddleware:
         """Return a LangChain ``AgentMiddleware`` that injects memory and records finished turns.
 
@@ -376,6 +384,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             on_missing_memory_id: When a run has no memory id (e.g. the agent's context is keyed
                 on ``user_id``): log one warning and go on without memory, or raise
                 ``MissingMemoryIdError``.
+            embeddings: Re-ranks the memory block's facts against the user's last message
+                (default: the ``embeddings`` given to :meth:`open`).
         """
         from convmem_graph.integrations import ConvMemoryMiddleware
 
@@ -386,6 +396,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             mode=mode,
             persona=persona,
             on_missing_memory_id=on_missing_memory_id,
+            embeddings=embeddings,
         )
 
     def as_store(self, *, prefix: str = "memories") -> ConvMemoryStore:
