@@ -275,10 +275,11 @@ def load_user_chats(mem: ConvMemory, lang: str, events: list[Event], clock: Cloc
     stored = 0
     for (day, user), todays in days.items():
         start = day_ms(day) + 20 * 3_600_000
+        times = [start + i * 60_000 for i in range(len(todays))]
         messages = [
-            {"role": "user", "content": e.text, "timestamp": start + i * 60_000} for i, e in enumerate(todays)
+            {"role": "user", "content": e.text, "timestamp": t} for e, t in zip(todays, times, strict=True)
         ]
-        clock.now_ms = int(messages[-1]["timestamp"])
+        clock.now_ms = times[-1]
         stored += mem.ingest(memory_id(lang, user), messages, source="openai").new_messages
     return stored
 
