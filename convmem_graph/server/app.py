@@ -38,7 +38,7 @@ from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.proxy import build_proxy_router
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import build_webhook_router
-from convmem_graph.server.worker import InboxWorker
+from convmem_graph.server.worker import InboxWorker, WorkerHandle
 
 __all__ = ["OPTIONAL_ROUTERS", "create_app", "require_token"]
 
@@ -102,7 +102,13 @@ def create_app(
     if mem is None:
         mem = ConvMemory.open(settings.db, config=MemoryConfig(bot_ids=list(settings.bot_ids)))
     inbox = Inbox(mem.store)
-    worker = InboxWorker(mem, inbox, settings)
+    worker: WorkerHandle
+    if settings.worker_process:
+        from convmem_graph.server.worker_process import WorkerProcess
+
+        worker = WorkerProcess(inbox, settings)
+    else:
+        worker = InboxWorker(mem, inbox, settings)
     served = mem
 
     @asynccontextmanager

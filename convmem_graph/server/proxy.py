@@ -23,9 +23,11 @@ import asyncio
 import hashlib
 import json
 import logging
+import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -40,9 +42,9 @@ from convmem_graph.models import Message
 from convmem_graph.server._http import openai_error, read_capped_body
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.settings import ServeSettings
-from convmem_graph.server.worker import InboxWorker
+from convmem_graph.server.worker import WorkerHandle
 
-__all__ = ["build_proxy_router", "find_memory_id", "inject_memory", "last_user_text"]
+__all__ = ["BlockCache", "build_proxy_router", "find_memory_id", "inject_memory", "last_user_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -195,10 +197,65 @@ def _completion_text(raw: bytes) -> str:
     return content if isinstance(content, str) else ""
 
 
+class BlockCache:
+    """Memory blocks of recently active memories, rebuilt by the worker after each change.
+
+    The proxy's first byte must not wait for a database read and a render (several ms), so the
+    block of a memory is built once, served from here, and rebuilt off the request path when the
+    worker has processed new deliveries of that memory (``refresh``). Entries idle for ``ttl_s``
+    are built again on their next use (a change made by another process shows within that time).
+
+    Example:
+        >>> cache = BlockCache(lambda mid, recent: f"<{mid}:{recent}>", ttl_s=60)
+        >>> cache.get("m", 10), cache.get("m", 10)
+        ('<m:10>', '<m:10>')
+    """
+
+    def __init__(self, build: Callable[[str, int], str], *, max_entries: int = 10_000, ttl_s: float = 60.0):
+        self._build = build
+        self._max = max_entries
+        self._ttl = ttl_s
+        self._entries: OrderedDict[tuple[str, int], tuple[str, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def peek(self, memory_id: str, recent: int) -> str | None:
+        """Return a fresh cached block without building one (``None`` on a miss)."""
+        key = (memory_id, recent)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or time.monotonic() - entry[1] > self._ttl:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def get(self, memory_id: str, recent: int) -> str:
+        """Return the block, building it on a miss."""
+        found = self.peek(memory_id, recent)
+        if found is not None:
+            return found
+        return self._put((memory_id, recent), self._build(memory_id, recent))
+
+    def _put(self, key: tuple[str, int], block: str) -> str:
+        with self._lock:
+            self._entries[key] = (block, time.monotonic())
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return block
+
+    def refresh(self, memory_ids: list[str]) -> None:
+        """Rebuild the cached blocks of these memories (called by the worker after a batch)."""
+        wanted = set(memory_ids)
+        with self._lock:
+            keys = [key for key in self._entries if key[0] in wanted]
+        for key in keys:
+            self._put(key, self._build(*key))
+
+
 def build_proxy_router(
     mem: ConvMemory,
     inbox: Inbox,
-    worker: InboxWorker,
+    worker: WorkerHandle,
     settings: ServeSettings,
     app: FastAPI,
     *,
@@ -223,7 +280,7 @@ def build_proxy_router(
     app.state.on_close.append(client.aclose)
     upstream_key = settings.secret("upstream_api_key")
 
-    def memory_block(memory_id: str, query: str, recent: int) -> str:
+    def memory_block(memory_id: str, recent: int, query: str = "") -> str:
         try:
             llm_config = mem.payload(
                 memory_id,
@@ -238,6 +295,9 @@ def build_proxy_router(
             logger.exception("proxy: no memory block for %s (forwarding without it)", memory_id)
             return ""
         return str(json.loads(llm_config).get("SystemPrompt") or "")
+
+    cache = BlockCache(memory_block, ttl_s=settings.proxy_cache_ttl_s)
+    worker.listeners.append(cache.refresh)
 
     def record(
         memory_id: str,
@@ -309,7 +369,13 @@ def build_proxy_router(
         user_text = last_user_text(messages)
         if memory_id is not None:
             recent = 0 if _has_earlier_turns(messages) else settings.proxy_recent_turns
-            block = await run_in_threadpool(memory_block, memory_id, user_text, recent)
+            if settings.proxy_rank_by_query:
+                block = await run_in_threadpool(memory_block, memory_id, recent, user_text)
+            else:
+                cached = cache.peek(memory_id, recent)
+                block = (
+                    cached if cached is not None else await run_in_threadpool(cache.get, memory_id, recent)
+                )
             body["messages"] = inject_memory(messages, block)
         for key in _PROXY_ONLY_KEYS:
             body.pop(key, None)

@@ -75,10 +75,23 @@ class ServeSettings(BaseSettings):
         default_factory=lambda: list(DEFAULT_PROXY_MEMORY_KEYS)
     )
     proxy_recent_turns: int = Field(default=10, ge=0, le=30, description="stored turns added to the proxy")
+    proxy_rank_by_query: bool = Field(
+        default=False,
+        description="rank facts by each turn's text (builds the block per request, a few ms) instead of "
+        "serving the cached block the worker keeps fresh",
+    )
+    proxy_cache_ttl_s: float = Field(
+        default=60.0, gt=0, description="idle cached blocks are rebuilt after this"
+    )
     queue_max: int = Field(
         default=10_000, ge=1, description="pending work items before the proxy answers 503"
     )
     worker_batch: int = Field(default=500, ge=1, description="deliveries processed per lifecycle batch")
+    worker_process: bool = Field(
+        default=False,
+        description="run the lifecycle in a child process (convmem serve does, for a file or PostgreSQL) "
+        "so proxied streams never wait behind a run for the GIL",
+    )
 
     @field_validator("bot_ids", "proxy_memory_keys", mode="before")
     @classmethod

@@ -24,7 +24,7 @@ from convmem_graph.server._http import read_capped_body
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.routing import trtc_fields
 from convmem_graph.server.settings import ServeSettings
-from convmem_graph.server.worker import InboxWorker
+from convmem_graph.server.worker import WorkerHandle
 from convmem_graph.signatures import verify_agora_signature, verify_trtc_signature
 
 __all__ = ["build_webhook_router", "delivery_key"]
@@ -60,7 +60,7 @@ def _parse(raw: bytes) -> tuple[Any, str | None]:
         return None, f"body is not UTF-8 JSON ({type(exc).__name__})"
 
 
-def build_webhook_router(inbox: Inbox, worker: InboxWorker, settings: ServeSettings) -> APIRouter:
+def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSettings) -> APIRouter:
     """Return the router with the TRTC and Agora webhooks."""
     router = APIRouter(tags=["webhooks"])
 

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from convmem_graph.errors import ConvMemError
 from convmem_graph.memory import ConvMemory
@@ -24,9 +24,27 @@ from convmem_graph.server.routing import resolve_task, trtc_fields
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.state import RawInput
 
-__all__ = ["InboxWorker"]
+__all__ = ["InboxWorker", "WorkerHandle"]
 
 logger = logging.getLogger(__name__)
+
+
+class WorkerHandle(Protocol):
+    """What the routers and the app use of a worker (a thread or a child process)."""
+
+    listeners: list[Callable[[list[str]], None]]
+
+    def start(self) -> None:
+        """Start working off the inbox."""
+
+    def wake(self) -> None:
+        """Tell the worker new work was stored."""
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Drain what is pending and stop."""
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until nothing is pending."""
 
 
 @dataclass
@@ -56,8 +74,8 @@ class InboxWorker:
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition()
         self._busy = False
-        #: Called after each processed batch with the memory ids that changed (tests, metrics).
-        self.on_batch: Callable[[list[str]], None] | None = None
+        #: Called (in the worker thread) after each batch with the memory ids that changed.
+        self.listeners: list[Callable[[list[str]], None]] = []
 
     # -- thread control -------------------------------------------------------------------
     def start(self) -> None:
@@ -157,8 +175,11 @@ class InboxWorker:
                 continue
             self.inbox.finish(seqs, memory_id=memory_id)
             changed.append(memory_id)
-        if self.on_batch is not None and changed:
-            self.on_batch(changed)
+        for listener in self.listeners if changed else ():
+            try:
+                listener(changed)
+            except Exception:  # noqa: BLE001 - a listener must not stop the work loop
+                logger.exception("serve worker: a batch listener failed")
         return len(rows)
 
     def _route_trtc_rows(self, rows: list[Delivery], tasks: dict[str, TaskInfo]) -> list[str]:

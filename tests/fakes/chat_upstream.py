@@ -75,6 +75,8 @@ class ChatUpstream:
 
         class _Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # As real providers do: without it a small SSE chunk waits for a delayed ACK (~40 ms).
+            disable_nagle_algorithm = True
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
