@@ -76,16 +76,37 @@ replay_progress = Table(
 
 
 def discover_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand files and folders into the sorted list of archive files to replay."""
+    """Expand files and folders into the sorted list of archive files to replay.
+
+    Symlinked folders are followed and each one is reported (a warning naming link and target);
+    a folder reached twice (a symlink loop or two links to one place) is read once and reported.
+    Entries that are neither folders nor regular files are left to the reader, which refuses them
+    by name.
+    """
     found: list[Path] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
-            found.extend(
-                f for f in sorted(p.rglob("*")) if f.is_file() and f.name.lower().endswith(_SUFFIXES)
-            )
-        else:
+        if not p.is_dir():
             found.append(p)
+            continue
+        seen: set[str] = set()
+        batch: list[Path] = []
+        for root, dirs, files in os.walk(p, followlinks=True):
+            real = os.path.realpath(root)
+            if real in seen:
+                logger.warning("replay: %s leads to a folder already read (%s); not read again", root, real)
+                dirs[:] = []
+                continue
+            seen.add(real)
+            dirs.sort()
+            for d in dirs:
+                link = Path(root, d)
+                if link.is_symlink():
+                    logger.warning(
+                        "replay: following symlinked folder %s -> %s", link, os.path.realpath(link)
+                    )
+            batch.extend(Path(root, f) for f in files if f.lower().endswith(_SUFFIXES))
+        found.extend(sorted(batch))
     return found
 
 
@@ -134,21 +155,25 @@ def _documents(path: Path) -> Iterator[tuple[str, Any]]:
     """
     from convmem_graph.sources import iter_documents
     from convmem_graph.sources._common import MAX_DOCUMENT_BYTES, parse_json_text
+    from convmem_graph.sources.files import LineBudget, open_regular
 
     if not path.name.lower().endswith(_LINE_SUFFIXES):
         yield from iter_documents(path)
         return
     name = str(path)
     lineno = 0
-    with gzip.open(path, "rb") if path.suffix.lower() == ".gz" else path.open("rb") as handle:
+    # Only regular files; the budget bounds lines and decompressed bytes (ReadLimits defaults).
+    budget = LineBudget(name)
+    with open_regular(path) as handle:
         try:
             while line := handle.readline(MAX_DOCUMENT_BYTES + 1):
-                lineno += 1
+                budget.take(line)
+                lineno = budget.lines
                 locator = f"{name}:{lineno}"
                 doc: Any
                 if len(line) > MAX_DOCUMENT_BYTES and not line.endswith(b"\n"):
                     while (rest := handle.readline(MAX_DOCUMENT_BYTES + 1)) and not rest.endswith(b"\n"):
-                        pass  # skip the rest of the overlong line
+                        budget.take(rest, continued=True)  # skip the overlong line, within the budget
                     reason = f"line longer than {MAX_DOCUMENT_BYTES} bytes"
                     doc = _BadLine(
                         _short(line.decode("utf-8", "replace")), SourceFormatError("json", locator, reason)

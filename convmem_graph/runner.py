@@ -53,7 +53,9 @@ class RunResult(BaseModel):
     ingested: int = 0
     dead_letters: int = 0
     skipped: dict[str, int] = Field(default_factory=dict)
+    #: The first ``MAX_ERRORS_KEPT`` unreadable payloads; ``error_count`` counts them all.
     errors: list[dict[str, str]] = Field(default_factory=list)
+    error_count: int = 0
     new_messages: int = 0
     fragment_ops: dict[str, int] = Field(default_factory=dict)
     variables_changed: list[str] = Field(default_factory=list)
@@ -170,6 +172,7 @@ class Lifecycle:
             dead_letters=out.get("dead_letters", 0),
             skipped=out.get("skipped", {}),
             errors=out.get("errors", []),
+            error_count=out.get("error_count", len(out.get("errors", []))),
             new_messages=len(out.get("new_message_ids", [])),
             fragment_ops=out.get("fragment_ops", {}),
             variables_changed=out.get("variables_changed", []),

@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
             f"convmem ingest: {err['name']}: {err['source']}: {err['path']}: {err['reason']}", file=sys.stderr
         )
         bad += 1
+    if result.error_count > len(result.errors):
+        more = result.error_count - len(result.errors)
+        print(f"convmem ingest: ... and {more} more unreadable payloads (see dead letters)", file=sys.stderr)
+        bad += more
     if args.json:
         dump_json(result.model_dump())
     else:

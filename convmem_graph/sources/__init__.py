@@ -20,7 +20,7 @@ from typing import Any
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
-from convmem_graph.sources._common import ReadContext, clean_text
+from convmem_graph.sources._common import ReadContext, check_item_counts, clean_text
 from convmem_graph.sources.agora import read_agora
 from convmem_graph.sources.detect import SOURCE_NAMES, coerce_payload, detect_parsed, detect_source
 from convmem_graph.sources.files import iter_documents
@@ -92,6 +92,7 @@ def read_payload(
         data = coerce_payload(data, "auto" if name == "auto" else name)
         if name == "auto":
             name = detect_parsed(data)
+        check_item_counts(name, data)  # bounded work: no 200k-message payloads
         ctx = ReadContext(
             source=name,
             bot_ids=frozenset([*cfg.bot_ids, *bot_ids]),

@@ -2,43 +2,134 @@
 
 JSON Lines files are streamed line by line (never read whole); blank lines are ignored. A file
 with another extension is read as one JSON document.
+
+Bounded work on any input (issue 10): only regular files are opened (a FIFO, a device such as a
+``.jsonl`` symlinked to ``/dev/zero``, a socket or a directory is refused by name, without
+blocking; a symlink loop fails to open with the OS's error), and :class:`ReadLimits` caps the
+decompressed bytes read from one file, its lines (blank ones included, so 256 MiB of gzipped
+newlines stops at the line cap) and the length of one line or document. Exceeding a limit raises
+:class:`SourceFormatError` naming the file, the line and the limit.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
+import stat
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.sources._common import MAX_DOCUMENT_BYTES, parse_json_text
 
-__all__ = ["iter_documents"]
+__all__ = ["DEFAULT_LIMITS", "LineBudget", "ReadLimits", "iter_documents", "open_regular"]
 
 _LINE_SUFFIXES = (".jsonl", ".ndjson")
 
 
-def _open(path: Path) -> IO[bytes]:
+@dataclass(frozen=True)
+class ReadLimits:
+    """Limits on reading one input file (documented defaults; pass your own to raise them).
+
+    Attributes:
+        max_file_bytes: Decompressed bytes read from one file (1 GiB).
+        max_lines: Lines of one JSON Lines file, blank lines included (1,000,000).
+        max_line_bytes: Bytes of one line or one whole-file document (``MAX_DOCUMENT_BYTES``).
+    """
+
+    max_file_bytes: int = 1 << 30
+    max_lines: int = 1_000_000
+    max_line_bytes: int = MAX_DOCUMENT_BYTES
+
+
+#: The limits used when none are given.
+DEFAULT_LIMITS = ReadLimits()
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def open_regular(path: str | Path) -> IO[bytes]:
+    """Open a regular file for reading (gunzipping ``.gz``), refusing anything else by name.
+
+    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a FIFO
+    cannot block the reader and a path swapped between check and open is still caught.
+
+    Raises:
+        SourceFormatError: ``source="json"``: the path is not a regular file (FIFO, device, ...).
+        OSError: The file cannot be opened (missing, permission, symlink loop).
+    """
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise SourceFormatError("json", str(path), f"{kind}, not a regular file: refused")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        raw = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
     if path.suffix.lower() == ".gz":
-        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # a binary file object
-    return path.open("rb")
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]  # a binary file object
+    return raw
 
 
-def iter_documents(path: str | Path) -> Iterator[tuple[str, Any]]:
+class LineBudget:
+    """Counts the lines and bytes read from one file and raises past its :class:`ReadLimits`."""
+
+    def __init__(self, name: str, limits: ReadLimits = DEFAULT_LIMITS) -> None:
+        self.name = name
+        self.limits = limits
+        self.lines = 0
+        self.bytes = 0
+
+    def take(self, line: bytes, *, continued: bool = False) -> None:
+        """Account for one line just read (call before parsing it).
+
+        Args:
+            line: The bytes read.
+            continued: The bytes continue the previous line (an overlong line read in pieces).
+        """
+        self.lines += 0 if continued else 1
+        self.bytes += len(line)
+        if self.lines > self.limits.max_lines:
+            raise SourceFormatError(
+                "json", f"{self.name}:{self.lines}", f"more than {self.limits.max_lines} lines (limit)"
+            )
+        if self.bytes > self.limits.max_file_bytes:
+            raise SourceFormatError(
+                "json",
+                f"{self.name}:{self.lines}",
+                f"more than {self.limits.max_file_bytes} bytes after decompression (limit)",
+            )
+
+
+def iter_documents(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Iterator[tuple[str, Any]]:
     r"""Yield ``(locator, document)`` for every JSON document in a file.
 
     Args:
         path: A ``.json`` file (one document), a ``.jsonl``/``.ndjson`` file (one document per
             line), or a ``.gz`` of either.
+        limits: Bounds on what one file may hold.
 
     Yields:
         ``("file.json", doc)`` for a single-document file, ``("file.jsonl:12", doc)`` per line.
 
     Raises:
         SourceFormatError: ``source="json"``, ``path="<file>:<line>"``: invalid JSON or UTF-8, a
-            truncated gzip stream, or a document larger than the size limit.
+            truncated gzip stream, a document, line, line count or decompressed size over its
+            limit, or a path that is not a regular file.
         OSError: The file cannot be opened.
 
     Example:
@@ -53,32 +144,31 @@ def iter_documents(path: str | Path) -> Iterator[tuple[str, Any]]:
     name = str(path)
     inner = path.stem if path.suffix.lower() == ".gz" else path.name
     by_line = inner.lower().endswith(_LINE_SUFFIXES)
-    with _open(path) as handle:
+    with open_regular(path) as handle:
         try:
             if by_line:
-                yield from _lines(handle, name)
+                yield from _lines(handle, name, limits)
             else:
-                data = handle.read(MAX_DOCUMENT_BYTES + 1)
-                if len(data) > MAX_DOCUMENT_BYTES:
-                    raise SourceFormatError(
-                        "json", f"{name}:1", f"document larger than {MAX_DOCUMENT_BYTES} bytes"
-                    )
+                cap = min(limits.max_line_bytes, limits.max_file_bytes)
+                data = handle.read(cap + 1)
+                if len(data) > cap:
+                    raise SourceFormatError("json", f"{name}:1", f"document larger than {cap} bytes")
                 yield name, _parse(data, name, 1, relative=True)
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise SourceFormatError("json", f"{name}:1", f"corrupt gzip data: {exc}") from None
 
 
-def _lines(handle: IO[bytes], name: str) -> Iterator[tuple[str, Any]]:
-    lineno = 0
+def _lines(handle: IO[bytes], name: str, limits: ReadLimits) -> Iterator[tuple[str, Any]]:
+    budget = LineBudget(name, limits)
+    cap = limits.max_line_bytes
     while True:
-        line = handle.readline(MAX_DOCUMENT_BYTES + 1)
+        line = handle.readline(cap + 1)
         if not line:
             return
-        lineno += 1
-        if len(line) > MAX_DOCUMENT_BYTES and not line.endswith(b"\n"):
-            raise SourceFormatError(
-                "json", f"{name}:{lineno}", f"line longer than {MAX_DOCUMENT_BYTES} bytes"
-            )
+        budget.take(line)
+        lineno = budget.lines
+        if len(line) > cap and not line.endswith(b"\n"):
+            raise SourceFormatError("json", f"{name}:{lineno}", f"line longer than {cap} bytes")
         if not line.strip():
             continue
         yield f"{name}:{lineno}", _parse(line, name, lineno)

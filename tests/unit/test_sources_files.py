@@ -71,11 +71,10 @@ def test_binary_garbage_and_corrupt_gzip(tmp_path: Path) -> None:
     assert err.value.source == "json"
 
 
-def test_streams_lines_with_a_per_line_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(files_module, "MAX_DOCUMENT_BYTES", 64)
+def test_streams_lines_with_a_per_line_cap(tmp_path: Path) -> None:
     path = tmp_path / "big.jsonl"
     path.write_text('{"ok": 1}\n' + '{"text": "' + "x" * 200 + '"}\n', encoding="utf-8")
-    it = iter_documents(path)
+    it = iter_documents(path, files_module.ReadLimits(max_line_bytes=64))
     assert next(it) == (f"{path}:1", {"ok": 1})  # the first line is yielded before the long one is read
     with pytest.raises(SourceFormatError, match="longer than 64 bytes") as err:
         next(it)
