@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from convmem_graph.memory import ConvMemory
-from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
+from convmem_graph.payloads.memory_block import VARIABLE_LABELS, MemoryBlockOptions, build_memory_block
 from convmem_graph.payloads.relevance import lexical_scores
 from convmem_graph.viewer._html import esc, json_block, layout, memory_url, table
 from convmem_graph.viewer.pages import memory_tabs
@@ -128,6 +128,44 @@ def _fragment_rows(mem: ConvMemory, memory_id: str, block: Any, query: str, now:
     return rows
 
 
+def _other_rows(mem: ConvMemory, memory_id: str, block: Any) -> list[str]:
+    # Variables and the summary: whether their text made it into the block, and why not.
+    text = getattr(block, "text", "") or ""
+    rows = []
+    for name, v in mem.variables(memory_id).items():
+        parts = [str(x) for x in v.value] if isinstance(v.value, list) else [str(v.value)]
+        # The profile line reads "<label>: <value>" (labels per language, e.g. 城市 / City).
+        label = VARIABLE_LABELS.get(name, {}).get(getattr(block, "language", "zh"), name)
+        shown = f"{label}: " in text
+        why = f"{v.origin} value" + (
+            " · a manual value is kept first" if v.origin == "manual" else " · inferred from facts"
+        )
+        if not shown:
+            why += " · left out: over the budget, or a field the block does not show"
+        state = "included" if shown else "cut"
+        rows.append(
+            f'<tr class="pick {state}"><td>variable {esc(name)} = {esc(", ".join(parts))}</td>'
+            f"<td>{state}</td><td></td><td>{esc(why)}</td></tr>"
+        )
+    summary = mem.summary(memory_id)
+    if summary is not None:
+        head = summary.text.strip()[:12]
+        if summary.origin == "extractive":
+            state, why = (
+                "cut",
+                "extractive summary restates the variables and facts: memory blocks leave it out",
+            )
+        elif head and head in text:
+            state, why = "included", f"model summary, {summary.tokens} tokens (cut at a sentence when tight)"
+        else:
+            state, why = "cut", "model summary did not fit the budget after the variables"
+        rows.append(
+            f'<tr class="pick {state}"><td>summary (version {summary.version})</td><td>{state}</td>'
+            f"<td></td><td>{esc(why)}</td></tr>"
+        )
+    return rows
+
+
 def inject_page(
     mem: ConvMemory,
     memory_id: str,
@@ -200,10 +238,10 @@ def inject_page(
         + table(["part", "tokens"], part_rows, css="parts")
         + (f"<h3>More about this block</h3>{json_block(extra)}" if extra else "")
         + "</section>"
-        + '<section id="why"><h2>Why each fact was chosen or cut</h2>'
+        + '<section id="why"><h2>Why each item was chosen or cut</h2>'
         + table(
-            ["fact", "", "query match", "why"],
-            _fragment_rows(mem, memory_id, block, query, now),
+            ["item", "", "query match", "why"],
+            _other_rows(mem, memory_id, block) + _fragment_rows(mem, memory_id, block, query, now),
             css="why",
             empty="no active facts",
         )

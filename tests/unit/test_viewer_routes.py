@@ -127,6 +127,7 @@ def test_inject_and_lifecycle_pages(client: TestClient) -> None:
     payload = openai.split('<section id="payload">')[1].split("</section>")[0]
     assert "LLMConfig" not in payload and "&quot;role&quot;: &quot;system&quot;" in payload
     assert "/ 120 tokens" in openai and "matches the query" in openai
+    assert re.search(r'<tr class="pick included"><td>variable city = 杭州</td>', openai)
     broken = client.get(f"{PATH}/inject", params={"vendor": "trtc", "options": "{not json"}).text
     assert 'class="error"' in broken and "options: not JSON" in broken
     graph = client.get(f"{PATH}/lifecycle").text
