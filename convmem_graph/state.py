@@ -76,6 +76,8 @@ class MemoryState(TypedDict, total=False):
     #: Small results.
     fragment_ops: dict[str, int]
     variable_guesses: dict[str, dict[str, Any]]
+    #: Canonical keys whose facts this run's extraction touched (``None``: unknown, infer all).
+    touched_keys: list[str] | None
     variables_changed: list[str]
     summary_version: int
     model_calls: int

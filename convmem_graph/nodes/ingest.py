@@ -179,6 +179,7 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
         "fragment_ops": {},
         "variable_guesses": {},
         "variables_changed": [],
+        "touched_keys": None,
         "fragments_changed": False,
         "model_calls": 0,
         "payloads": [],
