@@ -45,7 +45,7 @@ from convmem_graph.payloads._sanitize import (
     wrap_flagged,
 )
 from convmem_graph.payloads.ranker import Scorer
-from convmem_graph.payloads.relevance import iter_ranked, lexical_scores
+from convmem_graph.payloads.relevance import iter_ranked
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 __all__ = [
@@ -612,7 +612,7 @@ def build_memory_block(
     fragments = snapshot.fragments
     # Lexical (and embeddings) order of the facts: it breaks ties of the block's one ranker, so
     # with embeddings a fact that shares no word with the query can still come first among those.
-    ranked = iter_ranked(opts.query, fragments, first=len(fragments), embeddings=embeddings)
+    ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
     head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
     language: Language
     if opts.language != "auto":
@@ -631,11 +631,11 @@ def build_memory_block(
     items: list[_Item] = []
     considered: list[str] = []
     if header <= opts.budget_tokens:
-        ordered = [*head, *ranked]
-        # Only facts holding a query term (found with C-speed substring search) are scored.
+        # The facts scored: all of them in a memory of ordinary size; in a very large one the
+        # first 400 of the lexical order (every fact holding a query term comes before the rest).
+        ordered = [*head, *itertools.islice(ranked, max(_POOL_SAMPLE - len(head), 0))]
         query = opts.query or ""
-        hits = lexical_scores(query, [f.content for f in ordered]) if query.strip() else {}
-        matched = frozenset(ordered[i].id for i in hits)
+        matched = frozenset(f.id for f in ordered) if query.strip() else frozenset()
         # Without the history's statistics, IDF comes from the facts themselves (all of them,
         # up to a bound: a term in every fact is as good as a stop word).
         pool = [f.content for f in ordered[:_POOL_SAMPLE]]

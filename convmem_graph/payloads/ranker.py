@@ -11,6 +11,7 @@ themselves. The newest terms of a long query are kept (see
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -31,6 +32,11 @@ _B = 0.75
 
 def _token(term: str) -> str:
     return term if _CJK_RUN.match(term) else stem(term)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _cached_terms(text: str) -> tuple[str, ...]:
+    return tuple(text_terms(text))
 
 
 def text_terms(text: str) -> list[str]:
@@ -96,7 +102,8 @@ class Scorer:
     def _bag(self, text: str) -> list[str]:
         bag = self._bags.get(text)
         if bag is None:
-            bag = self._bags[text] = text_terms(text)
+            # Cached across calls too: a memory's facts are scored again at every call start.
+            bag = self._bags[text] = list(_cached_terms(text))
         return bag
 
     @property
