@@ -8,11 +8,35 @@ and ``infer_variables`` (fragments -> variable values, ``DEFAULT_VARIABLE_SPECS`
 
 from __future__ import annotations
 
-from convmem_graph.extractors.base import Extractor, Summarizer
-from convmem_graph.extractors.extractive import ExtractiveSummarizer
-from convmem_graph.extractors.heuristic import HeuristicExtractor
-from convmem_graph.extractors.reconcile import reconcile
-from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS, infer_variables
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from convmem_graph.extractors.base import Extractor, Summarizer
+    from convmem_graph.extractors.extractive import ExtractiveSummarizer
+    from convmem_graph.extractors.heuristic import HeuristicExtractor
+    from convmem_graph.extractors.reconcile import reconcile
+    from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS, infer_variables
+
+# Exported lazily: the store imports the light key and text helpers of this package, and must not
+# compile the heuristic rules on the way (a call start never needs them).
+_LAZY = {
+    "DEFAULT_VARIABLE_SPECS": "convmem_graph.extractors.variables",
+    "ExtractiveSummarizer": "convmem_graph.extractors.extractive",
+    "Extractor": "convmem_graph.extractors.base",
+    "HeuristicExtractor": "convmem_graph.extractors.heuristic",
+    "Summarizer": "convmem_graph.extractors.base",
+    "infer_variables": "convmem_graph.extractors.variables",
+    "reconcile": "convmem_graph.extractors.reconcile",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'convmem_graph.extractors' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "DEFAULT_VARIABLE_SPECS",

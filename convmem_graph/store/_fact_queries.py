@@ -28,7 +28,6 @@ __all__ = [
     "RECENTLY_UPDATED_IN_RANGE",
     "STRONGEST",
     "STRONGEST_OF_KIND",
-    "UNDERIVED",
     "ACTIVE_IN_RANGE",
     "key_range",
     "prefix_rows",
@@ -64,13 +63,6 @@ RECENTLY_UPDATED_IN_RANGE = (
     .order_by(_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
     .limit(bindparam("limit"))
 )
-#: Whether a memory has rows whose derived columns are not filled in yet.
-UNDERIVED = (
-    select(_F.id)
-    .where(_F.memory_id == _MID, _F.status.in_(("active", "superseded", "deleted")), _F.ckey.is_(None))
-    .limit(1)
-)
-
 #: Live active facts in the snapshot's order: durable first, then confidence, then recency.
 STRONGEST = (
     select(fragments)

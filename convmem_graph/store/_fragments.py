@@ -8,7 +8,6 @@ already wrote and changes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -16,10 +15,9 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Row, select, update
 
 from convmem_graph._ids import stable_id
-from convmem_graph.extractors._text import is_cjk_text, norm_text
-from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
 from convmem_graph.store._audit import audit_row, messages_cause, write_audit
+from convmem_graph.store._derived import derived_columns, norm_hash
 from convmem_graph.store._messages import normalize_text
 from convmem_graph.store._queries import FRAGMENTS_BY_ID, INSERT_FRAGMENTS
 from convmem_graph.store.engine import chunked
@@ -51,17 +49,6 @@ def manual_key(category: str, content: str) -> str:
     """Return the key given to a hand-added fragment that came without one."""
     norm = normalize_text(content) or content.strip()
     return f"{category}:{norm[:48]}"
-
-
-def norm_hash(content: str) -> int:
-    """Return a signed 64-bit hash of a fact's normalized content (what reconcile compares)."""
-    digest = hashlib.blake2b(norm_text(content).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-def derived_columns(key: str, content: str) -> dict[str, Any]:
-    """The columns derived from a fragment's key and content: ``ckey``, ``norm_hash``, ``cjk``."""
-    return {"ckey": canonical_key(key), "norm_hash": norm_hash(content), "cjk": is_cjk_text(content)}
 
 
 def fill_derived(conn: Connection, memory_id: str | None = None) -> int:

@@ -42,7 +42,6 @@ from convmem_graph.store import _variables as var
 from convmem_graph.store._audit import audit_row, row_to_audit, write_audit
 from convmem_graph.store._fragments import (
     FragmentWriter,
-    fill_derived,
     manual_key,
     norm_hash,
     row_to_fragment,
@@ -643,14 +642,6 @@ class MemoryStore:
         return row_to_fragment(row)
 
     # -- fragment reads of the live path: index ranges, independent of how many facts there are --
-    def _derived_ready(self, memory_id: str) -> None:
-        # Rows imported from an older export lack the derived columns the reads below filter on.
-        with self._read() as conn:
-            missing = conn.execute(FQ.UNDERIVED, {"mid": memory_id}).first() is not None
-        if missing:
-            with self._write(memory_id) as conn:
-                fill_derived(conn, memory_id)
-
     def related_fragments(
         self, memory_id: str, keys: Collection[str], contents: Collection[str]
     ) -> list[Fragment]:
@@ -660,7 +651,6 @@ class MemoryStore:
         """
         if not keys and not contents:
             return []
-        self._derived_ready(memory_id)
         ckeys = sorted({canonical_key(k) for k in keys})
         hashes = sorted({norm_hash(c) for c in contents})
         found: dict[str, Fragment] = {}
@@ -681,7 +671,6 @@ class MemoryStore:
         What an extractor is shown as known facts (a model sees the newest; the heuristic rules
         look up known pets and plans), whatever the size of the memory.
         """
-        self._derived_ready(memory_id)
         found: dict[str, Fragment] = {}
         with self._read() as conn:
             if limit > 0:
@@ -714,7 +703,6 @@ class MemoryStore:
         self, memory_id: str, *, now_ms: int, keys: Collection[str] = (), prefixes: Collection[str] = ()
     ) -> list[Fragment]:
         """Usable durable fragments (what variable inference reads) with these canonical keys or prefixes."""
-        self._derived_ready(memory_id)
         found: dict[str, Fragment] = {}
         with self._read() as conn:
             if keys:
@@ -727,7 +715,6 @@ class MemoryStore:
 
     def newest_durable_fragments(self, memory_id: str, *, now_ms: int, batch: int = 32) -> Iterator[Fragment]:
         """Usable durable fragments, newest stated first, read page by page (stop iterating to stop)."""
-        self._derived_ready(memory_id)
         offset = 0
         while True:
             with self._read() as conn:
@@ -741,7 +728,6 @@ class MemoryStore:
 
     def durable_language_counts(self, memory_id: str, *, now_ms: int) -> tuple[int, int]:
         """How many usable durable fragments are mainly Chinese, and how many are not."""
-        self._derived_ready(memory_id)
         with self._read() as conn:
             total, zh = conn.execute(FQ.CJK_COUNTS, {"mid": memory_id, "now": now_ms}).one()
         return int(zh), int(total) - int(zh)

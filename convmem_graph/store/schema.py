@@ -25,6 +25,8 @@ from sqlalchemy import (
     text,
 )
 
+from convmem_graph.store._derived import column_default
+
 __all__ = [
     "METADATA",
     "PER_MEMORY_TABLES",
@@ -125,10 +127,20 @@ fragments = Table(
     # the canonical key (reconcile, variable inference; bytewise order on PostgreSQL so a prefix
     # is an index range), a 64-bit hash of the normalized content (same fact under another key)
     # and whether the text is mainly Chinese (the ``language`` variable). NULL in rows written by
-    # older versions or imported from older exports until the store fills them in.
-    Column("ckey", String().with_variant(String(collation="C"), "postgresql"), nullable=True),
-    Column("norm_hash", BigInteger().with_variant(Integer(), "sqlite"), nullable=True),
-    Column("cjk", Boolean, nullable=True),
+    # older versions until the store fills them in when it opens.
+    Column(
+        "ckey",
+        String().with_variant(String(collation="C"), "postgresql"),
+        nullable=True,
+        default=column_default("ckey"),
+    ),
+    Column(
+        "norm_hash",
+        BigInteger().with_variant(Integer(), "sqlite"),
+        nullable=True,
+        default=column_default("norm_hash"),
+    ),
+    Column("cjk", Boolean, nullable=True, default=column_default("cjk")),
     # Status before key: the planner (SQLite has no statistics) must see three equalities here
     # and only two in the indexes below, or it walks every active fact of the memory instead.
     Index(None, "memory_id", "status", "ckey"),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import update
+from sqlalchemy import insert, update
 
 from convmem_graph.extractors.reconcile import reconcile
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS, infer_variables
@@ -169,13 +170,35 @@ def test_the_database_picks_the_snapshots_strongest_facts(
     assert store.strongest_fragments(memory_id, limit=limit, now_ms=NOW, transient=False) == durable[:limit]
 
 
-def test_rows_without_derived_columns_are_filled_before_they_are_read(store: MemoryStore) -> None:
-    fill(store, "old", [("diet:{s}", "用户不吃{s}。", "香菜", False, 1, 1.0, None)])
-    with store.transaction() as conn:  # as an import of an older export leaves them
-        conn.execute(update(fragments).values(ckey=None, norm_hash=None, cjk=None))
-    cand = FragmentCandidate(content="用户爱吃香菜。", key="food:香菜")
-    related = store.related_fragments("old", [cand.key], [cand.content])
-    assert [f.key for f in related] == ["diet:香菜"]
+def test_rows_inserted_without_derived_columns_get_them(tmp_path: Path) -> None:
+    store = MemoryStore.from_url(str(tmp_path / "d.db"))
+    try:
+        store.ensure_memory("imp")
+        row = {
+            "memory_id": "imp",
+            "id": "f1",
+            "content": "用户不吃香菜。",
+            "category": "diet",
+            "key": "diet:香菜",
+            "status": "active",
+            "origin": "extracted",
+            "created_at": 1,
+            "updated_at": 1,
+        }
+        with store.transaction("imp") as conn:  # as an import of an older export inserts it
+            conn.execute(insert(fragments).values(row))
+        cand = FragmentCandidate(content="用户爱吃香菜。", key="food:香菜")
+        assert [f.id for f in store.related_fragments("imp", [cand.key], [])] == ["f1"]
+        with store.transaction() as conn:  # as a database written by an older version has them
+            conn.execute(update(fragments).values(ckey=None, norm_hash=None, cjk=None))
+        assert store.related_fragments("imp", [cand.key], []) == []
+    finally:
+        store.close()
+    reopened = MemoryStore.from_url(str(tmp_path / "d.db"))  # opening fills them in
+    try:
+        assert [f.id for f in reopened.related_fragments("imp", [cand.key], ["用户 不吃 香菜"])] == ["f1"]
+    finally:
+        reopened.close()
 
 
 def test_a_live_turns_fact_reads_do_not_grow_with_the_memory(monkeypatch: pytest.MonkeyPatch) -> None:
