@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from langchain_core.messages import BaseMessage
+if TYPE_CHECKING:  # LangChain is not imported at run time: a call start stays light
+    from langchain_core.messages import BaseMessage
 
 __all__ = ["TokenCounter", "count_message_tokens", "count_tokens"]
 
