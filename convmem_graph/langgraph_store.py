@@ -11,14 +11,15 @@
   ``fragment_ids``. ``put({"value": v})`` sets a manual value, ``delete`` clears it.
 - ``(prefix, memory_id, "summary")``: key ``"summary"``, value ``content``, ``tokens``,
   ``version``. Read-only.
-- ``(prefix, memory_id, "turns")``: the newest stored messages, value ``content``, ``role``,
-  ``channel``, ``timestamp_ms``. Read-only.
+- ``(prefix, memory_id, "turns")``: stored messages (the newest 200 without a query), value
+  ``content``, ``role``, ``channel``, ``timestamp_ms``. Read-only.
 
 ``search(namespace, query=...)`` ranks fragments with convmem's ranker (BM25 with CJK bigrams,
-embeddings when the ``ConvMemory`` has them) and turns lexically; ``filter`` matches value fields
-by equality. A ``put`` under a key that is not a fragment id stores a fact whose key is
-``item:<key>``, so tools that choose their own ids (LangMem uses UUIDs) can update and delete it
-later. The store is synchronous; the ``a``-methods run ``batch`` in a worker thread.
+embeddings when the ``ConvMemory`` has them) and turns through the episodic index (every stored
+turn, not only the newest); ``filter`` matches value fields by equality. A ``put`` under a key
+that is not a fragment id stores a fact whose key is ``item:<key>``, so tools that choose their
+own ids (LangMem uses UUIDs) can update and delete it later. The store is synchronous; the
+``a``-methods run ``batch`` in a worker thread.
 
 Example:
     >>> from convmem_graph import ConvMemory
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -234,6 +236,8 @@ class ConvMemoryStore(BaseStore):
                 if _matches(_fragment_value(h.fragment), op.filter)
             ]
             return found[op.offset : op.offset + op.limit]
+        if kind == "turns" and query and self.memory.config.episodic:
+            return self._search_turns(op, memory_id, query)
         items = [i for i in self._items(memory_id, kind) if _matches(i.value, op.filter)]
         scored: list[tuple[Item, float | None]]
         if query:
@@ -259,6 +263,34 @@ class ConvMemoryStore(BaseStore):
             )
             for i, score in scored[op.offset : op.offset + op.limit]
         ]
+
+    def _search_turns(self, op: SearchOp, memory_id: str, query: str) -> list[SearchItem]:
+        """Search every stored turn through the episodic index (not only the newest ones)."""
+        if not self._exists(memory_id):
+            return []
+        found = self.memory.store.search_episodes(memory_id, query, limit=max(32, op.offset + op.limit))
+        n = max(found.total, 1)
+
+        def idf(term: str) -> float:
+            df = found.document_frequency.get(term, 0)
+            return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+        weights = [sum(idf(t) for t in hit.terms) for hit in found.hits]
+        top = max(weights, default=0.0)
+        ns = (self.prefix, memory_id, "turns")
+        items = [
+            SearchItem(
+                namespace=ns,
+                key=hit.message.id,
+                value=_turn_value(hit.message),
+                created_at=_dt(hit.message.timestamp_ms),
+                updated_at=_dt(hit.message.timestamp_ms),
+                score=(w / top) if top > 0 and w > 0 else None,  # a reply to a hit holds no term
+            )
+            for hit, w in zip(found.hits, weights, strict=True)
+            if _matches(_turn_value(hit.message), op.filter)
+        ]
+        return items[op.offset : op.offset + op.limit]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found: list[tuple[str, ...]] = []

@@ -57,6 +57,11 @@ def test_namespaces_expose_fragments_variables_summary_and_turns(mem: ConvMemory
     assert store.get((*NS, "variables"), "city").value["value"] == "Hangzhou"  # type: ignore[union-attr]
     turns = store.search((*NS, "turns"), query="Hangzhou")
     assert [t.value["content"] for t in turns] == ["I live in Hangzhou."]
+    assert turns[0].score == 1.0
+    assert [t.value["content"] for t in store.search((*NS, "turns"))] == [
+        "I live in Hangzhou.",
+        "I'm allergic to mango.",
+    ]
     summary, stored = store.get((*NS, "summary"), "summary"), mem.summary("u_1")
     assert summary is not None and stored is not None and summary.value["content"] == stored.text
     assert store.search(("memories", "nobody")) == []
