@@ -119,12 +119,12 @@ def _disk_bytes(db: Path) -> int:
     return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
 
 
-def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int) -> None:
+def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int, episodic: bool = True) -> None:
     from convmem_graph.config import MemoryConfig
     from convmem_graph.replay import replay_in_processes
     from convmem_graph.store import MemoryStore
 
-    db = workdir / f"ours-{concurrency}.db"
+    db = workdir / f"ours-{concurrency}-{'ep' if episodic else 'noep'}.db"
     _remove_db(db)
     MemoryStore.from_url(str(db)).close()  # create the schema once, before the workers race to
     marks: list[tuple[float, int]] = [(time.perf_counter(), 0)]
@@ -138,7 +138,7 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int) -> No
         str(db),
         [archive],
         processes=concurrency,
-        config=MemoryConfig(),
+        config=MemoryConfig(episodic=episodic),
         group_by="user",
         on_progress=progress,
     )
@@ -267,6 +267,11 @@ def main() -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds of both phases; >1 also prints medians (default 1)"
     )
+    parser.add_argument(
+        "--episodic-cost",
+        action="store_true",
+        help="only compare one-process replay with the episodic index off and on (interleaved rounds)",
+    )
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-bench-"))
     archive = workdir / "archive"
@@ -278,10 +283,37 @@ def main() -> int:
     )
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
 
+    if args.episodic_cost:
+        _episodic_cost(archive, workdir, args.repeat)
+        return 0
     rounds = [_round(archive, workdir, args, k, args.repeat) for k in range(args.repeat)]
     if args.repeat > 1:
         _print_medians(rounds, args.concurrency)
     return 0
+
+
+def _episodic_cost(archive: Path, workdir: Path, repeat: int) -> None:
+    """One process, episodic index off then on, interleaved per round: what the index costs."""
+    ratios: list[float] = []
+    sizes: list[tuple[float, float]] = []
+    for k in range(repeat):
+        off = _run(phase_ours, archive, workdir, 1, False)
+        on = _run(phase_ours, archive, workdir, 1, True)
+        r_off, r_on = off["messages"] / off["seconds"], on["messages"] / on["seconds"]
+        b_off, b_on = off["disk_bytes"] / off["messages"], on["disk_bytes"] / on["messages"]
+        ratios.append(r_on / r_off)
+        sizes.append((b_off, b_on))
+        print(
+            f"round {k + 1}: episodic off {r_off:,.0f} msg/s, {b_off:,.0f} B/msg; "
+            f"on {r_on:,.0f} msg/s, {b_on:,.0f} B/msg; throughput on/off x{r_on / r_off:.2f}"
+        )
+        sys.stdout.flush()
+    print(
+        f"episodic index cost over {repeat} rounds: "
+        f"throughput on/off median x{statistics.median(ratios):.2f} "
+        f"(rounds {' / '.join(f'x{x:.2f}' for x in ratios)}); bytes/message off "
+        f"{statistics.median(b for b, _ in sizes):,.0f}, on {statistics.median(b for _, b in sizes):,.0f}"
+    )
 
 
 def _round(archive: Path, workdir: Path, args: argparse.Namespace, k: int, n: int) -> dict[str, float]:
