@@ -70,7 +70,7 @@ from benchmarks.recall_kit.madial import (
 )
 from benchmarks.recall_kit.report import MadialRow, Outcome, Table2, locomo_tables, madial_table, print_tables
 from benchmarks.recall_kit.text import answer_in_context
-from convmem_graph import ConvMemory
+from convmem_graph import ConvMemory, MemoryConfig
 
 logger = logging.getLogger("recall")
 
@@ -127,6 +127,7 @@ def run_locomo(
     judge: Judge | None = None,
     workdir: Path | None = None,
     progress: Progress | None = None,
+    config: MemoryConfig | None = None,
 ) -> LocomoRun:
     """Ingest the conversations, then score every method's context for every question.
 
@@ -148,7 +149,7 @@ def run_locomo(
     workdir = workdir or Path(tempfile.mkdtemp(prefix="convmem-recall-"))
     workdir.mkdir(parents=True, exist_ok=True)
     clock = Clock()
-    mem = ConvMemory.open(str(workdir / "locomo.db"), clock=clock)
+    mem = ConvMemory.open(str(workdir / "locomo.db"), clock=clock, config=config)
     try:
         sessions = sum(len(c.sessions) for c in convs)
         task = progress.add_task("LoCoMo ingest", total=sessions) if progress else None
@@ -218,6 +219,7 @@ def run_madial(
     limit: int | None = None,
     workdir: Path | None = None,
     progress: Progress | None = None,
+    config: MemoryConfig | None = None,
 ) -> MadialRun:
     """Load each user's archive into convmem and measure recall@block for each query mode.
 
@@ -252,7 +254,7 @@ def run_madial(
         for load in loads:
             method = MADIAL_LOADS[load]
             clock = Clock(asked_at)
-            mem = ConvMemory.open(str(workdir / f"madial_{lang}_{load}.db"), clock=clock)
+            mem = ConvMemory.open(str(workdir / f"madial_{lang}_{load}.db"), clock=clock, config=config)
             try:
                 started = time.perf_counter()
                 if load == "fragments":
@@ -351,6 +353,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per model call")
     p.add_argument("--workdir", type=Path, help="folder for the databases (default: a temporary one)")
     p.add_argument("--markdown", action="store_true", help="print Markdown tables instead of rich ones")
+    p.add_argument(
+        "--facts-only",
+        action="store_true",
+        help="convmem with MemoryConfig(episodic=False): facts, variables and summary, no quoted turns",
+    )
     p.add_argument("--json", type=Path, help="also write every figure (and per-question outcomes) here")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
@@ -398,6 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     judge=judge,
                     workdir=args.workdir,
                     progress=progress,
+                    config=MemoryConfig(episodic=not args.facts_only),
                 )
                 tables += locomo.tables()
                 report["locomo"] = {
@@ -418,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     limit=args.limit,
                     workdir=args.workdir,
                     progress=progress,
+                    config=MemoryConfig(episodic=not args.facts_only),
                 )
                 tables += madial.tables()
                 report["madial"] = {
