@@ -113,7 +113,7 @@ def _one(directory: Path, pattern: str) -> Path:
 
 
 def _parse_line(raw: Any, path: str) -> tuple[str | None, str] | None:
-    # (speaker, text); speaker None for an untagged line: 28 English lines lack the tag and are
+    # (speaker, text); speaker None for an untagged line: 35 English lines lack the tag and are
     # only quoted ("...") or bracketed (<...>).
     if not isinstance(raw, str):
         raise DatasetError(f"MADial: {path}: expected a string")
