@@ -158,7 +158,7 @@ def test_live_server_driven_like_trtc_agora_and_an_agent(tmp_path: Path) -> None
     rng.shuffle(deliveries)
     with (
         ChatUpstream(key=UPSTREAM_KEY) as upstream,
-        serve(db, CONVMEM_UPSTREAM_URL=upstream.url) as (base, _),
+        serve(db, CONVMEM_UPSTREAM_URL=upstream.url) as (base, server),
     ):
         with httpx.Client(timeout=10) as client:
             genuine = next(b for b in bodies if '"EventType":903' in b and '"u_10086"' in b)
@@ -215,6 +215,7 @@ def test_live_server_driven_like_trtc_agora_and_an_agent(tmp_path: Path) -> None
         agora_show = _convmem("show", agora_memory, "--json", db=db)
         assert _recent(agora_show)
 
+    assert server.returncode == 0, "SIGTERM should drain the worker and exit cleanly"
     turns = [(t["role"], t["content"]) for t in _recent(live)]
     assert not any("Mallory" in content for _, content in turns)
     assert turns[-2:] == [("user", "推荐个水果吧"), ("assistant", upstream.answer)]
