@@ -63,7 +63,12 @@ class ServeSettings(BaseSettings):
     bot_ids: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="bot accounts (comma-separated in the environment)"
     )
-    max_body_bytes: int = Field(default=64 * 1024, ge=1024, description="webhook body cap (413 past it)")
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024, description="TRTC webhook body cap (413 past it)")
+    max_agora_body_bytes: int = Field(
+        default=512 * 1024,
+        ge=1024,
+        description="Agora webhook cap: a 103 carries up to 1024 history items (llm.max_history)",
+    )
     max_proxy_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     trtc_memory_from: Literal["user", "room", "task"] = Field(
         default="user",

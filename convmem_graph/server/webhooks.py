@@ -101,7 +101,7 @@ def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSett
 
     @router.post("/webhooks/agora", summary="Agora ConvoAI notifications (NCS)")
     async def agora_webhook(request: Request) -> dict[str, Any]:
-        raw = await read_capped_body(request, settings.max_body_bytes)
+        raw = await read_capped_body(request, settings.max_agora_body_bytes)
         secret = settings.secret("agora_webhook_secret")
         if secret is None:
             logger.error("Agora delivery refused: CONVMEM_AGORA_WEBHOOK_SECRET is not set")

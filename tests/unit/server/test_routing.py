@@ -105,7 +105,11 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONVMEM_BOT_IDS", "a, b")
     monkeypatch.setenv("CONVMEM_PROXY_MEMORY_KEYS", "header:x-user-id")
     s = ServeSettings()
-    assert (s.secret("trtc_callback_key"), s.secret("token"), s.bot_ids) == ("s3cr3t-key-1", "s3cr3t-tok", ["a", "b"])
+    assert (s.secret("trtc_callback_key"), s.secret("token"), s.bot_ids) == (
+        "s3cr3t-key-1",
+        "s3cr3t-tok",
+        ["a", "b"],
+    )
     assert s.proxy_memory_keys == ["header:x-user-id"]
     assert "s3cr3t" not in repr(s)
     monkeypatch.setenv("CONVMEM_PROXY_MEMORY_KEYS", "cookie:x")

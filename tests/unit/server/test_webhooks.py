@@ -170,3 +170,21 @@ def test_pending_deliveries_survive_a_restart(tmp_path: Path, trtc_call: dict[st
     with TestClient(create_app(settings)) as again:
         _drain(again)
         assert len(again.app.state.mem.recent("u_10086", 100)) > 0  # type: ignore[attr-defined]
+
+
+def test_agora_cap_fits_a_long_history_and_refuses_a_mebibyte(client: TestClient) -> None:
+    doc = load_fixture("agora_webhook_103_agent_history.json")
+    item = {
+        "role": "user",
+        "content": "我今天跑了八公里，配速六分半。" * 4,
+        "turn_id": 1,
+        "timestamp": 1767268809870,
+    }
+    doc["payload"]["contents"] = [dict(item, turn_id=i) for i in range(1024)]
+    raw = json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    assert 64 * 1024 < len(raw) < 512 * 1024
+    headers = {"Agora-Signature-V2": sign_agora_v2(raw, AGORA_SECRET)}
+    assert client.post("/webhooks/agora", content=raw, headers=headers).status_code == 200
+    big = b'{"pad": "' + b"x" * (1024 * 1024) + b'"}'
+    headers = {"Agora-Signature-V2": sign_agora_v2(big, AGORA_SECRET)}
+    assert client.post("/webhooks/agora", content=big, headers=headers).status_code == 413
