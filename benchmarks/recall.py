@@ -9,15 +9,17 @@ OpenAI-compatible model also answers each question from each context and a judge
 CORRECT or WRONG (LoCoMo "J", as Mem0 and Zep report it).
 
 MADial-Bench (``--madial madial-bench/``, folders ``ch/`` and ``en/``): each user's archive as
-convmem fragments; per dialogue, three queries (last user line, all user lines, whole context
-before the first test turn) and the share of the dialogue's relevant memories in the 300-token
-block, next to BM25 over the same archive.
+convmem fragments (``--madial-load fragments``) and/or as dated past chats (``chats``); per
+dialogue, three queries (last user line, all user lines, whole context before the first test turn)
+and the share of the dialogue's relevant memories in the 300-token block, next to BM25 over the
+same archive.
 
 See benchmarks/README.md ("Recall") for the protocol and figures.
 
 Usage:
     python benchmarks/recall.py --locomo ../shared/data/locomo/locomo10.json \\
-        --madial ../shared/data/madial-bench [--budgets 300,1000] [--limit N] [--conversations 0,3]
+        --madial ../shared/data/madial-bench [--madial-load fragments,chats]
+        [--budgets 300,1000] [--limit N] [--conversations 0,3] [--methods convmem,bm25]
         [--model gpt-4o-mini [--judge-model NAME]] [--markdown] [--json out.json]
 """
 
@@ -140,6 +142,7 @@ def run_locomo(
         judge: Also answer and grade each question with each context.
         workdir: Where the SQLite database goes (a new temporary folder by default).
         progress: A rich progress display to advance.
+        config: Memory settings, e.g. ``MemoryConfig(episodic=False)`` (``--facts-only``).
     """
     unknown = set(methods) - set(METHODS)
     if unknown:
@@ -233,6 +236,7 @@ def run_madial(
         limit: At most this many dialogues per language (the first ones).
         workdir: Where the SQLite databases go (a new temporary folder by default).
         progress: A rich progress display to advance.
+        config: Memory settings, e.g. ``MemoryConfig(episodic=False)`` (``--facts-only``).
     """
     for load in loads:
         if load not in MADIAL_LOADS:
