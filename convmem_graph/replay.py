@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import gzip
 import hashlib
+import importlib
 import logging
 import os
 import sys
@@ -34,22 +35,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, select, text
+from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, or_, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from convmem_graph._ids import identifier_problem
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
 from convmem_graph.runner import Lifecycle
-from convmem_graph.state import RawInput
+from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
+from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import advisory_key
+from convmem_graph.store.schema import dead_letters
 
 __all__ = [
     "GroupBy",
     "ReplayReport",
     "Replayer",
     "discover_files",
+    "forget_replay_file",
+    "forget_replay_rows",
     "parse_shard",
     "replay_in_processes",
     "shard_of",
@@ -72,6 +78,8 @@ replay_progress = Table(
     Column("path", String(1024), nullable=False),
     Column("messages", Integer, nullable=False),
     Column("finished_at", Integer, nullable=False),
+    # The memory the file fed when it fed exactly one (so deleting that memory forgets the row).
+    Column("memory_id", String, nullable=True, index=True),
 )
 
 
@@ -192,6 +200,88 @@ def _documents(path: Path) -> Iterator[tuple[str, Any]]:
             raise SourceFormatError("json", f"{name}:{lineno + 1}", f"corrupt gzip data: {exc}") from None
 
 
+def _add_progress_memory_column(conn: Any) -> None:
+    """Add ``memory_id`` to a progress table made by an older version (nullable, nothing rewritten)."""
+    if "memory_id" not in {c["name"] for c in inspect(conn).get_columns(replay_progress.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {replay_progress.name} ADD COLUMN memory_id VARCHAR")
+
+
+def _storable(text: str) -> str:
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _FileLetters:
+    """The dead letters of one file, held until the file is read (at most ``MAX_DEAD_LETTERS_PER_RUN``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.items: list[dict[str, str]] = []
+        self.dropped = 0
+
+    def add(self, *, source: str, raw: str, error: str, path: str) -> None:
+        if len(self.items) >= MAX_DEAD_LETTERS_PER_RUN:
+            self.dropped += 1
+            return
+        # Lone surrogates (ids like "mem_\udc00") cannot be stored; kept visible as escapes.
+        self.items.append(
+            {k: _storable(v) for k, v in (("source", source), ("raw", raw), ("error", error), ("path", path))}
+        )
+
+    def write(self, store: MemoryStore, owner: str | None) -> None:
+        for item in self.items:
+            store.add_dead_letter(owner, **item)
+        if self.dropped:
+            store.add_dead_letter(
+                owner,
+                source="file",
+                raw=f"{self.path}: {self.dropped} more bad documents",
+                error=f"dead-letter limit of {MAX_DEAD_LETTERS_PER_RUN} per file reached",
+                path=str(self.path),
+            )
+
+
+def forget_replay_rows(store: MemoryStore, memory_id: str) -> int:
+    """Delete the replay progress rows of files that fed only ``memory_id``; returns how many.
+
+    Called by ``ConvMemory.delete`` (and so ``convmem delete``): progress rows keep file paths,
+    which often name the user. A later replay of such a file reads it again.
+    """
+    with store.transaction() as conn:
+        if not inspect(conn).has_table(replay_progress.name):
+            return 0
+        _add_progress_memory_column(conn)
+        return int(
+            conn.execute(replay_progress.delete().where(replay_progress.c.memory_id == memory_id)).rowcount
+        )
+
+
+def forget_replay_file(store: MemoryStore, path: str | Path) -> int:
+    """Delete what a replay kept about one file that cannot be attributed to a single memory.
+
+    Removes the file's progress rows and the dead letters without a memory that name it (a file
+    feeding several memories, or none). Returns the number of rows deleted.
+    """
+    name = str(path)
+    like = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    with store.transaction() as conn:
+        deleted = 0
+        if inspect(conn).has_table(replay_progress.name):
+            deleted += int(
+                conn.execute(replay_progress.delete().where(replay_progress.c.path == name)).rowcount
+            )
+        stmt = dead_letters.delete().where(
+            dead_letters.c.memory_id.is_(None),
+            or_(
+                dead_letters.c.raw == name,
+                dead_letters.c.raw.startswith(name + ": "),
+                dead_letters.c.path == name,
+                dead_letters.c.path.like(like + ":%", escape="\\"),
+                dead_letters.c.error.like(like + ":%", escape="\\"),
+            ),
+        )
+        return deleted + int(conn.execute(stmt).rowcount)
+
+
 @dataclass
 class ReplayReport:
     """What a replay did; ``quarantined`` counts bad items by reason."""
@@ -271,6 +361,7 @@ class Replayer:
                 # Processes starting at once on a fresh database would both create the table.
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PROGRESS_LOCK_KEY})
             _metadata.create_all(conn, checkfirst=True)
+            _add_progress_memory_column(conn)
         self._report_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1)
         self._tails: dict[str, Future[None]] = {}
@@ -295,10 +386,14 @@ class Replayer:
             ).first()
         return row is not None
 
-    def _mark_done(self, key: str, path: Path, messages: int) -> None:
+    def _mark_done(self, key: str, path: Path, messages: int, memory_id: str | None = None) -> None:
         insert = pg_insert if self.store.dialect == "postgresql" else sqlite_insert
         stmt = insert(replay_progress).values(
-            file_key=key, path=str(path)[:1024], messages=messages, finished_at=int(time.time())
+            file_key=key,
+            path=str(path)[:1024],
+            messages=messages,
+            finished_at=int(time.time()),
+            memory_id=memory_id,
         )
         with self.store.transaction() as conn:
             conn.execute(stmt.on_conflict_do_nothing(index_elements=["file_key"]))
@@ -403,14 +498,15 @@ class Replayer:
         touched: set[str] = set()
         file_messages = 0
         complete = True
+        # Dead letters of the file are written once it is read, attributed to the memory the file
+        # fed when that is one memory, so deleting the memory deletes them (issue 10).
+        letters = _FileLetters(path)
         try:
             for locator, doc in _documents(path):
                 report.documents += 1
                 if isinstance(doc, _BadLine):
                     report.quarantined["json: unreadable document"] += 1
-                    self.store.add_dead_letter(
-                        None, source="json", raw=doc.raw, error=doc.error.reason, path=doc.error.path
-                    )
+                    letters.add(source="json", raw=doc.raw, error=doc.error.reason, path=doc.error.path)
                     continue
                 if fixed is None and self.shard[1] > 1:
                     # Another shard's document is skipped without reading its messages.
@@ -421,19 +517,26 @@ class Replayer:
                     result = read_payload(doc, self.source, bot_ids=cfg.bot_ids, config=cfg)
                 except SourceFormatError as exc:
                     report.quarantined[f"{exc.source}: unreadable payload"] += 1
-                    self.store.add_dead_letter(
-                        None,
-                        source=exc.source,
-                        raw=_short(doc),
-                        error=f"{locator}: {exc.reason}",
-                        path=exc.path,
+                    letters.add(
+                        source=exc.source, raw=_short(doc), error=f"{locator}: {exc.reason}", path=exc.path
                     )
                     continue
                 memory_id = self._memory_for(result, path)
                 if memory_id is None:
                     report.quarantined["no user id in payload"] += 1
-                    self.store.add_dead_letter(
-                        None, source=result.source, raw=_short(doc), error=f"{locator}: no user id", path="$"
+                    letters.add(
+                        source=result.source, raw=_short(doc), error=f"{locator}: no user id", path="$"
+                    )
+                    continue
+                problem = identifier_problem(memory_id, "memory_id")
+                if problem is not None:
+                    # Quarantined with its file named; the replay goes on (one identifier rule).
+                    report.quarantined["invalid memory id"] += 1
+                    letters.add(
+                        source=result.source,
+                        raw=_short(doc),
+                        error=f"{locator}: memory id {problem}",
+                        path="$",
                     )
                     continue
                 if not self._mine(memory_id):
@@ -459,18 +562,20 @@ class Replayer:
             # A broken whole-file document or gzip stream: what was read is kept; the file stays
             # "not done" for a rerun.
             report.quarantined["json: unreadable document"] += 1
-            self.store.add_dead_letter(
-                None, source=exc.source, raw=str(path), error=exc.reason, path=exc.path
-            )
+            letters.add(source=exc.source, raw=str(path), error=exc.reason, path=exc.path)
             complete = False
+        owner = fixed or (next(iter(touched)) if len(touched) == 1 else None)
+        letters.write(self.store, owner)
         tails = [t for t in (self._flush(m, report) for m in touched) if t is not None]
         if complete:
             # The file is done once every batch holding its messages has committed.
-            self._mark_when_done(tails, key, path, file_messages)
+            self._mark_when_done(tails, key, path, file_messages, owner)
 
-    def _mark_when_done(self, tails: list[Future[None]], key: str, path: Path, messages: int) -> None:
+    def _mark_when_done(
+        self, tails: list[Future[None]], key: str, path: Path, messages: int, owner: str | None = None
+    ) -> None:
         if not tails:
-            self._mark_done(key, path, messages)
+            self._mark_done(key, path, messages, owner)
             return
         remaining = [len(tails)]
         lock = threading.Lock()
@@ -482,7 +587,7 @@ class Replayer:
                 remaining[0] -= 1
                 last = remaining[0] == 0
             if last:
-                self._mark_done(key, path, messages)
+                self._mark_done(key, path, messages, owner)
 
         for t in tails:
             t.add_done_callback(on_done)
@@ -621,6 +726,10 @@ def replay_in_processes(
     from convmem_graph.errors import ConvMemError
 
     i, n = shard
+    # Forked workers inherit the parent's imports: load LangGraph once here (a lifecycle compiles
+    # its graph on first use, so nothing may have imported it yet).
+    importlib.import_module("convmem_graph.graph")
+    importlib.import_module("convmem_graph.checkpoints")
     ctx: Any = mp.get_context(_start_method())  # typeshed types each method's context apart
     queue = ctx.Queue()
     files = [str(p) for p in paths]

@@ -20,7 +20,7 @@ from typing import Any
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
-from convmem_graph.sources._common import ReadContext, check_item_counts, clean_text
+from convmem_graph.sources._common import ReadContext, check_item_counts
 from convmem_graph.sources.agora import read_agora
 from convmem_graph.sources.detect import SOURCE_NAMES, coerce_payload, detect_parsed, detect_source
 from convmem_graph.sources.files import iter_documents
@@ -124,4 +124,4 @@ def peek_user_id(data: Any, source: str | None = None) -> str | None:
     if name != "openai":
         return None
     user = data.get("user")
-    return clean_text(user) if isinstance(user, str) and user else None
+    return user if isinstance(user, str) and user else None  # as given, like read_payload

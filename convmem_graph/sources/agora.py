@@ -172,13 +172,21 @@ def _read_document(doc: Mapping[str, Any], path: str, ctx: ReadContext, result: 
         channel=_soft_str(doc.get("channel")),
         request_ms=_optional_ts(doc, "timestamp", path) if "messages" in doc else None,
     )
-    memory_id = _soft_str(labels.get("memory_id"))
+    memory_id = _id_str(labels.get("memory_id"))
     if memory_id and result.memory_id is None:
         result.memory_id = memory_id
-    app_user = _soft_str(labels.get("app_user_id"))
+    app_user = _id_str(labels.get("app_user_id"))
     if app_user and result.user_id is None:
         result.user_id = app_user
     return _read_items(items, items_path, info, ctx, result)
+
+
+def _id_str(value: Any) -> str | None:
+    # Memory and user ids are kept as given: an invalid one is rejected where it is used (one
+    # identifier rule), never silently transformed (two ids could collapse into one).
+    if isinstance(value, str) and value:
+        return value
+    return _soft_str(value)
 
 
 def _soft_str(value: Any) -> str | None:

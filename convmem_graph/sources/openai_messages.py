@@ -264,7 +264,8 @@ def _read_list(
     result.messages = dedupe_by_id(ctx, _fill_times(parsed, fallback), lambda m: 0)
     user = doc.get("user")
     if isinstance(user, str) and user:
-        result.user_id = clean_text(user)
+        # Kept as given: an invalid id is rejected where it is used, never silently transformed.
+        result.user_id = user
     return result
 
 

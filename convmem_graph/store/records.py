@@ -46,4 +46,4 @@ class AuditEntry(BaseModel):
 def dead_letter_key(memory_id: str | None, raw: str) -> str:
     """Return the dedupe key of a dead letter: the same bad item of one memory is stored once."""
     scope = "\x00" if memory_id is None else f"m:{memory_id}"
-    return hashlib.blake2b(f"{scope}\x1f{raw}".encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b(f"{scope}\x1f{raw}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()

@@ -1,4 +1,4 @@
-"""Issue 10 hardening contracts on a real PostgreSQL: tampered imports cannot poison the store."""
+"""Issue 10 hardening contracts on a real PostgreSQL: tampered imports, delete forgets everything."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from convmem_graph.store import MemoryStore
+from tests.unit.test_delete_forgets import DeleteContract
 from tests.unit.test_import_hardening import ImportHardeningContract
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -23,3 +24,9 @@ class TestPostgresImportHardening(ImportHardeningContract):
     @pytest.fixture
     def store(self, pg_store: MemoryStore) -> MemoryStore:
         return pg_store
+
+
+class TestPostgresDelete(DeleteContract):
+    @pytest.fixture
+    def url(self, pg_url: str) -> str:
+        return pg_url

@@ -161,3 +161,21 @@ def test_replay_refuses_a_fifo_by_name_and_goes_on(tmp_path: Path) -> None:
     letters = store.list_dead_letters(limit=100)
     assert any("a FIFO" in d.error and "a_pipe.jsonl" in (d.path + d.raw) for d in letters)
     store.close()
+
+
+def test_replay_quarantines_an_invalid_user_id_with_its_file_named_and_goes_on(tmp_path: Path) -> None:
+    archive = tmp_path / "archive.jsonl"
+    docs = [
+        {"user": "u" * 300, "messages": [{"role": "user", "content": "long id"}]},
+        {"user": "mem_\udc00", "messages": [{"role": "user", "content": "surrogate id"}]},
+        {"user": "u_fine", "messages": [{"role": "user", "content": "hello"}]},
+    ]
+    archive.write_text("\n".join(json.dumps(d) for d in docs) + "\n", encoding="utf-8")
+    store = MemoryStore.from_url(str(tmp_path / "ids.db"))
+    report = Replayer(Lifecycle(store), group_by="user").run([archive])
+    assert report.quarantined["invalid memory id"] == 2
+    assert [m.memory_id for m in store.list_memories()] == ["u_fine"]
+    errors = [d.error for d in store.list_dead_letters(limit=10)]
+    assert any(e.startswith(f"{archive}:1: memory id must be at most 255") for e in errors), errors
+    assert any(e.startswith(f"{archive}:2: memory id character U+DC00") for e in errors), errors
+    store.close()
