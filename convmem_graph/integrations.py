@@ -38,6 +38,9 @@ __all__ = ["ConvMemoryChatHistory", "ConvMemoryMiddleware", "MissingMemoryIdErro
 
 logger = logging.getLogger(__name__)
 
+#: Stored turns the middleware never quotes: the agent's own request carries the newest ones.
+_AGENT_RECENT_TURNS = 10
+
 
 def _text(message: BaseMessage) -> str:
     return message.text if hasattr(message, "text") else str(message.content)
@@ -132,15 +135,15 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
     def memory_block(self, memory_id: str, query: str | None = None) -> str:
         """Return the memory block text for ``memory_id`` (empty if the memory is unknown or empty)."""
         from convmem_graph.errors import MemoryNotFoundError
-        from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
 
         try:
-            snapshot = self.memory.snapshot(memory_id)
+            # The agent sends its recent turns itself; stored turns matching the query are quoted.
+            block = self.memory.memory_block(
+                memory_id, query, skip_recent_turns=_AGENT_RECENT_TURNS, embeddings=self.embeddings
+            )
         except MemoryNotFoundError:
             return ""
-        options = MemoryBlockOptions(budget_tokens=self.memory.config.memory_block_budget_tokens, query=query)
-        embeddings = self.embeddings if self.embeddings is not None else self.memory.embeddings
-        return build_memory_block(snapshot, options, embeddings=embeddings).text
+        return block.text
 
     def _with_memory(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         memory_id = self._memory_id(request.runtime)

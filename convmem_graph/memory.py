@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from convmem_graph.integrations import ConvMemoryChatHistory, ConvMemoryMiddleware
     from convmem_graph.langgraph_store import ConvMemoryStore
+    from convmem_graph.payloads.memory_block import MemoryBlock
 
 __all__ = ["ConvMemory"]
 
@@ -345,11 +346,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         """
         from convmem_graph.payloads.render import render_payload
 
-        snap = self.snapshot(memory_id)
         query = options.get("query")
-        if self.config.episodic and isinstance(query, str) and query.strip():
-            found = self.store.search_episodes(memory_id, query)
-            snap = snap.model_copy(update={"episodes": found})
+        snap = self.query_snapshot(memory_id, query if isinstance(query, str) else None)
         if options.get("budget_tokens") is None:
             options = {**options, "budget_tokens": self.config.memory_block_budget_tokens}
         return render_payload(vendor, snap, options, now_ms=self.lifecycle.clock())
@@ -357,6 +355,75 @@ class ConvMemory(FragmentQueries, AsyncTwins):
     async def apayload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Async twin of :meth:`payload`."""
         return await asyncio.to_thread(self.payload, memory_id, vendor, **options)
+
+    def query_snapshot(self, memory_id: str, query: str | None) -> MemorySnapshot:
+        """The call-start snapshot with the stored turns that match ``query`` attached.
+
+        With ``MemoryConfig(episodic=False)`` or no query, the cached snapshot as it is.
+        """
+        snap = self.snapshot(memory_id)
+        if self.config.episodic and query and query.strip():
+            snap = snap.model_copy(update={"episodes": self.store.search_episodes(memory_id, query)})
+        return snap
+
+    def memory_block(
+        self,
+        memory_id: str,
+        query: str | None = None,
+        *,
+        budget_tokens: int | None = None,
+        skip_recent_turns: int = 0,
+        embeddings: Embeddings | None = None,
+    ) -> MemoryBlock:
+        """Build the memory block alone (what every payload puts in its system prompt).
+
+        Args:
+            memory_id: The memory.
+            query: The user's current input: facts and stored turns are ranked against it.
+            budget_tokens: Defaults to ``MemoryConfig.memory_block_budget_tokens``.
+            skip_recent_turns: The caller already sends the newest this many turns: they are
+                not quoted again.
+            embeddings: Re-ranks facts that tie lexically (default: the memory's own).
+
+        Returns:
+            The block and what went into it (``text`` is ``""`` for an empty memory).
+        """
+        from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
+
+        options = MemoryBlockOptions(
+            budget_tokens=budget_tokens or self.config.memory_block_budget_tokens,
+            query=query,
+            skip_recent_turns=skip_recent_turns,
+            now_ms=self.lifecycle.clock(),
+        )
+        return build_memory_block(
+            self.query_snapshot(memory_id, query),
+            options,
+            embeddings=embeddings if embeddings is not None else self.embeddings,
+        )
+
+    async def aquery_snapshot(self, memory_id: str, query: str | None) -> MemorySnapshot:
+        """Async twin of :meth:`query_snapshot`."""
+        return await asyncio.to_thread(self.query_snapshot, memory_id, query)
+
+    async def amemory_block(
+        self,
+        memory_id: str,
+        query: str | None = None,
+        *,
+        budget_tokens: int | None = None,
+        skip_recent_turns: int = 0,
+        embeddings: Embeddings | None = None,
+    ) -> MemoryBlock:
+        """Async twin of :meth:`memory_block`."""
+        return await asyncio.to_thread(
+            self.memory_block,
+            memory_id,
+            query,
+            budget_tokens=budget_tokens,
+            skip_recent_turns=skip_recent_turns,
+            embeddings=embeddings,
+        )
 
     def _refresh(self, memory_id: str) -> MemorySnapshot:
         # Hand edits (variables, fragments) must show at the next call start without a full run.
