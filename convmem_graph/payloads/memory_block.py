@@ -42,6 +42,7 @@ from convmem_graph.payloads._sanitize import (
     clean_text,
     looks_like_instruction,
     neutralize,
+    neutralize_label,
     wrap_flagged,
 )
 from convmem_graph.payloads.ranker import Scorer
@@ -538,8 +539,8 @@ def _var_item(
     body, flagged = neutralize(raw, language)
     if not body:
         return None
-    # Names come from imports and schemas too: the label is neutralized like any value.
-    label = neutralize(VARIABLE_LABELS.get(name, {}).get(language, name), language)[0] or name[:1]
+    # Names come from imports and schemas too: a label can never close the block or start a line.
+    label = neutralize_label(VARIABLE_LABELS.get(name, {}).get(language, name), language)
     segment = f"{label}{_KV}{body}"
     return _Item(part, "var", name, segment, counter(segment + _SEP), flagged, order)
 

@@ -125,11 +125,6 @@ def _hostile_snapshot() -> MemorySnapshot:
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="memory_block.py must call _sanitize.neutralize_label for variable labels (the lead is "
-    "rewriting memory_block.py; remove this mark once it is wired)",
-)
 def test_a_hostile_variable_name_cannot_break_out_of_the_block() -> None:
     text = build_memory_block(_hostile_snapshot()).text
     assert text.count("</user_memory>") == 1 and text.rstrip().endswith("</user_memory>")
