@@ -66,7 +66,9 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"convmem import: {args.file}: not JSON: {exc}", file=sys.stderr)
         return 2
     with open_memory(args) as mem:
-        target = import_memory(mem.store, doc, memory_id=args.memory, replace=args.replace)
+        target = import_memory(
+            mem.store, doc, memory_id=args.memory, replace=args.replace, index=mem.config.episodic
+        )
         mem.snapshot(target)  # rebuild the call-start cache
     print(f"imported {target}")
     return 0

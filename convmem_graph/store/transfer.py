@@ -20,6 +20,7 @@ from convmem_graph.errors import ConvMemError, MemoryNotFoundError
 from convmem_graph.store._export_schema import ExportFormatError, parse_export
 from convmem_graph.store._messages import content_hash
 from convmem_graph.store.engine import insert_ignore
+from convmem_graph.store.episodes import delete_episodes, index_episodes
 from convmem_graph.store.records import dead_letter_key
 from convmem_graph.store.repository import MemoryStore
 from convmem_graph.store.schema import (
@@ -98,7 +99,12 @@ def export_memory(store: MemoryStore, memory_id: str) -> dict[str, Any]:
 
 
 def import_memory(
-    store: MemoryStore, doc: Mapping[str, Any], *, memory_id: str | None = None, replace: bool = False
+    store: MemoryStore,
+    doc: Mapping[str, Any],
+    *,
+    memory_id: str | None = None,
+    replace: bool = False,
+    index: bool = True,
 ) -> str:
     """Import an exported memory in one transaction; returns the memory id it was stored under.
 
@@ -114,6 +120,8 @@ def import_memory(
         doc: A document made by :func:`export_memory`.
         memory_id: Store under this id instead of the exported one.
         replace: Replace an existing memory of that id (otherwise that is an error).
+        index: Write the imported messages to the episodic index (``False`` for a deployment
+            with ``MemoryConfig(episodic=False)``); a replaced memory's index rows always go.
 
     Raises:
         ExportFormatError: The document is not a valid convmem export (one line naming the JSON
@@ -131,6 +139,10 @@ def import_memory(
                     raise ConvMemError(
                         f"memory {target!r} exists; pass replace=True (--replace) to overwrite it"
                     )
+                old = conn.execute(
+                    select(messages.c.seq, messages.c.content).where(messages.c.memory_id == target)
+                )
+                delete_episodes(conn, target, [(int(seq), content) for seq, content in old])
                 for table, *_ in reversed(_PARTS):
                     conn.execute(delete(table).where(table.c.memory_id == target))
                 conn.execute(delete(memories).where(memories.c.memory_id == target))
@@ -173,11 +185,14 @@ def import_memory(
             ]
             if letters:
                 conn.execute(insert_ignore(store.dialect, dead_letters), letters)
-            seqs = list(
-                conn.execute(
-                    select(messages.c.seq).where(messages.c.memory_id == target).order_by(messages.c.seq)
-                ).scalars()
-            )
+            stored = conn.execute(
+                select(messages.c.seq, messages.c.content)
+                .where(messages.c.memory_id == target)
+                .order_by(messages.c.seq)
+            ).all()
+            seqs = [int(seq) for seq, _ in stored]
+            if index:
+                index_episodes(conn, target, [(int(seq), content) for seq, content in stored])
             cursors = {}
             for name in ("extracted", "summarized"):
                 n = getattr(head, f"{name}_messages")

@@ -314,3 +314,18 @@ def test_add_fragment_over_the_limit_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="non-empty"):
         mem.add_fragment("u", "   ")
     mem.close()
+
+
+def test_an_imported_memory_is_searchable_and_a_replaced_one_leaves_no_rows(store: MemoryStore) -> None:
+    from convmem_graph.store.transfer import export_memory, import_memory
+
+    store.add_messages("a", [msg("1", "my kayak is red"), msg("2", "my canoe is green")])
+    doc = export_memory(store, "a")
+    assert import_memory(store, doc, memory_id="b") == "b"
+    assert [h.message.content for h in store.search_episodes("b", "kayak").hits] == ["my kayak is red"]
+    import_memory(store, doc, memory_id="b", replace=True)
+    assert index_rows(store, "b") == 2
+    import_memory(store, doc, memory_id="c", index=False)
+    assert index_rows(store, "c") == 0
+    with store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO cm_episodes(cm_episodes, rank) VALUES ('integrity-check', 1)"))
