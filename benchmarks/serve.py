@@ -219,8 +219,8 @@ def main() -> None:
         "--worker",
         nargs="+",
         choices=["process", "thread"],
-        default=["process"],
-        help="where the lifecycle runs: a child process (convmem serve's default) or a server thread",
+        default=["thread"],
+        help="where the lifecycle runs: a server thread (the default) or a child process",
     )
     parser.add_argument(
         "--no-memory", action="store_true", help="proxy requests without a memory id (pure forwarding cost)"

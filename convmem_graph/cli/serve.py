@@ -56,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
         overrides["token"] = args.token
     if args.bot_id:
         overrides["bot_ids"] = args.bot_id
-    if "CONVMEM_WORKER_PROCESS" not in os.environ and args.db not in ("sqlite://", ":memory:"):
-        overrides["worker_process"] = True  # an in-memory database cannot be shared with a child
     try:
         settings = ServeSettings(**overrides)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -70,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     app = create_app(settings)
-    # Block-cache rebuilds run in a thread of this process: hand the GIL over after 1 ms instead of
-    # 5 ms, so a proxied stream waits less behind one.
+    # Lifecycle runs and block rebuilds share this interpreter with the event loop: hand the GIL
+    # over after 1 ms instead of 5 ms, so a proxied stream waits less behind a CPU-bound run.
     sys.setswitchinterval(0.001)
     # uvicorn handles SIGTERM/SIGINT: it stops accepting, finishes requests, runs the lifespan
     # shutdown (the worker drains what was acknowledged) and exits.
