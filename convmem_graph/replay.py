@@ -44,6 +44,7 @@ from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
 from convmem_graph.runner import Lifecycle
+from convmem_graph.sources.files import DEFAULT_LIMITS
 from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import advisory_key
@@ -217,6 +218,11 @@ class _FileLetters:
         self.path = path
         self.items: list[dict[str, str]] = []
         self.dropped = 0
+
+    @property
+    def count(self) -> int:
+        """Bad documents and items seen in the file so far."""
+        return len(self.items) + self.dropped
 
     def add(self, *, source: str, raw: str, error: str, path: str) -> None:
         if len(self.items) >= MAX_DEAD_LETTERS_PER_RUN:
@@ -501,9 +507,15 @@ class Replayer:
         # Dead letters of the file are written once it is read, attributed to the memory the file
         # fed when that is one memory, so deleting the memory deletes them (issue 10).
         letters = _FileLetters(path)
+        bad_limit = DEFAULT_LIMITS.max_bad_documents
         try:
             for locator, doc in _documents(path):
                 report.documents += 1
+                if letters.count > bad_limit:
+                    # Bounded work: a file this broken is abandoned (quarantined, not marked done).
+                    raise SourceFormatError(
+                        "json", locator, f"more than {bad_limit} unreadable documents; file abandoned"
+                    )
                 if isinstance(doc, _BadLine):
                     report.quarantined["json: unreadable document"] += 1
                     letters.add(source="json", raw=doc.raw, error=doc.error.reason, path=doc.error.path)

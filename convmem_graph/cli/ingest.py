@@ -43,13 +43,23 @@ convmem ingest chat.jsonl.gz --memory mem_1 --db postgresql://postgres@127.0.0.1
 def run(args: argparse.Namespace) -> int:
     """Read every file (bad files are reported and skipped), then run the lifecycle once."""
     from convmem_graph.sources import iter_documents
+    from convmem_graph.sources.files import DEFAULT_LIMITS
     from convmem_graph.state import RawInput
 
     inputs: list[RawInput] = []
     bad = 0
+    cap = DEFAULT_LIMITS.max_documents
     for path in args.files:
         try:
-            docs = [RawInput(doc, args.source, name=loc) for loc, doc in iter_documents(path)]
+            docs: list[RawInput] = []
+            for loc, doc in iter_documents(path):
+                if len(inputs) + len(docs) >= cap:  # one run holds every document in memory
+                    raise SourceFormatError(
+                        "json",
+                        loc,
+                        f"more than {cap} documents in one ingest; use convmem replay for archives",
+                    )
+                docs.append(RawInput(doc, args.source, name=loc))
         except SourceFormatError as exc:
             print(f"convmem ingest: {path}: {exc}", file=sys.stderr)
             bad += 1

@@ -97,15 +97,22 @@ def _read_all(args: argparse.Namespace) -> list[tuple[ReadResult, list[str] | st
     (and saved) separately is still joined and the bot is recognized from any 905 event.
     """
     from convmem_graph.sources import detect_source, iter_documents, read_payload
+    from convmem_graph.sources.files import DEFAULT_LIMITS
 
     inputs: list[tuple[ReadResult, list[str] | str]] = []
     trtc_docs: list[Any] = []
     trtc_locs: list[str] = []
     opts: dict[str, Any] = {"bot_ids": args.bot_id, "lenient": not args.strict}
+    documents = 0
     for path in args.files:
         locator = path
         try:
             for locator, doc in iter_documents(path):
+                documents += 1
+                if documents > DEFAULT_LIMITS.max_documents:  # every document is held in memory
+                    raise _InputError(
+                        f"{locator}: json: more than {DEFAULT_LIMITS.max_documents} documents in one run"
+                    )
                 source = args.source or detect_source(doc)
                 if source == "trtc":
                     trtc_docs.append(doc)

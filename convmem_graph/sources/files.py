@@ -38,11 +38,16 @@ class ReadLimits:
         max_file_bytes: Decompressed bytes read from one file (1 GiB).
         max_lines: Lines of one JSON Lines file, blank lines included (1,000,000).
         max_line_bytes: Bytes of one line or one whole-file document (``MAX_DOCUMENT_BYTES``).
+        max_documents: Documents one ``convmem ingest`` or ``normalize`` holds in memory across
+            its files (100,000); ``convmem replay`` streams and is not bound by it.
+        max_bad_documents: Unreadable documents after which replay abandons a file (10,000).
     """
 
     max_file_bytes: int = 1 << 30
     max_lines: int = 1_000_000
     max_line_bytes: int = MAX_DOCUMENT_BYTES
+    max_documents: int = 100_000
+    max_bad_documents: int = 10_000
 
 
 #: The limits used when none are given.

@@ -179,3 +179,37 @@ def test_replay_quarantines_an_invalid_user_id_with_its_file_named_and_goes_on(t
     assert any(e.startswith(f"{archive}:1: memory id must be at most 255") for e in errors), errors
     assert any(e.startswith(f"{archive}:2: memory id character U+DC00") for e in errors), errors
     store.close()
+
+
+def test_one_shot_commands_cap_the_documents_they_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from convmem_graph.cli import main
+    from convmem_graph.sources import files as files_module
+
+    monkeypatch.setattr(files_module, "DEFAULT_LIMITS", ReadLimits(max_documents=50))
+    many = tmp_path / "many.jsonl"
+    many.write_text('[{"role": "user", "content": "hi"}]\n' * 60, encoding="utf-8")
+    assert main(["ingest", str(many), "--memory", "m", "--db", str(tmp_path / "c.db")]) == 2
+    err = capsys.readouterr().err
+    assert f"{many}:51" in err and "more than 50 documents" in err
+    assert main(["normalize", str(many)]) == 2
+    assert "more than 50 documents" in capsys.readouterr().err
+
+
+def test_replay_abandons_a_file_of_garbage_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import convmem_graph.replay as replay_module
+
+    monkeypatch.setattr(replay_module, "DEFAULT_LIMITS", ReadLimits(max_bad_documents=20))
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / "a_garbage.jsonl").write_text("{}\n" * 500, encoding="utf-8")
+    (archive / "b_user.json").write_text(json.dumps([{"role": "user", "content": "hello"}]), encoding="utf-8")
+    store = MemoryStore.from_url(str(tmp_path / "g.db"))
+    report = Replayer(Lifecycle(store), group_by="file").run([archive])
+    assert report.documents < 30 and report.new_messages == 1
+    errors = [d.error for d in store.list_dead_letters(limit=100)]
+    assert any("more than 20 unreadable documents; file abandoned" in e for e in errors)
+    store.close()
