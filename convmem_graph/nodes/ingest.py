@@ -122,7 +122,7 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
         except SourceFormatError as exc:
             if ctx.strict_inputs:
                 raise  # before anything of this run is stored
-            read.append((item, item.data, exc))
+            read.append((item, item.data, exc.with_traceback(None)))  # no frames kept per bad payload
             continue
         read.append((item, item.data, result))
     for item, raw_doc, outcome in read:
