@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -196,3 +198,36 @@ def test_full_backlog_answers_503_with_retry_after(tmp_path: Path, upstream: Fak
     assert response.headers["retry-after"] == "5"
     assert upstream.requests == []
     app.state.mem.close()
+
+
+def test_a_client_that_goes_away_mid_stream_leaves_an_interrupted_turn(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    async def slow(request: httpx.Request) -> httpx.Response:
+        async def chunks() -> AsyncIterator[bytes]:
+            for chunk in CHUNKS:
+                yield chunk
+                await asyncio.sleep(0.3)
+
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=chunks())
+
+    app = create_app(_settings(tmp_path), upstream_transport=httpx.MockTransport(slow))
+    request = {
+        "model": "m",
+        "stream": True,
+        "user": "u_cut",
+        "messages": [{"role": "user", "content": "讲个故事"}],
+    }
+    with TestClient(app) as client:
+        with client.stream("POST", "/v1/chat/completions", json=request) as response:
+            assert response.status_code == 200
+            for _ in zip(range(2), response.iter_raw(), strict=False):
+                pass  # the first two chunks, then hang up
+        deadline = time.monotonic() + 20
+        mem: ConvMemory = app.state.mem
+        while len(mem.recent("u_cut", 10)) < 2 and time.monotonic() < deadline:
+            app.state.worker.wait_idle(1)
+        turns = mem.recent("u_cut", 10)
+    assert [(m.role, m.content) for m in turns][0] == ("user", "讲个故事")
+    # What was streamed before the hang-up, marked interrupted.
+    assert (turns[1].role, turns[1].content, turns[1].interrupted) == ("assistant", "那就", True)
