@@ -60,6 +60,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_model_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) comes from a chat model endpoint or its HTTP client."""
+    from httpx import HTTPError
+    from langchain_core.exceptions import ModelError
+
+    seen: BaseException | None = exc
+    for _ in range(10):  # the cause chain is short; a bound keeps a cycle harmless
+        if seen is None:
+            return False
+        if isinstance(seen, ModelError | HTTPError) or type(seen).__module__.startswith("openai"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``convmem`` command line and return its exit code."""
     parser = build_parser()
@@ -93,6 +108,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"convmem {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if args.verbose >= 2 or not _is_model_error(exc):
+            raise
+        # An unreachable or failing model endpoint: one line, exit 1 (what was stored stays; the
+        # next run retries the batch).
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        print(f"convmem {args.command}: model error: {reason} (-vv for details)", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # Output piped into `head` and the like: stop quietly, as Unix tools do.
         sys.stderr.close()
