@@ -20,10 +20,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
 from convmem_graph._time import now_ms
-from convmem_graph.checkpoints import delete_memory_checkpoints, open_checkpointer
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.memory_ops import AsyncTwins, FragmentQueries
@@ -38,14 +35,15 @@ from convmem_graph.models import (
     VariableValue,
     VariableValueType,
 )
-from convmem_graph.nodes.inject import build_snapshot
 from convmem_graph.runner import Durability, Lifecycle, RunResult
+from convmem_graph.snapshot import build_snapshot
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
     from langchain_core.language_models import BaseChatModel
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
     from convmem_graph.integrations import ConvMemoryChatHistory, ConvMemoryMiddleware
     from convmem_graph.langgraph_store import ConvMemoryStore
@@ -63,6 +61,26 @@ def _is_batch(payloads: Any) -> bool:
     return bool(
         isinstance(payloads, list | tuple) and payloads and all(isinstance(p, RawInput) for p in payloads)
     )
+
+
+def _lazy_checkpointer(
+    url: str,
+) -> tuple[Callable[[], BaseCheckpointSaver[Any] | None], Callable[[], None]]:
+    """A factory opening the checkpointer at ``url`` on first call, and a closer for it."""
+    opened: list[Callable[[], None]] = []
+
+    def factory() -> BaseCheckpointSaver[Any] | None:
+        from convmem_graph.checkpoints import open_checkpointer
+
+        saver, closer = open_checkpointer(url)
+        opened.append(closer)
+        return saver
+
+    def close() -> None:
+        while opened:
+            opened.pop()()
+
+    return factory, close
 
 
 def _as_inputs(payloads: Any, source: str | None) -> list[RawInput]:
@@ -139,11 +157,11 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         if checkpointer is not None and checkpoint_url is not None:
             raise ValueError("pass checkpoint_url or checkpointer, not both")
         store = MemoryStore.from_url(url)
-        closer: Callable[[], None] | None
-        if checkpointer is not None:
-            saver, closer = checkpointer, None
-        else:
-            saver, closer = open_checkpointer(checkpoint_url or store.url)
+        closer: Callable[[], None] | None = None
+        factory: Callable[[], BaseCheckpointSaver[Any] | None] | None = None
+        if checkpointer is None:
+            # Opened when a run first needs it: payloads and reads never import LangGraph.
+            factory, closer = _lazy_checkpointer(checkpoint_url or store.url)
         if model is not None:
             from convmem_graph.extractors.chat_models import make_chat_model
             from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer
@@ -155,7 +173,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             summarizer = summarizer or LLMSummarizer(chat)
         lifecycle = Lifecycle(
             store,
-            saver,
+            checkpointer,
+            checkpointer_factory=factory,
             config=config,
             extractor=extractor,
             summarizer=summarizer,
@@ -200,6 +219,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         existed = forget_replay_rows(self.store, memory_id) > 0 or existed
         if self.checkpointer is not None:
             # Only convmem's own thread (and its pre-namespace leftovers), never the app's threads.
+            from convmem_graph.checkpoints import delete_memory_checkpoints
+
             delete_memory_checkpoints(self.checkpointer, memory_id)
         return existed
 

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel, Field
 
 from convmem_graph._time import now_ms
-from convmem_graph.checkpoints import prune_memory_checkpoints, thread_id_for
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
-from convmem_graph.graph import build_memory_graph
 from convmem_graph.state import MemoryContext, RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.tokens import TokenCounter, count_tokens
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph.state import CompiledStateGraph
 
 __all__ = ["Durability", "Lifecycle", "RunResult"]
 
@@ -76,6 +78,10 @@ class Lifecycle:
         durability: Checkpoint durability of each run (see :data:`Durability`).
         counter: Token counter for every budget.
         clock: Current time in ms; replaying old archives "as of" their own time, or tests, set it.
+        checkpointer_factory: Opens the checkpointer when the first run needs it (instead of
+            ``checkpointer``): a call start that only reads the store never imports LangGraph.
+
+    The graph, the checkpointer and the default extractor and summarizer are built on first use.
 
     Example:
         >>> from convmem_graph.store import MemoryStore
@@ -95,19 +101,67 @@ class Lifecycle:
         durability: Durability = "sync",
         counter: TokenCounter = count_tokens,
         clock: Callable[[], int] = now_ms,
+        checkpointer_factory: Callable[[], BaseCheckpointSaver[Any] | None] | None = None,
     ) -> None:
         self.store = store
-        self.checkpointer = checkpointer
         self.config = config or MemoryConfig()
-        # Built once: the defaults compile their rules, which a per-run default would repeat.
-        self.extractor: Extractor = extractor or _default_extractor(self.config)
-        self.summarizer: Summarizer = summarizer or _default_summarizer()
         self.durability: Durability = durability
         self.counter = counter
         self.clock = clock
-        self.graph = build_memory_graph(max_attempts=self.config.model_max_attempts).compile(
-            checkpointer=checkpointer, name="convmem_lifecycle"
-        )
+        self._checkpointer = checkpointer
+        self._checkpointer_factory = checkpointer_factory if checkpointer is None else None
+        self._extractor = extractor
+        self._summarizer = summarizer
+        self._graph: CompiledStateGraph[Any, Any, Any, Any] | None = None
+        self._build = threading.RLock()
+
+    @property
+    def checkpointer(self) -> BaseCheckpointSaver[Any] | None:
+        """The LangGraph checkpointer (opened on first use when given as a factory)."""
+        if self._checkpointer_factory is not None:
+            with self._build:
+                factory, self._checkpointer_factory = self._checkpointer_factory, None
+                if factory is not None:
+                    self._checkpointer = factory()
+        return self._checkpointer
+
+    @property
+    def extractor(self) -> Extractor:
+        """The fact extractor (the heuristic one unless given; built once, it compiles its rules)."""
+        if self._extractor is None:
+            with self._build:
+                if self._extractor is None:
+                    self._extractor = _default_extractor(self.config)
+        return self._extractor
+
+    @extractor.setter
+    def extractor(self, value: Extractor) -> None:
+        self._extractor = value
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The summarizer (the extractive one unless given)."""
+        if self._summarizer is None:
+            with self._build:
+                if self._summarizer is None:
+                    self._summarizer = _default_summarizer()
+        return self._summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: Summarizer) -> None:
+        self._summarizer = value
+
+    @property
+    def graph(self) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The compiled lifecycle graph (compiled on first use, with the checkpointer)."""
+        if self._graph is None:
+            with self._build:
+                if self._graph is None:
+                    from convmem_graph.graph import build_memory_graph
+
+                    builder = build_memory_graph(max_attempts=self.config.model_max_attempts)
+                    self._graph = builder.compile(checkpointer=self.checkpointer, name="convmem_lifecycle")
+        return self._graph
 
     def _context(
         self,
@@ -151,6 +205,8 @@ class Lifecycle:
             ExtractionError: A model kept failing; everything stored before the failing step stays
                 stored and the next run resumes from the store's cursors without duplicates.
         """
+        from convmem_graph.checkpoints import prune_memory_checkpoints, thread_id_for
+
         if not memory_id:
             raise ValueError("memory_id must be a non-empty string")
         ctx = self._context(inputs, vendors, inject_options, session_ended, strict_inputs)
