@@ -369,13 +369,13 @@ def _select(
     for order, (name, value) in indexed:
         if value.origin != "manual":
             continue
-        item = _var_item(name, value, order, "manual_variables", language, counter, left, remaining)
-        if item is not None:
-            item.cost += 0 if prefix_paid else prefix_cost
-            if item.cost <= min(left["manual_variables"], remaining):
-                sel.items.append(item)
-                left["manual_variables"] -= item.cost
-                remaining -= item.cost
+        manual = _var_item(name, value, order, "manual_variables", language, counter, left, remaining)
+        if manual is not None:
+            manual.cost += 0 if prefix_paid else prefix_cost
+            if manual.cost <= min(left["manual_variables"], remaining):
+                sel.items.append(manual)
+                left["manual_variables"] -= manual.cost
+                remaining -= manual.cost
                 prefix_paid = True
 
     # Everything else competes by relevance to the query.
@@ -475,45 +475,47 @@ def _select(
                 item = _Item("summary", "summary", cand.key, line, cost, summary_flagged, int(cand.sub))
                 summary_prefix_paid = True
         elif cand.kind == "fact":
-            frag = cand.payload
-            assert isinstance(frag, Fragment)
+            fact = cand.payload
+            if not isinstance(fact, Fragment):  # pragma: no cover - built above with a Fragment
+                continue
             if included >= options.max_fragments:
                 if not facts_full:  # the first fact over the cap is reported, the rest never looked at
-                    sel.considered_dropped.append(frag.id)
+                    sel.considered_dropped.append(fact.id)
                     facts_full = True
                 continue
-            if frag.category == "profile" and frag.id in covered:
-                sel.considered_dropped.append(frag.id)
+            if fact.category == "profile" and fact.id in covered:
+                sel.considered_dropped.append(fact.id)
                 continue
-            body, flagged = neutralize(frag.content, language)
+            body, flagged = neutralize(fact.content, language)
             if not body or body in seen_bodies:
-                sel.considered_dropped.append(frag.id)
+                sel.considered_dropped.append(fact.id)
                 continue
-            recent = frag.transient or frag.category in _RECENT_CATEGORIES
+            recent = fact.transient or fact.category in _RECENT_CATEGORIES
             line = (texts["recent"] if recent else texts["fact"]) + body
             cost = counter(line + "\n")
             if cost <= allowed:
                 seen_bodies.add(body)
-                item = _Item("fragments", "recent" if recent else "fact", frag.id, line, cost, flagged)
-                cited.update(frag.source_message_ids)
+                item = _Item("fragments", "recent" if recent else "fact", fact.id, line, cost, flagged)
+                cited.update(fact.source_message_ids)
                 included += 1
             else:
-                sel.considered_dropped.append(frag.id)
+                sel.considered_dropped.append(fact.id)
         else:
-            msg = cand.payload
-            assert isinstance(msg, Message)
-            if msg.id in cited:
+            turn = cand.payload
+            if not isinstance(turn, Message):  # pragma: no cover - built above with a Message
                 continue
-            excerpt = _excerpt(msg.content, scorer, min(quote_cap, allowed), counter)
-            day = local_date(msg.timestamp_ms, utc_offset_minutes(msg.content, msg.metadata))
+            if turn.id in cited:
+                continue
+            excerpt = _excerpt(turn.content, scorer, min(quote_cap, allowed), counter)
+            day = local_date(turn.timestamp_ms, utc_offset_minutes(turn.content, turn.metadata))
             body, flagged = neutralize(resolve_relative_times(excerpt, day, language), language)
             if not body or body in seen_bodies:
                 continue
-            line = _turn_line(msg, body, language)
+            line = _turn_line(turn, body, language)
             cost = counter(line + "\n")
             if cost <= allowed:
                 seen_bodies.add(body)
-                item = _Item("turns", "turn", msg.id, line, cost, flagged, msg.timestamp_ms)
+                item = _Item("turns", "turn", turn.id, line, cost, flagged, turn.timestamp_ms)
         if item is None:
             skips += 1
             continue
