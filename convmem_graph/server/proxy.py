@@ -3,7 +3,8 @@
 Put this URL in TRTC ``LLMConfig.APIUrl`` or an Agora ``llm.url`` (``vendor: custom``). Per request:
 
 1. The memory id is the first of ``proxy_memory_keys`` found: ``body:memory_id`` (TRTC copies
-   ``LLMConfig.MetaInfo`` into the body, Agora merges ``llm.params``), ``body:context.memory_id``,
+   ``LLMConfig.MetaInfo`` into the body, Agora merges ``llm.params``), ``body:MetaInfo.memory_id``,
+   ``body:context.memory_id``,
    the OpenAI ``user`` field, then the ``X-User-Id`` header TRTC sends.
 2. The current memory block is added as a system message after the caller's own system messages
    (which stay word for word; a stale ``<user_memory>`` message of the caller is replaced). When

@@ -24,7 +24,13 @@ __all__ = ["DEFAULT_PROXY_MEMORY_KEYS", "ServeSettings", "is_loopback"]
 #: Where the proxy looks for the memory id, first match wins: ``body:<dotted path>`` in the request
 #: body (TRTC copies ``LLMConfig.MetaInfo`` keys into it, Agora merges ``llm.params`` into it), or
 #: ``header:<name>`` (TRTC sends ``X-User-Id``).
-DEFAULT_PROXY_MEMORY_KEYS = ("body:memory_id", "body:context.memory_id", "body:user", "header:x-user-id")
+DEFAULT_PROXY_MEMORY_KEYS = (
+    "body:memory_id",
+    "body:MetaInfo.memory_id",
+    "body:context.memory_id",
+    "body:user",
+    "header:x-user-id",
+)
 
 
 def is_loopback(host: str) -> bool:
