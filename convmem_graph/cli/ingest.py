@@ -69,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
             bad += 1
             continue
         inputs.extend(docs)
+    if not inputs and bad:
+        # Every file was rejected: nothing to run, and nothing is written (no empty memory,
+        # snapshot or checkpoints).
+        return 2
     drop = _DropWarnings()
     loggers = [] if getattr(args, "verbose", 0) else [logging.getLogger(n) for n in _ITEM_LOGGERS]
     for item_logger in loggers:

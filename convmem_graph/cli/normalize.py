@@ -115,8 +115,13 @@ def _read_all(args: argparse.Namespace) -> list[tuple[ReadResult, list[str] | st
                     )
                 source = args.source or detect_source(doc)
                 if source == "trtc":
-                    trtc_docs.append(doc)
-                    trtc_locs.append(locator)
+                    # Bodies of all files are read as one batch; a file holding a list of bodies
+                    # adds its elements (ingest reads the same list as one payload: same messages).
+                    items = doc if isinstance(doc, list) else [doc]
+                    trtc_docs.extend(items)
+                    trtc_locs.extend(
+                        [locator] if len(items) == 1 else [f"{locator}[{i}]" for i in range(len(items))]
+                    )
                     continue
                 inputs.append((read_payload(doc, source, **opts), locator))
         except SourceFormatError as exc:
