@@ -86,6 +86,10 @@ class ReadResult(_Model):
     skipped: list[SkippedItem] = Field(default_factory=list)
     user_id: str | None = Field(default=None, description="the human's account/uid found in the payload")
     memory_id: str | None = Field(default=None, description="an explicit memory id found (e.g. Agora labels)")
+    session_ended: bool = Field(
+        default=False,
+        description="the payload says its session ended (TRTC 902): the run refreshes the summary",
+    )
 
 
 class Fragment(_Model):

@@ -143,6 +143,9 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
             )
             continue
         result = outcome
+        if result.session_ended:
+            # A TRTC 902 read from a file or replayed ends the session like --session-ended does.
+            ctx.session_ended = True
         for s in result.skipped:
             skipped[s.reason] += 1
             if s.reason == "invalid":

@@ -106,6 +106,7 @@ class _State:
     groups: dict[tuple[str, str, str], list[_Sentence]] = field(default_factory=dict)
     finals: dict[tuple[str, str, str], tuple[int, str, str]] = field(default_factory=dict)
     interrupted: set[tuple[str, str]] = field(default_factory=set)
+    ended: bool = False
     rooms: dict[str, str] = field(default_factory=dict)
     speech_starts: list[tuple[str, int]] = field(default_factory=list)
     arrival: int = 0
@@ -127,7 +128,7 @@ def read_trtc(data: Any, ctx: ReadContext) -> ReadResult:
     state = _State(ctx=ctx, bots=set(ctx.bot_ids))
     for path, entry in _entries(data, state):
         ctx.guarded(_read_entry, entry, path, state)
-    result = ReadResult(source=SOURCE, messages=_turns(state), skipped=ctx.skipped)
+    result = ReadResult(source=SOURCE, messages=_turns(state), skipped=ctx.skipped, session_ended=state.ended)
     humans = state.targets + [s for s in state.speakers if s not in state.bots]
     result.user_id = humans[0] if humans else None
     return result
@@ -201,6 +202,8 @@ def _read_body(body: Mapping[str, Any], path: str, state: _State) -> None:
         return
     if event == 904:
         _note_speech_start(body, path, state)
+    if event == 902:
+        state.ended = True  # the task ended: a run reading this ends the session (summary refresh)
     if event not in (903, 905, 906, 908):
         ctx.skip(
             "event_type_ignored", join(path, "EventType"), f"{event} {EVENT_NAMES.get(event, 'unknown')}"
