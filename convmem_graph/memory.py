@@ -322,7 +322,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
                 f"{FRAGMENT_MAX_CHARS}; split it into several facts"
             )
         self.store.ensure_memory(memory_id)
-        fragment = self.store.add_fragment(memory_id, content, category=category, origin="manual")
+        fragment = self.store.add_fragment(
+            memory_id, content, category=category, origin="manual", now_ms=self.lifecycle.clock()
+        )
         self.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
         return fragment
 
