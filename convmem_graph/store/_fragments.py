@@ -327,6 +327,16 @@ class FragmentWriter:
                 )
             return "noop"
         active_target = target is not None and target.status == "active"
+        if (
+            op.op in ("update", "supersede")
+            and target is not None
+            and active_target
+            and c.observed_at < target.observed_at
+        ):
+            # The stored fact was stated later than the candidate (an archive read out of order):
+            # it stays; the older statement is kept as history, so any arrival order gives the
+            # same profile (issue 10).
+            return self._older_statement(op, target)
         if op.op == "update" and target is not None and active_target:
             changes = {
                 "content": c.content,
@@ -351,6 +361,21 @@ class FragmentWriter:
             return "supersede"
         _, changed = self.add(c, origin="extracted", cause=cause)
         return "add" if changed else "noop"
+
+    def _older_statement(self, op: FragmentOp, target: Fragment) -> str:
+        c = op.candidate
+        cause = messages_cause(c.source_message_ids, op.reason)
+        fid = fragment_id(self._memory_id, c.key, c.content)
+        if op.op == "update" or fid == target.id:
+            # Same fact in other words: its sources join the newer fact, whose wording stays.
+            self.edit(target.id, {}, cause=cause, extra_ids=c.source_message_ids, observed_at=c.observed_at)
+            return "noop"
+        _, added = self.add(c, origin="extracted", cause=f"{cause}; stated before {target.id}", force=True)
+        stored = self._state.get(fid)
+        if stored is not None and stored.status == "active":
+            self.set_status(fid, "superseded", by=target.id, cause=f"stated before fragment {target.id}")
+            return "supersede"
+        return "add" if added else "noop"
 
     # -- writing ------------------------------------------------------------------------------
     def flush(self) -> None:
