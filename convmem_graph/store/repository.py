@@ -408,7 +408,9 @@ class MemoryStore:
         Returns:
             True if the store held anything of this memory.
         """
-        _check_id(memory_id)
+        if not isinstance(memory_id, str) or not memory_id:
+            raise ValueError("memory_id must be a non-empty string")
+        # Not the identifier rule: ids stored by older versions (300 characters, NUL) must be deletable.
         deleted = 0
         with self._write(memory_id) as conn:
             # The episodic index first: its rows are found through the messages.

@@ -234,6 +234,21 @@ class ImportHardeningContract:
         with pytest.raises(ValueError, match="255"):
             store.add_messages("m" * 300, [msg("a", "b")])
 
+    def test_ids_stored_by_older_versions_can_still_be_deleted(
+        self, store: MemoryStore, mid: Callable[[str], str]
+    ) -> None:
+        from sqlalchemy import insert
+
+        from convmem_graph.store.schema import memories
+
+        legacy = [mid("x" * 300)] + ([mid("nul\x00id")] if store.dialect == "sqlite" else [])
+        with store.transaction() as conn:
+            for memory_id in legacy:
+                conn.execute(insert(memories).values(memory_id=memory_id, created_at=T0, updated_at=T0))
+        for memory_id in legacy:
+            assert store.delete_memory(memory_id) is True
+        assert not {m.memory_id for m in store.list_memories(limit=100_000)} & set(legacy)
+
 
 class TestSqliteImportHardening(ImportHardeningContract):
     @pytest.fixture
