@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from datetime import date, timedelta
 
+from convmem_graph.extractors._timeexpr import cn_int
 from convmem_graph.payloads._sanitize import Language
 
 __all__ = ["format_date", "local_date", "resolve_relative_times", "utc_offset_minutes"]
@@ -32,19 +33,6 @@ _WEEKDAYS_EN = {
 }
 _WEEKDAYS_ZH = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _EN_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "few": 3}
-_ZH_NUMBERS = {
-    "一": 1,
-    "两": 2,
-    "二": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-    "十": 10,
-}
 
 
 def utc_offset_minutes(text: str, metadata: dict[str, object] | None = None) -> int:
@@ -190,7 +178,7 @@ def _zh_value(m: re.Match[str], day: date) -> str | None:
         return iso(_monday(day, -1) + timedelta(days=_WEEKDAYS_ZH[m["wd1"]]))
     if g == "ago":
         raw = m["n"]
-        n = int(raw) if raw.isdigit() else _ZH_NUMBERS[raw]
+        n = int(raw) if raw.isdigit() else (cn_int(raw) or 1)
         unit = m["unit"]
         if unit == "天":
             return iso(day - timedelta(days=n))
