@@ -759,6 +759,9 @@ class MemoryStore:
             now_ms: Timestamp of the change.
         """
         _check_id(memory_id)
+        check_identifier(category, "category", field="category")
+        if key is not None:
+            check_identifier(key, "key", field="key")
         now = now_ms if now_ms is not None else _now()
         candidate = FragmentCandidate(
             content=content,
@@ -800,7 +803,7 @@ class MemoryStore:
         if content is not None:
             changes["content"] = content
         if category is not None:
-            changes["category"] = category
+            changes["category"] = check_identifier(category, "category", field="category")
         with self._write(memory_id) as conn:
             writer = FragmentWriter(conn, memory_id, now)
             if writer.get(fragment_id) is None:
