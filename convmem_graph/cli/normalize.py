@@ -164,6 +164,10 @@ def _print_json(messages: list[Message], skipped: list[dict[str, str]]) -> None:
     sys.stdout.write(json.dumps(doc, ensure_ascii=encoding != "utf8", indent=2) + "\n")
 
 
+#: Timelines longer than this print as tab-separated lines instead of a table.
+_TABLE_ROWS = 1000
+
+
 def _print_table(messages: list[Message], skipped: list[dict[str, str]]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -175,15 +179,22 @@ def _print_table(messages: list[Message], skipped: list[dict[str, str]]) -> None
     table.add_column("channel/source", no_wrap=True)
     table.add_column("turn/round", no_wrap=True)
     table.add_column("content", ratio=1, min_width=24)
+    rows = []
     for m in messages:
         when = datetime.fromtimestamp(m.timestamp_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
         turn = str(m.turn_id) if m.turn_id is not None else (m.round_id or "")
         flags = "".join(f" [{f}]" for f, on in (("partial", m.partial), ("interrupted", m.interrupted)) if on)
-        table.add_row(when, m.role, f"{m.channel}/{m.source}", turn, Text(m.content + flags))
+        rows.append((when, m.role, f"{m.channel}/{m.source}", turn, m.content + flags))
     console = Console(highlight=False)
     if not console.is_terminal:  # piped output: do not squeeze the text into 80 columns
         console = Console(highlight=False, width=160)
-    console.print(table)
+    if len(rows) > _TABLE_ROWS:
+        # A rich table costs ~2 ms a row (20k messages took 40 s): long timelines print plain lines.
+        sys.stdout.write("".join("\t".join(row).replace("\n", " ") + "\n" for row in rows))
+    else:
+        for when, role, where, turn, content in rows:
+            table.add_row(when, role, where, turn, Text(content))
+        console.print(table)
     counts = Counter(s["reason"] for s in skipped)
     summary = ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items())) or "none"
     console.print(Text(f"{len(messages)} messages; skipped: {summary}"))

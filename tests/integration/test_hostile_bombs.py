@@ -1,0 +1,34 @@
+"""Issue 10, finding 4 in the test suite: every bomb of ``benchmarks/hostile.py`` (at a tenth of the
+original size, one round) ends within 300 MB peak RSS and 10 s beyond start-up and decompression,
+each ``convmem`` command in its own process. The full-size figures are in benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "hostile.py"
+
+
+def test_every_bomb_is_bounded(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("hostile", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    hostile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hostile)
+    out = tmp_path / "figures.json"
+    code = hostile.main(["--rounds", "1", "--scale", "0.1", "--json", str(out), "--workdir", str(tmp_path)])
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    over = [r for r in rows if not r["bounded"]]
+    assert code == 0 and not over, over
+    by_name = {r["input"]: r for r in rows}
+    assert all(r["rss_mb"] <= hostile.RSS_LIMIT_MB for r in rows)
+    # The refusals are clear errors, not crashes.
+    assert by_name["FIFO .jsonl"]["exit"] == 2 and "a FIFO" in by_name["FIFO .jsonl"]["stderr"][0]
+    assert "character device" in by_name[".jsonl -> /dev/zero"]["stderr"][0]
+    assert by_name["256 MiB newlines .jsonl.gz"]["exit"] == 2
