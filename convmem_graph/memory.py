@@ -370,23 +370,34 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         from convmem_graph.payloads.render import render_payload
 
         query = options.get("query")
-        snap = self.query_snapshot(memory_id, query if isinstance(query, str) else None)
         if options.get("budget_tokens") is None:
             options = {**options, "budget_tokens": self.config.memory_block_budget_tokens}
+        budget = options["budget_tokens"]
+        snap = self.query_snapshot(
+            memory_id,
+            query if isinstance(query, str) else None,
+            budget_tokens=budget if isinstance(budget, int) else None,
+        )
         return render_payload(vendor, snap, options, now_ms=self.lifecycle.clock())
 
     async def apayload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Async twin of :meth:`payload`."""
         return await asyncio.to_thread(self.payload, memory_id, vendor, **options)
 
-    def query_snapshot(self, memory_id: str, query: str | None) -> MemorySnapshot:
+    def query_snapshot(
+        self, memory_id: str, query: str | None, *, budget_tokens: int | None = None
+    ) -> MemorySnapshot:
         """The call-start snapshot with the stored turns that match ``query`` attached.
 
-        With ``MemoryConfig(episodic=False)`` or no query, the cached snapshot as it is.
+        With ``MemoryConfig(episodic=False)`` or no query, the cached snapshot as it is. The
+        number of candidate turns read follows the block's budget (a quote is ~10-40 tokens).
         """
         snap = self.snapshot(memory_id)
         if self.config.episodic and query and query.strip():
-            snap = snap.model_copy(update={"episodes": self.store.search_episodes(memory_id, query)})
+            budget = budget_tokens or self.config.memory_block_budget_tokens
+            limit = max(12, min(48, budget // 12))
+            found = self.store.search_episodes(memory_id, query, limit=limit)
+            snap = snap.model_copy(update={"episodes": found})
         return snap
 
     def memory_block(
@@ -420,14 +431,16 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             now_ms=self.lifecycle.clock(),
         )
         return build_memory_block(
-            self.query_snapshot(memory_id, query),
+            self.query_snapshot(memory_id, query, budget_tokens=options.budget_tokens),
             options,
             embeddings=embeddings if embeddings is not None else self.embeddings,
         )
 
-    async def aquery_snapshot(self, memory_id: str, query: str | None) -> MemorySnapshot:
+    async def aquery_snapshot(
+        self, memory_id: str, query: str | None, *, budget_tokens: int | None = None
+    ) -> MemorySnapshot:
         """Async twin of :meth:`query_snapshot`."""
-        return await asyncio.to_thread(self.query_snapshot, memory_id, query)
+        return await asyncio.to_thread(self.query_snapshot, memory_id, query, budget_tokens=budget_tokens)
 
     async def amemory_block(
         self,

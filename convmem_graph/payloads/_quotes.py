@@ -22,6 +22,7 @@ _DAY_MS = 86_400_000
 _EPOCH = date(1970, 1, 1)
 _MONTHS = ("January February March April May June July August September October November December").split()
 _CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
+_LATIN = re.compile("[A-Za-z]")
 _WEEKDAYS_EN = {
     "monday": 0,
     "tuesday": 1,
@@ -211,5 +212,5 @@ def resolve_relative_times(text: str, day: date, language: Language) -> str:
 
         return repl
 
-    out = _EN.sub(annotate(_en_value), text) if any(c.isascii() and c.isalpha() for c in text) else text
+    out = _EN.sub(annotate(_en_value), text) if _LATIN.search(text) else text
     return _ZH.sub(annotate(_zh_value), out) if _CJK.search(out) else out

@@ -123,7 +123,7 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # tokenizer, so it is cut before cleaning and counting.
 _CHARS_PER_TOKEN_BOUND = 16
 # Candidates that did not fit before the selection stops looking (a shorter one further down may).
-_MAX_BUDGET_SKIPS = 24
+_MAX_BUDGET_SKIPS = 12
 # A quoted turn is cut to the sentences around its match: at most budget/_QUOTE_SHARE tokens.
 _QUOTE_SHARE = 4
 _MIN_QUOTE_TOKENS = 48

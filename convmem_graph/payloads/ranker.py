@@ -79,6 +79,7 @@ class Scorer:
         terms = search_terms(query, max_terms=_MAX_TERMS) if query and query.strip() else []
         self.weights: dict[str, float] = {}
         self._bags: dict[str, list[str]] = {}
+        self._scores: dict[str, float] = {}
         if not terms:
             self._avg = 1.0
             return
@@ -113,14 +114,23 @@ class Scorer:
 
     def score(self, text: str) -> float:
         """BM25 of ``text`` (0.0 when it holds no query term)."""
-        if not self.weights:
+        weights = self.weights
+        if not weights:
             return 0.0
+        known = self._scores.get(text)
+        if known is not None:
+            return known
         bag = self._bag(text)
-        counts = Counter(t for t in bag if t in self.weights)
-        if not counts:
-            return 0.0
-        norm = _K1 * (1.0 - _B + _B * len(bag) / self._avg)
-        return sum(self.weights[t] * f * (_K1 + 1.0) / (f + norm) for t, f in counts.items())
+        counts: dict[str, int] = {}
+        for term in bag:
+            if term in weights:
+                counts[term] = counts.get(term, 0) + 1
+        total = 0.0
+        if counts:
+            norm = _K1 * (1.0 - _B + _B * len(bag) / self._avg)
+            total = sum(weights[t] * f * (_K1 + 1.0) / (f + norm) for t, f in counts.items())
+        self._scores[text] = total
+        return total
 
     def matched(self, text: str) -> set[str]:
         """The query's terms (as compared) that ``text`` holds."""

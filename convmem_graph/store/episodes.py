@@ -28,6 +28,7 @@ with a cap, so a query's cost is bounded whatever the memory's size.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import re
@@ -272,7 +273,7 @@ def search_episodes(
     *,
     limit: int = 32,
     per_term: int = _PER_TERM,
-    replies: int = 12,
+    replies: int | None = None,
 ) -> EpisodeSearch:
     """Find the stored turns of one memory that hold the query's rarest terms.
 
@@ -286,14 +287,16 @@ def search_episodes(
         query: The current user input (or any text).
         limit: Candidate turns returned.
         per_term: Postings read per term.
-        replies: For this many of the best candidates, the other speaker's next turn is added
-            too (``reply_to`` set): the answer to a found question often shares no word with it.
+        replies: For this many of the best candidates (default: a third of ``limit``), the other
+            speaker's next turn is added too (``reply_to`` set): the answer to a found question
+            often shares no word with it.
 
     Returns:
         The candidates with the statistics the ranker scores them with.
     """
     terms = search_terms(query)
     result = EpisodeSearch(terms=terms)
+    replies = limit // 3 if replies is None else replies
     if not terms or limit <= 0:
         return result
     postings: dict[str, list[int]] = {}
@@ -379,5 +382,9 @@ def _read_messages(conn: Connection, memory_id: str, seqs: Sequence[int]) -> dic
             f"AND seq IN ({', '.join([mark] * len(part))})"
         )
         for row in conn.exec_driver_sql(sql, (memory_id, *part)):
-            found[int(row[0])] = row_to_message(row)
+            values = list(row)
+            # A driver-level read returns the JSON column as text on SQLite (parsed on PostgreSQL).
+            if isinstance(values[-1], str):
+                values[-1] = json.loads(values[-1])
+            found[int(values[0])] = row_to_message(values)
     return found

@@ -329,3 +329,12 @@ def test_an_imported_memory_is_searchable_and_a_replaced_one_leaves_no_rows(stor
     assert index_rows(store, "c") == 0
     with store.engine.begin() as conn:
         conn.execute(text("INSERT INTO cm_episodes(cm_episodes, rank) VALUES ('integrity-check', 1)"))
+
+
+def test_a_found_turn_keeps_its_metadata(store: MemoryStore) -> None:
+    sentences = [[T0, "Kayak trip on Sunday."], [T0 + 900, "With my sister."]]
+    store.add_messages(
+        "a", [msg("1", "Kayak trip on Sunday. With my sister.", metadata={"sentences": sentences})]
+    )
+    (hit,) = store.search_episodes("a", "kayak").hits
+    assert hit.message.metadata == {"sentences": sentences}
