@@ -442,23 +442,30 @@ def run_dataset(
     """Run the lifecycle with the counting fake over one dataset; one run per batch."""
     fake = CountingFakeChatModel(summary_tokens=summary_tokens)
     store = MemoryStore.from_url("sqlite://")
+    # Per turn, the clock is the turn's own time, as for a live agent: the LLM extractor's turns
+    # wait for a batch (MemoryConfig.extract_after_user_messages / extract_idle_seconds).
+    clock = [0]
     lifecycle = Lifecycle(
         store,
         config=MemoryConfig(structured_output_method=method),
         extractor=LLMExtractor(fake, method=method),
         summarizer=LLMSummarizer(fake),
+        **({"clock": lambda: clock[0]} if per_turn else {}),
     )
     economy = Economy(name)
     try:
         for memory_id, sessions in memories:
             economy.memories += 1
             batches = split_turns(sessions) if per_turn else group_sessions(sessions, batch_messages)
+            if per_turn:
+                batches.append([])  # the conversation ends: what waits is extracted
             for position, batch in enumerate(batches):
                 before = fake.tally.snapshot()
                 known_before = fake.tally.parts["extractor", "known facts"]
-                result: RunResult = lifecycle.run(
-                    memory_id, [RawInput(batch, source="openai")], session_ended=not per_turn
-                )
+                if per_turn and batch:
+                    clock[0] = max(int(m["timestamp"]) for m in batch) + 1_000
+                inputs = [RawInput(batch, source="openai")] if batch else []
+                result: RunResult = lifecycle.run(memory_id, inputs, session_ended=not per_turn or not batch)
                 after = fake.tally.snapshot()
                 d = [a - b for a, b in zip(after, before, strict=True)]
                 economy.new_messages += result.new_messages

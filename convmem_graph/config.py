@@ -58,5 +58,19 @@ class MemoryConfig(BaseModel):
         description="Delete raw messages older than the short-term window once a summary covers them.",
     )
     extraction_batch_messages: int = Field(default=200, ge=1)
+    extract_after_user_messages: int = Field(
+        default=10,
+        ge=1,
+        description="A model extractor (one whose ``buffers_turns`` is true, like the LLM extractor) "
+        "waits until this many user messages are unextracted, the session ended, or the "
+        "conversation was idle for extract_idle_seconds when a run comes (ingest with no payload, "
+        "or session_ended=True, to flush); then it extracts them in one call. The turns are stored "
+        "meanwhile (the extraction cursor says what is pending), so a crash loses nothing.",
+    )
+    extract_idle_seconds: float = Field(
+        default=120.0,
+        ge=0,
+        description="Seconds without a new message after which waiting turns are extracted.",
+    )
     structured_output_method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema"
     model_max_attempts: int = Field(default=3, ge=1, le=10)

@@ -230,6 +230,9 @@ class LLMExtractor:
     name = "llm"
     #: How many of the newest known facts the lifecycle hands over (the prompt shows them all).
     known_facts = _MAX_KNOWN_FACTS
+    #: Live turns wait for a larger batch (``MemoryConfig.extract_after_user_messages``): each call
+    #: re-sends the instructions and known facts, which dwarf one short turn.
+    buffers_turns = True
 
     def __init__(
         self,

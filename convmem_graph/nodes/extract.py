@@ -56,6 +56,15 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     calls = state.get("model_calls", 0)
     # Facts changed before this run (an interrupted run, a hand edit): which keys is unknown.
     touched: set[str] | None = None if state.get("fragments_changed") else set()
+    if _waits(ctx, memory_id, cursor):
+        return {
+            "extracted_seq": cursor,
+            "fragment_ops": {},
+            "fragments_changed": bool(state.get("fragments_changed")),
+            "variable_guesses": guesses,
+            "touched_keys": None if touched is None else [],
+            "model_calls": calls,
+        }
     while True:
         rows = _batch(ctx, memory_id, cursor)
         if not rows:
@@ -94,6 +103,29 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         "touched_keys": None if touched is None else sorted(touched),
         "model_calls": calls,
     }
+
+
+def _waits(ctx: MemoryContext, memory_id: str, cursor: int) -> bool:
+    """Whether a model extractor leaves this run's turns for a later, larger batch.
+
+    Only extractors whose ``buffers_turns`` is true wait (one model call per short live turn
+    re-sends instructions and known facts each time); they wait until
+    ``extract_after_user_messages`` user messages are pending, the session ended, or the
+    conversation was idle for ``extract_idle_seconds`` when a run comes. Waiting turns are already
+    stored: nothing is lost.
+    """
+    if ctx.session_ended or not getattr(ctx.extractor, "buffers_turns", False):
+        return False
+    config = ctx.config
+    rows = messages_after(ctx, memory_id, cursor, config.extraction_batch_messages)
+    users = [m for _, m in rows if m.role == "user"]
+    if not users or len(users) >= config.extract_after_user_messages:
+        return False
+    if len(rows) >= config.extraction_batch_messages:
+        return False
+    # Idle: no message for extract_idle_seconds (a conversation that paused, or an old archive).
+    newest = max(m.timestamp_ms for _, m in rows)
+    return ctx.clock() - newest < config.extract_idle_seconds * 1000
 
 
 def stamp_observed(candidates: Sequence[FragmentCandidate], batch: Sequence[Message]) -> None:
