@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from convmem_graph.errors import ConvMemError, describe_validation_error
+from convmem_graph.cli._common import CliError, add_global_options, resolve_global_options
+from convmem_graph.errors import ConvMemError, MemoryNotFoundError, describe_validation_error
 
 __all__ = ["build_parser", "main"]
 
@@ -39,6 +40,15 @@ _COMMAND_MODULES = (
 )
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("convmem-graph")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every sub-command that is installed."""
     parser = argparse.ArgumentParser(
@@ -48,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'convmem COMMAND --help' for a command's options and an example.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    add_global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:
@@ -87,16 +99,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        resolve_global_options(args)
         code: int = args.func(args)
         return code
+    except CliError as exc:
+        print(f"convmem {args.command}: {exc.what}: {exc.why}", file=sys.stderr)
+        return exc.code
+    except MemoryNotFoundError as exc:
+        memory = getattr(args, "memory", None)
+        what = memory if isinstance(memory, str) else str(exc)
+        print(f"convmem {args.command}: {what}: no such memory", file=sys.stderr)
+        return 2
     except ValidationError as exc:
         # Never pydantic's own text: it echoes the input, which may hold an API key.
-        print(f"convmem {args.command}: error: {describe_validation_error(exc)}", file=sys.stderr)
+        print(f"convmem {args.command}: invalid input: {describe_validation_error(exc)}", file=sys.stderr)
         return 2
     except (ConvMemError, ValueError) as exc:
         if args.verbose >= 2:
             raise
-        print(f"convmem {args.command}: error: {exc}", file=sys.stderr)
+        # The message names what failed first (a file, a field path): "<what>: <why>".
+        print(f"convmem {args.command}: {exc}", file=sys.stderr)
         return 2
     except SQLAlchemyError as exc:
         if args.verbose >= 2:

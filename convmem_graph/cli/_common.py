@@ -11,7 +11,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from convmem_graph.memory import ConvMemory
 
-__all__ = ["EXAMPLES", "add_db_argument", "add_model_argument", "dump_json", "open_memory", "subcommand"]
+__all__ = [
+    "EXAMPLES",
+    "CliError",
+    "add_db_argument",
+    "add_global_options",
+    "add_model_argument",
+    "dump_json",
+    "open_existing",
+    "open_memory",
+    "require_paths",
+    "resolve_global_options",
+    "subcommand",
+]
 
 DEFAULT_DB = "convmem.db"
 
@@ -31,26 +43,103 @@ def subcommand(
     )
 
 
+_DB_HELP = (
+    "SQLite file or database URL, e.g. postgresql://user@host/db "
+    f"(default: $CONVMEM_DB or ./{DEFAULT_DB}); also accepted before the command"
+)
+_MODEL_HELP = (
+    "OpenAI-compatible chat model for extraction and summaries (base URL and key from "
+    "OPENAI_BASE_URL / OPENAI_API_KEY); default: the offline heuristic extractor; also accepted "
+    "before the command"
+)
+
+
+class CliError(Exception):
+    """A user error, printed as ``convmem <cmd>: <what>: <why>`` (exit ``code``, 2 by default)."""
+
+    def __init__(self, what: str, why: str, code: int = 2) -> None:
+        super().__init__(f"{what}: {why}")
+        self.what = what
+        self.why = why
+        self.code = code
+
+
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``--db URL`` (SQLite file path or SQLAlchemy URL; env ``CONVMEM_DB``)."""
-    parser.add_argument(
-        "--db",
-        default=os.environ.get("CONVMEM_DB", DEFAULT_DB),
-        metavar="URL",
-        help="SQLite file or database URL, e.g. postgresql://user@host/db "
-        f"(default: $CONVMEM_DB or ./{DEFAULT_DB})",
-    )
+    """Add ``--db URL`` (SQLite file path or SQLAlchemy URL; env ``CONVMEM_DB``).
+
+    The default is filled in by :func:`resolve_global_options`, so ``convmem --db X CMD`` (given
+    before the command) is not overwritten by the command's own default.
+    """
+    parser.add_argument("--db", default=argparse.SUPPRESS, metavar="URL", help=_DB_HELP)
+    parser.set_defaults(_takes_db=True)
 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--model NAME`` (an OpenAI-compatible chat model; heuristic extractor when absent)."""
-    parser.add_argument(
-        "--model",
-        default=None,
-        metavar="NAME",
-        help="OpenAI-compatible chat model for extraction and summaries (base URL and key from "
-        "OPENAI_BASE_URL / OPENAI_API_KEY); default: the offline heuristic extractor",
-    )
+    parser.add_argument("--model", default=argparse.SUPPRESS, metavar="NAME", help=_MODEL_HELP)
+    parser.set_defaults(_takes_model=True)
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--db`` and ``--model`` to the top-level parser (given before the command)."""
+    parser.add_argument("--db", default=argparse.SUPPRESS, metavar="URL", help=_DB_HELP)
+    parser.add_argument("--model", default=argparse.SUPPRESS, metavar="NAME", help=_MODEL_HELP)
+
+
+def resolve_global_options(args: argparse.Namespace) -> None:
+    """Fill in ``--db``/``--model`` defaults; refuse them for a command that takes neither.
+
+    Raises:
+        CliError: ``--db`` or ``--model`` was given to a command that does not use it.
+    """
+    for name, takes, default in (
+        ("db", "_takes_db", os.environ.get("CONVMEM_DB", DEFAULT_DB)),
+        ("model", "_takes_model", None),
+    ):
+        if getattr(args, takes, False):
+            if not hasattr(args, name):
+                setattr(args, name, default)
+        elif hasattr(args, name):
+            raise CliError(f"--{name}", "not an option of this command")
+
+
+def require_paths(paths: list[str] | list[Any]) -> None:
+    """Exit 2 before anything is opened when a named file or folder does not exist.
+
+    Raises:
+        CliError: The first path that does not exist.
+    """
+    for path in paths:
+        if not os.path.exists(path):
+            raise CliError(str(path), "no such file or directory")
+
+
+def _database_missing(db: str) -> bool:
+    """Whether ``db`` names a SQLite file that does not exist (servers are not checked)."""
+    from sqlalchemy.engine import make_url
+
+    from convmem_graph.store.urls import is_memory_sqlite, normalize_url, sqlite_path
+
+    try:
+        url = normalize_url(db)
+    except ValueError as exc:
+        raise CliError(db, str(exc)) from exc
+    if make_url(url).get_backend_name() != "sqlite" or is_memory_sqlite(url):
+        return False
+    path = sqlite_path(url)
+    return not path.startswith("file:") and not os.path.exists(path)
+
+
+def open_existing(args: argparse.Namespace, **config: Any) -> ConvMemory:
+    """Open the database of ``--db`` for a command that must not create it (reads, edits of a memory).
+
+    Raises:
+        CliError: ``--db`` names a SQLite file that does not exist (nothing is created: no
+            database, no lock file).
+    """
+    if _database_missing(args.db):
+        raise CliError(args.db, "no such database")
+    return open_memory(args, **config)
 
 
 def open_memory(args: argparse.Namespace, **config: Any) -> ConvMemory:

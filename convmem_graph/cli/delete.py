@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from convmem_graph.cli._common import add_db_argument, open_memory, subcommand
+from convmem_graph.cli._common import add_db_argument, open_existing, subcommand
 
 __all__ = ["register"]
 
@@ -25,10 +25,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Delete the memory; exit 2 when it does not exist."""
-    with open_memory(args) as mem:
+    with open_existing(args) as mem:
         existed = mem.delete(args.memory)
     if not existed:
-        print(f"convmem delete: no memory {args.memory!r}", file=sys.stderr)
+        print(f"convmem delete: {args.memory}: no such memory", file=sys.stderr)
         return 2
     print(f"deleted {args.memory}")
     return 0

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from convmem_graph.cli._common import add_db_argument, open_memory, subcommand
+from convmem_graph.cli._common import add_db_argument, open_existing, open_memory, subcommand
 
 __all__ = ["register"]
 
@@ -42,7 +42,8 @@ def run_export(args: argparse.Namespace) -> int:
     """Write the export document."""
     from convmem_graph.store.transfer import export_memory
 
-    with open_memory(args) as mem:
+    with open_existing(args) as mem:
+        mem.info(args.memory)  # an unknown memory is an error, never created by a read
         doc = export_memory(mem.store, args.memory)
     text = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
     if args.output is None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, subcommand
+from convmem_graph.cli._common import add_db_argument, dump_json, open_existing, subcommand
 
 __all__ = ["VENDORS", "register"]
 
@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
-    with open_memory(args) as mem:
+    with open_existing(args) as mem:
+        mem.info(args.memory)  # an unknown memory is an error, never created by a read
         try:
             payload = mem.payload(args.memory, args.vendor, **options)
         except ValueError as exc:

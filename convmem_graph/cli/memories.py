@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, subcommand
+from convmem_graph.cli._common import add_db_argument, dump_json, open_existing, subcommand
 
 __all__ = ["register"]
 
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    with open_memory(args) as mem:
+    with open_existing(args) as mem:
         infos = mem.memories(limit=args.limit, offset=args.offset)
     if args.json:
         dump_json([i.model_dump() for i in infos])

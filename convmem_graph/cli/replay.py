@@ -6,7 +6,14 @@ import argparse
 import sys
 import time
 
-from convmem_graph.cli._common import add_db_argument, add_model_argument, dump_json, open_memory, subcommand
+from convmem_graph.cli._common import (
+    add_db_argument,
+    add_model_argument,
+    dump_json,
+    open_memory,
+    require_paths,
+    subcommand,
+)
 
 __all__ = ["register"]
 
@@ -66,13 +73,14 @@ def run(args: argparse.Namespace) -> int:
 
     from convmem_graph.replay import Replayer, ReplayReport, parse_shard, replay_in_processes
 
+    require_paths(args.paths)  # a typo exits 2 before the database is created
     try:
         shard = parse_shard(args.shard)
     except ValueError as exc:
         print(f"convmem replay: {exc}", file=sys.stderr)
         return 2
     if args.concurrency < 1:
-        print("convmem replay: --concurrency must be at least 1", file=sys.stderr)
+        print("convmem replay: --concurrency: must be at least 1", file=sys.stderr)
         return 2
     console = Console(stderr=True)
     show_progress = not args.no_progress and console.is_terminal

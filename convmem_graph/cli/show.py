@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, subcommand
+from convmem_graph.cli._common import add_db_argument, dump_json, open_existing, subcommand
 
 __all__ = ["register", "show_document"]
 
@@ -86,7 +86,7 @@ def show_document(
 
 def run(args: argparse.Namespace) -> int:
     """Print the memory."""
-    with open_memory(args) as mem:
+    with open_existing(args) as mem:
         doc = show_document(mem, args.memory, all_fragments=args.all, recent=args.recent)
     if args.json:
         dump_json(doc)

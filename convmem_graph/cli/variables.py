@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, subcommand
+from convmem_graph.cli._common import (
+    CliError,
+    add_db_argument,
+    dump_json,
+    open_existing,
+    open_memory,
+    subcommand,
+)
 
 __all__ = ["register"]
 
@@ -59,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
     """Carry out the action."""
     from convmem_graph.models import VariableSpec
 
-    with open_memory(args) as mem:
+    # Only "define" may create a memory; the other actions need an existing one.
+    opener = open_memory if args.action == "define" else open_existing
+    with opener(args) as mem:
+        if args.action != "define":
+            mem.info(args.memory)
         if args.action == "define":
             from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
 
@@ -75,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
             v = mem.set_variable(args.memory, args.name, _parse_value(args.value))
             print(f"{v.name} = {v.value!r} (manual)")
         elif args.action == "clear":
+            effective = mem.variables(args.memory).get(args.name)
+            if effective is None or effective.origin != "manual":  # a manual value wins when present
+                raise CliError(args.name, f"no manual value in memory {args.memory!r}")
             mem.clear_variable(args.memory, args.name)
             print(f"cleared manual value of {args.name}")
         else:

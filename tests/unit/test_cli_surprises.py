@@ -1,0 +1,148 @@
+"""The ``convmem`` command without surprises (issue 12, item 7): missing paths and databases exit 2
+with one error format, reads never create anything, global options before the command, --version."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from convmem_graph.cli import main
+from convmem_graph.memory import ConvMemory
+from tests.conftest import FIXTURES
+
+#: ``convmem <cmd>: <what>: <why>``, one line.
+ERROR_LINE = re.compile(r"^convmem [a-z]+: [^:\n]+: [^\n]+\n$")
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """A database with one ingested memory ``m1`` (TRTC call of the fixtures)."""
+    path = tmp_path / "mem.db"
+    with ConvMemory.open(str(path)) as mem:
+        mem.ingest("m1", json.loads((FIXTURES / "trtc_callbacks_one_call.json").read_text("utf-8")))
+    return path
+
+
+def test_replay_of_a_missing_path_exits_2_and_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    missing = str(tmp_path / "archive_typo")
+    code, out, err = _run(capsys, "replay", missing, "--no-progress", "--db", str(tmp_path / "r.db"))
+    assert (code, out) == (2, "")
+    assert err == f"convmem replay: {missing}: no such file or directory\n"
+    assert _files(tmp_path) == []
+
+
+def test_ingest_of_a_missing_file_exits_2_and_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "missing.json")
+    code, _, err = _run(capsys, "ingest", missing, "--memory", "m1", "--db", str(tmp_path / "i.db"))
+    assert code == 2
+    assert ERROR_LINE.match(err) and err.startswith(f"convmem ingest: {missing}: ")
+    assert _files(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("show", "m1"),
+        ("memories",),
+        ("inject", "m1", "--vendor", "openai"),
+        ("export", "m1"),
+        ("variables", "list", "m1"),
+        ("variables", "set", "m1", "city", "上海"),
+        ("variables", "clear", "m1", "city"),
+        ("delete", "m1"),
+    ],
+)
+def test_commands_on_a_missing_database_create_no_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    typo = str(tmp_path / "typo.db")
+    code, out, err = _run(capsys, *argv, "--db", typo)
+    assert (code, out) == (2, "")
+    assert err == f"convmem {argv[0]}: {typo}: no such database\n"
+    assert _files(tmp_path) == []  # no database, no lock file
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("show", "nobody"),
+        ("inject", "nobody", "--vendor", "trtc"),
+        ("export", "nobody"),
+        ("variables", "list", "nobody"),
+        ("variables", "set", "nobody", "city", "上海"),
+        ("variables", "clear", "nobody", "city"),
+        ("delete", "nobody"),
+    ],
+)
+def test_unknown_memory_is_one_error_and_never_created(
+    capsys: pytest.CaptureFixture[str], db: Path, argv: tuple[str, ...]
+) -> None:
+    code, out, err = _run(capsys, *argv, "--db", str(db))
+    assert (code, out) == (2, "")
+    assert err == f"convmem {argv[0]}: nobody: no such memory\n"
+    with ConvMemory.open(str(db)) as mem:
+        assert [i.memory_id for i in mem.memories()] == ["m1"]
+
+
+def test_variables_clear_needs_a_manual_value(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+    code, out, err = _run(capsys, "variables", "clear", "m1", "nosuchvar", "--db", str(db))
+    assert (code, out) == (2, "")
+    assert err == "convmem variables: nosuchvar: no manual value in memory 'm1'\n"
+    assert _run(capsys, "variables", "set", "m1", "city", "上海", "--db", str(db))[0] == 0
+    code, out, err = _run(capsys, "variables", "clear", "m1", "city", "--db", str(db))
+    assert (code, out, err) == (0, "cleared manual value of city\n", "")
+    # Cleared once: a second clear has nothing to clear.
+    assert _run(capsys, "variables", "clear", "m1", "city", "--db", str(db))[0] == 2
+
+
+def test_global_db_before_the_command(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+    code, out, err = _run(capsys, "--db", str(db), "show", "m1", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["memory_id"] == "m1"
+    # The command's own --db wins over the global one.
+    code, out, _ = _run(capsys, "--db", str(db.parent / "other.db"), "memories", "--json", "--db", str(db))
+    assert code == 0 and [m["memory_id"] for m in json.loads(out)] == ["m1"]
+
+
+def test_global_db_default_comes_from_the_environment(
+    capsys: pytest.CaptureFixture[str], db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVMEM_DB", str(db))
+    code, out, _ = _run(capsys, "memories", "--json")
+    assert code == 0 and [m["memory_id"] for m in json.loads(out)] == ["m1"]
+
+
+def test_global_option_a_command_does_not_take_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = _run(capsys, "--model", "qwen-plus", "show", "m1", "--db", str(tmp_path / "x.db"))
+    assert (code, out) == (2, "")
+    assert err == "convmem show: --model: not an option of this command\n"
+    assert _files(tmp_path) == []
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"convmem {version('convmem-graph')}\n"
