@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from convmem_graph.cli._common import add_db_argument, add_model_argument, dump_json, open_memory, subcommand
 from convmem_graph.errors import SourceFormatError
+
+if TYPE_CHECKING:
+    from convmem_graph.memory import ConvMemory
+    from convmem_graph.runner import RunResult
+    from convmem_graph.state import RawInput
 
 __all__ = ["register"]
 
@@ -38,6 +45,49 @@ convmem ingest chat.jsonl.gz --memory mem_1 --db postgresql://postgres@127.0.0.1
     add_db_argument(p)
     add_model_argument(p)
     p.set_defaults(func=run)
+
+
+def _all_unreadable(
+    mem: ConvMemory, inputs: list[RawInput]
+) -> list[tuple[RawInput, SourceFormatError]] | None:
+    """Every document with its read error when no reader accepts any, else ``None``.
+
+    Stops at the first readable document (usually the first one): the run reads them all again.
+    """
+    from convmem_graph.sources import read_payload
+
+    bad: list[tuple[RawInput, SourceFormatError]] = []
+    now = mem.lifecycle.clock()
+    for item in inputs:
+        try:
+            read_payload(
+                item.data, item.source, bot_ids=mem.config.bot_ids, config=mem.config, base_timestamp_ms=now
+            )
+        except SourceFormatError as exc:
+            bad.append((item, exc))
+            continue
+        return None
+    return bad
+
+
+def _quarantine_only(
+    mem: ConvMemory, memory_id: str, rejected: list[tuple[RawInput, SourceFormatError]]
+) -> RunResult:
+    """Keep every rejected document as a dead letter of ``memory_id`` without creating the memory."""
+    from convmem_graph.runner import RunResult
+    from convmem_graph.state import MAX_ERRORS_KEPT
+
+    errors: list[dict[str, str]] = []
+    for item, exc in rejected:
+        raw = json.dumps(item.data, ensure_ascii=False, default=repr)
+        mem.store.add_dead_letter(memory_id, source=exc.source, raw=raw, error=exc.reason, path=exc.path)
+        if len(errors) < MAX_ERRORS_KEPT:
+            errors.append(
+                {"name": item.name or "", "source": exc.source, "path": exc.path, "reason": exc.reason}
+            )
+    return RunResult(
+        memory_id=memory_id, dead_letters=len(rejected), errors=errors, error_count=len(rejected)
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +129,12 @@ def run(args: argparse.Namespace) -> int:
         item_logger.addFilter(drop)
     try:
         with open_memory(args) as mem:
-            result = mem.ingest(args.memory, inputs, session_ended=args.session_ended)
+            rejected = _all_unreadable(mem, inputs)
+            if rejected is not None:
+                # Nothing readable: quarantine without a lifecycle run, so no memory is created.
+                result = _quarantine_only(mem, args.memory, rejected)
+            else:
+                result = mem.ingest(args.memory, inputs, session_ended=args.session_ended)
     finally:
         for item_logger in loggers:
             item_logger.removeFilter(drop)

@@ -43,6 +43,8 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     ctx = runtime.context
     memory_id = state["memory_id"]
     store = ctx.store
+    # The readers' own skipped items (listed first by merge_timeline) were counted by ingest.
+    counted = sum(len(result.skipped) for result in ctx.inbox)
     messages, dropped = merge_timeline(ctx.inbox, dedupe_window_ms=ctx.config.dedupe_window_ms)
     ctx.inbox.clear()
     for m in messages:
@@ -55,7 +57,7 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     by_id = {m.id: m for m in messages}
     ctx.fresh = {i: by_id[i] for i in new_ids if i in by_id}
     skipped: Counter[str] = Counter(state.get("skipped", {}))
-    skipped.update(d.reason for d in dropped)
+    skipped.update(d.reason for d in dropped[counted:])
     max_seq, extracted, summarized, facts_dirty = store.cursors(memory_id)
     return {
         "new_message_ids": new_ids,

@@ -146,3 +146,39 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert stop.value.code == 0
     assert capsys.readouterr().out == f"convmem {version('convmem-graph')}\n"
+
+
+def test_wholly_rejected_file_is_a_dead_letter_not_a_memory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad, db = tmp_path / "bad.json", tmp_path / "r.db"
+    bad.write_text('{"foo": 1}', encoding="utf-8")
+    code, out, err = _run(capsys, "ingest", str(bad), "--memory", "m1", "--db", str(db), "--json")
+    assert code == 2
+    doc = json.loads(out)
+    assert (doc["ingested"], doc["dead_letters"], doc["error_count"]) == (0, 1, 1)
+    assert err.count(str(bad)) == 1 and err.count("\n") == 1
+    assert err.startswith(f"convmem ingest: {bad}: auto: $: unrecognized payload")
+    with ConvMemory.open(str(db)) as mem:
+        assert mem.memories() == []  # no empty memory
+        (letter,) = mem.store.list_dead_letters("m1")
+    assert (letter.raw, letter.path) == ('{"foo": 1}', "$")
+
+
+def test_ingest_counts_each_skipped_reason_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from collections import Counter
+
+    files = [
+        str(FIXTURES / "trtc_callbacks_one_call.json"),
+        str(FIXTURES / "tencent_im_roammsg_exchange.json"),
+    ]
+    code, out, _ = _run(capsys, "normalize", *files, "--json")
+    assert code == 0
+    expected = Counter(str(s["reason"]) for s in json.loads(out)["skipped"])
+    code, out, err = _run(
+        capsys, "ingest", *files, "--memory", "m1", "--db", str(tmp_path / "s.db"), "--json"
+    )
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    assert doc["skipped"] == dict(expected)
+    assert doc["skipped"]["event_type_ignored"] == 8
