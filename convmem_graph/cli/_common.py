@@ -18,6 +18,7 @@ __all__ = [
     "add_global_options",
     "add_model_argument",
     "dump_json",
+    "local_time",
     "open_existing",
     "open_memory",
     "require_paths",
@@ -149,6 +150,20 @@ def open_memory(args: argparse.Namespace, **config: Any) -> ConvMemory:
 
     cfg = MemoryConfig(bot_ids=list(getattr(args, "bot_id", None) or []), **config)
     return ConvMemory.open(args.db, model=getattr(args, "model", None), config=cfg)
+
+
+def local_time(ms: int | None) -> str:
+    """Epoch milliseconds as local wall-clock time for tables (``--json`` keeps the milliseconds).
+
+    Example:
+        >>> local_time(None)
+        ''
+    """
+    if ms is None:
+        return ""
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
 def dump_json(doc: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from convmem_graph.cli._common import add_db_argument, dump_json, open_existing, subcommand
+from convmem_graph.cli._common import add_db_argument, dump_json, local_time, open_existing, subcommand
 
 __all__ = ["register"]
 
@@ -32,8 +32,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         dump_json([i.model_dump() for i in infos])
         return 0
-    table = Table("memory", "messages", "fragments", "updated (ms)")
+    table = Table("memory", "messages", "fragments", "created", "updated")
     for i in infos:
-        table.add_row(escape(i.memory_id), str(i.message_count), str(i.fragment_count), str(i.updated_at))
+        table.add_row(
+            escape(i.memory_id),
+            str(i.message_count),
+            str(i.fragment_count),
+            local_time(i.created_at),
+            local_time(i.updated_at),
+        )
     Console().print(table)
     return 0

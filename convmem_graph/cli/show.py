@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from convmem_graph.cli._common import add_db_argument, dump_json, open_existing, subcommand
+from convmem_graph.cli._common import add_db_argument, dump_json, local_time, open_existing, subcommand
 
 __all__ = ["register", "show_document"]
 
@@ -105,10 +105,16 @@ def _print_rich(doc: dict[str, Any]) -> None:
         f"[bold]{escape(doc['memory_id'])}[/bold]: {doc['message_count']} messages, "
         f"{doc['fragment_count']} active fragments"
     )
-    variables = Table("variable", "value", "origin", "because of fragments", title="Variables")
+    variables = Table("variable", "value", "origin", "because of fragments", "updated", title="Variables")
     for name, v in doc["variables"].items():
         value = ", ".join(v["value"]) if isinstance(v["value"], list) else str(v["value"])
-        variables.add_row(escape(name), escape(value), v["origin"], ", ".join(v["fragment_ids"]))
+        variables.add_row(
+            escape(name),
+            escape(value),
+            v["origin"],
+            ", ".join(v["fragment_ids"]),
+            local_time(v["updated_at"]),
+        )
     console.print(variables)
     fragments = Table("id", "fact", "category", "status", "from messages", title="Fragments")
     for f in doc["fragments"]:
@@ -121,7 +127,7 @@ def _print_rich(doc: dict[str, Any]) -> None:
         console.print(
             f"[bold]Summary[/bold] ({doc['summary']['tokens']} tokens): {escape(doc['summary']['text'])}"
         )
-    recent = Table("role", "content", "channel", title="Recent turns")
+    recent = Table("time", "role", "content", "channel", title="Recent turns")
     for m in doc["recent"]:
-        recent.add_row(m["role"], escape(m["content"]), m["channel"])
+        recent.add_row(local_time(m["timestamp_ms"]), m["role"], escape(m["content"]), m["channel"])
     console.print(recent)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,45 @@ def test_ingest_counts_each_skipped_reason_once(capsys: pytest.CaptureFixture[st
     doc = json.loads(out)
     assert doc["skipped"] == dict(expected)
     assert doc["skipped"]["event_type_ignored"] == 8
+
+
+@pytest.fixture
+def shanghai_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Local time is Asia/Shanghai (UTC+8, no daylight saving) for the test."""
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Shanghai")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _shanghai(ms: int) -> str:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return datetime.fromtimestamp(ms / 1000, ZoneInfo("Asia/Shanghai")).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def test_tables_print_local_times_and_json_keeps_epoch_ms(
+    capsys: pytest.CaptureFixture[str], db: Path, shanghai_time: None
+) -> None:
+    code, out, _ = _run(capsys, "memories", "--json", "--db", str(db))
+    assert code == 0
+    (info,) = json.loads(out)
+    assert isinstance(info["updated_at"], int) and info["updated_at"] > 1_600_000_000_000
+    code, table, _ = _run(capsys, "memories", "--db", str(db))
+    assert code == 0
+    assert _shanghai(info["updated_at"]) in table and _shanghai(info["created_at"]) in table
+    assert str(info["updated_at"]) not in table
+
+    code, out, _ = _run(capsys, "show", "m1", "--json", "--recent", "3", "--db", str(db))
+    recent = json.loads(out)["recent"]
+    assert all(isinstance(m["timestamp_ms"], int) for m in recent)
+    code, table, _ = _run(capsys, "show", "m1", "--recent", "3", "--db", str(db))
+    assert code == 0
+    # The TRTC call of the fixtures: 2026-01-01 13:00 UTC is 21:00 in Shanghai.
+    assert [_shanghai(m["timestamp_ms"]) in table for m in recent] == [True] * 3
+    assert "2026-01-01 21:00:" in table
+    assert not any(str(m["timestamp_ms"]) in table for m in recent)
