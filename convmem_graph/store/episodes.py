@@ -65,10 +65,10 @@ _SEQ_BITS = 36
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 _BUCKET_BITS = 27
 #: Postings read per term (newest first); a term found this often is treated as common.
-_PER_TERM = 256
+_PER_TERM = 128
 #: Messages counted for the memory size in IDF (a memory past it counts as this large: the IDF of
 #: a rare term then saturates, which leaves the ranking of rare against common terms intact).
-_COUNT_CAP = 2_000
+_COUNT_CAP = 1_000
 _MAX_TERMS = 32
 
 _CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
@@ -315,7 +315,7 @@ def search_episodes(
             "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
         )
         # The driver's cursor directly: SQLAlchemy's per-statement and per-row work cost more
-        # than FTS5's own lookups here (one statement per term, up to 256 rows each).
+        # than FTS5's own lookups here (one statement per term, up to 128 rows each).
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             for term in terms:
