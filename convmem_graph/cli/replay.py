@@ -69,9 +69,9 @@ A rerun after Ctrl-C or a kill continues: finished files are skipped, nothing is
 def run(args: argparse.Namespace) -> int:
     """Replay and print the report."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from convmem_graph.replay import Replayer, ReplayReport, parse_shard, replay_in_processes
+    from convmem_graph.replay import Replayer, ReplayReport, discover_files, parse_shard, replay_in_processes
 
     require_paths(args.paths)  # a typo exits 2 before the database is created
     try:
@@ -87,38 +87,55 @@ def run(args: argparse.Namespace) -> int:
     batch = args.batch or (200 if args.model else 1000)
     with open_memory(args) as mem:
         mem.lifecycle.durability = "exit"  # the store's per-step transactions are the durable record
+        # Counted first (a directory walk, no file is opened): the bar's total and the ETA.
+        total_files = len(discover_files(args.paths)) if show_progress else 0
         progress = Progress(
             TextColumn("[bold]replay"),
             BarColumn(bar_width=None),
-            TextColumn("{task.completed:,.0f} messages"),
+            # Workers of --concurrency > 1 report messages only: their file count stays unknown.
+            TextColumn("{task.fields[files]} files"),
+            TextColumn("{task.fields[messages]:,} messages"),
             TextColumn("{task.fields[rate]:,.0f} msg/s"),
             TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
             console=console,
             disable=not show_progress,
             # Redrawn from the callbacks below, not by rich's refresh thread: a single-threaded
             # parent can fork its workers (see replay_in_processes).
             auto_refresh=False,
         )
-        task = progress.add_task("replay", total=None, rate=0.0)
+        task = progress.add_task(
+            "replay",
+            total=total_files if args.concurrency == 1 else None,
+            files=f"?/{total_files:,}",
+            messages=0,
+            rate=0.0,
+        )
         drawn = [0.0]
 
-        def advance(delta: int, read: int) -> None:
+        def advance(read: int, files_done: int | None) -> None:
             elapsed = progress.tasks[0].elapsed or 0.0
-            progress.update(task, advance=delta, rate=read / elapsed if elapsed > 0 else 0.0)
+            fields: dict[str, object] = {"messages": read, "rate": read / elapsed if elapsed > 0 else 0.0}
+            if files_done is not None:
+                fields["files"] = f"{files_done:,}/{total_files:,}"
+                fields["completed"] = files_done  # the bar and the ETA follow files
+            progress.update(task, **fields)  # type: ignore[arg-type]
             now = time.monotonic()
             if now - drawn[0] >= _REDRAW_S:
                 drawn[0] = now
                 progress.refresh()
 
         def on_progress(delta: int, report: ReplayReport) -> None:
-            advance(delta, report.messages_read)
+            # ``report.files`` counts files started: the one being read is not done yet.
+            advance(report.messages_read, max(report.files - 1, 0))
 
         if args.concurrency > 1:
             read = [0]
 
             def on_worker_progress(delta: int) -> None:
                 read[0] += delta
-                advance(delta, read[0])
+                advance(read[0], None)
 
             with progress:
                 report = replay_in_processes(
@@ -146,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
             )
             with progress:
                 report = replayer.run(args.paths)
+                advance(report.messages_read, total_files)
     doc = report.as_dict()
     if args.json:
         dump_json(doc)
