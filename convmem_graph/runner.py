@@ -210,10 +210,14 @@ class Lifecycle:
         if not memory_id:
             raise ValueError("memory_id must be a non-empty string")
         ctx = self._context(inputs, vendors, inject_options, session_ended, strict_inputs)
+        # Open the checkpointer and compile the graph before taking the memory's lock: the
+        # PostgreSQL saver's first setup() runs CREATE INDEX CONCURRENTLY, which waits for every
+        # open transaction, including another process's request for the lock we would hold.
+        graph = self.graph
         with self.store.memory_lock(memory_id), self.store.pinned():
             # durability only means something with a checkpointer (langgraph 1.2 fails without one).
             durability = self.durability if self.checkpointer is not None else None
-            out = self.graph.invoke(
+            out = graph.invoke(
                 {"memory_id": memory_id},
                 # convmem's own thread: a checkpointer shared with an app keyed by user id stays the app's.
                 {"configurable": {"thread_id": thread_id_for(memory_id)}},
