@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         bad += 1
     if result.error_count > len(result.errors):
         more = result.error_count - len(result.errors)
-        print(f"convmem ingest: ... and {more} more unreadable payloads (see dead letters)", file=sys.stderr)
+        print(f"convmem ingest: {more} more unreadable payloads: see the dead letters", file=sys.stderr)
         bad += more
     if args.json:
         dump_json(result.model_dump())
