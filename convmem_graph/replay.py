@@ -646,22 +646,29 @@ class _ProgressSender:
     GIL from the replay.
     """
 
-    def __init__(self, queue: Any, interval_s: float = 0.1) -> None:
+    def __init__(self, queue: Any, interval_s: float = 0.1, worker: int = 0) -> None:
         self.queue = queue
         self.interval_s = interval_s
+        self.worker = worker
         self.pending = 0
+        self.files_done = self.files_sent = 0
         self.sent_at = time.monotonic()
 
-    def __call__(self, delta: int, _report: ReplayReport) -> None:
+    def __call__(self, delta: int, report: ReplayReport) -> None:
         self.pending += delta
+        # ``report.files`` counts files started: the one being read is not done yet.
+        self.files_done = max(report.files - 1, self.files_done)
         if time.monotonic() - self.sent_at >= self.interval_s:
             self.flush()
 
     def flush(self) -> None:
-        """Send what is pending."""
+        """Send what is pending (messages read, and files done when that changed)."""
         if self.pending:
             self.queue.put(("progress", self.pending))
             self.pending = 0
+        if self.files_done != self.files_sent:
+            self.queue.put(("files", (self.worker, self.files_done)))
+            self.files_sent = self.files_done
         self.sent_at = time.monotonic()
 
 
@@ -672,6 +679,7 @@ def _worker(
     model: str | None,
     options: dict[str, Any],
     queue: Any,
+    worker: int = 0,
 ) -> None:
     """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard."""
     _exit_with_parent()
@@ -684,13 +692,13 @@ def _worker(
             # Everything imported so far lives as long as the worker: keep the collector off it
             # (and off the pages a forked worker shares with its parent).
             gc.freeze()
-            progress = _ProgressSender(queue)
+            progress = _ProgressSender(queue, worker=worker)
             replayer = Replayer(mem.lifecycle, on_progress=progress, **options)
             try:
                 report = replayer.run(paths)
             finally:
                 progress.flush()
-        queue.put(("done", report.as_dict() | {"memory_ids": sorted(report.memories)}))
+        queue.put(("done", report.as_dict() | {"memory_ids": sorted(report.memories), "worker": worker}))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         queue.put(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -720,6 +728,7 @@ def replay_in_processes(
     shard: tuple[int, int] = (0, 1),
     batch_messages: int = 1000,
     on_progress: Callable[[int], None] | None = None,
+    on_files: Callable[[int], None] | None = None,
 ) -> ReplayReport:
     """Replay with ``processes`` worker processes, each owning a stable share of the memories.
 
@@ -728,6 +737,9 @@ def replay_in_processes(
     ``k`` replays the memories with ``shard_of(memory_id, n * processes) == i + n * k`` for the
     caller's shard ``(i, n)``, so a memory's batches stay in one process and in order, and the
     shares of all processes make up exactly the caller's shard.
+
+    ``on_progress`` gets the messages read since its last call; ``on_files`` the files done by
+    the slowest worker (every worker walks every file, replaying only its share of memories).
 
     Raises:
         ConvMemError: A worker failed (its message is included); what was committed stays.
@@ -760,7 +772,7 @@ def replay_in_processes(
         }
         proc = ctx.Process(
             target=_worker,
-            args=(db_url, files, config.model_dump(), model, options, queue),
+            args=(db_url, files, config.model_dump(), model, options, queue, k),
             name=f"convmem-replay-{k}",
         )
         proc.start()
@@ -769,6 +781,7 @@ def replay_in_processes(
     started = time.perf_counter()
     errors: list[str] = []
     finished = 0
+    files_done = [0] * processes
     while finished < processes:
         try:
             kind, value = queue.get(timeout=0.5)
@@ -781,11 +794,19 @@ def replay_in_processes(
         if kind == "progress":
             if on_progress is not None:
                 on_progress(int(value))
+        elif kind == "files":
+            worker, done = value
+            files_done[int(worker)] = int(done)
+            if on_files is not None:
+                on_files(min(files_done))
         elif kind == "error":
             errors.append(str(value))
             finished += 1
         else:
             finished += 1
+            files_done[int(value["worker"])] = int(value["files"])
+            if on_files is not None:
+                on_files(min(files_done))
             report.files = max(report.files, int(value["files"]))
             report.files_skipped_done = max(report.files_skipped_done, int(value["files_skipped_done"]))
             report.documents = max(report.documents, int(value["documents"]))

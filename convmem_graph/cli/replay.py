@@ -92,7 +92,6 @@ def run(args: argparse.Namespace) -> int:
         progress = Progress(
             TextColumn("[bold]replay"),
             BarColumn(bar_width=None),
-            # Workers of --concurrency > 1 report messages only: their file count stays unknown.
             TextColumn("{task.fields[files]} files"),
             TextColumn("{task.fields[messages]:,} messages"),
             TextColumn("{task.fields[rate]:,.0f} msg/s"),
@@ -107,20 +106,22 @@ def run(args: argparse.Namespace) -> int:
         )
         task = progress.add_task(
             "replay",
-            total=total_files if args.concurrency == 1 else None,
+            total=total_files,
             files=f"?/{total_files:,}",
             messages=0,
             rate=0.0,
         )
         drawn = [0.0]
 
-        def advance(read: int, files_done: int | None) -> None:
+        def advance(read: int, files_done: int) -> None:
             elapsed = progress.tasks[0].elapsed or 0.0
-            fields: dict[str, object] = {"messages": read, "rate": read / elapsed if elapsed > 0 else 0.0}
-            if files_done is not None:
-                fields["files"] = f"{files_done:,}/{total_files:,}"
-                fields["completed"] = files_done  # the bar and the ETA follow files
-            progress.update(task, **fields)  # type: ignore[arg-type]
+            progress.update(
+                task,
+                completed=files_done,  # the bar and the ETA follow files
+                files=f"{files_done:,}/{total_files:,}",
+                messages=read,
+                rate=read / elapsed if elapsed > 0 else 0.0,
+            )
             now = time.monotonic()
             if now - drawn[0] >= _REDRAW_S:
                 drawn[0] = now
@@ -131,11 +132,15 @@ def run(args: argparse.Namespace) -> int:
             advance(report.messages_read, max(report.files - 1, 0))
 
         if args.concurrency > 1:
-            read = [0]
+            read, files = [0], [0]
 
             def on_worker_progress(delta: int) -> None:
                 read[0] += delta
-                advance(read[0], None)
+                advance(read[0], files[0])
+
+            def on_worker_files(done: int) -> None:
+                files[0] = done  # the slowest worker's files done
+                advance(read[0], done)
 
             with progress:
                 report = replay_in_processes(
@@ -150,7 +155,9 @@ def run(args: argparse.Namespace) -> int:
                     shard=shard,
                     batch_messages=batch,
                     on_progress=on_worker_progress,
+                    on_files=on_worker_files,
                 )
+                advance(report.messages_read, total_files)
         else:
             replayer = Replayer(
                 mem.lifecycle,

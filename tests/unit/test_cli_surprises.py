@@ -249,3 +249,19 @@ def test_replay_progress_shows_files_done_of_total_messages_rate_and_eta(
     assert re.search(r" \?/3 files 0 messages 0 msg/s \d+:\d\d:\d\d ETA", frames[0]), frames[0]
     # ... and the last frame has every file done, the messages, a rate and the time left.
     assert re.search(r" 3/3 files 29 messages \d+ msg/s \d+:\d\d:\d\d ETA 0:00:00$", frames[-1]), frames[-1]
+
+
+def test_worker_progress_sends_files_done_when_they_change() -> None:
+    from convmem_graph.replay import ReplayReport, _ProgressSender
+
+    sent: list[tuple[str, object]] = []
+
+    class Sink:
+        def put(self, item: tuple[str, object]) -> None:
+            sent.append(item)
+
+    sender = _ProgressSender(Sink(), interval_s=0, worker=1)
+    for files, n in ((1, 5), (1, 2), (2, 3), (3, 0)):
+        sender(n, ReplayReport(files=files))
+    # The file being read is not done: files started minus one.
+    assert sent == [("progress", 5), ("progress", 2), ("progress", 3), ("files", (1, 1)), ("files", (1, 2))]
