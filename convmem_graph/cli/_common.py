@@ -148,6 +148,9 @@ def open_memory(args: argparse.Namespace, **config: Any) -> ConvMemory:
     from convmem_graph.config import MemoryConfig
     from convmem_graph.memory import ConvMemory
 
+    # A command is one-shot: a model extractor extracts what it was given now (live turns wait
+    # for a batch only in a long-lived process; see MemoryConfig.extract_after_user_messages).
+    config = {"extract_after_user_messages": 1, **config}
     cfg = MemoryConfig(bot_ids=list(getattr(args, "bot_id", None) or []), **config)
     return ConvMemory.open(args.db, model=getattr(args, "model", None), config=cfg)
 
