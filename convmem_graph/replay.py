@@ -754,10 +754,6 @@ def replay_in_processes(
     # its graph on first use, so nothing may have imported it yet).
     importlib.import_module("convmem_graph.graph")
     importlib.import_module("convmem_graph.checkpoints")
-    # Forked workers inherit the parent's imports: load LangGraph once here (a lifecycle compiles
-    # its graph on first use, so nothing may have imported it yet).
-    importlib.import_module("convmem_graph.graph")
-    importlib.import_module("convmem_graph.checkpoints")
     ctx: Any = mp.get_context(_start_method())  # typeshed types each method's context apart
     queue = ctx.Queue()
     files = [str(p) for p in paths]
