@@ -76,6 +76,12 @@ class ServeSettings(BaseSettings):
         description="Agora webhook cap: a 103 carries up to 1024 history items (llm.max_history)",
     )
     max_proxy_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    webhook_tolerance_ms: int = Field(
+        default=5 * 60 * 1000,
+        ge=0,
+        description="replay window of a webhook's send time (TRTC CallbackTs, Agora notifyMs), either "
+        "way; a correctly signed delivery outside it (or without one) gets 401; 0 turns the check off",
+    )
     trtc_memory_from: Literal["user", "room", "task"] = Field(
         default="user",
         description="TRTC memory id: the human UserId of the round, the RoomId, or the id registered "

@@ -71,9 +71,15 @@ def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSett
         if key is None:
             logger.error("TRTC delivery refused: CONVMEM_TRTC_CALLBACK_KEY is not set")
             raise HTTPException(401, "TRTC callback key is not configured on this server")
-        if not verify_trtc_signature(raw, request.headers.get("Sign"), key):
-            logger.warning("TRTC delivery refused: missing or wrong Sign header")
-            raise HTTPException(401, "missing or wrong Sign header")
+        if not verify_trtc_signature(
+            raw,
+            request.headers.get("Sign"),
+            key,
+            max_body_bytes=settings.max_body_bytes,
+            tolerance_ms=settings.webhook_tolerance_ms or None,
+        ):
+            logger.warning("TRTC delivery refused: missing or wrong Sign header, or a stale CallbackTs")
+            raise HTTPException(401, "missing or wrong Sign header, or CallbackTs outside the replay window")
         doc, problem = _parse(raw)
         text = raw.decode("utf-8", "replace")
         if problem is not None or not isinstance(doc, dict):
@@ -106,9 +112,18 @@ def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSett
         if secret is None:
             logger.error("Agora delivery refused: CONVMEM_AGORA_WEBHOOK_SECRET is not set")
             raise HTTPException(401, "Agora webhook secret is not configured on this server")
-        if not verify_agora_signature(raw, request.headers, secret):
-            logger.warning("Agora delivery refused: missing or wrong Agora-Signature(-V2) header")
-            raise HTTPException(401, "missing or wrong Agora-Signature-V2 / Agora-Signature header")
+        if not verify_agora_signature(
+            raw,
+            request.headers,
+            secret,
+            max_body_bytes=settings.max_agora_body_bytes,
+            tolerance_ms=settings.webhook_tolerance_ms or None,
+        ):
+            logger.warning("Agora delivery refused: missing or wrong signature header, or a stale notifyMs")
+            raise HTTPException(
+                401,
+                "missing or wrong Agora-Signature-V2 / Agora-Signature, or notifyMs outside the window",
+            )
         doc, problem = _parse(raw)
         if problem is not None or not isinstance(doc, dict):
             logger.warning("Agora delivery ignored: %s", problem or "body is not a JSON object")

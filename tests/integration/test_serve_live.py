@@ -55,6 +55,8 @@ def _env(**extra: str) -> dict[str, str]:
         CONVMEM_AGORA_WEBHOOK_SECRET=AGORA_SECRET,
         CONVMEM_UPSTREAM_API_KEY=UPSTREAM_KEY,
         CONVMEM_BOT_IDS=BOT,
+        # Fixture deliveries carry their January 2026 send times: no replay window here.
+        CONVMEM_WEBHOOK_TOLERANCE_MS="0",
     )
     env.update(extra)
     return env

@@ -188,3 +188,27 @@ def test_agora_cap_fits_a_long_history_and_refuses_a_mebibyte(client: TestClient
     big = b'{"pad": "' + b"x" * (1024 * 1024) + b'"}'
     headers = {"Agora-Signature-V2": sign_agora_v2(big, AGORA_SECRET)}
     assert client.post("/webhooks/agora", content=big, headers=headers).status_code == 413
+
+
+def test_a_signed_delivery_outside_the_replay_window_is_refused(tmp_path: Path) -> None:
+    import time
+
+    app = create_app(make_settings(tmp_path, webhook_tolerance_ms=300_000))
+    now_ms = int(time.time() * 1000)
+    body = {
+        "EventGroupId": 9,
+        "EventType": 903,
+        "CallbackTs": now_ms,
+        "EventInfo": {"TaskId": "t_window", "RoomId": "r", "EventMsTs": now_ms, "UserId": "u_w"},
+    }
+    with TestClient(app) as client:
+        stale = {**body, "CallbackTs": now_ms - 24 * 3600 * 1000}
+        assert _post_trtc(client, json.dumps(stale)).status_code == 401
+        assert _post_trtc(client, json.dumps(body)).status_code == 200
+        agora_stale = json.dumps({"noticeId": "n1", "eventType": 999, "notifyMs": now_ms - 3600 * 1000})
+        raw = agora_stale.encode()
+        headers = {"Agora-Signature-V2": sign_agora_v2(raw, AGORA_SECRET), "Content-Type": "application/json"}
+        assert client.post("/webhooks/agora", content=raw, headers=headers).status_code == 401
+        fresh = json.dumps({"noticeId": "n2", "eventType": 999, "notifyMs": now_ms}).encode()
+        headers["Agora-Signature-V2"] = sign_agora_v2(fresh, AGORA_SECRET)
+        assert client.post("/webhooks/agora", content=fresh, headers=headers).status_code == 200
