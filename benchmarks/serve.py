@@ -91,7 +91,8 @@ def _start_server(db: Path, upstream_url: str, worker: str) -> tuple[subprocess.
 
 
 def _deliveries(n: int, tasks: int) -> list[bytes]:
-    t0 = 1_767_272_400_000
+    # Sent now: the server refuses a delivery whose send time is outside its replay window.
+    t0 = int(time.time() * 1000)
     out = []
     for i in range(n):
         task = i % tasks
