@@ -13,13 +13,11 @@ import re
 from collections.abc import Callable
 from datetime import date, timedelta
 
-from convmem_graph.extractors._timeexpr import cn_int
+from convmem_graph.extractors._timeexpr import cn_int, local_date
 from convmem_graph.payloads._sanitize import Language
 
 __all__ = ["format_date", "local_date", "resolve_relative_times", "utc_offset_minutes"]
 
-_DAY_MS = 86_400_000
-_EPOCH = date(1970, 1, 1)
 _MONTHS = ("January February March April May June July August September October November December").split()
 _CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
 _LATIN = re.compile("[A-Za-z]")
@@ -45,11 +43,6 @@ def utc_offset_minutes(text: str, metadata: dict[str, object] | None = None) -> 
     if isinstance(value, int) and not isinstance(value, bool) and -900 <= value <= 900:
         return value
     return 480 if _CJK.search(text) else 0
-
-
-def local_date(ts_ms: int, offset_minutes: int) -> date:
-    """The calendar date of a UTC millisecond timestamp at a UTC offset."""
-    return _EPOCH + timedelta(days=(ts_ms + offset_minutes * 60_000) // _DAY_MS)
 
 
 def format_date(day: date, language: Language) -> str:

@@ -17,13 +17,12 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from convmem_graph._terms import CJK_RUN, bigrams, search_terms
 from convmem_graph.models import EpisodeSearch
 from convmem_graph.payloads.relevance import stem
-from convmem_graph.store.episodes import search_terms
 
 __all__ = ["Scorer", "text_terms"]
 
-_CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 _K1 = 1.2
 _MAX_TERMS = 128
@@ -31,7 +30,7 @@ _B = 0.75
 
 
 def _token(term: str) -> str:
-    return term if _CJK_RUN.match(term) else stem(term)
+    return term if CJK_RUN.match(term) else stem(term)
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -49,10 +48,9 @@ def text_terms(text: str) -> list[str]:
     low = text.lower()
     out: list[str] = []
     pos = 0
-    for m in _CJK_RUN.finditer(low):
+    for m in CJK_RUN.finditer(low):
         out.extend(stem(w) for w in _WORD.findall(low[pos : m.start()]))
-        run = m.group(0)
-        out.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+        out.extend(bigrams(m.group(0)))
         pos = m.end()
     out.extend(stem(w) for w in _WORD.findall(low[pos:]))
     return out

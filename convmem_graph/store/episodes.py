@@ -31,11 +31,11 @@ import hashlib
 import json
 import logging
 import math
-import re
 from collections.abc import Iterable, Sequence
 
 from sqlalchemy import Connection
 
+from convmem_graph._terms import CJK_RUN, bigrams, search_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
 from convmem_graph.store._messages import MESSAGE_COLUMNS, row_to_message
 from convmem_graph.store.engine import chunked
@@ -70,25 +70,6 @@ _PER_TERM = 128
 #: Messages counted for the memory size in IDF (a memory past it counts as this large: the IDF of
 #: a rare term then saturates, which leaves the ranking of rare against common terms intact).
 _COUNT_CAP = 1_000
-_MAX_TERMS = 32
-
-_CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-_WORD = re.compile(r"[^\W_]+")
-_EN_STOP = frozenset(
-    """a an the and or but if of to in on at by for with from as is are was were be been being am do does
-    did have has had i me my we our you your he him his she her it its they them their this that these
-    those what which who whom when where why how not no so than too very can could will would shall
-    should may might must just about into over also please tell remember user users there then
-    s t don didn doesn isn wasn ll ve re m d""".split()
-)
-# CJK characters that say nothing alone; a bigram made only of them is noise too.
-_CJK_STOP = frozenset("的了是我你他她它们在和也就都而及与着或一个吗呢吧啊这那有要会对把被给让很还又说用户")
-_CJK_STOP_BIGRAMS = frozenset({"用户", "一个", "我们", "你们", "他们", "什么", "这个", "那个", "怎么"})
-_PARTICLES = frozenset("的了吗呢吧啊呀哦嘛着什么")
-
-
-def _bigrams(run: str) -> list[str]:
-    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def episode_text(content: str) -> str:
@@ -98,49 +79,9 @@ def episode_text(content: str) -> str:
         >>> episode_text("我在杭州 running")
         '我在 在杭 杭州  running'
     """
-    if not _CJK_RUN.search(content):
+    if not CJK_RUN.search(content):
         return content
-    return _CJK_RUN.sub(lambda m: " ".join(_bigrams(m.group(0))) + " ", content)
-
-
-def search_terms(query: str, *, max_terms: int = _MAX_TERMS) -> list[str]:
-    """Split a query into index terms, keeping the *newest* ``max_terms`` of a long query.
-
-    English words are lower-cased with stop words dropped (the index stems them); CJK runs give
-    their bigrams, minus those made of function characters or particles.
-
-    Example:
-        >>> search_terms("Where did Caroline move from? 她以前住在成都吗")
-        ['caroline', 'move', '她以', '以前', '前住', '住在', '在成', '成都']
-    """
-    found: list[str] = []
-    pos = 0
-    for m in _CJK_RUN.finditer(query):
-        found.extend(_latin_terms(query[pos : m.start()]))
-        for gram in _bigrams(m.group(0)):
-            if len(gram) == 1:
-                if gram not in _CJK_STOP:
-                    found.append(gram)
-            elif not (
-                (gram[0] in _CJK_STOP and gram[1] in _CJK_STOP)
-                or gram[0] in _PARTICLES
-                or gram[1] in _PARTICLES
-                or gram in _CJK_STOP_BIGRAMS
-            ):
-                found.append(gram)
-        pos = m.end()
-    found.extend(_latin_terms(query[pos:]))
-    # Newest first when cutting: the end of a long query is the current turn.
-    unique: dict[str, None] = {}
-    for term in reversed(found):
-        unique.setdefault(term, None)
-        if len(unique) == max_terms:
-            break
-    return list(reversed(unique))
-
-
-def _latin_terms(chunk: str) -> list[str]:
-    return [w for w in _WORD.findall(chunk.lower()) if len(w) >= 2 and w not in _EN_STOP and not w.isdigit()]
+    return CJK_RUN.sub(lambda m: " ".join(bigrams(m.group(0))) + " ", content)
 
 
 def _bucket(memory_id: str) -> int:
@@ -169,24 +110,7 @@ def ensure_episode_index(conn: Connection) -> None:
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {EPISODE_TABLE} USING fts5("
         "body, content='', detail=none, tokenize='porter unicode61 remove_diacritics 2')"
     )
-    conn.exec_driver_sql(f"CREATE TABLE IF NOT EXISTS {_META_TABLE} (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
-    version = conn.exec_driver_sql(f"SELECT v FROM {_META_TABLE} WHERE k = 'text_version'").scalar()
-    if version == _TEXT_VERSION:
-        return
-    conn.exec_driver_sql(f"INSERT INTO {EPISODE_TABLE}({EPISODE_TABLE}) VALUES ('delete-all')")
-    rows = conn.exec_driver_sql(f"SELECT seq, memory_id, content FROM {messages.name}").fetchall()
-    if rows:
-        logger.info("building the episodic index over %d stored messages", len(rows))
-    by_memory: dict[str, list[tuple[int, str]]] = {}
-    for seq, memory_id, content in rows:
-        by_memory.setdefault(memory_id, []).append((int(seq), content))
-    for memory_id, items in by_memory.items():
-        index_episodes(conn, memory_id, items)
-    conn.exec_driver_sql(
-        f"INSERT INTO {_META_TABLE} (k, v) VALUES ('text_version', ?) "
-        "ON CONFLICT (k) DO UPDATE SET v = excluded.v",
-        (_TEXT_VERSION,),
-    )
+    _rebuild_if_stale(conn, "text_version", _TEXT_VERSION)
 
 
 def _ensure_postgres(conn: Connection) -> None:
@@ -201,12 +125,20 @@ def _ensure_postgres(conn: Connection) -> None:
     conn.exec_driver_sql(
         f"CREATE INDEX IF NOT EXISTS ix_{EPISODE_TABLE}_memory_id ON {EPISODE_TABLE} (memory_id, seq)"
     )
+    _rebuild_if_stale(conn, "pg_version", _PG_VERSION)
+
+
+def _rebuild_if_stale(conn: Connection, key: str, version: str) -> None:
+    """Index every stored message once when the index is new or its format changed."""
+    mark = "%s" if conn.dialect.paramstyle != "qmark" else "?"
     conn.exec_driver_sql(f"CREATE TABLE IF NOT EXISTS {_META_TABLE} (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
-    version = conn.exec_driver_sql(f"SELECT v FROM {_META_TABLE} WHERE k = 'pg_version'").scalar()
-    if version == _PG_VERSION:
+    found = conn.exec_driver_sql(f"SELECT v FROM {_META_TABLE} WHERE k = {mark}", (key,)).scalar()
+    if found == version:
         return
-    # First open with this index format (or none): index every stored message once.
-    conn.exec_driver_sql(f"DELETE FROM {EPISODE_TABLE}")
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"DELETE FROM {EPISODE_TABLE}")
+    else:
+        conn.exec_driver_sql(f"INSERT INTO {EPISODE_TABLE}({EPISODE_TABLE}) VALUES ('delete-all')")
     by_memory: dict[str, list[tuple[int, str]]] = {}
     for seq, memory_id, content in conn.exec_driver_sql(
         f"SELECT seq, memory_id, content FROM {messages.name}"
@@ -217,9 +149,9 @@ def _ensure_postgres(conn: Connection) -> None:
     for memory_id, items in by_memory.items():
         index_episodes(conn, memory_id, items)
     conn.exec_driver_sql(
-        f"INSERT INTO {_META_TABLE} (k, v) VALUES ('pg_version', %s) "
+        f"INSERT INTO {_META_TABLE} (k, v) VALUES ({mark}, {mark}) "
         "ON CONFLICT (k) DO UPDATE SET v = excluded.v",
-        (_PG_VERSION,),
+        (key, version),
     )
 
 

@@ -1,0 +1,70 @@
+"""Search terms shared by the episodic index and the block's ranker (the language-specific edge).
+
+English and other space-delimited words are lower-cased with stop words dropped; CJK runs become
+character bigrams (no segmenter download: see the README for the measurement against jieba).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["CJK_RUN", "bigrams", "search_terms"]
+
+CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_WORD = re.compile(r"[^\W_]+")
+_EN_STOP = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being am do does
+    did have has had i me my we our you your he him his she her it its they them their this that these
+    those what which who whom when where why how not no so than too very can could will would shall
+    should may might must just about into over also please tell remember user users there then
+    s t don didn doesn isn wasn ll ve re m d""".split()
+)
+# CJK characters that say nothing alone; a bigram made only of them is noise too.
+_CJK_STOP = frozenset("的了是我你他她它们在和也就都而及与着或一个吗呢吧啊这那有要会对把被给让很还又说用户")
+_CJK_STOP_BIGRAMS = frozenset({"用户", "一个", "我们", "你们", "他们", "什么", "这个", "那个", "怎么"})
+_PARTICLES = frozenset("的了吗呢吧啊呀哦嘛着什么")
+
+
+def bigrams(run: str) -> list[str]:
+    """Character bigrams of a CJK run (a lone character stays itself)."""
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def search_terms(query: str, *, max_terms: int = 32) -> list[str]:
+    """Split a query into index terms, keeping the *newest* ``max_terms`` of a long query.
+
+    English words are lower-cased with stop words dropped (the index stems them); CJK runs give
+    their bigrams, minus those made of function characters or particles.
+
+    Example:
+        >>> search_terms("Where did Caroline move from? 她以前住在成都吗")
+        ['caroline', 'move', '她以', '以前', '前住', '住在', '在成', '成都']
+    """
+    found: list[str] = []
+    pos = 0
+    for m in CJK_RUN.finditer(query):
+        found.extend(_latin_terms(query[pos : m.start()]))
+        for gram in bigrams(m.group(0)):
+            if len(gram) == 1:
+                if gram not in _CJK_STOP:
+                    found.append(gram)
+            elif not (
+                (gram[0] in _CJK_STOP and gram[1] in _CJK_STOP)
+                or gram[0] in _PARTICLES
+                or gram[1] in _PARTICLES
+                or gram in _CJK_STOP_BIGRAMS
+            ):
+                found.append(gram)
+        pos = m.end()
+    found.extend(_latin_terms(query[pos:]))
+    # Newest first when cutting: the end of a long query is the current turn.
+    unique: dict[str, None] = {}
+    for term in reversed(found):
+        unique.setdefault(term, None)
+        if len(unique) == max_terms:
+            break
+    return list(reversed(unique))
+
+
+def _latin_terms(chunk: str) -> list[str]:
+    return [w for w in _WORD.findall(chunk.lower()) if len(w) >= 2 and w not in _EN_STOP and not w.isdigit()]
