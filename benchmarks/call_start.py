@@ -24,36 +24,20 @@ import time
 from functools import partial
 from pathlib import Path
 
+from _synthetic import TOPICS
+from _synthetic import add_messages as add_synthetic_messages
+
 from convmem_graph import MemoryConfig
 from convmem_graph.memory import ConvMemory
-from convmem_graph.models import FragmentCandidate, FragmentOp, Message
+from convmem_graph.models import FragmentCandidate, FragmentOp
 
 SIZES = ((1_000, 100), (10_000, 1_000), (100_000, 10_000))
-TOPICS = ["芒果", "跑步", "西湖", "猫", "成都", "咖啡", "coffee", "hiking", "guitar", "sushi"]
 
 
 def _fill(mem: ConvMemory, memory_id: str, messages: int, fragments: int) -> None:
     store = mem.store
     base = 1_767_000_000_000
-    batch: list[Message] = []
-    for i in range(messages):
-        role = "user" if i % 2 == 0 else "assistant"
-        text = f"第{i}条消息：我们聊了{TOPICS[i % len(TOPICS)]}，还有别的事情 {i}"
-        batch.append(
-            Message(
-                id=f"m{i}",
-                role=role,
-                content=text,
-                channel="im",
-                source="message",
-                timestamp_ms=base + i * 1000,
-            )
-        )
-        if len(batch) == 5000:
-            store.add_messages(memory_id, batch)
-            batch = []
-    if batch:
-        store.add_messages(memory_id, batch)
+    add_synthetic_messages(store, memory_id, messages, base_ms=base)
     ops = [
         FragmentOp(
             op="add",

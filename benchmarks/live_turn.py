@@ -31,11 +31,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _synthetic import TOPICS
+from _synthetic import add_messages as add_synthetic_messages
+
 from convmem_graph.memory import ConvMemory
-from convmem_graph.models import FragmentCandidate, FragmentOp, Message
+from convmem_graph.models import FragmentCandidate, FragmentOp
 
 BASE_MS = 1_767_000_000_000
-TOPICS = ["芒果", "跑步", "西湖", "猫", "成都", "咖啡", "coffee", "hiking", "guitar", "sushi"]
 THINGS = ["榴莲", "羽毛球", "爵士乐", "拿铁", "徒步", "围棋", "寿司", "摄影", "瑜伽", "披萨", "滑雪", "钢琴"]
 SIZES: tuple[tuple[str, int, int], ...] = (
     ("0 history", 0, 0),
@@ -48,23 +50,7 @@ def fill(mem: ConvMemory, memory_id: str, messages: int, facts: int) -> None:
     """Store ``messages`` prior messages and ``facts`` active facts, all processed."""
     store = mem.store
     store.ensure_memory(memory_id)
-    batch: list[Message] = []
-    for i in range(messages):
-        batch.append(
-            Message(
-                id=f"m{i}",
-                role="user" if i % 2 == 0 else "assistant",
-                content=f"第{i}条消息：我们聊了{TOPICS[i % len(TOPICS)]}，还有别的事情 {i}",
-                channel="im",
-                source="message",
-                timestamp_ms=BASE_MS + i * 1000,
-            )
-        )
-        if len(batch) == 5000:
-            store.add_messages(memory_id, batch)
-            batch = []
-    if batch:
-        store.add_messages(memory_id, batch)
+    add_synthetic_messages(store, memory_id, messages, base_ms=BASE_MS)
     prefixes = ["pref", "food", "habit", "goal", "state"]
     ops = [
         FragmentOp(
@@ -210,16 +196,12 @@ def main() -> int:
         big, small = med((name, "50k msgs / 5k facts"))[1], med((name, "0 history"))[1]
         met = big <= 2 * small
         ok &= met
-        print(
-            f"{name}: p95(50k/5k) / p95(0) = {big / small:.2f}  (target <= 2.0: {_verdict(met)})"
-        )
+        print(f"{name}: p95(50k/5k) / p95(0) = {big / small:.2f}  (target <= 2.0: {_verdict(met)})")
     if "postgresql" in backends:
         ratio = med(("postgresql", "0 history"))[0] / med(("sqlite", "0 history"))[0]
         met = ratio <= 1.5
         ok &= met
-        print(
-            f"postgresql p50 / sqlite p50 (0 history) = {ratio:.2f}  (target <= 1.5: {_verdict(met)})"
-        )
+        print(f"postgresql p50 / sqlite p50 (0 history) = {ratio:.2f}  (target <= 1.5: {_verdict(met)})")
     for mem in backends.values():
         mem.close()
     return 0 if ok else 1
