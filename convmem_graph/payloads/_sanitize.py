@@ -27,8 +27,6 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from confusable_homoglyphs.confusables import confusables_data
-
 __all__ = [
     "INSTRUCTION_PATTERNS",
     "FLAG_MARKERS",
@@ -165,9 +163,16 @@ def _is_cjk(ch: str) -> bool:
     return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uac00" <= ch <= "\ud7af"
 
 
+# A character the confusables table may map: neither ASCII nor CJK (the ranges of _is_cjk).
+_OUTSIDE_TABLE = re.compile("[^\x00-\x7f\u2e80-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
 @functools.cache
 def _skeleton_table() -> dict[int, str]:
     """Non-ASCII letters that Unicode's confusables table says look like an ASCII letter or digit."""
+    # Loaded on first use (only text with letters outside ASCII and CJK needs it): ~20 ms to build.
+    from confusable_homoglyphs.confusables import confusables_data
+
     table: dict[int, str] = {}
     for ch, glyphs in confusables_data.items():
         if len(ch) != 1 or ch.isascii() or _is_cjk(ch):
@@ -200,7 +205,10 @@ def fold_confusables(text: str) -> str:
         return folded
     decomposed = unicodedata.normalize("NFD", folded)
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return unicodedata.normalize("NFC", stripped).translate(_skeleton_table())
+    composed = unicodedata.normalize("NFC", stripped)
+    if _OUTSIDE_TABLE.search(composed) is None:
+        return composed  # only ASCII and CJK: the table maps neither, so it is not built
+    return composed.translate(_skeleton_table())
 
 
 def _matches(text: str) -> bool:

@@ -11,15 +11,17 @@ through but are masked in reprs and never logged.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from convmem_graph.models import MemorySnapshot, Message
 from convmem_graph.payloads._sanitize import guard_turn, redact_secrets
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block, select_recent_turns
 from convmem_graph.tokens import TokenCounter, count_tokens
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 __all__ = [
     "AgoraOptions",

@@ -30,9 +30,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field
 
 from convmem_graph.models import Fragment, MemorySnapshot, Message, VariableValue
@@ -48,6 +47,9 @@ from convmem_graph.payloads._sanitize import (
 from convmem_graph.payloads.ranker import Scorer
 from convmem_graph.payloads.relevance import iter_ranked
 from convmem_graph.tokens import TokenCounter, count_tokens
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 __all__ = [
     "VARIABLE_LABELS",

@@ -7,15 +7,16 @@ documents a list, gets them as two (see ``agora.py``).
 
 from __future__ import annotations
 
-from typing import Any
-
-from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage, convert_to_messages
+from typing import TYPE_CHECKING, Any
 
 from convmem_graph.models import MemorySnapshot
 from convmem_graph.payloads._sanitize import guard_turn
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block, select_recent_turns
 from convmem_graph.tokens import TokenCounter, count_tokens
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.messages import BaseMessage
 
 __all__ = ["build_langchain_messages", "build_openai_messages"]
 
@@ -92,4 +93,7 @@ def build_langchain_messages(
     )
     turns = select_recent_turns(snapshot.recent, recent_turns, memory_id=snapshot.memory_id)
     dicts.extend({"role": m.role, "content": guard_turn(m.content), "id": m.id} for m in turns)
+    # Imported here: a call start that only needs dicts must not load LangChain Core.
+    from langchain_core.messages import convert_to_messages
+
     return convert_to_messages(dicts)

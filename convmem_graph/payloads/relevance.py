@@ -30,10 +30,12 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
-
-from langchain_core.embeddings import Embeddings
+from typing import TYPE_CHECKING
 
 from convmem_graph.models import Fragment
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 __all__ = ["iter_ranked", "lexical_scores", "query_terms", "rank_fragments", "stem"]
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from convmem_graph.models import MemorySnapshot
@@ -32,6 +31,9 @@ from convmem_graph.payloads.memory_block import (
     select_recent_turns,
 )
 from convmem_graph.tokens import TokenCounter, count_tokens
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 __all__ = [
     "MAX_RECENT_TURNS",

@@ -58,33 +58,72 @@ def _fill_memory(db: str) -> None:
         mem.ingest("m1", turn, source="openai")
 
 
-def test_a_call_start_imports_no_langgraph_or_langsmith(tmp_path: Path) -> None:
+@pytest.mark.parametrize("vendor", ["trtc-llmconfig", "agora-llm", "agora-custom", "openai"])
+def test_a_call_start_imports_no_langgraph_langchain_or_langsmith(tmp_path: Path, vendor: str) -> None:
     db = str(tmp_path / "call.db")
     _fill_memory(db)
     code = (
         "import json, sys\n"
         "from convmem_graph.memory import ConvMemory\n"
         "mem = ConvMemory.open(sys.argv[1])\n"
-        "body = mem.payload('m1', 'trtc-llmconfig', query='芒果')\n"
+        "body = mem.payload('m1', sys.argv[2], query='芒果', **json.loads(sys.argv[3]))\n"
         "assert '芒果' in json.dumps(body, ensure_ascii=False)\n"
         "mem.close()\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, db], capture_output=True, text=True, timeout=120)
+    options = {"llm": {"url": "http://127.0.0.1:9/v1/chat/completions"}} if vendor.startswith("agora") else {}
+    cmd = [sys.executable, "-c", code, db, vendor, json.dumps(options)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     loaded = json.loads(out.stdout)
-    assert "langgraph" not in loaded and "langsmith" not in loaded
+    assert not [m for m in HEAVY if m in loaded], (
+        f"{vendor} payload imports {[m for m in HEAVY if m in loaded]}"
+    )
 
 
-def test_convmem_inject_imports_no_langgraph_or_langsmith(tmp_path: Path) -> None:
+def test_the_langchain_payload_still_builds_langchain_messages(tmp_path: Path) -> None:
+    # The one vendor that returns LangChain objects imports LangChain Core when it is asked for.
+    db = str(tmp_path / "call.db")
+    _fill_memory(db)
+    from convmem_graph.memory import ConvMemory
+
+    with ConvMemory.open(db) as mem:
+        messages = mem.payload("m1", "langchain", query="芒果")
+    assert type(messages[0]).__name__ == "SystemMessage" and "芒果" in str(messages[0].content)
+
+
+def _imported_by(args: list[str]) -> set[str]:
+    cmd = [sys.executable, "-X", "importtime", "-m", "convmem_graph", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["inject", "m1", "--vendor", "openai"],
+        ["inject", "m1", "--vendor", "trtc-llmconfig"],
+        ["show", "m1"],
+        ["memories"],
+    ],
+)
+def test_cli_call_start_commands_import_no_langgraph_langchain_or_langsmith(
+    tmp_path: Path, command: list[str]
+) -> None:
     db = str(tmp_path / "cli.db")
     _fill_memory(db)
-    cmd = [sys.executable, "-X", "importtime", "-m", "convmem_graph", "inject", "m1", "--vendor", "openai"]
-    out = subprocess.run([*cmd, "--db", db], capture_output=True, text=True, timeout=120)
+    imported = _imported_by([*command, "--db", db])
+    assert "convmem_graph" in imported  # the check reads real import lines
+    assert not [m for m in HEAVY if m in imported], (
+        f"convmem {command[0]} imports {sorted(imported & set(HEAVY))}"
+    )
+
+
+def test_convmem_inject_prints_the_memory(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    _fill_memory(db)
+    cmd = [sys.executable, "-m", "convmem_graph", "inject", "m1", "--vendor", "openai", "--db", db]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "杭州" in out.stdout
-    imported = {
-        line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line
-    }
-    assert "langgraph" not in imported and "langsmith" not in imported
-    assert "convmem_graph" in imported  # the check reads real import lines
