@@ -7,7 +7,9 @@ user message of the batch, dates must parse). Invalid answers are retried with t
 the model, up to ``max_invalid_retries`` times, then :class:`~convmem_graph.errors.ExtractionError`
 is raised; the caller keeps the batch stored and retries later. Network failures, timeouts and
 429s are not caught here: they propagate so the calling LangGraph node's ``RetryPolicy`` retries
-them (``RetryPolicy(retry_on=is_retryable)``).
+them (``RetryPolicy(retry_on=is_retryable)``). With a :class:`~convmem_graph.extractors.pacing.ModelGate`
+set as ``gate`` (batch replay sets one), calls are paced and 429s are backed off by the gate, which
+raises :class:`~convmem_graph.extractors.pacing.RateLimitedError` when they persist.
 
 :class:`LLMSummarizer` folds the previous summary and new messages into a new one with one call,
 asks once more for a shorter text when the answer is over budget, then trims at a sentence
@@ -29,7 +31,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import openai
@@ -62,6 +64,9 @@ from convmem_graph.models import (
     VariableValueType,
 )
 from convmem_graph.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from convmem_graph.extractors.pacing import ModelGate
 
 try:  # openai 3.x speaks httpx2; older releases use httpx only.
     import httpx2
@@ -258,6 +263,19 @@ class LLMExtractor:
             schema = json.dumps(ExtractionOutput.model_json_schema(), ensure_ascii=False)
             system += prompts.EXTRACTION_JSON_MODE_SUFFIX.format(schema=schema)
         self._system = system
+        #: Paces this extractor's model calls (concurrency, rpm/tpm, 429 backoff) when set; batch
+        #: replay sets it (:class:`convmem_graph.extractors.pacing.ModelGate`).
+        self.gate: ModelGate | None = None
+
+    def _invoke(self, prompt: list[BaseMessage]) -> Any:
+        if self.gate is None:
+            return self._structured.invoke(prompt)
+        return self.gate.call(lambda: self._structured.invoke(prompt), prompt)
+
+    async def _ainvoke(self, prompt: list[BaseMessage]) -> Any:
+        if self.gate is None:
+            return await self._structured.ainvoke(prompt)
+        return await self.gate.acall(lambda: self._structured.ainvoke(prompt), prompt)
 
     def extract(
         self,
@@ -291,7 +309,7 @@ class LLMExtractor:
         error = ""
         for attempt in range(1, self.max_invalid_retries + 2):
             try:
-                answer = self._structured.invoke(prompt)
+                answer = self._invoke(prompt)
             except _INVALID_OUTPUT_ERRORS as exc:
                 error = _describe(exc)
             else:
@@ -317,7 +335,7 @@ class LLMExtractor:
         error = ""
         for attempt in range(1, self.max_invalid_retries + 2):
             try:
-                answer = await self._structured.ainvoke(prompt)
+                answer = await self._ainvoke(prompt)
             except _INVALID_OUTPUT_ERRORS as exc:
                 error = _describe(exc)
             else:
@@ -472,6 +490,18 @@ class LLMSummarizer:
         self.shorten = shorten
         #: Model calls made so far (the summarize node reports the calls of each run).
         self.calls = 0
+        #: Paces the model calls when set (see :class:`convmem_graph.extractors.pacing.ModelGate`).
+        self.gate: ModelGate | None = None
+
+    def _invoke(self, prompt: list[BaseMessage]) -> BaseMessage:
+        if self.gate is None:
+            return self.model.invoke(prompt)
+        return self.gate.call(lambda: self.model.invoke(prompt), prompt)
+
+    async def _ainvoke(self, prompt: list[BaseMessage]) -> BaseMessage:
+        if self.gate is None:
+            return await self.model.ainvoke(prompt)
+        return await self.gate.acall(lambda: self.model.ainvoke(prompt), prompt)
 
     def summarize(
         self,
@@ -499,10 +529,10 @@ class LLMSummarizer:
             The summary; the previous one (trimmed) when the model answers with nothing.
         """
         prompt = self._prompt(previous, messages, variables, fragments, budget_tokens, now_ms)
-        text = _clean(self.model.invoke(prompt))
+        text = _clean(self._invoke(prompt))
         self.calls += 1
         if self.shorten and text and counter(text) > budget_tokens:
-            shorter = _clean(self.model.invoke(self._shorten_prompt(text, budget_tokens, counter)))
+            shorter = _clean(self._invoke(self._shorten_prompt(text, budget_tokens, counter)))
             self.calls += 1
             if shorter and counter(shorter) < counter(text):
                 text = shorter
@@ -521,10 +551,10 @@ class LLMSummarizer:
     ) -> str:
         """Async twin of :meth:`summarize`."""
         prompt = self._prompt(previous, messages, variables, fragments, budget_tokens, now_ms)
-        text = _clean(await self.model.ainvoke(prompt))
+        text = _clean(await self._ainvoke(prompt))
         self.calls += 1
         if self.shorten and text and counter(text) > budget_tokens:
-            shorter = _clean(await self.model.ainvoke(self._shorten_prompt(text, budget_tokens, counter)))
+            shorter = _clean(await self._ainvoke(self._shorten_prompt(text, budget_tokens, counter)))
             self.calls += 1
             if shorter and counter(shorter) < counter(text):
                 text = shorter
