@@ -66,6 +66,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="keep PYTHONDONTWRITEBYTECODE from the environment (every run compiles the package's sources)",
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument(
         "--baseline",
@@ -94,22 +99,36 @@ def main() -> int:
     ]
     commands = {"python -c pass": [py, "-c", "pass"], "convmem --help": [py, "-m", "convmem_graph", "--help"]}
     commands["convmem inject"] = inject
+    commands["convmem show"] = [py, "-m", "convmem_graph", "show", "u1", "--db", db]
+    commands["convmem memories"] = [py, "-m", "convmem_graph", "memories", "--db", db]
     # Run from the work directory: the package comes from PYTHONPATH, not the current directory.
     repo = str(Path(__file__).resolve().parents[1])
-    env = {name: {**os.environ, "PYTHONPATH": repo} for name in commands}
+    base_env = dict(os.environ)
+    if not args.no_bytecode_cache:
+        # An installed package runs from cached bytecode (pip compiles it; an editable install
+        # writes __pycache__ on first import). With PYTHONDONTWRITEBYTECODE set, as on some CI
+        # machines, every run would compile ~200 source files first.
+        base_env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = {name: {**base_env, "PYTHONPATH": repo} for name in commands}
     if args.baseline is not None:
         commands["inject (baseline)"] = inject
-        env["inject (baseline)"] = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
-    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {args.runs} interleaved runs")
+        env["inject (baseline)"] = {**base_env, "PYTHONPATH": str(args.baseline.resolve())}
+    with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as f:
+        load = f.read().split()[:3]
+    cache = "off" if args.no_bytecode_cache else "on"
+    print(
+        f"machine: {len(os.sched_getaffinity(0))} CPUs, Python {sys.version.split()[0]};"
+        f" {args.runs} interleaved runs; bytecode cache {cache}; load average {' '.join(load) or '?'}"
+    )
     times: dict[str, list[float]] = {name: [] for name in commands}
     for name, cmd in commands.items():
-        wall(cmd, env[name])  # warm the page cache; fails early if a version cannot read the database
+        wall(cmd, env[name])  # warm the page cache and bytecode; fails early if a version cannot read the db
     for _ in range(args.runs):
         for name, cmd in commands.items():
             times[name].append(wall(cmd, env[name]))
     for name, samples in times.items():
         print(
-            f"{name:<16} median {statistics.median(samples):.3f} s"
+            f"{name:<18} median {statistics.median(samples):.3f} s"
             f"  (min {min(samples):.3f}, max {max(samples):.3f})"
         )
     out = subprocess.run(
