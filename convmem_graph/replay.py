@@ -28,12 +28,12 @@ import sys
 import threading
 import time
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, or_, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -49,6 +49,9 @@ from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import advisory_key
 from convmem_graph.store.schema import dead_letters
+
+if TYPE_CHECKING:
+    from convmem_graph.extractors.pacing import ModelGate, ModelPacing
 
 __all__ = [
     "GroupBy",
@@ -332,6 +335,13 @@ class Replayer:
         group_by: Grouping rule (see module docstring); ignored when ``memory_id`` is given.
         memory_id: Put everything into this one memory.
         concurrency: Memories processed in parallel (batches of one memory stay in order).
+        pacing: Limits for the model calls (:class:`~convmem_graph.extractors.pacing.ModelPacing`:
+            calls at once, requests and tokens per minute, 429 backoff). The lifecycle's LLM
+            extractor and summarizer call through one gate with these limits during :meth:`run`,
+            and at least ``pacing.concurrency`` memories are processed in parallel, so that many
+            model calls can be in flight at once.
+        gate: A ready :class:`~convmem_graph.extractors.pacing.ModelGate` instead of ``pacing``
+            (one shared with other work, or with a fake clock in tests).
         shard: ``(i, n)``: only memories with ``shard_of(memory_id, n) == i`` are processed.
         batch_messages: Messages buffered per memory before a lifecycle run.
         max_buffered: Messages buffered over all memories before every buffer is flushed (bounds
@@ -347,6 +357,8 @@ class Replayer:
         group_by: GroupBy = "auto",
         memory_id: str | None = None,
         concurrency: int = 1,
+        pacing: ModelPacing | None = None,
+        gate: ModelGate | None = None,
         shard: tuple[int, int] = (0, 1),
         batch_messages: int = 1000,
         max_buffered: int = 20_000,
@@ -357,7 +369,15 @@ class Replayer:
         self.source = source
         self.group_by: GroupBy = group_by
         self.memory_id = memory_id
-        self.concurrency = max(1, concurrency)
+        if pacing is not None and gate is not None:
+            raise ValueError("Replayer: pass pacing or gate, not both")
+        if gate is None and pacing is not None:
+            from convmem_graph.extractors.pacing import ModelGate
+
+            gate = ModelGate(pacing)
+        self.gate = gate
+        # Model calls wait on the network, not the CPU: one thread per call that may be in flight.
+        self.concurrency = max(1, concurrency, gate.pacing.concurrency if gate is not None else 1)
         self.shard = shard
         self.batch_messages = max(1, batch_messages)
         self.max_buffered = max(self.batch_messages, max_buffered)
@@ -372,6 +392,11 @@ class Replayer:
         self._executor = ThreadPoolExecutor(max_workers=1)
         self._tails: dict[str, Future[None]] = {}
         self._inflight: list[Future[None]] = []
+        # Per memory: batches waiting for the memory's running batch (run by the same thread, in
+        # order), and the failure that stops its later batches until a rerun.
+        self._queues: dict[str, deque[tuple[list[ReadResult], Future[None]]]] = {}
+        self._failed: dict[str, BaseException] = {}
+        self._queue_lock = threading.Lock()
         self._buffers: dict[str, list[ReadResult]] = {}
         self._sizes: Counter[str] = Counter()
 
@@ -437,6 +462,8 @@ class Replayer:
         started = time.perf_counter()
         self._executor = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="convmem-replay")
         self._tails, self._inflight, self._buffers, self._sizes = {}, [], {}, Counter()
+        self._queues, self._failed = {}, {}
+        paced = self._attach_gate()
         try:
             for path in discover_files(paths):
                 self._replay_file(path, report)
@@ -444,39 +471,90 @@ class Replayer:
             for memory_id in list(self._buffers):
                 self._flush(memory_id, report)
             self._executor.shutdown(wait=True)
+            for owner, previous in paced:
+                owner.gate = previous
             report.seconds = time.perf_counter() - started
         for fut in self._inflight:
             fut.result()  # re-raise the first failure, if any
         return report
 
+    def _attach_gate(self) -> list[tuple[Any, Any]]:
+        """Route the lifecycle's model calls through the gate; returns what to restore afterwards."""
+        if self.gate is None:
+            return []
+        owners = [o for o in (self.lifecycle.extractor, self.lifecycle.summarizer) if hasattr(o, "gate")]
+        if not owners:
+            logger.warning("replay: model pacing given, but the extractor and summarizer call no model")
+        else:
+            logger.info("replay: model calls paced: %s", self.gate.describe())
+        paced = [(o, o.gate) for o in owners]
+        for owner in owners:
+            owner.gate = self.gate
+        return paced
+
+    def _drain(self, memory_id: str, report: ReplayReport) -> None:
+        """Run one memory's queued batches in order, in this worker thread, until none is left."""
+        while True:
+            with self._queue_lock:
+                queue = self._queues[memory_id]
+                if not queue:
+                    del self._queues[memory_id]
+                    return
+                batch, fut = queue.popleft()
+            self._run_batch(memory_id, batch, fut, report)
+
     def _run_batch(
-        self, memory_id: str, batch: list[ReadResult], before: Future[None] | None, report: ReplayReport
+        self, memory_id: str, batch: list[ReadResult], fut: Future[None], report: ReplayReport
     ) -> None:
-        if before is not None:
-            before.result()  # one memory's batches run in order
-        result = self.lifecycle.run(memory_id, [RawInput(r) for r in batch])
+        failed = self._failed.get(memory_id)
+        if failed is not None:
+            # A memory's later batches wait for a rerun: run now, they would be extracted before
+            # the failed one (whose messages are stored, past the extraction cursor).
+            fut.set_exception(failed)
+            return
+        try:
+            result = self.lifecycle.run(memory_id, [RawInput(r) for r in batch])
+        except BaseException as exc:
+            self._failed[memory_id] = exc
+            logger.error(
+                "replay: a batch of %d messages for memory %r failed: %s: %s (what it stored stays; "
+                "a rerun resumes it)",
+                sum(len(r.messages) for r in batch),
+                memory_id,
+                type(exc).__name__,
+                exc,
+            )
+            fut.set_exception(exc)  # re-raised by run() after the other memories' batches
+            if not isinstance(exc, Exception):
+                raise
+            return
         with self._report_lock:
             report.new_messages += result.new_messages
             report.skipped.update(result.skipped)
+        fut.set_result(None)
 
     def _flush(self, memory_id: str, report: ReplayReport) -> Future[None] | None:
         batch = self._buffers.pop(memory_id, [])
         self._sizes.pop(memory_id, None)
         if batch:
-            before = self._tails.get(memory_id)
+            fut: Future[None] = Future()
             if self.concurrency == 1:
                 # One at a time: run in the reading thread. A reader thread beside one worker
                 # thread gains nothing under the GIL and stretches every write transaction (the
                 # worker waits for the GIL after each SQLite call while holding the write lock).
-                fut: Future[None] = Future()
-                try:
-                    self._run_batch(memory_id, batch, before, report)
-                except Exception as exc:  # noqa: BLE001 - re-raised by run() like a worker's failure
-                    fut.set_exception(exc)
-                else:
-                    fut.set_result(None)
+                self._run_batch(memory_id, batch, fut, report)
             else:
-                fut = self._executor.submit(self._run_batch, memory_id, batch, before, report)
+                # A memory with a batch running gets the next one queued behind it, not a thread
+                # of its own: a thread blocked on a memory's previous batch would idle a slot that
+                # another memory's model call could use.
+                with self._queue_lock:
+                    queue = self._queues.get(memory_id)
+                    start = queue is None
+                    if queue is None:
+                        queue = self._queues[memory_id] = deque()
+                    queue.append((batch, fut))
+                if start:
+                    self._executor.submit(self._drain, memory_id, report)
             self._tails[memory_id] = fut
             self._inflight.append(fut)
         # Bound the work queued ahead of the workers (and so memory use).

@@ -369,8 +369,8 @@ class ModelGate:
         if attempt >= pacing.max_attempts:
             raise RateLimitedError(
                 f"model rate limit: HTTP 429 on all {attempt} attempts of one call "
-                f"(waited {waited:.1f} s between them); the batch stays stored, unextracted, "
-                "and a rerun resumes it (lower --model-concurrency or --rpm/--tpm)",
+                f"(waited {waited:.1f} s between them); fewer calls at once or lower rpm/tpm "
+                "budgets avoid it",
                 attempts=attempt,
                 waited_s=waited,
             ) from exc

@@ -6,7 +6,9 @@ run the few cases a cassette cannot hold (a client timeout has no response to re
 next scripted :class:`Reply`, shaped after the request: a forced tool call when the request carries
 ``tools`` (``method="function_calling"``), message content otherwise (``json_schema``, ``json_mode``
 or plain text). Requests beyond the script get a 500 so a test that calls more often than it
-scripted fails loudly.
+scripted fails loudly, unless a ``responder`` is given: it answers every request the script does
+not, from the request itself (concurrent callers, whose order no script can know, e.g. a 429 with
+``Retry-After`` for one memory's requests and answers for the others).
 
 Re-recording the cassettes (after a prompt or schema change, since requests match on their body)::
 
@@ -29,6 +31,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -66,7 +69,9 @@ class FakeOpenAIServer:
         requests: Parsed JSON bodies of the requests received, in order.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        #: Answers the requests the script leaves unanswered (called with the parsed request body).
+        self.responder = responder
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -160,6 +165,8 @@ class FakeOpenAIServer:
             number = self._completion_no
         if not path.rstrip("/").endswith("/chat/completions"):
             return 404, _error(f"unknown path {path}", "invalid_request_error"), {}, 0.0
+        if reply is None and self.responder is not None:
+            reply = self.responder(request)
         if reply is None:
             return 500, _error("fake server: no scripted reply left", "server_error"), {}, 0.0
         if reply.status != 200:

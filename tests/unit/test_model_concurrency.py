@@ -1,0 +1,362 @@
+"""Replay with model calls at once across memories: order, concurrency, rpm/tpm pacing, 429 backoff.
+
+Offline: fake chat models in process, and the fake OpenAI-compatible server on 127.0.0.1 for the
+429 paths (those tests may connect to loopback only). Pacing is checked on a fake clock (calls
+counted per fake minute), never on wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field, ValidationError
+from pytest_socket import enable_socket, socket_allow_hosts
+
+from convmem_graph.config import MemoryConfig
+from convmem_graph.extractors.chat_models import make_chat_model
+from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer
+from convmem_graph.extractors.pacing import ModelGate, ModelPacing, RateLimitedError, retry_after_seconds
+from convmem_graph.models import Message
+from convmem_graph.replay import Replayer
+from convmem_graph.runner import Lifecycle
+from convmem_graph.store import MemoryStore
+from tests.fakes.openai_server import FakeOpenAIServer, Reply
+
+T0 = 1_767_268_800_000
+USERS = ["ana", "bo", "chen", "dee", "eli", "fay"]
+NOTE = re.compile(r"(\w+) says note (\d+)")
+EMPTY_ANSWER: dict[str, Any] = {"facts": [], "variables": []}
+CONFIG = MemoryConfig(extract_after_user_messages=1)  # what convmem replay uses: extract at once
+
+
+def write_archive(folder: Path, users: Sequence[str], sessions: int) -> Path:
+    """JSON Lines of OpenAI-style requests; every user message says whose note number it is."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "archive.jsonl").open("w", encoding="utf-8") as fh:
+        for s in range(sessions):
+            for k, user in enumerate(users):
+                base = T0 + s * 86_400_000 + k * 1000
+                messages = [
+                    {"role": "user", "content": f"{user} says note {s:03d}", "timestamp": base},
+                    {"role": "assistant", "content": "Noted.", "timestamp": base + 500},
+                ]
+                fh.write(json.dumps({"user": user, "messages": messages}) + "\n")
+    return folder
+
+
+class InFlightFake(BaseChatModel):
+    """Answers extraction calls with no facts and summary calls with a sentence; counts calls in flight.
+
+    Each call holds until ``hold_until`` calls are in flight at once (or ``hold_s`` passed, so a
+    replay that never gets there fails the assertion instead of hanging), then every later call
+    goes straight through. Extraction prompts' notes are recorded in the order the calls came.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    hold_until: int = 1
+    hold_s: float = 10.0
+    state: dict[str, Any] = Field(default_factory=dict)
+
+    def model_post_init(self, __context: Any) -> None:
+        self.state.update(cond=threading.Condition(), in_flight=0, peak=0, released=False, notes=[], calls=0)
+
+    @property
+    def _llm_type(self) -> str:
+        return "in-flight-fake"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        st = self.state
+        cond: threading.Condition = st["cond"]
+        with cond:
+            st["calls"] += 1
+            st["in_flight"] += 1
+            st["peak"] = max(st["peak"], st["in_flight"])
+            if st["in_flight"] >= self.hold_until:
+                st["released"] = True
+            cond.notify_all()
+            cond.wait_for(lambda: st["released"], timeout=self.hold_s)
+            if kw.get("tools"):
+                st["notes"].extend(NOTE.findall(messages[-1].text))
+        try:
+            if kw.get("tools"):
+                name = kw["tools"][0]["function"]["name"]
+                call = {"name": name, "args": EMPTY_ANSWER, "id": "call_fake"}
+                return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))])
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("The user keeps notes."))])
+        finally:
+            with cond:
+                st["in_flight"] -= 1
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice, **kwargs)
+
+
+def llm_lifecycle(store: MemoryStore, chat: BaseChatModel) -> Lifecycle:
+    return Lifecycle(
+        store,
+        config=CONFIG,
+        extractor=LLMExtractor(chat, method="function_calling"),
+        summarizer=LLMSummarizer(chat),
+    )
+
+
+def fully_extracted(store: MemoryStore, user: str) -> bool:
+    last = store.cursors(user)[0]
+    return last > 0 and store.extracted_seq(user) == last
+
+
+# ------------------------------------------------------------------ order and concurrency
+
+
+@pytest.mark.parametrize("k", [4, 6])
+def test_k_calls_are_in_flight_at_once_and_each_memory_keeps_its_order(tmp_path: Path, k: int) -> None:
+    archive = write_archive(tmp_path / "archive", USERS, sessions=5)
+    store = MemoryStore.from_url(str(tmp_path / "k.db"))
+    chat = InFlightFake(hold_until=k)
+    gate = ModelGate(ModelPacing(concurrency=k))
+    # batch_messages=2: one batch (one extraction call) per session, five per memory, in order.
+    report = Replayer(llm_lifecycle(store, chat), group_by="user", batch_messages=2, gate=gate).run([archive])
+    assert report.messages_read == report.new_messages == 2 * 5 * len(USERS)
+    assert chat.state["peak"] == k == gate.stats.peak_in_flight  # reached K, never more
+    notes: dict[str, list[int]] = {}
+    for user, number in chat.state["notes"]:
+        notes.setdefault(user, []).append(int(number))
+    assert notes == {u: [0, 1, 2, 3, 4] for u in USERS}  # every batch once, in the archive's order
+    assert all(fully_extracted(store, u) for u in USERS)
+    store.close()
+
+
+def test_the_gate_holds_calls_to_its_concurrency_even_with_more_threads(tmp_path: Path) -> None:
+    archive = write_archive(tmp_path / "archive", USERS, sessions=3)
+    store = MemoryStore.from_url(str(tmp_path / "cap.db"))
+    chat = InFlightFake(hold_until=3, hold_s=0.2)  # would reach 6 if the gate let it
+    gate = ModelGate(ModelPacing(concurrency=2))
+    Replayer(llm_lifecycle(store, chat), group_by="user", batch_messages=2, concurrency=6, gate=gate).run(
+        [archive]
+    )
+    assert chat.state["peak"] == 2 == gate.stats.peak_in_flight
+    assert all(fully_extracted(store, u) for u in USERS)
+    store.close()
+
+
+def test_the_extractor_gets_its_gate_back_after_the_replay(tmp_path: Path) -> None:
+    archive = write_archive(tmp_path / "archive", USERS[:2], sessions=1)
+    store = MemoryStore.from_url(str(tmp_path / "restore.db"))
+    lifecycle = llm_lifecycle(store, InFlightFake())
+    Replayer(lifecycle, group_by="user", pacing=ModelPacing(concurrency=2)).run([archive])
+    assert getattr(lifecycle.extractor, "gate", "missing") is None
+    assert getattr(lifecycle.summarizer, "gate", "missing") is None
+    store.close()
+
+
+# ------------------------------------------------------------------ rpm / tpm on a fake clock
+
+
+class FakeClock:
+    """Monotonic seconds that move only when a waiter sleeps (every sleep moves it for everyone)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.lock = threading.Lock()
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        with self.lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self.lock:
+            self.now += seconds
+            self.sleeps.append(seconds)
+        time.sleep(0)  # let the other threads run
+
+
+def run_threads(gate: ModelGate, clock: FakeClock, threads: int, calls_each: int, prompt: str) -> list[float]:
+    """Make ``threads * calls_each`` calls through ``gate``; return the fake time each call started."""
+    stamps: list[float] = []
+    lock = threading.Lock()
+
+    def call() -> str:
+        with lock:
+            stamps.append(clock.monotonic())
+        return "ok"
+
+    def worker() -> None:
+        for _ in range(calls_each):
+            gate.call(call, prompt)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in pool)
+    return sorted(stamps)
+
+
+def most_in_a_minute(stamps: Sequence[float]) -> int:
+    return max(sum(1 for s in stamps if start <= s < start + 60) for start in stamps)
+
+
+def test_rpm_budget_paces_calls_from_all_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import langchain_core.rate_limiters as rate_limiters
+
+    clock = FakeClock()
+    # LangChain's InMemoryRateLimiter reads time.monotonic(): give it the fake clock.
+    monkeypatch.setattr(rate_limiters, "time", SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep))
+    gate = ModelGate(ModelPacing(concurrency=4, rpm=6), clock=clock.monotonic, sleep=clock.sleep)
+    stamps = run_threads(gate, clock, threads=4, calls_each=6, prompt="hello")
+    assert len(stamps) == 24 == gate.stats.calls
+    assert most_in_a_minute(stamps) <= 7  # 6 a minute, one permit of slack at a window's edge
+    assert stamps[-1] >= 23 * 10 - 1  # one start per 10 s of fake time, all 24 of them
+
+    unpaced_clock = FakeClock()
+    unpaced = ModelGate(ModelPacing(concurrency=4), clock=unpaced_clock.monotonic, sleep=unpaced_clock.sleep)
+    assert most_in_a_minute(run_threads(unpaced, unpaced_clock, 4, 6, "hello")) == 24  # the check bites
+
+
+def test_tpm_budget_paces_by_prompt_tokens() -> None:
+    clock = FakeClock()
+    prompt = "word " * 100  # 100 tokens, plus 100 charged for the answer
+    pacing = ModelPacing(concurrency=3, tpm=1200, completion_tokens=100)
+    gate = ModelGate(pacing, clock=clock.monotonic, sleep=clock.sleep, counter=lambda t: len(t.split()))
+    stamps = run_threads(gate, clock, threads=3, calls_each=6, prompt=prompt)
+    assert len(stamps) == 18
+    # 1,200 tokens a minute at 200 a call: 6 calls a minute, plus the 10 s burst (1 call) and slack.
+    assert most_in_a_minute(stamps) <= 8
+    assert stamps[-1] >= (18 - 1) * 10 - 20
+
+
+def test_pacing_settings_name_the_bad_field_and_split_across_workers() -> None:
+    with pytest.raises(ValidationError, match="rpm"):
+        ModelPacing(rpm=0)
+    with pytest.raises(ValidationError, match="concurrency"):
+        ModelPacing(concurrency=0)
+    shares = [ModelPacing(concurrency=10, rpm=600, tpm=90_000).share(i, 4) for i in range(4)]
+    assert [s.concurrency for s in shares] == [3, 3, 2, 2]
+    assert sum(s.rpm or 0 for s in shares) == 600 and sum(s.tpm or 0 for s in shares) == 90_000
+    with pytest.raises(ValueError, match="at least 4"):
+        ModelPacing(concurrency=2).share(0, 4)
+
+
+# ------------------------------------------------------------------ 429 against the fake server
+
+
+@pytest.fixture
+def loopback() -> Iterator[None]:
+    """Sockets again, connecting to 127.0.0.1 only (tests/unit disables them): the fake server."""
+    enable_socket()
+    connect = socket.socket.connect
+    socket_allow_hosts(["127.0.0.1"], allow_unix_socket=True)
+    try:
+        yield
+    finally:
+        socket.socket.connect = connect  # type: ignore[method-assign]
+
+
+def test_retry_after_headers_are_read() -> None:
+    class Err(Exception):
+        def __init__(self, headers: dict[str, str]) -> None:
+            self.response = SimpleNamespace(headers=headers)
+
+    assert retry_after_seconds(Err({"Retry-After": "7"})) == 7.0
+    assert retry_after_seconds(Err({"retry-after-ms": "250", "retry-after": "9"})) == 0.25
+    date = "Wed, 21 Oct 2015 07:28:10 GMT"
+    assert retry_after_seconds(Err({"retry-after": date}), now=lambda: 1445412480.0) == 10.0
+    assert retry_after_seconds(Err({})) is None and retry_after_seconds(ValueError()) is None
+
+
+def batch(*texts: str) -> list[Message]:
+    return [
+        Message(
+            id=f"m{i}",
+            memory_id="ana",
+            role="user",
+            content=t,
+            channel="im",
+            source="message",
+            timestamp_ms=T0 + i,
+        )
+        for i, t in enumerate(texts)
+    ]
+
+
+@pytest.mark.usefixtures("loopback")
+def test_a_429_with_retry_after_is_waited_out_then_the_call_succeeds() -> None:
+    clock = FakeClock()
+    with FakeOpenAIServer() as server:
+        server.script(
+            Reply(status=429, headers={"Retry-After": "7"}),
+            Reply(status=429),  # no header: exponential backoff, 2 s step, jitter 0.5 -> 1.5 s
+            Reply(content=EMPTY_ANSWER),
+        )
+        chat = make_chat_model("fake-model", base_url=server.base_url, api_key="EMPTY", timeout=10)
+        extractor = LLMExtractor(chat, method="function_calling")
+        pacing = ModelPacing(concurrency=2, initial_backoff_s=1.0, max_attempts=3)
+        extractor.gate = ModelGate(pacing, clock=clock.monotonic, sleep=clock.sleep, jitter=lambda: 0.5)
+        result = extractor.extract(batch("I'm allergic to peanuts."), [], [], now_ms=T0 + 60_000)
+        assert len(server.requests) == 3 and server.pending() == 0
+    assert result.candidates == [] and result.model_calls == 1
+    assert clock.sleeps == [7.0, 1.5]  # Retry-After honoured; then 2 s * (0.5 + 0.5 * 0.5)
+    stats = extractor.gate.stats
+    assert (stats.rate_limited, stats.calls, stats.attempts, stats.failed) == (2, 1, 3, 0)
+
+
+@pytest.mark.usefixtures("loopback")
+def test_a_persistent_429_fails_that_memory_clearly_while_the_others_complete(tmp_path: Path) -> None:
+    archive = write_archive(tmp_path / "archive", USERS, sessions=3)
+
+    def limited_for_bo(request: dict[str, Any]) -> Reply:
+        text = json.dumps(request.get("messages", []))
+        if "bo says note" in text:
+            return Reply(status=429, headers={"retry-after-ms": "5"})
+        if request.get("tools"):
+            return Reply(content=EMPTY_ANSWER)
+        return Reply(content="The user keeps notes.")
+
+    db = str(tmp_path / "limited.db")
+    store = MemoryStore.from_url(db)
+    with FakeOpenAIServer(responder=limited_for_bo) as server:
+        chat = make_chat_model("fake-model", base_url=server.base_url, api_key="EMPTY", timeout=10)
+        gate = ModelGate(ModelPacing(concurrency=3, max_attempts=3))
+        replayer = Replayer(llm_lifecycle(store, chat), group_by="user", batch_messages=2, gate=gate)
+        with pytest.raises(RateLimitedError, match="HTTP 429 on all 3 attempts") as failure:
+            replayer.run([archive])
+        bo_requests = [r for r in server.requests if "bo says note" in json.dumps(r["messages"])]
+    assert failure.value.attempts == 3
+    assert len(bo_requests) == 3  # bounded: bo's first batch, three attempts; its later batches wait
+    others = [u for u in USERS if u != "bo"]
+    assert all(fully_extracted(store, u) for u in others)
+    # bo: the failed batch's messages stored, none extracted (nothing half-written); its later
+    # batches were not run, so they cannot be extracted ahead of it.
+    assert store.count_messages("bo") == 2 and store.extracted_seq("bo") == 0
+    assert store.list_fragments("bo") == []
+
+    with FakeOpenAIServer(responder=lambda r: Reply(content=EMPTY_ANSWER if r.get("tools") else "ok")) as ok:
+        chat = make_chat_model("fake-model", base_url=ok.base_url, api_key="EMPTY", timeout=10)
+        rerun = Replayer(
+            llm_lifecycle(store, chat), group_by="user", batch_messages=2, pacing=ModelPacing(concurrency=3)
+        ).run([archive])
+    assert rerun.new_messages == 4  # bo's later batches; nothing stored twice
+    assert store.count_messages("bo") == 6
+    assert all(fully_extracted(store, u) for u in USERS)
+    store.close()
