@@ -6,7 +6,8 @@ lower-cased, stop words dropped and lightly stemmed (``running``/``runs`` -> ``r
 character bigrams. The IDF of a query term comes from the memory's whole history when the
 episodic index was searched (how many of its turns hold the term), else from the candidates
 themselves. The newest terms of a long query are kept (see
-:func:`convmem_graph.store.episodes.search_terms`).
+:func:`convmem_graph._terms.search_terms`), and in a multi-line query (a conversation so far) terms
+that only earlier lines hold weigh half as much as those of the last line, the current turn.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ _WORD = re.compile(r"[^\W_]+")
 _K1 = 1.2
 _MAX_TERMS = 128
 _B = 0.75
+#: Weight of a query term that only lines before the last one hold (a principled prior, not tuned:
+#: 0.5 and 0.7 gave the same recall on MADial).
+_EARLIER_LINES = 0.5
 
 
 def _token(term: str) -> str:
@@ -97,6 +101,14 @@ class Scorer:
             df = {tok: seen[tok] for tok in tokens}
         for tok, freq in df.items():
             self.weights[tok] = math.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
+        lines = [line for line in query.splitlines() if line.strip()] if query else []
+        if len(lines) > 1:
+            # A multi-line query is a conversation so far: its last line is the current turn.
+            # Terms only earlier lines hold still count, at a lower weight.
+            current = {_token(t) for t in search_terms(lines[-1], max_terms=_MAX_TERMS)}
+            for tok in self.weights:
+                if tok not in current:
+                    self.weights[tok] *= _EARLIER_LINES
 
     def _bag(self, text: str) -> list[str]:
         bag = self._bags.get(text)

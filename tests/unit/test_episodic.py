@@ -185,6 +185,25 @@ def test_scorer_prefers_rare_terms_from_the_memorys_history() -> None:
     assert scorer.score("nothing in common") == 0.0
 
 
+@pytest.mark.parametrize(
+    ("earlier", "current", "about_earlier", "about_current"),
+    [
+        ("We talked about Lisbon.", "Anyway, how is my garden doing?", "Lisbon", "garden"),
+        ("上次说到成都。", "对了，我家猫咪最近怎么样？", "成都", "猫咪"),
+    ],
+)
+def test_the_last_line_of_a_conversation_query_weighs_more(
+    earlier: str, current: str, about_earlier: str, about_current: str
+) -> None:
+    pool = [about_earlier, about_current, "filler one", "filler two"]
+    conversation = Scorer(f"{earlier}\n{current}", None, pool)
+    assert conversation.score(about_current) > conversation.score(about_earlier) > 0.0
+    # On one line the same words carry no order: both texts match one term of equal rarity.
+    flat = Scorer(f"{earlier} {current}", None, pool)
+    assert flat.score(about_earlier) > 0.0
+    assert flat.score(about_current) == pytest.approx(flat.score(about_earlier))
+
+
 def _snapshot(hits: list[Message], **kw: object) -> MemorySnapshot:
     episodes = EpisodeSearch(
         terms=[], total=100, hits=[EpisodeHit(seq=i + 1, message=m) for i, m in enumerate(hits)]
