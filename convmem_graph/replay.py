@@ -805,6 +805,7 @@ def replay_in_processes(
     memory_id: str | None = None,
     shard: tuple[int, int] = (0, 1),
     batch_messages: int = 1000,
+    pacing: ModelPacing | None = None,
     on_progress: Callable[[int], None] | None = None,
     on_files: Callable[[int], None] | None = None,
 ) -> ReplayReport:
@@ -819,7 +820,13 @@ def replay_in_processes(
     ``on_progress`` gets the messages read since its last call; ``on_files`` the files done by
     the slowest worker (every worker walks every file, replaying only its share of memories).
 
+    ``pacing`` holds the limits for the whole replay: each worker gets an even share
+    (:meth:`~convmem_graph.extractors.pacing.ModelPacing.share`: calls at once, requests and
+    tokens per minute), so together they stay within them; a worker that finished its memories
+    leaves its share unused.
+
     Raises:
+        ValueError: ``pacing.concurrency`` is below ``processes``.
         ConvMemError: A worker failed (its message is included); what was committed stays.
     """
     import multiprocessing as mp
@@ -828,6 +835,7 @@ def replay_in_processes(
     from convmem_graph.errors import ConvMemError
 
     i, n = shard
+    shares = [pacing.share(k, processes) if pacing is not None else None for k in range(processes)]
     # Forked workers inherit the parent's imports: load LangGraph once here (a lifecycle compiles
     # its graph on first use, so nothing may have imported it yet).
     importlib.import_module("convmem_graph.graph")
@@ -843,6 +851,7 @@ def replay_in_processes(
             "memory_id": memory_id,
             "shard": (i + n * k, n * processes),
             "batch_messages": batch_messages,
+            "pacing": shares[k],
         }
         proc = ctx.Process(
             target=_worker,

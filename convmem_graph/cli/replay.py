@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from convmem_graph.cli._common import (
     add_db_argument,
@@ -14,6 +15,9 @@ from convmem_graph.cli._common import (
     require_paths,
     subcommand,
 )
+
+if TYPE_CHECKING:
+    from convmem_graph.extractors.pacing import ModelPacing
 
 __all__ = ["register"]
 
@@ -31,10 +35,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 convmem replay im_2025.jsonl.gz --group-by user --bot-id @RBT#xiaoyu
 convmem replay archive/ --db postgresql://postgres@127.0.0.1/test --shard 0/2   # and 1/2 elsewhere
 convmem replay calls/ --memory mem_u10086 --strict
+convmem replay archive/ --model qwen-plus --model-concurrency 16 --rpm 600 --tpm 1000000
 
 Grouping (--group-by): auto = memory id or user id found in each payload, else the file name;
 user = found in the payload, or the document is quarantined; file = one memory per file.
-A rerun after Ctrl-C or a kill continues: finished files are skipped, nothing is stored twice.""",
+A rerun after Ctrl-C or a kill continues: finished files are skipped, nothing is stored twice.
+
+With --model, up to --model-concurrency calls run at once across memories (a memory's batches stay
+in order), paced by --rpm/--tpm; a 429 waits for Retry-After (else backs off exponentially with
+jitter) and after 6 attempts fails that memory's batch (its messages stay stored; a rerun resumes).
+The limits hold for the whole command: with --concurrency N they are split evenly across the N
+worker processes.""",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
     p.add_argument("--memory", default=None, metavar="ID", help="put everything into this memory")
@@ -48,6 +59,30 @@ A rerun after Ctrl-C or a kill continues: finished files are skipped, nothing is
         metavar="N",
         help="worker processes, each owning a stable share of the memories (default 1; one per CPU "
         "core is the useful maximum on SQLite)",
+    )
+    p.add_argument(
+        "--model-concurrency",
+        type=int,
+        default=None,
+        metavar="K",
+        help="with --model: model calls at once across memories, for the whole command (split across "
+        "--concurrency worker processes, so at least N; default: one per worker process)",
+    )
+    p.add_argument(
+        "--rpm",
+        type=float,
+        default=None,
+        metavar="N",
+        help="with --model: model requests per minute for the whole command (LangChain's "
+        "InMemoryRateLimiter; split across worker processes)",
+    )
+    p.add_argument(
+        "--tpm",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --model: model tokens per minute (prompt + answer) for the whole command (split "
+        "across worker processes)",
     )
     p.add_argument("--shard", default="0/1", metavar="I/N", help="process only shard I of N (0-based)")
     p.add_argument(
@@ -82,6 +117,11 @@ def run(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         print("convmem replay: --concurrency: must be at least 1", file=sys.stderr)
         return 2
+    problem = _pacing_problem(args)
+    if problem is not None:
+        print(f"convmem replay: {problem}", file=sys.stderr)
+        return 2
+    pacing = _pacing(args)
     console = Console(stderr=True)
     show_progress = not args.no_progress and console.is_terminal
     batch = args.batch or (200 if args.model else 1000)
@@ -154,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
                     memory_id=args.memory,
                     shard=shard,
                     batch_messages=batch,
+                    pacing=pacing,
                     on_progress=on_worker_progress,
                     on_files=on_worker_files,
                 )
@@ -166,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
                 memory_id=args.memory,
                 shard=shard,
                 batch_messages=batch,
+                pacing=pacing,
                 on_progress=on_progress,
             )
             with progress:
@@ -184,3 +226,44 @@ def run(args: argparse.Namespace) -> int:
         for reason, count in sorted(report.quarantined.items()):
             print(f"quarantined: {count} x {reason}")
     return 1 if args.strict and report.quarantined else 0
+
+
+def _pacing_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with --model-concurrency/--rpm/--tpm, as "<flag>: <why>", or ``None``."""
+    given = [
+        flag
+        for flag, value in (
+            ("--model-concurrency", args.model_concurrency),
+            ("--rpm", args.rpm),
+            ("--tpm", args.tpm),
+        )
+        if value is not None
+    ]
+    if given and not args.model:
+        return f"{given[0]}: needs --model (the offline extractor calls no model)"
+    k = args.model_concurrency
+    if k is not None and k < 1:
+        return "--model-concurrency: must be at least 1"
+    if k is not None and k < args.concurrency:
+        return (
+            f"--model-concurrency: {k} is split across the {args.concurrency} worker processes of "
+            f"--concurrency: it must be at least {args.concurrency}"
+        )
+    if k is not None and k > 1024:
+        return "--model-concurrency: at most 1024"
+    if args.rpm is not None and not args.rpm > 0:
+        return "--rpm: must be > 0"
+    if args.tpm is not None and args.tpm < 1:
+        return "--tpm: must be at least 1"
+    return None
+
+
+def _pacing(args: argparse.Namespace) -> ModelPacing | None:
+    """The limits of the whole command; ``None`` without --model (no model call to pace)."""
+    if not args.model:
+        return None
+    from convmem_graph.extractors.pacing import ModelPacing
+
+    # Without --model-concurrency: one call at a time per worker process, as before; the gate
+    # still paces and backs off 429s.
+    return ModelPacing(concurrency=args.model_concurrency or args.concurrency, rpm=args.rpm, tpm=args.tpm)

@@ -360,3 +360,77 @@ def test_a_persistent_429_fails_that_memory_clearly_while_the_others_complete(tm
     assert store.count_messages("bo") == 6
     assert all(fully_extracted(store, u) for u in USERS)
     store.close()
+
+
+# ------------------------------------------------------------------ the command line
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--rpm", "60"), "--rpm: needs --model"),
+        (("--model", "m", "--model-concurrency", "2", "--concurrency", "3"), "must be at least 3"),
+        (("--model", "m", "--model-concurrency", "0"), "--model-concurrency: must be at least 1"),
+        (("--model", "m", "--tpm", "0"), "--tpm: must be at least 1"),
+    ],
+)
+def test_bad_pacing_flags_exit_2_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], message: str
+) -> None:
+    from convmem_graph.cli import main
+
+    archive = write_archive(tmp_path / "archive", USERS[:1], sessions=1)
+    db = tmp_path / "flags.db"
+    code = main(["replay", str(archive), "--no-progress", "--db", str(db), *flags])
+    assert code == 2 and message in capsys.readouterr().err
+    assert not db.exists()  # refused before the database is created
+
+
+@pytest.mark.usefixtures("loopback")
+@pytest.mark.parametrize("processes", [1, 2])
+def test_convmem_replay_model_concurrency_against_the_fake_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, processes: int
+) -> None:
+    from convmem_graph.cli import main
+
+    archive = write_archive(tmp_path / "archive", USERS, sessions=2)
+    seen: list[int] = []
+    lock = threading.Lock()
+    in_flight = [0]
+
+    def answer(request: dict[str, Any]) -> Reply:
+        with lock:
+            in_flight[0] += 1
+            seen.append(in_flight[0])
+        time.sleep(0.05)  # long enough for the other memories' calls to arrive meanwhile
+        with lock:
+            in_flight[0] -= 1
+        structured = request.get("tools") or request.get("response_format")
+        return Reply(content=EMPTY_ANSWER if structured else "The user keeps notes.")
+
+    with FakeOpenAIServer(responder=answer) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
+        db = str(tmp_path / "cli.db")
+        argv = ["replay", str(archive), "--no-progress", "--json", "--db", db, "--model", "fake-model"]
+        # With 2 worker processes each gets a share: 2 + 1 calls at once, 30,000 requests a minute.
+        code = main(
+            [
+                *argv,
+                "--model-concurrency",
+                "3",
+                "--rpm",
+                "60000",
+                "--batch",
+                "2",
+                "--concurrency",
+                str(processes),
+            ]
+        )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert json.loads(out)["new_messages"] == 2 * 2 * len(USERS)
+    assert max(seen) <= 3  # never more than K at the server
+    store = MemoryStore.from_url(db)
+    assert all(fully_extracted(store, u) for u in USERS)
+    store.close()
