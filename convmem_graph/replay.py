@@ -490,6 +490,19 @@ class Replayer:
         paced = [(o, o.gate) for o in owners]
         for owner in owners:
             owner.gate = self.gate
+        room = _pool_room(self.store)
+        if owners and room is not None and self.gate.pacing.concurrency > room:
+            # A run in progress keeps one store connection (and on PostgreSQL its transaction)
+            # while its model call waits: the pool, not the gate, then bounds the calls in flight.
+            logger.warning(
+                "replay: %d model calls at once asked, but the store's connection pool holds %d "
+                "and each lifecycle run in progress keeps one: at most about %d calls will be in "
+                "flight (on PostgreSQL raise CONVMEM_PG_POOL_SIZE / CONVMEM_PG_MAX_OVERFLOW; or "
+                "split the calls across worker processes with --concurrency)",
+                self.gate.pacing.concurrency,
+                room,
+                room,
+            )
         return paced
 
     def _drain(self, memory_id: str, report: ReplayReport) -> None:
@@ -681,6 +694,17 @@ class Replayer:
 
         for t in tails:
             t.add_done_callback(on_done)
+
+
+def _pool_room(store: MemoryStore) -> int | None:
+    """Connections the store's pool hands out at once, or ``None`` when it sets no limit."""
+    from sqlalchemy.pool import QueuePool
+
+    pool = store.engine.pool
+    if not isinstance(pool, QueuePool):
+        return None
+    overflow = int(getattr(pool, "_max_overflow", 0))  # SQLAlchemy keeps the limit private
+    return None if overflow < 0 else pool.size() + overflow
 
 
 def _short(doc: object, limit: int = 100_000) -> str:

@@ -168,6 +168,25 @@ def test_the_extractor_gets_its_gate_back_after_the_replay(tmp_path: Path) -> No
     store.close()
 
 
+def test_more_calls_than_the_store_pool_holds_are_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    archive = write_archive(tmp_path / "archive", USERS[:1], sessions=1)
+    store = MemoryStore.from_url(str(tmp_path / "pool.db"))  # SQLAlchemy's QueuePool: 5 + 10
+    with caplog.at_level("WARNING", logger="convmem_graph.replay"):
+        Replayer(
+            llm_lifecycle(store, InFlightFake()), group_by="user", pacing=ModelPacing(concurrency=16)
+        ).run([archive])
+    assert "16 model calls at once asked, but the store's connection pool holds 15" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="convmem_graph.replay"):
+        Replayer(
+            llm_lifecycle(store, InFlightFake()), group_by="user", pacing=ModelPacing(concurrency=15)
+        ).run([archive])
+    assert "connection pool" not in caplog.text
+    store.close()
+
+
 # ------------------------------------------------------------------ rpm / tpm on a fake clock
 
 
