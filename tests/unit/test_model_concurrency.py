@@ -453,3 +453,38 @@ def test_convmem_replay_model_concurrency_against_the_fake_server(
     store = MemoryStore.from_url(db)
     assert all(fully_extracted(store, u) for u in USERS)
     store.close()
+
+
+@pytest.mark.usefixtures("loopback")
+def test_convmem_replay_reports_a_persistent_429_and_exits_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from convmem_graph.cli import main
+
+    archive = write_archive(tmp_path / "archive", USERS[:3], sessions=1)
+
+    def limited_for_bo(request: dict[str, Any]) -> Reply:
+        if "bo says note" in json.dumps(request.get("messages", [])):
+            return Reply(status=429, headers={"retry-after-ms": "1"})
+        structured = request.get("tools") or request.get("response_format")
+        return Reply(content=EMPTY_ANSWER if structured else "The user keeps notes.")
+
+    with FakeOpenAIServer(responder=limited_for_bo) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
+        db = str(tmp_path / "cli429.db")
+        code = main(
+            ["replay", str(archive), "--no-progress", "--db", db, "--model", "m", "--model-concurrency", "2"]
+        )
+        bo_calls = sum("bo says note" in json.dumps(r["messages"]) for r in server.requests)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "convmem replay: model rate limit: HTTP 429 on all 6 attempts" in err
+    assert "for memory 'bo' failed" in caplog.text  # the log (stderr, in a shell) names the memory
+    assert bo_calls == 6
+    store = MemoryStore.from_url(db)
+    assert fully_extracted(store, "ana") and fully_extracted(store, "chen")
+    store.close()
