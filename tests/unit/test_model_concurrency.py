@@ -277,6 +277,48 @@ def test_pacing_settings_name_the_bad_field_and_split_across_workers() -> None:
         ModelPacing(concurrency=2).share(0, 4)
 
 
+class Limited(Exception):
+    """A 429 as the OpenAI SDK raises it: a status code and the response's headers."""
+
+    status_code = 429
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__("rate limited")
+        self.response = SimpleNamespace(headers=headers)
+
+
+def test_the_async_path_holds_its_slots_and_backs_off_429s() -> None:
+    import asyncio
+
+    gate = ModelGate(ModelPacing(concurrency=2, max_attempts=3))
+    state = {"now": 0, "peak": 0, "failures": 1}
+
+    async def call() -> str:
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.01)
+        state["now"] -= 1
+        if state["failures"]:
+            state["failures"] -= 1
+            raise Limited({"retry-after": "0"})
+        return "ok"
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(gate.acall(call, "prompt") for _ in range(6)))
+
+    assert asyncio.run(main()) == ["ok"] * 6
+    assert state["peak"] == 2 == gate.stats.peak_in_flight
+    assert (gate.stats.rate_limited, gate.stats.calls, gate.stats.attempts) == (1, 6, 7)
+
+    always = ModelGate(ModelPacing(max_attempts=2))
+
+    async def limited() -> str:
+        raise Limited({"retry-after": "0"})
+
+    with pytest.raises(RateLimitedError, match="on all 2 attempts"):
+        asyncio.run(always.acall(limited))
+
+
 # ------------------------------------------------------------------ 429 against the fake server
 
 
