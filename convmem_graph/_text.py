@@ -1,12 +1,13 @@
-"""Text folding shared by duplicate detection in the sources and the store."""
+"""Text helpers of the sources and the store: folding, joining and splitting sentences."""
 
 from __future__ import annotations
 
 import functools
+import re
 import string
 import unicodedata
 
-__all__ = ["join_sentences", "normalize_text"]
+__all__ = ["join_sentences", "normalize_text", "split_to_fit"]
 
 
 def _dropped(code: int) -> bool:
@@ -63,3 +64,54 @@ def _latin_end(ch: str) -> bool:
 
 def _latin_start(ch: str) -> bool:
     return ch.isascii() and (ch.isalnum() or ch in "'\"(")
+
+
+# After a sentence end (a Latin period only before whitespace: "3.5" and "e.g." stay), or a newline.
+_SENTENCE_BREAK = re.compile(r"(?<=[。！？!?…])|(?<=\.)(?=\s)|\n")
+_CLAUSE_MARKS = "，,、；;：:"
+
+
+def split_to_fit(text: str, limit: int) -> list[str]:
+    """Split ``text`` into pieces of at most ``limit`` characters, at sentence ends where possible.
+
+    Whole sentences are packed into each piece; a sentence longer than ``limit`` is cut at its last
+    clause mark, else its last space, that fits, and only then at ``limit`` itself. Joining the
+    pieces with :func:`join_sentences` gives the text back, up to whitespace.
+
+    Example:
+        >>> split_to_fit("One two. Three four. Five.", 18)
+        ['One two.', 'Three four. Five.']
+        >>> split_to_fit("我今天去了西湖，然后去了灵隐寺。", 8)
+        ['我今天去了西湖，', '然后去了灵隐寺。']
+    """
+    if limit < 1:
+        raise ValueError("split_to_fit: limit must be at least 1")
+    text = text.strip()
+    if len(text) <= limit:
+        return [text] if text else []
+    units: list[str] = []
+    for sentence in _SENTENCE_BREAK.split(text):
+        sentence = sentence.strip()
+        while len(sentence) > limit:
+            window = sentence[:limit]
+            cut = max(window.rfind(mark) for mark in _CLAUSE_MARKS) + 1
+            if cut <= 0:
+                cut = window.rfind(" ")
+            if cut <= 0:
+                cut = limit
+            units.append(sentence[:cut].strip())
+            sentence = sentence[cut:].strip()
+        if sentence:
+            units.append(sentence)
+    pieces: list[str] = []
+    current = ""
+    for unit in units:
+        joined = join_sentences([current, unit]) if current else unit
+        if len(joined) <= limit:
+            current = joined
+        else:
+            pieces.append(current)
+            current = unit
+    if current:
+        pieces.append(current)
+    return pieces

@@ -26,6 +26,7 @@ from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.memory_ops import AsyncTwins, FragmentQueries
 from convmem_graph.models import (
     FRAGMENT_MAX_CHARS,
+    LONG_FRAGMENT_MAX_CHARS,
     Fragment,
     MemoryInfo,
     MemorySnapshot,
@@ -319,7 +320,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         if len(content) > FRAGMENT_MAX_CHARS:
             raise ValueError(
                 f"add_fragment: content is {len(content)} characters, over the limit of "
-                f"{FRAGMENT_MAX_CHARS}; split it into several facts"
+                f"{FRAGMENT_MAX_CHARS}; add_long_fragment() stores it as linked pieces"
             )
         self.store.ensure_memory(memory_id)
         fragment = self.store.add_fragment(
@@ -327,6 +328,40 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         )
         self.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
         return fragment
+
+    def add_long_fragment(self, memory_id: str, content: str, *, category: str = "other") -> list[Fragment]:
+        """Add a fact by hand that may be longer than a fragment holds (origin ``manual``).
+
+        Text over ``FRAGMENT_MAX_CHARS`` (200) characters is cut at sentence ends into linked
+        fragments (``part_of``, ``part``), each within the limit as Bailian's memory nodes are; the
+        memory block injects the pieces together, as one fact, or leaves them all out.
+
+        Returns:
+            The pieces in order (one fragment when the text fits in one).
+
+        Raises:
+            ValueError: If ``content`` is blank or longer than ``LONG_FRAGMENT_MAX_CHARS`` (2,000).
+
+        Example:
+            >>> mem = ConvMemory.open(":memory:")
+            >>> story = "Lisa won the painting prize at school. " * 8
+            >>> [len(p.content) <= 200 for p in mem.add_long_fragment("u1", story)]
+            [True, True]
+            >>> mem.close()
+        """
+        if not isinstance(content, str) or not content.strip():
+            raise ValueError("add_long_fragment: content must be a non-empty string")
+        if len(content) > LONG_FRAGMENT_MAX_CHARS:
+            raise ValueError(
+                f"add_long_fragment: content is {len(content)} characters, over the limit of "
+                f"{LONG_FRAGMENT_MAX_CHARS}; a fact is not a document"
+            )
+        self.store.ensure_memory(memory_id)
+        pieces = self.store.add_long_fragment(
+            memory_id, content, category=category, origin="manual", now_ms=self.lifecycle.clock()
+        )
+        self.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
+        return pieces
 
     def delete_fragment(self, memory_id: str, fragment_id: str) -> None:
         """Delete a fragment (kept in the audit log)."""

@@ -154,6 +154,9 @@ class AsyncTwins:
             self, memory_id: str, *, status: FragmentStatusFilter | None = "active"
         ) -> list[Fragment]: ...
         def add_fragment(self, memory_id: str, content: str, *, category: str = "other") -> Fragment: ...  # noqa: D102
+        def add_long_fragment(  # noqa: D102
+            self, memory_id: str, content: str, *, category: str = "other"
+        ) -> list[Fragment]: ...
         def delete_fragment(self, memory_id: str, fragment_id: str) -> None: ...  # noqa: D102
         def summary(self, memory_id: str) -> Summary | None: ...  # noqa: D102
         def recent(self, memory_id: str, n: int = 10) -> list[Message]: ...  # noqa: D102
@@ -210,6 +213,12 @@ class AsyncTwins:
     async def aadd_fragment(self, memory_id: str, content: str, *, category: str = "other") -> Fragment:
         """Async twin of ``add_fragment``."""
         return await asyncio.to_thread(self.add_fragment, memory_id, content, category=category)
+
+    async def aadd_long_fragment(
+        self, memory_id: str, content: str, *, category: str = "other"
+    ) -> list[Fragment]:
+        """Async twin of ``add_long_fragment``."""
+        return await asyncio.to_thread(self.add_long_fragment, memory_id, content, category=category)
 
     async def adelete_fragment(self, memory_id: str, fragment_id: str) -> None:
         """Async twin of ``delete_fragment``."""

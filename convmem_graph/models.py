@@ -14,6 +14,8 @@ __all__ = [
     "Channel",
     "EpisodeHit",
     "EpisodeSearch",
+    "FRAGMENT_MAX_CHARS",
+    "LONG_FRAGMENT_MAX_CHARS",
     "ExtractionResult",
     "Fragment",
     "FragmentCandidate",
@@ -39,6 +41,8 @@ VariableValueType = str | int | list[str]
 
 #: Longest fragment we keep; Bailian caps MemoryNode content at 200 characters too.
 FRAGMENT_MAX_CHARS = 200
+#: Longest text ``add_long_fragment`` splits into linked fragments (ten pieces or so).
+LONG_FRAGMENT_MAX_CHARS = 2_000
 
 
 class _Model(BaseModel):
@@ -112,6 +116,11 @@ class Fragment(_Model):
     #: When the fact was last stated (ms of the newest source message). Unlike ``updated_at``
     #: it does not depend on when or in how many runs an archive was ingested.
     observed_at: int = Field(default=0, ge=0)
+    #: A fact longer than a fragment may hold is stored as linked pieces (see
+    #: ``ConvMemory.add_long_fragment``): the id of its first piece, on every piece.
+    part_of: str | None = None
+    #: This piece's place in ``part_of``, from 0; the memory block injects the pieces together.
+    part: int | None = Field(default=None, ge=0)
 
 
 class FragmentCandidate(_Model):

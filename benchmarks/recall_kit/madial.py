@@ -243,11 +243,13 @@ def memory_id(lang: str, user_id: int) -> str:
 
 
 def load_user_memories(mem: ConvMemory, lang: str, events: list[Event]) -> int:
-    """Add every event as a fragment of its user's memory; returns the fragments stored."""
+    """Add every event as a fact of its user's memory; returns the fragments stored.
+
+    An event longer than a fragment holds is stored as linked pieces (``add_long_fragment``).
+    """
     for event in events:
         category = _SCENE_CATEGORY.get(event.scene.strip().lower(), "other")
-        for piece in split_event(event.text):
-            mem.add_fragment(memory_id(lang, event.user_id), piece, category=category)
+        mem.add_long_fragment(memory_id(lang, event.user_id), event.text, category=category)
     return sum(len(mem.fragments(memory_id(lang, u))) for u in {e.user_id for e in events})
 
 

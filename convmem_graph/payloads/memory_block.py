@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from convmem_graph._text import join_sentences
 from convmem_graph.models import Fragment, MemorySnapshot, Message, VariableValue
 from convmem_graph.payloads._quotes import format_date, local_date, resolve_relative_times, utc_offset_minutes
 from convmem_graph.payloads._sanitize import (
@@ -232,6 +233,8 @@ class _Item:
     cost: int
     flagged: bool
     order: int = 0
+    #: The other pieces of a long fact shown on this line (``key`` is its first piece).
+    also: tuple[str, ...] = ()
 
 
 @dataclass
@@ -402,23 +405,30 @@ def _select(
     now = options.now_ms
     memory_id = snapshot.memory_id
     unmatched_left = options.max_fragments + _MAX_BUDGET_SKIPS
+    # Pieces of one long fact compete, and go in, as one fact.
+    pieces_of = _pieces(snapshot.fragments)
+    grouped: set[str] = set()
     for rank, frag in enumerate(fragments):
-        if frag.memory_id and frag.memory_id != memory_id:
-            raise ValueError(
-                f"MemorySnapshot.fragments: fragment {frag.id!r} belongs to memory {frag.memory_id!r}, "
-                f"not {memory_id!r}; refusing to inject another memory's data"
-            )
+        _check_owner(frag, memory_id)
         if now is not None and frag.expires_at is not None and frag.expires_at <= now:
             sel.considered_dropped.append(frag.id)
             continue
-        score = scorer.score(frag.content) if frag.id in matched else 0.0
+        pieces = pieces_of.get(frag.part_of) if frag.part_of is not None else None
+        if pieces is not None:
+            if frag.part_of in grouped:
+                continue
+            grouped.add(frag.part_of)  # type: ignore[arg-type]
+            any_matched = any(p.id in matched for p in pieces)
+            score = scorer.score(join_sentences([p.content for p in pieces])) if any_matched else 0.0
+        else:
+            score = scorer.score(frag.content) if frag.id in matched else 0.0
         if score <= 0.0:
             # Facts that share no term with the query keep recency order; only the first few can
             # ever be reached, so a large memory costs no more than a small one here.
             if unmatched_left <= 0:
                 continue
             unmatched_left -= 1
-        pool.append(_Candidate("fragments", "fact", frag.id, score, 2, rank, frag))
+        pool.append(_Candidate("fragments", "fact", frag.id, score, 2, rank, pieces or frag))
     episodes = snapshot.episodes
     if episodes is not None:
         by_seq: dict[int, float] = {}
@@ -477,31 +487,37 @@ def _select(
                 item = _Item("summary", "summary", cand.key, line, cost, summary_flagged, int(cand.sub))
                 summary_prefix_paid = True
         elif cand.kind == "fact":
-            fact = cand.payload
-            if not isinstance(fact, Fragment):  # pragma: no cover - built above with a Fragment
+            payload = cand.payload if isinstance(cand.payload, list) else [cand.payload]
+            group = [f for f in payload if isinstance(f, Fragment)]
+            if not group:  # pragma: no cover - built above with Fragments
                 continue
+            fact = group[0]
+            ids = [f.id for f in group]
             if included >= options.max_fragments:
                 if not facts_full:  # the first fact over the cap is reported, the rest never looked at
-                    sel.considered_dropped.append(fact.id)
+                    sel.considered_dropped.extend(ids)
                     facts_full = True
                 continue
             if fact.category == "profile" and fact.id in covered:
-                sel.considered_dropped.append(fact.id)
+                sel.considered_dropped.extend(ids)
                 continue
-            body, flagged = neutralize(fact.content, language)
+            content = fact.content if len(group) == 1 else join_sentences([f.content for f in group])
+            body, flagged = neutralize(content, language)
             if not body or body in seen_bodies:
-                sel.considered_dropped.append(fact.id)
+                sel.considered_dropped.extend(ids)
                 continue
             recent = fact.transient or fact.category in _RECENT_CATEGORIES
             line = (texts["recent"] if recent else texts["fact"]) + body
             cost = counter(line + "\n")
             if cost <= allowed:
                 seen_bodies.add(body)
-                item = _Item("fragments", "recent" if recent else "fact", fact.id, line, cost, flagged)
-                cited.update(fact.source_message_ids)
+                kind: Literal["fact", "recent"] = "recent" if recent else "fact"
+                item = _Item("fragments", kind, fact.id, line, cost, flagged, also=tuple(ids[1:]))
+                for f in group:
+                    cited.update(f.source_message_ids)
                 included += 1
             else:
-                sel.considered_dropped.append(fact.id)
+                sel.considered_dropped.extend(ids)
         else:
             turn = cand.payload
             if not isinstance(turn, Message):  # pragma: no cover - built above with a Message
@@ -525,6 +541,25 @@ def _select(
         left[item.part] -= item.cost
         remaining -= item.cost
     return sel
+
+
+def _check_owner(frag: Fragment, memory_id: str) -> None:
+    if frag.memory_id and frag.memory_id != memory_id:
+        raise ValueError(
+            f"MemorySnapshot.fragments: fragment {frag.id!r} belongs to memory {frag.memory_id!r}, "
+            f"not {memory_id!r}; refusing to inject another memory's data"
+        )
+
+
+def _pieces(fragments: Sequence[Fragment]) -> dict[str, list[Fragment]]:
+    """The pieces of each long fact among ``fragments`` (first piece's id -> pieces in order)."""
+    groups: dict[str, list[Fragment]] = {}
+    for frag in fragments:
+        if frag.part_of is not None:
+            groups.setdefault(frag.part_of, []).append(frag)
+    for group in groups.values():
+        group.sort(key=lambda f: f.part or 0)
+    return groups
 
 
 def _var_item(
@@ -663,7 +698,7 @@ def build_memory_block(
         text = _render(items, language) if items else ""
         tokens = counter(text)
 
-    included = [i.key for i in items if i.part == "fragments"]
+    included = [key for i in items if i.part == "fragments" for key in (i.key, *i.also)]
     quoted = [i.key for i in items if i.part == "turns"]
     if list_all_dropped:
         dropped = list(itertools.filterfalse(set(included).__contains__, map(_ID, fragments)))

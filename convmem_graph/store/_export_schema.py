@@ -90,6 +90,8 @@ class ExportFragment(_Row):
     created_at: Ms
     updated_at: Ms
     observed_at: Ms = 0
+    part_of: Ident | None = None
+    part: Annotated[int, Field(ge=0, le=EXPORT_LIMITS["list"])] | None = None
     # Columns derived from key and content (written by newer versions); checked, and stored only
     # where the table has them.
     ckey: Key | None = None

@@ -103,6 +103,8 @@ def row_to_fragment(row: Row[Any]) -> Fragment:
         created_at=row.created_at,
         updated_at=row.updated_at,
         observed_at=row.observed_at or 0,
+        part_of=row.part_of,
+        part=row.part,
     )
 
 
@@ -123,6 +125,8 @@ def _to_row(f: Fragment) -> dict[str, Any]:
         "created_at": f.created_at,
         "updated_at": f.updated_at,
         "observed_at": f.observed_at,
+        "part_of": f.part_of,
+        "part": f.part,
         **derived_columns(f.key, f.content),
     }
 
@@ -376,6 +380,14 @@ class FragmentWriter:
             self.set_status(fid, "superseded", by=target.id, cause=f"stated before fragment {target.id}")
             return "supersede"
         return "add" if added else "noop"
+
+    def link(self, fid: str, part_of: str, part: int) -> None:
+        """Mark a loaded fragment as piece ``part`` of the long fact whose first piece is ``part_of``."""
+        fragment = self.get(fid)
+        if fragment is None:
+            raise KeyError(fid)
+        if (fragment.part_of, fragment.part) != (part_of, part):
+            self._put(fragment.model_copy(update={"part_of": part_of, "part": part}))
 
     # -- writing ------------------------------------------------------------------------------
     def flush(self) -> None:

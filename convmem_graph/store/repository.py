@@ -18,10 +18,12 @@ from sqlalchemy import Connection, Engine, delete, func, inspect, select, text
 from sqlalchemy.engine import make_url
 
 from convmem_graph._ids import check_identifier
+from convmem_graph._text import split_to_fit
 from convmem_graph._time import now_ms as _now
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError, NotFoundError
 from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import (
+    FRAGMENT_MAX_CHARS,
     EpisodeSearch,
     Fragment,
     FragmentCandidate,
@@ -783,6 +785,52 @@ class MemoryStore:
                 self._facts_changed(conn, memory_id)
         assert result is not None
         return result
+
+    def add_long_fragment(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        category: str = "other",
+        origin: Literal["manual", "api"] = "manual",
+        now_ms: int | None = None,
+    ) -> list[Fragment]:
+        """Add a fact of any length as linked pieces of at most 200 characters, in one transaction.
+
+        The text is cut at sentence ends (see :func:`convmem_graph._text.split_to_fit`); every piece
+        is a fragment (Bailian's memory-node limit holds for each) carrying the first piece's id in
+        ``part_of`` and its place in ``part``, and the memory block injects the pieces together. A
+        fact that fits in one fragment is stored as one, unlinked. Adding the same text again
+        changes nothing.
+
+        Returns:
+            The pieces in order.
+        """
+        _check_id(memory_id)
+        check_identifier(category, "category", field="category")
+        pieces = split_to_fit(content, FRAGMENT_MAX_CHARS)
+        if not pieces:
+            raise ValueError("add_long_fragment: content must be a non-empty string")
+        now = now_ms if now_ms is not None else _now()
+        cause = "set by hand" if origin == "manual" else "added through the API"
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now)
+            writer = FragmentWriter(conn, memory_id, now)
+            ids = []
+            for piece in pieces:
+                candidate = FragmentCandidate(
+                    content=piece, category=category, key=manual_key(category, piece), confidence=1.0
+                )
+                ids.append(writer.add(candidate, origin=origin, cause=cause, force=True)[0])
+            if len(ids) > 1:
+                for place, fid in enumerate(ids):
+                    writer.link(fid, ids[0], place)
+            result = [writer.get(fid) for fid in ids]
+            if writer.changed:
+                writer.flush()
+                self._touch(conn, memory_id, now)
+                self._facts_changed(conn, memory_id)
+        return [f for f in result if f is not None]
 
     def update_fragment(
         self,

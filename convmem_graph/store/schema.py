@@ -123,6 +123,9 @@ fragments = Table(
     Column("created_at", _Ms, nullable=False),
     Column("updated_at", _Ms, nullable=False),
     Column("observed_at", _Ms, nullable=False, default=0),
+    # Pieces of one long fact: the first piece's id and the piece's place (NULL for a whole fact).
+    Column("part_of", String, nullable=True),
+    Column("part", Integer, nullable=True),
     # Derived on write (see store/_fragments.py) so the live path reads only the facts it needs:
     # the canonical key (reconcile, variable inference; bytewise order on PostgreSQL so a prefix
     # is an index range), a 64-bit hash of the normalized content (same fact under another key)

@@ -102,6 +102,29 @@ class StoreContract:
         with pytest.raises(ValueError):
             store.ensure_memory("")
 
+    def test_a_long_fact_is_stored_as_linked_pieces_and_exported_with_them(
+        self, store: MemoryStore, mid: Callable[[str], str]
+    ) -> None:
+        from convmem_graph.store.transfer import export_memory, import_memory
+
+        story = (
+            "Ana spent the summer of 2024 restoring an old sailing boat with her grandfather in Porto. "
+            "They replaced the mast, sewed new sails from canvas bought at the harbour market, and "
+            "repainted the hull blue. On the last day of August they sailed it along the Douro river, "
+            "and Ana says it was the proudest moment of her life."
+        )
+        pieces = store.add_long_fragment(mid("long"), story, category="event", now_ms=T0)
+        assert len(pieces) == 2 and all(len(p.content) <= 200 for p in pieces)
+        assert [(p.part_of, p.part) for p in pieces] == [(pieces[0].id, 0), (pieces[0].id, 1)]
+        assert store.add_long_fragment(mid("long"), story, category="event", now_ms=T0 + 5) == pieces
+        assert len(store.list_fragments(mid("long"))) == 2
+        short = store.add_long_fragment(mid("long"), "Ana owns a sailing boat.", now_ms=T0)
+        assert len(short) == 1 and (short[0].part_of, short[0].part) == (None, None)
+        doc = export_memory(store, mid("long"))
+        import_memory(store, doc, memory_id=mid("long-copy"))
+        copied = {f.content: (f.part_of, f.part) for f in store.list_fragments(mid("long-copy"))}
+        assert copied[pieces[1].content] == (pieces[0].id, 1)
+
     # -- messages -------------------------------------------------------------------------------
     def test_add_messages_is_idempotent(self, store: MemoryStore, mid: Callable[[str], str]) -> None:
         m = mid("idem")
