@@ -8,7 +8,8 @@ passes it in this order:
    (``Retry-After``), so concurrent calls do not keep hammering a limited account;
 3. a **requests-per-minute budget**: LangChain's :class:`~langchain_core.rate_limiters.InMemoryRateLimiter`
    (``ModelPacing.rpm``; or any ``BaseRateLimiter`` handed to the gate), one permit per request,
-   no burst: requests start at least ``60 / rpm`` seconds apart;
+   no burst: requests start at least ``60 / rpm`` seconds apart (above 6,000 a minute, bursts of
+   at most 10 ms' worth);
 4. a **tokens-per-minute budget** (``ModelPacing.tpm``): a bucket refilled at ``tpm / 60`` tokens a
    second that holds at most ten seconds' worth. A call is charged its prompt (counted with the
    project's counter) plus ``completion_tokens`` before it starts; once the answer reports its
@@ -311,11 +312,14 @@ class ModelGate:
             from langchain_core.rate_limiters import InMemoryRateLimiter
 
             per_second = self.pacing.rpm / 60.0
+            # Waiting calls poll for a permit: often enough that one is not left unused for long,
+            # at most every 10 ms. The bucket holds one permit (requests start 60/rpm s apart),
+            # or one poll's worth above 100 requests a second, which polls could not keep up with.
+            poll = min(0.1, max(0.01, 0.25 / per_second))
             rate_limiter = InMemoryRateLimiter(
                 requests_per_second=per_second,
-                # Poll often enough that a permit is not left unused for long.
-                check_every_n_seconds=min(0.1, 0.25 / per_second),
-                max_bucket_size=1,  # no burst: requests start 60/rpm seconds apart
+                check_every_n_seconds=poll,
+                max_bucket_size=max(1.0, per_second * poll),
             )
         self.rate_limiter = rate_limiter
         self.tokens = None if self.pacing.tpm is None else TokenBudget(self.pacing.tpm, clock=clock)
