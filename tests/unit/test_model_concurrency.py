@@ -520,6 +520,7 @@ def test_convmem_replay_reports_a_persistent_429_and_exits_2(
         db = str(tmp_path / "cli429.db")
         code = main(
             ["replay", str(archive), "--no-progress", "--db", db, "--model", "m", "--model-concurrency", "2"]
+            + ["--concurrency", "1"]
         )
         bo_calls = sum("bo says note" in json.dumps(r["messages"]) for r in server.requests)
     err = capsys.readouterr().err
