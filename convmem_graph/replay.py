@@ -215,19 +215,27 @@ def _storable(text: str) -> str:
 
 
 class _FileLetters:
-    """The dead letters of one file, held until the file is read (at most ``MAX_DEAD_LETTERS_PER_RUN``)."""
+    """The dead letters of one file, held until the file is read (at most ``MAX_DEAD_LETTERS_PER_RUN``).
+
+    With several shards (worker processes, ``--shard``), every shard reads a file: a bad item that
+    belongs to no memory (an unreadable line, a document without a user id) is seen by all of them
+    and is *shared*; it is written and counted by one shard only (see ``Replayer._replay_file``).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.items: list[dict[str, str]] = []
+        self.shared: list[bool] = []
         self.dropped = 0
+        #: Quarantine counts of the shared items, by reason.
+        self.shared_counts: Counter[str] = Counter()
 
     @property
     def count(self) -> int:
         """Bad documents and items seen in the file so far."""
         return len(self.items) + self.dropped
 
-    def add(self, *, source: str, raw: str, error: str, path: str) -> None:
+    def add(self, *, source: str, raw: str, error: str, path: str, shared: bool = False) -> None:
         if len(self.items) >= MAX_DEAD_LETTERS_PER_RUN:
             self.dropped += 1
             return
@@ -235,11 +243,14 @@ class _FileLetters:
         self.items.append(
             {k: _storable(v) for k, v in (("source", source), ("raw", raw), ("error", error), ("path", path))}
         )
+        self.shared.append(shared)
 
-    def write(self, store: MemoryStore, owner: str | None) -> None:
-        for item in self.items:
-            store.add_dead_letter(owner, **item)
-        if self.dropped:
+    def write(self, store: MemoryStore, owner: str | None, *, shared: bool = True) -> None:
+        """Store the letters attributed to ``owner``; the shared ones only when ``shared``."""
+        for item, is_shared in zip(self.items, self.shared, strict=True):
+            if shared or not is_shared:
+                store.add_dead_letter(owner, **item)
+        if self.dropped and shared:
             store.add_dead_letter(
                 owner,
                 source="file",
@@ -247,6 +258,11 @@ class _FileLetters:
                 error=f"dead-letter limit of {MAX_DEAD_LETTERS_PER_RUN} per file reached",
                 path=str(self.path),
             )
+
+
+def _file_shard_key(path: Path) -> str:
+    """The key that assigns a file's memory-less problems to one shard."""
+    return f"\x00file:{os.fsencode(path).hex()}"
 
 
 def forget_replay_rows(store: MemoryStore, memory_id: str) -> int:
@@ -583,8 +599,9 @@ class Replayer:
         try:
             key = self._file_key(path)
         except OSError as exc:
-            report.quarantined["unreadable file"] += 1
-            self.store.add_dead_letter(None, source="file", raw=str(path), error=str(exc), path="$")
+            if self._mine(_file_shard_key(path)):  # every shard fails here: one reports it
+                report.quarantined["unreadable file"] += 1
+                self.store.add_dead_letter(None, source="file", raw=str(path), error=str(exc), path="$")
             return
         fixed = self._fixed_memory(path)
         if fixed is not None and not self._mine(fixed):
@@ -593,6 +610,7 @@ class Replayer:
             report.files_skipped_done += 1
             return
         touched: set[str] = set()
+        in_file: set[str] = set()  # memories of the file's documents, other shards' included
         file_messages = 0
         complete = True
         # Dead letters of the file are written once it is read, attributed to the memory the file
@@ -608,40 +626,58 @@ class Replayer:
                         "json", locator, f"more than {bad_limit} unreadable documents; file abandoned"
                     )
                 if isinstance(doc, _BadLine):
-                    report.quarantined["json: unreadable document"] += 1
-                    letters.add(source="json", raw=doc.raw, error=doc.error.reason, path=doc.error.path)
+                    letters.shared_counts["json: unreadable document"] += 1
+                    letters.add(
+                        source="json", raw=doc.raw, error=doc.error.reason, path=doc.error.path, shared=True
+                    )
                     continue
+                hint = None
                 if fixed is None and self.shard[1] > 1:
                     # Another shard's document is skipped without reading its messages.
                     hint = peek_user_id(doc, self.source)
-                    if hint is not None and not self._mine(hint):
-                        continue
+                    if hint is not None:
+                        in_file.add(hint)
+                        if not self._mine(hint):
+                            continue
+                # A document without a hint is read by every shard: its problems are shared.
+                shared = hint is None and self.shard[1] > 1
+                counts = letters.shared_counts if shared else report.quarantined
                 try:
                     result = read_payload(doc, self.source, bot_ids=cfg.bot_ids, config=cfg)
                 except SourceFormatError as exc:
-                    report.quarantined[f"{exc.source}: unreadable payload"] += 1
+                    counts[f"{exc.source}: unreadable payload"] += 1
                     letters.add(
-                        source=exc.source, raw=_short(doc), error=f"{locator}: {exc.reason}", path=exc.path
+                        source=exc.source,
+                        raw=_short(doc),
+                        error=f"{locator}: {exc.reason}",
+                        path=exc.path,
+                        shared=shared,
                     )
                     continue
                 memory_id = self._memory_for(result, path)
                 if memory_id is None:
-                    report.quarantined["no user id in payload"] += 1
+                    counts["no user id in payload"] += 1
                     letters.add(
-                        source=result.source, raw=_short(doc), error=f"{locator}: no user id", path="$"
+                        source=result.source,
+                        raw=_short(doc),
+                        error=f"{locator}: no user id",
+                        path="$",
+                        shared=shared,
                     )
                     continue
                 problem = identifier_problem(memory_id, "memory_id")
                 if problem is not None:
                     # Quarantined with its file named; the replay goes on (one identifier rule).
-                    report.quarantined["invalid memory id"] += 1
+                    counts["invalid memory id"] += 1
                     letters.add(
                         source=result.source,
                         raw=_short(doc),
                         error=f"{locator}: memory id {problem}",
                         path="$",
+                        shared=shared,
                     )
                     continue
+                in_file.add(memory_id)
                 if not self._mine(memory_id):
                     continue
                 bad = sum(1 for s in result.skipped if s.reason == "invalid")
@@ -664,11 +700,16 @@ class Replayer:
         except SourceFormatError as exc:
             # A broken whole-file document or gzip stream: what was read is kept; the file stays
             # "not done" for a rerun.
-            report.quarantined["json: unreadable document"] += 1
-            letters.add(source=exc.source, raw=str(path), error=exc.reason, path=exc.path)
+            letters.shared_counts["json: unreadable document"] += 1
+            letters.add(source=exc.source, raw=str(path), error=exc.reason, path=exc.path, shared=True)
             complete = False
-        owner = fixed or (next(iter(touched)) if len(touched) == 1 else None)
-        letters.write(self.store, owner)
+        # Every shard computes the same owner (the file's one memory, if it fed one) and so agrees
+        # on which of them writes and counts the shared letters: the owner's shard, else the file's.
+        owner = fixed or (next(iter(in_file)) if len(in_file) == 1 else None)
+        responsible = self._mine(owner if owner is not None else _file_shard_key(path))
+        if responsible:
+            report.quarantined.update(letters.shared_counts)
+        letters.write(self.store, owner, shared=responsible)
         tails = [t for t in (self._flush(m, report) for m in touched) if t is not None]
         if complete:
             # The file is done once every batch holding its messages has committed.
@@ -718,8 +759,15 @@ def _short(doc: object, limit: int = 100_000) -> str:
 
 
 def default_concurrency() -> int:
-    """A sensible default: the number of CPUs, at most 4 (SQLite serializes writers anyway)."""
-    return max(1, min(4, os.cpu_count() or 1))
+    """Worker processes by default: the CPU cores this process may run on.
+
+    ``os.sched_getaffinity`` (a container's or ``taskset``'s limit), not ``os.cpu_count`` (the
+    host's): a replay is CPU-bound, and workers beyond the cores it gets only take turns.
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _exit_with_parent() -> None:

@@ -55,10 +55,10 @@ worker processes.""",
     p.add_argument(
         "--concurrency",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="worker processes, each owning a stable share of the memories (default 1; one per CPU "
-        "core is the useful maximum on SQLite)",
+        help="worker processes, each owning a stable share of the memories (default: the CPU cores "
+        "this process may use, at most --model-concurrency; 1 for --memory or an in-memory database)",
     )
     p.add_argument(
         "--model-concurrency",
@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"convmem replay: {exc}", file=sys.stderr)
         return 2
+    if args.concurrency is None:
+        args.concurrency = _default_workers(args)
     if args.concurrency < 1:
         print("convmem replay: --concurrency: must be at least 1", file=sys.stderr)
         return 2
@@ -226,6 +228,23 @@ def run(args: argparse.Namespace) -> int:
         for reason, count in sorted(report.quarantined.items()):
             print(f"quarantined: {count} x {reason}")
     return 1 if args.strict and report.quarantined else 0
+
+
+def _default_workers(args: argparse.Namespace) -> int:
+    """One worker per available core, unless the work cannot be shared out."""
+    from convmem_graph.replay import default_concurrency
+    from convmem_graph.store.urls import is_memory_sqlite, normalize_url
+
+    try:
+        in_memory = is_memory_sqlite(normalize_url(args.db))
+    except ValueError:
+        in_memory = False  # the store reports a bad URL when it opens
+    if args.memory is not None or in_memory:
+        return 1  # one memory is replayed in order by one worker; workers cannot share :memory:
+    workers = default_concurrency()
+    if args.model_concurrency is not None:
+        workers = min(workers, max(args.model_concurrency, 1))
+    return workers
 
 
 def _pacing_problem(args: argparse.Namespace) -> str | None:

@@ -12,6 +12,8 @@ import functools
 import hashlib
 import json
 import os
+import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -148,6 +150,24 @@ def create_lock_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=pools.lock_size, max_overflow=pools.lock_overflow)
 
 
+def _enable_wal(cursor: Any) -> None:
+    """Put the database in WAL mode, waiting while another process switches a new file.
+
+    SQLite answers "database is locked" at once, without its busy handler, when two connections
+    switch a new database at the same time (forked replay workers opening a fresh file).
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
 def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -155,9 +175,11 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            if wal:
-                cursor.execute("PRAGMA journal_mode=WAL")
+            # The timeout first; then WAL, which a new file shared with other processes may refuse
+            # for a moment while one of them switches it (see _enable_wal).
             cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            if wal:
+                _enable_wal(cursor)
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
             if wal:

@@ -181,6 +181,37 @@ def test_forked_and_spawned_workers_replay_the_same(tmp_path: Path) -> None:
     assert results[0] == results[1]
 
 
+@pytest.mark.parametrize("group_by", ["auto", "user"])
+def test_worker_processes_quarantine_each_bad_document_once(tmp_path: Path, group_by: str) -> None:
+    # Every worker reads every file: a bad line or a document without a user id is seen by all.
+    archive = write_archive(tmp_path / "archive", USERS)
+    with (archive / "part0.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write("{not json\n")
+        fh.write(json.dumps({"messages": [{"role": "user", "content": "whose is this?"}]}) + "\n")
+    with (archive / "solo.jsonl").open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"user": "solo", "messages": [{"role": "user", "content": "I live in Oslo."}]}))
+        fh.write("\n{broken line of solo's file\n")
+    outcomes = []
+    for processes in (1, 2, 3):
+        db = str(tmp_path / f"p{processes}.db")
+        report = replay_in_processes(
+            db, [archive], processes=processes, config=MemoryConfig(), group_by=group_by, batch_messages=4
+        )
+        store = MemoryStore.from_url(db)
+        letters = sorted((d.memory_id or "", d.raw[:40]) for d in store.list_dead_letters())
+        store.close()
+        outcomes.append((dict(report.quarantined), letters))
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    quarantined, letters = outcomes[0]
+    expected = {"json: unreadable document": 2}
+    if group_by == "user":
+        expected["no user id in payload"] = 1
+    assert quarantined == expected
+    # solo.jsonl fed one memory: its bad line is that memory's (deleted with it), by every worker count.
+    assert [m for m, _ in letters].count("solo") == 1
+    assert len(letters) == sum(expected.values())
+
+
 def _start_replayer(lc: Lifecycle, start: threading.Barrier, errors: list[BaseException]) -> None:
     try:
         start.wait(10)
@@ -230,3 +261,23 @@ def test_worker_progress_is_sent_in_bundles_and_flushed() -> None:
     for n in (1, 2):
         every(n, ReplayReport())
     assert sent == [("progress", 1), ("progress", 2)]
+
+
+def test_replay_workers_default_to_the_cores_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+    import os
+
+    from convmem_graph.cli.replay import _default_workers
+    from convmem_graph.replay import default_concurrency
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
+    assert default_concurrency() == 3
+
+    def workers(**kw: Any) -> int:
+        args = {"db": "replay.db", "memory": None, "model_concurrency": None, **kw}
+        return _default_workers(argparse.Namespace(**args))
+
+    assert workers() == 3
+    assert workers(model_concurrency=2) == 2  # --model-concurrency is split across workers
+    assert workers(memory="one") == 1  # one memory is replayed in order by one worker
+    assert workers(db=":memory:") == 1  # workers cannot share an in-memory database
