@@ -1,8 +1,9 @@
 """Run the lifecycle graph on one memory: locking, checkpoint key, pruning.
 
 :class:`Lifecycle` is what the CLI, the replay command and :class:`~convmem_graph.memory.ConvMemory`
-use. Work for one memory is serialized (an in-process lock, plus a PostgreSQL advisory lock on
-PostgreSQL); different memories run in parallel.
+use. Work for one memory is serialized (an in-process lock; on PostgreSQL also the run's one
+transaction, which holds the memory's ``pg_advisory_xact_lock`` and commits the run's store writes
+and checkpoints together); different memories run in parallel.
 """
 
 from __future__ import annotations
@@ -206,6 +207,7 @@ class Lifecycle:
                 stored and the next run resumes from the store's cursors without duplicates.
         """
         from convmem_graph.checkpoints import prune_memory_checkpoints, thread_id_for
+        from convmem_graph.checkpoints.postgres import bind_run_connection
 
         if not memory_id:
             raise ValueError("memory_id must be a non-empty string")
@@ -214,9 +216,16 @@ class Lifecycle:
         # PostgreSQL saver's first setup() runs CREATE INDEX CONCURRENTLY, which waits for every
         # open transaction, including another process's request for the lock we would hold.
         graph = self.graph
-        with self.store.memory_lock(memory_id), self.store.pinned():
+        saver = self.checkpointer
+        # On PostgreSQL the lock is the run's one transaction; a saver of ours on the store's
+        # database writes the run's checkpoints in it too (see convmem_graph.checkpoints.postgres).
+        with (
+            self.store.memory_lock(memory_id),
+            self.store.pinned(),
+            bind_run_connection(saver, self.store.url, self.store.run_connection()),
+        ):
             # durability only means something with a checkpointer (langgraph 1.2 fails without one).
-            durability = self.durability if self.checkpointer is not None else None
+            durability = self.durability if saver is not None else None
             out = graph.invoke(
                 {"memory_id": memory_id},
                 # convmem's own thread: a checkpointer shared with an app keyed by user id stays the app's.
@@ -224,8 +233,8 @@ class Lifecycle:
                 context=ctx,
                 durability=durability,
             )
-            if self.checkpointer is not None:
-                prune_memory_checkpoints(self.checkpointer, memory_id, keep=self.config.keep_checkpoints)
+            if saver is not None:
+                prune_memory_checkpoints(saver, memory_id, keep=self.config.keep_checkpoints)
         return RunResult(
             memory_id=memory_id,
             ingested=out.get("ingested", 0),

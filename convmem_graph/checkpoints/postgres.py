@@ -1,19 +1,31 @@
-"""PostgreSQL checkpointer factory (needs the ``postgres`` extra)."""
+"""PostgreSQL checkpointer factory (needs the ``postgres`` extra), and its place in a run's transaction.
+
+On PostgreSQL a lifecycle run is one transaction on one pooled store connection, opened by
+``MemoryStore.memory_lock`` with the memory's ``pg_advisory_xact_lock``. The saver made here
+(:class:`RunScopedPostgresSaver`) writes the run's checkpoints on that same connection when the
+checkpoints live in the store's database (:func:`bind_run_connection`): a run commits its store
+writes, its checkpoints and their pruning at once, or none of them. Outside runs (reads of the
+state, ``delete_thread``) it uses its own pool.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from convmem_graph.store.engine import advisory_key
+from convmem_graph.store.engine import pool_settings
 from convmem_graph.store.urls import libpq_url, mask_url
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
 
-__all__ = ["postgres_checkpointer"]
+__all__ = ["bind_run_connection", "postgres_checkpointer"]
 
 logger = logging.getLogger(__name__)
 
@@ -21,27 +33,115 @@ _INSTALL_HINT = (
     "PostgreSQL checkpoints need the postgres extra: pip install 'convmem-graph[postgres]' "
     "(langgraph-checkpoint-postgres, psycopg, psycopg-pool)"
 )
-# Two processes running the saver's migrations at once would both insert the same version row.
-_SETUP_LOCK_KEY = advisory_key("convmem_graph:checkpoint-setup")
+#: Tries of a checkpoint setup that keeps racing with other processes' setups.
+_SETUP_ATTEMPTS = 10
 _setup_done: set[str] = set()
 _setup_guard = threading.Lock()
 
+#: (saver, DBAPI connection) of the run in progress in this context. LangGraph copies the context
+#: into the threads that write checkpoints in the background, so they see it too.
+_RUN_CONNECTION: ContextVar[tuple[Any, Any] | None] = ContextVar("convmem_run_connection", default=None)
 
-def _try_lock(conn: Any) -> bool:
-    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (_SETUP_LOCK_KEY,)).fetchone()
-    return bool(row and row["ok"])
+
+@functools.cache
+def _saver_class() -> type[PostgresSaver]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    class RunScopedPostgresSaver(PostgresSaver):
+        """A :class:`PostgresSaver` that writes inside the bound run's transaction.
+
+        Outside a bound run it is the plain saver on its pool. Inside one, every statement goes
+        to the run's connection, without pipeline mode (the connection is shared with the run's
+        store calls; psycopg serializes them) and without a transaction of its own.
+        """
+
+        #: libpq connection string of the pool (to recognize the store's database).
+        conninfo: str = ""
+
+        @contextmanager
+        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
+            bound = _RUN_CONNECTION.get()
+            if bound is None or bound[0] is not self:
+                with super()._cursor(pipeline=pipeline) as cur:
+                    yield cur
+                return
+            with bound[1].cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+
+    return RunScopedPostgresSaver
 
 
-def postgres_checkpointer(url: str, *, max_size: int = 10) -> PostgresSaver:
+@contextmanager
+def bind_run_connection(saver: Any, store_url: str, connection: Any | None) -> Iterator[bool]:
+    """Route ``saver``'s statements in this context to ``connection`` (the run's transaction).
+
+    Only for a saver made by :func:`postgres_checkpointer` on the same database as the store;
+    anything else is left as it is.
+
+    Yields:
+        Whether the saver was bound.
+    """
+    same = connection is not None and getattr(saver, "conninfo", None) == libpq_url(store_url)
+    if not same or not hasattr(saver, "conninfo"):
+        yield False
+        return
+    token = _RUN_CONNECTION.set((saver, connection))
+    try:
+        yield True
+    finally:
+        _RUN_CONNECTION.reset(token)
+
+
+def _setup_needed(pool: Any, saver: Any) -> bool:
+    """Whether the saver's migrations are not all applied yet (one read; no table means yes)."""
+    import psycopg
+
+    try:
+        with pool.connection() as conn:
+            row = conn.execute("SELECT max(v) AS v FROM checkpoint_migrations").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return True
+    return row is None or row["v"] is None or int(row["v"]) < len(saver.MIGRATIONS) - 1
+
+
+def _setup(pool: Any, saver: Any) -> None:
+    """Run the saver's migrations unless they are all applied; tolerate a concurrent setup.
+
+    No lock: every migration is idempotent (``IF NOT EXISTS``), and two processes racing on the
+    same step make one of them fail on a unique key (a version row, a catalog entry); that one
+    starts over and finds the work done. A lock would have to be a session lock (``CREATE INDEX
+    CONCURRENTLY`` cannot run in a transaction and waits for every open transaction, a lock
+    holder's included), which a transaction-mode pooler cannot keep.
+    """
+    import psycopg
+
+    races = (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject)
+    for attempt in range(_SETUP_ATTEMPTS):
+        if not _setup_needed(pool, saver):
+            return
+        try:
+            saver.setup()
+            return
+        except races:
+            if attempt == _SETUP_ATTEMPTS - 1:
+                raise
+            logger.debug("checkpoint setup raced with another process; trying again", exc_info=True)
+            time.sleep(0.05 * (attempt + 1))
+
+
+def postgres_checkpointer(url: str, *, max_size: int | None = None) -> PostgresSaver:
     """Return a :class:`PostgresSaver` on a connection pool, with its tables set up.
 
-    The pool's connections use autocommit, ``prepare_threshold=0`` and ``dict_row``, as the saver
-    requires. ``setup()`` runs once per database URL and process, under an advisory lock so that
-    concurrent workers do not race on the migrations.
+    The pool's connections use autocommit and ``dict_row``, as the saver requires, and
+    ``prepare_threshold=0``, or none when ``CONVMEM_PG_PREPARE_THRESHOLD=none`` (behind PgBouncer
+    before 1.21 in transaction mode). ``setup()`` runs at most once per database URL and process,
+    only when a migration is missing, and copes with other processes setting up at the same time.
 
     Args:
         url: ``postgresql://`` (or ``postgresql+psycopg://``) URL.
-        max_size: Most connections in the pool.
+        max_size: Most connections in the pool (default ``CONVMEM_PG_CHECKPOINT_POOL_SIZE``, 4;
+            at least 2). Lifecycle runs write on the store's run connection instead.
 
     Returns:
         The saver; close its pool with ``saver.conn.close()``.
@@ -50,35 +150,29 @@ def postgres_checkpointer(url: str, *, max_size: int = 10) -> PostgresSaver:
         ImportError: If the ``postgres`` extra is not installed.
     """
     try:
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ImportError(_INSTALL_HINT) from exc
 
+    settings = pool_settings()
+    # LangGraph's recommended 0 (prepare at once), unless preparing is turned off.
+    prepare = None if settings.prepare_threshold is None else 0
     conninfo = libpq_url(url)
     pool: ConnectionPool = ConnectionPool(
         conninfo,
         min_size=1,
-        max_size=max(2, max_size),
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        max_size=max(2, settings.checkpoint_size if max_size is None else max_size),
+        kwargs={"autocommit": True, "prepare_threshold": prepare, "row_factory": dict_row},
         open=True,
         name="convmem-checkpoints",
     )
-    saver = PostgresSaver(pool)  # type: ignore[arg-type]
+    saver = _saver_class()(pool)  # type: ignore[arg-type]
+    saver.conninfo = conninfo  # type: ignore[attr-defined]
     try:
         with _setup_guard:
             if conninfo not in _setup_done:
-                with pool.connection() as lock_conn:
-                    # Poll instead of a blocking pg_advisory_lock: setup() runs CREATE INDEX
-                    # CONCURRENTLY, which waits for every open transaction, including a second
-                    # process's blocked lock request (a deadlock nobody detects).
-                    while not _try_lock(lock_conn):
-                        time.sleep(0.05)
-                    try:
-                        saver.setup()
-                    finally:
-                        lock_conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
+                _setup(pool, saver)
                 _setup_done.add(conninfo)
     except BaseException:
         logger.error("checkpoint setup failed at %s", mask_url(conninfo))

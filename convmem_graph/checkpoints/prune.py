@@ -207,66 +207,71 @@ def _is_postgres(saver: BaseCheckpointSaver[Any]) -> bool:
     return isinstance(saver, PostgresSaver)
 
 
-_PG_FREED_SQL = """
-WITH deleted AS (
-    DELETE FROM checkpoints
-    WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = ANY(%s)
-    RETURNING checkpoint -> 'channel_versions' AS versions
-)
-SELECT DISTINCT v.key AS channel, v.value AS version
-FROM deleted CROSS JOIN LATERAL jsonb_each_text(deleted.versions) AS v
+# Candidates: every checkpoint of the thread, and the metadata of the newest (DeltaChannel check).
+_PG_LIST_SQL = """
+SELECT checkpoint_ns, checkpoint_id,
+       CASE WHEN checkpoint_id = max(checkpoint_id) OVER () THEN metadata::text END AS meta
+FROM checkpoints WHERE thread_id = %(thread)s
 """
 
-_PG_REFERENCED_SQL = """
-SELECT DISTINCT v.key AS channel, v.value AS version
-FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
-WHERE c.thread_id = %s AND c.checkpoint_ns = %s
+# One statement removes the doomed checkpoints, their pending writes and the blobs no kept
+# checkpoint of their namespace references, and unlinks kept children of doomed parents. Every
+# part reads the same snapshot, so "kept" is "not doomed", computed from it.
+_PG_PRUNE_SQL = """
+WITH doomed AS (
+    SELECT d.ns, d.id FROM unnest(%(ns)s::text[], %(ids)s::text[]) AS d(ns, id)
+),
+gone_writes AS (
+    DELETE FROM checkpoint_writes w USING doomed d
+    WHERE w.thread_id = %(thread)s AND w.checkpoint_ns = d.ns AND w.checkpoint_id = d.id
+),
+gone AS (
+    DELETE FROM checkpoints c USING doomed d
+    WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = d.ns AND c.checkpoint_id = d.id
+    RETURNING c.checkpoint_ns AS ns, c.checkpoint -> 'channel_versions' AS versions
+),
+orphans AS (
+    UPDATE checkpoints c SET parent_checkpoint_id = NULL FROM doomed d
+    WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = d.ns AND c.parent_checkpoint_id = d.id
+      AND NOT EXISTS (
+          SELECT 1 FROM doomed x WHERE x.ns = c.checkpoint_ns AND x.id = c.checkpoint_id
+      )
+),
+freed AS (
+    SELECT DISTINCT g.ns, v.key AS channel, v.value AS version
+    FROM gone g CROSS JOIN LATERAL jsonb_each_text(g.versions) AS v
+),
+kept AS (
+    SELECT DISTINCT c.checkpoint_ns AS ns, v.key AS channel, v.value AS version
+    FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
+    WHERE c.thread_id = %(thread)s
+      AND NOT EXISTS (
+          SELECT 1 FROM doomed x WHERE x.ns = c.checkpoint_ns AND x.id = c.checkpoint_id
+      )
+)
+DELETE FROM checkpoint_blobs b USING freed f
+WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = f.ns AND b.channel = f.channel
+  AND b.version = f.version
+  AND NOT EXISTS (
+      SELECT 1 FROM kept k WHERE k.ns = f.ns AND k.channel = f.channel AND k.version = f.version
+  )
 """
 
 
 def _prune_postgres(saver: Any, thread_id: str, keep: int) -> int:
-    deleted = 0
+    # Two round trips: list, then one statement (nothing at all when there is nothing to cut).
+    # Inside a lifecycle run the saver's cursor is on the run's transaction; elsewhere the
+    # statement is atomic by itself in autocommit.
     with saver._cursor() as cur:
         if saver.pipe:
-            # A transaction must not absorb statements queued in pipeline mode before it.
+            # A statement must not be absorbed by what was queued in pipeline mode before it.
             saver.pipe.sync()
-        with cur.connection.transaction():
-            rows = cur.execute(
-                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s", (thread_id,)
-            ).fetchall()
-            doomed = _doomed(((r["checkpoint_ns"], r["checkpoint_id"]) for r in rows), keep)
-            if doomed:
-                newest = cur.execute(
-                    "SELECT metadata::text AS meta FROM checkpoints WHERE thread_id = %s "
-                    "ORDER BY checkpoint_id DESC LIMIT 1",
-                    (thread_id,),
-                ).fetchall()
-                _refuse_delta(thread_id, (r["meta"] for r in newest))
-            for ns, ids in doomed.items():
-                cur.execute(
-                    "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
-                    "AND checkpoint_id = ANY(%s)",
-                    (thread_id, ns, ids),
-                )
-                freed = cur.execute(_PG_FREED_SQL, (thread_id, ns, ids)).fetchall()
-                deleted += len(ids)
-                cur.execute(
-                    "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = %s "
-                    "AND checkpoint_ns = %s AND parent_checkpoint_id = ANY(%s)",
-                    (thread_id, ns, ids),
-                )
-                referenced = {
-                    (r["channel"], r["version"])
-                    for r in cur.execute(_PG_REFERENCED_SQL, (thread_id, ns)).fetchall()
-                }
-                garbage: dict[str, list[str]] = {}
-                for r in freed:
-                    if (r["channel"], r["version"]) not in referenced:
-                        garbage.setdefault(r["channel"], []).append(r["version"])
-                for channel, versions in garbage.items():
-                    cur.execute(
-                        "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = %s "
-                        "AND channel = %s AND version = ANY(%s)",
-                        (thread_id, ns, channel, versions),
-                    )
-    return deleted
+        rows = cur.execute(_PG_LIST_SQL, {"thread": thread_id}).fetchall()
+        doomed = _doomed(((r["checkpoint_ns"], r["checkpoint_id"]) for r in rows), keep)
+        if not doomed:
+            return 0
+        _refuse_delta(thread_id, (r["meta"] for r in rows if r["meta"] is not None))
+        pairs = [(ns, cid) for ns, ids in doomed.items() for cid in ids]
+        params = {"thread": thread_id, "ns": [p[0] for p in pairs], "ids": [p[1] for p in pairs]}
+        cur.execute(_PG_PRUNE_SQL, params)
+    return len(pairs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -31,7 +32,6 @@ __all__ = [
     "PoolSettings",
     "advisory_key",
     "chunked",
-    "create_lock_engine",
     "create_store_engine",
     "dumps",
     "execute_upsert",
@@ -48,45 +48,58 @@ _BUSY_TIMEOUT_MS = 30_000
 
 _T = TypeVar("_T")
 
+logger = logging.getLogger(__name__)
+
 
 class PoolSettings(NamedTuple):
-    """Connection pool sizes of one process on PostgreSQL.
+    """Connection pool sizes of one process on PostgreSQL, and psycopg's prepared statements.
 
-    A process holds at most ``store_size + store_overflow`` store connections (one per thread
-    running store calls, or one per lifecycle run, which pins its connection), plus at most
-    ``lock_size + lock_overflow`` connections holding per-memory advisory locks (one per lifecycle
-    run in progress), plus the checkpointer's pool (``postgres_checkpointer(max_size=10)``).
+    A process holds at most ``store_size + store_overflow`` store connections: one per thread
+    running store calls, or one per lifecycle run in progress, which pins its connection for the
+    run's one transaction (the per-memory lock, every store write and, on the store's database,
+    the run's checkpoint writes). The checkpointer keeps its own pool of at most
+    ``checkpoint_size`` connections for checkpoint reads and deletes outside runs (and for runs
+    whose checkpoints are on another database). ``prepare_threshold`` is psycopg's: a statement
+    run that many times on a connection is prepared on the server; ``None`` never prepares (what
+    PgBouncer before 1.21 needs in transaction mode).
     """
 
     store_size: int
     store_overflow: int
-    lock_size: int
-    lock_overflow: int
+    checkpoint_size: int
+    prepare_threshold: int | None
 
 
 #: Defaults, overridden by ``CONVMEM_PG_POOL_SIZE``, ``CONVMEM_PG_MAX_OVERFLOW``,
-#: ``CONVMEM_PG_LOCK_POOL_SIZE`` and ``CONVMEM_PG_LOCK_MAX_OVERFLOW``.
-POOL_DEFAULTS = PoolSettings(store_size=5, store_overflow=10, lock_size=2, lock_overflow=8)
+#: ``CONVMEM_PG_CHECKPOINT_POOL_SIZE`` and ``CONVMEM_PG_PREPARE_THRESHOLD`` (``none`` or a count).
+POOL_DEFAULTS = PoolSettings(store_size=5, store_overflow=10, checkpoint_size=4, prepare_threshold=5)
 _POOL_ENV = {
     "store_size": "CONVMEM_PG_POOL_SIZE",
     "store_overflow": "CONVMEM_PG_MAX_OVERFLOW",
-    "lock_size": "CONVMEM_PG_LOCK_POOL_SIZE",
-    "lock_overflow": "CONVMEM_PG_LOCK_MAX_OVERFLOW",
+    "checkpoint_size": "CONVMEM_PG_CHECKPOINT_POOL_SIZE",
 }
+_PREPARE_ENV = "CONVMEM_PG_PREPARE_THRESHOLD"
+#: Settings of the session advisory-lock pool, which no longer exists (the lock lives in the run's
+#: transaction): setting them is reported once, not an error.
+_RETIRED_ENV = ("CONVMEM_PG_LOCK_POOL_SIZE", "CONVMEM_PG_LOCK_MAX_OVERFLOW")
+_retired_warned: set[str] = set()
 
 
 def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
     """Return the pool sizes: :data:`POOL_DEFAULTS` overridden by the environment.
 
     Raises:
-        ValueError: A variable is not a non-negative integer (the message names it).
+        ValueError: A variable is not a non-negative integer (the message names it);
+            ``CONVMEM_PG_PREPARE_THRESHOLD`` also takes ``none``.
 
     Example:
         >>> pool_settings({"CONVMEM_PG_POOL_SIZE": "20"}).store_size
         20
+        >>> pool_settings({"CONVMEM_PG_PREPARE_THRESHOLD": "none"}).prepare_threshold is None
+        True
     """
     env = os.environ if environ is None else environ
-    values = POOL_DEFAULTS._asdict()
+    values: dict[str, Any] = POOL_DEFAULTS._asdict()
     for field, name in _POOL_ENV.items():
         raw = env.get(name, "").strip()
         if not raw:
@@ -94,8 +107,23 @@ def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
         if not raw.isdigit():
             raise ValueError(f"{name} must be a non-negative integer, got {raw!r}")
         values[field] = int(raw)
-    if values["store_size"] < 1 or values["lock_size"] < 1:
-        raise ValueError("CONVMEM_PG_POOL_SIZE and CONVMEM_PG_LOCK_POOL_SIZE must be at least 1")
+    if values["store_size"] < 1 or values["checkpoint_size"] < 2:
+        raise ValueError(
+            "CONVMEM_PG_POOL_SIZE must be at least 1 and CONVMEM_PG_CHECKPOINT_POOL_SIZE at least 2"
+        )
+    raw = env.get(_PREPARE_ENV, "").strip().lower()
+    if raw in ("none", "off"):
+        values["prepare_threshold"] = None
+    elif raw:
+        if not raw.isdigit():
+            raise ValueError(f"{_PREPARE_ENV} must be a non-negative integer or 'none', got {raw!r}")
+        values["prepare_threshold"] = int(raw)
+    for name in _RETIRED_ENV:
+        if env.get(name, "").strip() and name not in _retired_warned:
+            _retired_warned.add(name)
+            logger.warning(
+                "%s is no longer used: the per-memory lock is taken inside each run's transaction", name
+            )
     return PoolSettings(**values)
 
 
@@ -136,18 +164,8 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         pool_pre_ping=True,
         pool_size=pools.store_size,
         max_overflow=pools.store_overflow,
+        connect_args={"prepare_threshold": pools.prepare_threshold},
     )
-
-
-def create_lock_engine(url: str) -> Engine:
-    """Create the engine whose connections hold per-memory advisory locks (PostgreSQL).
-
-    Pooled, so a run reuses an open session instead of starting one per run. A lock connection
-    goes back to the pool only after its unlock succeeded; one whose unlock failed is discarded
-    (closing the session frees its locks), so a pooled session never carries a lock.
-    """
-    pools = pool_settings()
-    return create_engine(url, pool_pre_ping=True, pool_size=pools.lock_size, max_overflow=pools.lock_overflow)
 
 
 def _enable_wal(cursor: Any) -> None:

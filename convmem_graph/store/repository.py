@@ -54,7 +54,6 @@ from convmem_graph.store.engine import (
     WRITE_OPTION,
     advisory_key,
     chunked,
-    create_lock_engine,
     create_store_engine,
     execute_upsert,
     insert_ignore,
@@ -169,8 +168,6 @@ class MemoryStore:
         # One shared connection backs an in-memory database: transactions must take turns.
         self._serial: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
         self._lock_scope = f"memory:{id(self)}" if memory else self.url
-        self._lock_engine: Engine | None = None
-        self._lock_engine_guard = threading.Lock()
         # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
         self._parsed: OrderedDict[str, tuple[str, MemorySnapshot]] = OrderedDict()
         self._parsed_lock = threading.Lock()
@@ -210,8 +207,6 @@ class MemoryStore:
     def close(self) -> None:
         """Release every database connection of the store."""
         self.engine.dispose()
-        if self._lock_engine is not None:
-            self._lock_engine.dispose()
 
     # -- transactions ---------------------------------------------------------------------------
     @contextmanager
@@ -272,13 +267,34 @@ class MemoryStore:
                 if conn.in_transaction():
                     conn.rollback()
 
+    def _lock_in(self, conn: Connection, memory_id: str) -> None:
+        """Take the memory's ``pg_advisory_xact_lock`` in the current transaction, once per transaction.
+
+        Writers of one memory take turns: concurrent inserts cannot both pass the duplicate check,
+        and seqs commit in order. ``memory_lock`` takes the same key, so a run's writes find it
+        held already. Two-int key space: never meets the one-bigint schema and setup locks.
+        """
+        locked: set[str] = self._pin.locked
+        if memory_id in locked:
+            return
+        hi, lo = _int32_pair(advisory_key(memory_id))
+        conn.execute(_XACT_LOCK, {"a": hi, "b": lo})
+        locked.add(memory_id)
+
     @contextmanager
     def _write(self, memory_id: str | None = None) -> Iterator[Connection]:
         pinned: Connection | None = getattr(self._pin, "conn", None)
         if pinned is not None and getattr(self._pin, "writing", False):
             # A write inside a write of this thread joins it (a second transaction on one
             # connection cannot be begun, and on another one would wait for this one forever).
-            yield pinned
+            if memory_id is not None and self.dialect == "postgresql":
+                self._lock_in(pinned, memory_id)
+            try:
+                yield pinned
+            except BaseException:
+                # Its statements so far stay in the enclosing transaction: a run must not commit them.
+                self._pin.interrupted = True
+                raise
             return
         with self._serial, nullcontext(pinned) if pinned is not None else self.engine.connect() as conn:
             with self._gate.hold() if self._gate is not None else nullcontext():
@@ -286,14 +302,11 @@ class MemoryStore:
                     conn.rollback()  # an unfinished read's implicit transaction, never a write's
                 conn.execution_options(**{WRITE_OPTION: True})
                 self._pin.writing = pinned is not None
+                self._pin.locked = set()
                 try:
                     with conn.begin():
                         if memory_id is not None and self.dialect == "postgresql":
-                            # Writers of one memory take turns (transaction-scoped, in the two-int
-                            # key space, so it never meets memory_lock's session lock): concurrent
-                            # inserts cannot both pass the duplicate check, and seqs commit in order.
-                            hi, lo = _int32_pair(advisory_key(memory_id))
-                            conn.execute(_XACT_LOCK, {"a": hi, "b": lo})
+                            self._lock_in(conn, memory_id)
                         yield conn
                 finally:
                     self._pin.writing = False
@@ -1289,10 +1302,17 @@ class MemoryStore:
 
     # -- serialization --------------------------------------------------------------------------
     def memory_lock(self, memory_id: str) -> AbstractContextManager[None]:
-        """Serialize work on one memory: a re-entrant in-process lock and, on PostgreSQL, an advisory lock.
+        """Serialize work on one memory: a re-entrant in-process lock and, on PostgreSQL, a transaction.
 
-        The advisory lock is held on a dedicated connection for the duration, so other processes and
-        hosts wait too. Different memories never block each other.
+        On PostgreSQL the outermost hold of a thread pins a pooled connection, begins one
+        transaction and takes the memory's ``pg_advisory_xact_lock`` in it; every store call of
+        the thread inside the block joins that transaction (a lifecycle run's checkpoint writes
+        too, see :mod:`convmem_graph.checkpoints.postgres`), and it commits when the block ends.
+        Other processes and hosts wait for the commit; no session-level lock is taken, so this
+        works behind PgBouncer in transaction mode. When the block raises, what the completed
+        store calls wrote is committed (as each call's own transaction would have been), unless
+        a store call was interrupted half-way or the database failed the transaction: then all
+        of it is rolled back. Different memories never block each other.
 
         Example:
             >>> store = MemoryStore.from_url(":memory:")
@@ -1301,13 +1321,76 @@ class MemoryStore:
             'mem_1'
         """
         _check_id(memory_id)
-        return _memory_lock(self._lock_scope, memory_id, pg_engine=self._pg_lock_engine())
+        hold = self._run_transaction if self.dialect == "postgresql" else None
+        return _memory_lock(self._lock_scope, memory_id, hold=hold)
 
-    def _pg_lock_engine(self) -> Engine | None:
-        if self.dialect != "postgresql":
+    @contextmanager
+    def _run_transaction(self, memory_id: str) -> Iterator[None]:
+        """The PostgreSQL part of :meth:`memory_lock`: one transaction holding the memory's lock."""
+        with self.pinned():
+            pin = self._pin
+            conn: Connection = pin.conn
+            if getattr(pin, "writing", False):
+                # Inside a transaction of this thread already (another memory's run, a
+                # store.transaction() block): the lock joins it and ends with it.
+                self._lock_in(conn, memory_id)
+                yield
+                return
+            if conn.in_transaction():
+                conn.rollback()  # an unfinished read's implicit transaction
+            txn = conn.begin()
+            pin.writing, pin.locked, pin.interrupted = True, set(), False
+            try:
+                self._lock_in(conn, memory_id)
+                yield
+            except BaseException:
+                pin.writing = False
+                self._end_failed_run(conn, txn, memory_id)
+                raise
+            else:
+                pin.writing = False
+                txn.commit()
+            finally:
+                pin.writing, pin.locked, pin.interrupted = False, set(), False
+
+    def _end_failed_run(self, conn: Connection, txn: Any, memory_id: str) -> None:
+        """Commit what the completed store calls of a failed block wrote, or roll it all back."""
+        if not txn.is_active:
+            return
+        keep = not self._pin.interrupted and not _aborted(conn)
+        try:
+            if keep:
+                txn.commit()
+                return
+        except Exception:  # noqa: BLE001 - the block's own error is the one to raise
+            logger.warning("commit after a failed run of memory %r failed", memory_id, exc_info=True)
+        if txn.is_active:
+            try:
+                txn.rollback()
+            except Exception:  # noqa: BLE001 - a broken connection: the pool discards it
+                logger.warning("rollback of a failed run of memory %r failed", memory_id, exc_info=True)
+        logger.info("rolled back the unfinished run of memory %r", memory_id)
+
+    def run_connection(self) -> Any | None:
+        """The psycopg connection of this thread's PostgreSQL run transaction, or ``None``.
+
+        Inside :meth:`memory_lock` on PostgreSQL, the DBAPI connection whose transaction holds the
+        memory's lock; the lifecycle writes its checkpoints on it so they commit with the store.
+        """
+        if self.dialect != "postgresql" or not getattr(self._pin, "writing", False):
             return None
-        with self._lock_engine_guard:
-            if self._lock_engine is None:
-                # Pooled (a run reuses a session); a connection whose unlock failed is discarded.
-                self._lock_engine = create_lock_engine(self.url)
-            return self._lock_engine
+        conn: Connection | None = getattr(self._pin, "conn", None)
+        if conn is None:
+            return None
+        return conn.connection.driver_connection
+
+
+def _aborted(conn: Connection) -> bool:
+    """Whether the server failed the connection's transaction (every later statement would fail)."""
+    try:
+        from psycopg.pq import TransactionStatus
+
+        status = conn.connection.driver_connection.info.transaction_status  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - an unusable connection counts as failed
+        return True
+    return bool(status != TransactionStatus.INTRANS)

@@ -1,44 +1,258 @@
-"""Pooled PostgreSQL connections: runs reuse sessions, and a pooled session never keeps a lock."""
+"""Pooled PostgreSQL connections: a run is one transaction holding its memory's lock, never a session lock.
+
+What is checked against the real server: a lifecycle run takes ``pg_advisory_xact_lock`` on its
+own pooled store connection (the one its store writes and checkpoint writes go through) and the
+lock is gone when the run commits, although that connection stays open in the pool; runs reuse
+pooled connections (store and checkpointer); two processes running the lifecycle on one memory
+never interleave; a failed run keeps what its completed steps stored, and a broken one keeps
+nothing; pool sizes follow the environment.
+"""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.exc import DBAPIError
 
+from convmem_graph.checkpoints import thread_id_for
+from convmem_graph.extractors.heuristic import HeuristicExtractor
 from convmem_graph.memory import ConvMemory
+from convmem_graph.models import Message
+from convmem_graph.store import MemoryStore
+from convmem_graph.store.urls import libpq_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
-def test_runs_reuse_pooled_sessions_and_release_their_advisory_locks(pg_url: str) -> None:
+def _turn(i: int) -> list[dict[str, str]]:
+    return [
+        {"role": "user", "content": f"我喜欢第{i}种水果。"},
+        {"role": "assistant", "content": f"好的，记住第{i}种了。"},
+    ]
+
+
+def _advisory_locks(url: str, pid: int) -> list[tuple[Any, ...]]:
+    with psycopg.connect(libpq_url(url)) as conn:
+        return conn.execute(
+            "SELECT classid, objid, objsubid, granted FROM pg_locks WHERE locktype = 'advisory' AND pid = %s",
+            (pid,),
+        ).fetchall()
+
+
+class _Probe(HeuristicExtractor):
+    """Looks, from another session, at the locks of the run's connection while the run extracts."""
+
+    def __init__(self, mem: ConvMemory, url: str) -> None:
+        super().__init__()
+        self.mem, self.url = mem, url
+        self.seen: list[dict[str, Any]] = []
+
+    def extract(self, *args: Any, **kwargs: Any) -> Any:
+        conn = self.mem.store.run_connection()
+        assert conn is not None  # extraction runs inside the run's transaction
+        pid = conn.info.backend_pid
+        with psycopg.connect(libpq_url(self.url)) as other:
+            state = other.execute(
+                "SELECT state, xact_start IS NOT NULL FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+        self.seen.append({"pid": pid, "locks": _advisory_locks(self.url, pid), "state": state})
+        return super().extract(*args, **kwargs)
+
+
+def test_a_run_holds_its_lock_in_its_own_transaction_and_releases_it_at_commit(pg_url: str) -> None:
+    memory_id = f"xact-{uuid.uuid4().hex[:8]}"
     with ConvMemory.open(pg_url) as mem:
-        lock_engine = mem.store._pg_lock_engine()
-        assert lock_engine is not None
-        opened = {"store": 0, "lock": 0}
+        probe = _Probe(mem, pg_url)
+        mem.lifecycle.extractor = probe
+        opened = {"store": 0}
 
-        def counter(name: str) -> Any:
-            def on_connect(*_: Any) -> None:
-                opened[name] += 1
+        def on_connect(*_: Any) -> None:
+            opened["store"] += 1
 
-            return on_connect
-
-        event.listen(mem.store.engine, "connect", counter("store"))
-        event.listen(lock_engine, "connect", counter("lock"))
-        for i in range(12):
-            turn = [
-                {"role": "user", "content": f"我喜欢第{i}种水果。"},
-                {"role": "assistant", "content": "好"},
-            ]
-            mem.ingest("pool_mem", turn, source="openai")
-        # Twelve runs: a new session for each was the NullPool behaviour; now the pools' own.
-        assert opened["lock"] <= 1, opened
-        assert opened["store"] <= 2, opened
-        with lock_engine.connect() as conn:
+        mem.ingest(memory_id, _turn(0), source="openai")  # opens the pools and the checkpointer
+        event.listen(mem.store.engine, "connect", on_connect)
+        saver = mem.checkpointer
+        requests_before = saver.conn.get_stats().get("requests_num", 0)  # type: ignore[union-attr]
+        for i in range(1, 13):
+            mem.ingest(memory_id, _turn(i), source="openai")
+        # Twelve runs on the pooled connection(s) of before; none of the runs' checkpoint writes
+        # used the checkpointer's own pool: they went through the run's transaction.
+        assert opened["store"] == 0, opened
+        assert saver.conn.get_stats().get("requests_num", 0) == requests_before  # type: ignore[union-attr]
+        # During each run: exactly one advisory lock, granted, held by the run's own connection,
+        # which is inside a transaction.
+        assert len(probe.seen) == 13
+        for seen in probe.seen:
+            assert len(seen["locks"]) == 1 and seen["locks"][0][3] is True, seen
+            assert seen["state"][1] is True, seen
+        # After the runs the same backends are still open in the pool and hold nothing: the lock
+        # was transaction-scoped (a session lock would outlive the commit).
+        with mem.store.engine.connect() as conn:
             pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
-            held = conn.execute(
-                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = :pid"), {"pid": pid}
-            ).scalar()
-        assert held == 0
-        mem.delete("pool_mem")
+        assert pid in {s["pid"] for s in probe.seen}
+        for backend in {s["pid"] for s in probe.seen}:
+            assert _advisory_locks(pg_url, backend) == []
+        # The run's checkpoints were committed with it (pruned to keep_checkpoints).
+        assert len(list(saver.list({"configurable": {"thread_id": thread_id_for(memory_id)}}))) == (
+            mem.config.keep_checkpoints
+        )
+        assert len(mem.fragments(memory_id)) == 13
+        mem.delete(memory_id)
+
+
+class _FailingAfter(HeuristicExtractor):
+    def extract(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("model down")
+
+
+def test_a_failed_run_keeps_its_completed_steps_and_a_broken_one_keeps_nothing(pg_url: str) -> None:
+    memory_id = f"fail-{uuid.uuid4().hex[:8]}"
+    with ConvMemory.open(pg_url) as mem:
+        mem.lifecycle.extractor = _FailingAfter()
+        with pytest.raises(RuntimeError, match="model down"):
+            mem.ingest(memory_id, _turn(1), source="openai")
+        # normalize committed the messages before extract failed (as a per-step commit would).
+        assert mem.store.count_messages(memory_id) == 2
+        assert mem.store.cursors(memory_id).extracted_seq == 0
+        mem.lifecycle.extractor = HeuristicExtractor()
+        mem.ingest(memory_id, _turn(2), source="openai")  # resumes from the cursor
+        cursors = mem.store.cursors(memory_id)
+        assert cursors.extracted_seq == cursors.max_seq
+        assert len(mem.fragments(memory_id)) == 2
+
+        # A statement the server rejects fails the transaction: nothing of the block stays.
+        store = mem.store
+        stored = store.count_messages(memory_id)
+        with pytest.raises(DBAPIError, match="division by zero"), store.memory_lock(memory_id):
+            store.add_messages(
+                memory_id,
+                [
+                    Message(
+                        id="late", role="user", content="x", channel="im", source="message", timestamp_ms=1
+                    )
+                ],
+            )
+            with store.transaction(memory_id) as conn:
+                conn.execute(text("SELECT 1 / 0"))
+        assert store.get_messages(memory_id, ["late"]) == []
+        # A store call interrupted half-way (after its first statements) also undoes the block.
+        with pytest.raises(RuntimeError, match="half-way"), store.memory_lock(memory_id):
+            store.add_messages(
+                memory_id,
+                [
+                    Message(
+                        id="late2", role="user", content="y", channel="im", source="message", timestamp_ms=2
+                    )
+                ],
+            )
+            with store.transaction(memory_id) as conn:
+                store.ensure_memory("other-" + memory_id)
+                raise RuntimeError("half-way")
+        assert store.get_messages(memory_id, ["late2"]) == []
+        assert store.count_messages(memory_id) == stored
+        mem.delete(memory_id)
+
+
+_WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    from convmem_graph.extractors.heuristic import HeuristicExtractor
+    from convmem_graph.memory import ConvMemory
+
+    url, memory_id, out = sys.argv[1], sys.argv[2], sys.argv[5]
+    offset, start_at = int(sys.argv[3]), float(sys.argv[4])
+    spans = []
+
+    class Slow(HeuristicExtractor):
+        def extract(self, *args, **kwargs):
+            began = time.time()
+            result = super().extract(*args, **kwargs)
+            time.sleep(0.03)  # widen the critical section so overlap would show
+            spans.append([began, time.time()])
+            return result
+
+    mem = ConvMemory.open(url, extractor=Slow())
+    mem.lifecycle.run(memory_id)  # opens the checkpointer before the race
+    while time.time() < start_at:
+        time.sleep(0.005)
+    for i in range(offset, offset + 8):
+        turn = [
+            {"role": "user", "content": f"我喜欢第{i}种水果。"},
+            {"role": "assistant", "content": f"好的，记住第{i}种了。"},
+        ]
+        mem.ingest(memory_id, turn, source="openai")
+    mem.close()
+    with open(out, "w") as fh:
+        json.dump(spans, fh)
+    """
+)
+
+
+def run_two_workers(url: str, memory_id: str, tmp_path: Path, env: dict[str, str] | None = None) -> list[Any]:
+    """Run the lifecycle on one memory from two processes at once; return each one's extraction spans."""
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER, encoding="utf-8")
+    start_at = time.time() + 6.0
+    outs = [tmp_path / "w0.json", tmp_path / "w1.json"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), url, memory_id, str(k * 100), str(start_at), str(out)], env=env
+        )
+        for k, out in enumerate(outs)
+    ]
+    for p in procs:
+        assert p.wait(timeout=180) == 0
+    return [json.loads(out.read_text()) for out in outs]
+
+
+def check_no_interleaving(url: str, memory_id: str, spans: list[Any]) -> None:
+    """Extraction spans of the two workers never overlap; every turn's fact is stored exactly once."""
+    for a_start, a_end in spans[0]:
+        for b_start, b_end in spans[1]:
+            assert a_end <= b_start or b_end <= a_start
+    store = MemoryStore.from_url(url)
+    try:
+        facts = [f.content for f in store.list_fragments(memory_id)]
+        assert len(facts) == len(set(facts)) == 16, facts
+        assert store.count_messages(memory_id) == 32
+        assert store.cursors(memory_id).extracted_seq == store.max_seq(memory_id)
+    finally:
+        store.close()
+
+
+def test_two_processes_running_the_lifecycle_on_one_memory_never_interleave(
+    pg_url: str, tmp_path: Path
+) -> None:
+    memory_id = f"procs-{uuid.uuid4().hex[:8]}"
+    spans = run_two_workers(pg_url, memory_id, tmp_path)
+    check_no_interleaving(pg_url, memory_id, spans)
+    with psycopg.connect(libpq_url(pg_url)) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()
+    assert left == (0,)
+
+
+def test_pool_sizes_follow_the_environment(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVMEM_PG_POOL_SIZE", "3")
+    monkeypatch.setenv("CONVMEM_PG_MAX_OVERFLOW", "1")
+    monkeypatch.setenv("CONVMEM_PG_CHECKPOINT_POOL_SIZE", "2")
+    monkeypatch.setenv("CONVMEM_PG_PREPARE_THRESHOLD", "none")
+    with ConvMemory.open(pg_url) as mem:
+        mem.ingest(f"env-{uuid.uuid4().hex[:8]}", _turn(0), source="openai")
+        pool: Any = mem.store.engine.pool
+        assert (pool.size(), pool._max_overflow) == (3, 1)
+        saver: Any = mem.checkpointer
+        assert saver.conn.max_size == 2
+        with mem.store.engine.connect() as conn:
+            assert conn.connection.driver_connection.prepare_threshold is None  # type: ignore[union-attr]
+        with saver.conn.connection() as raw:
+            assert raw.prepare_threshold is None
