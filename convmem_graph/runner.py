@@ -222,10 +222,16 @@ class Lifecycle:
         with (
             self.store.memory_lock(memory_id),
             self.store.pinned(),
-            bind_run_connection(saver, self.store.url, self.store.run_connection()),
+            bind_run_connection(saver, self.store.url, self.store.run_connection()) as in_run,
         ):
             # durability only means something with a checkpointer (langgraph 1.2 fails without one).
-            durability = self.durability if saver is not None else None
+            durability: Durability | None = self.durability if saver is not None else None
+            if in_run and durability != "exit":
+                # The run's checkpoints commit with the run or not at all, so per-step ones would be
+                # written and pruned unseen. "exit" writes the end state, or on failure the state at
+                # the failing step with its pending writes: what "sync" leaves visible, for a third
+                # of the statements.
+                durability = "exit"
             out = graph.invoke(
                 {"memory_id": memory_id},
                 # convmem's own thread: a checkpointer shared with an app keyed by user id stays the app's.

@@ -7,7 +7,7 @@ import and executed with a parameter dict, so SQLAlchemy's compiled cache answer
 
 from __future__ import annotations
 
-from sqlalchemy import BindParameter, bindparam, delete, func, insert, select, update
+from sqlalchemy import BindParameter, bindparam, delete, func, insert, select, text, update
 
 from convmem_graph.store._messages import MESSAGE_COLUMNS
 from convmem_graph.store.schema import (
@@ -83,6 +83,18 @@ SUMMARY = select(summaries).where(summaries.c.memory_id == _MEMORY)
 
 DROP_SNAPSHOT = delete(snapshots).where(snapshots.c.memory_id == _MEMORY)
 SET_UPDATED_AT = update(memories).where(memories.c.memory_id == _MEMORY).values(updated_at=bindparam("now"))
+SET_UPDATED_AT_DIRTY = (
+    update(memories)
+    .where(memories.c.memory_id == _MEMORY)
+    .values(updated_at=bindparam("now"), facts_dirty=bindparam("dirty"))
+)
+#: PostgreSQL: drop the snapshot and stamp the memory in one round trip (``dirty`` NULL keeps
+#: ``facts_dirty`` as it is).
+PG_TOUCH = text(
+    f"WITH gone AS (DELETE FROM {snapshots.name} WHERE memory_id = :mid) "
+    f"UPDATE {memories.name} SET updated_at = :now, "
+    "facts_dirty = COALESCE(CAST(:dirty AS INTEGER), facts_dirty) WHERE memory_id = :mid"
+)
 SET_FACTS_DIRTY = (
     update(memories).where(memories.c.memory_id == _MEMORY).values(facts_dirty=bindparam("dirty"))
 )

@@ -302,7 +302,7 @@ class MemoryStore:
                     conn.rollback()  # an unfinished read's implicit transaction, never a write's
                 conn.execution_options(**{WRITE_OPTION: True})
                 self._pin.writing = pinned is not None
-                self._pin.locked = set()
+                self._begun(conn)
                 try:
                     with conn.begin():
                         if memory_id is not None and self.dialect == "postgresql":
@@ -318,6 +318,10 @@ class MemoryStore:
                 self._gate.committed(driver)
 
     def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
+        # Once per transaction: a run's steps all ensure their memory (one round trip each on PG).
+        ensured: tuple[Connection, set[str]] | None = getattr(self._pin, "ensured", None)
+        if ensured is not None and ensured[0] is conn and memory_id in ensured[1]:
+            return False
         row = {
             "memory_id": memory_id,
             "description": description,
@@ -326,17 +330,25 @@ class MemoryStore:
             "extracted_seq": 0,
             "summarized_seq": 0,
         }
-        return conn.execute(insert_ignore(self.dialect, memories), row).rowcount == 1
+        inserted = conn.execute(insert_ignore(self.dialect, memories), row).rowcount == 1
+        if ensured is not None and ensured[0] is conn:
+            ensured[1].add(memory_id)
+        return inserted
 
-    @staticmethod
-    def _facts_changed(conn: Connection, memory_id: str) -> None:
-        conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 1})
+    def _begun(self, conn: Connection) -> None:
+        """Reset the per-transaction bookkeeping of this thread for a new transaction on ``conn``."""
+        self._pin.locked = set()
+        self._pin.ensured = (conn, set())
 
-    @staticmethod
-    def _touch(conn: Connection, memory_id: str, now: int) -> None:
-        # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds it.
+    def _touch(self, conn: Connection, memory_id: str, now: int, *, facts_dirty: int | None = None) -> None:
+        # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds
+        # it. One statement on PostgreSQL (a round trip each counts); facts_dirty rides along.
+        params = {"mid": memory_id, "now": now, "dirty": facts_dirty}
+        if self.dialect == "postgresql":
+            conn.execute(Q.PG_TOUCH, params)
+            return
         conn.execute(Q.DROP_SNAPSHOT, {"mid": memory_id})
-        conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now})
+        conn.execute(Q.SET_UPDATED_AT if facts_dirty is None else Q.SET_UPDATED_AT_DIRTY, params)
 
     # -- memories -------------------------------------------------------------------------------
     def ensure_memory(self, memory_id: str, description: str = "") -> MemoryInfo:
@@ -435,6 +447,9 @@ class MemoryStore:
             delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored))
             for table in PER_MEMORY_TABLES:
                 deleted += conn.execute(delete(table).where(table.c.memory_id == memory_id)).rowcount
+            ensured = getattr(self._pin, "ensured", None)
+            if ensured is not None:
+                ensured[1].discard(memory_id)
         if checkpointer is not None:
             checkpointer.delete_thread(memory_id)
         logger.info("deleted memory %r (%d rows)", memory_id, deleted)
@@ -794,8 +809,7 @@ class MemoryStore:
             result = writer.get(fid)
             if writer.changed:
                 writer.flush()
-                self._touch(conn, memory_id, now)
-                self._facts_changed(conn, memory_id)
+                self._touch(conn, memory_id, now, facts_dirty=1)
         assert result is not None
         return result
 
@@ -841,8 +855,7 @@ class MemoryStore:
             result = [writer.get(fid) for fid in ids]
             if writer.changed:
                 writer.flush()
-                self._touch(conn, memory_id, now)
-                self._facts_changed(conn, memory_id)
+                self._touch(conn, memory_id, now, facts_dirty=1)
         return [f for f in result if f is not None]
 
     def update_fragment(
@@ -873,8 +886,7 @@ class MemoryStore:
             result = writer.get(fragment_id)
             if writer.changed:
                 writer.flush()
-                self._touch(conn, memory_id, now)
-                self._facts_changed(conn, memory_id)
+                self._touch(conn, memory_id, now, facts_dirty=1)
         assert result is not None
         return result
 
@@ -891,8 +903,7 @@ class MemoryStore:
                 raise NotFoundError(f"fragment {fragment_id!r} not found in memory {memory_id!r}")
             if writer.set_status(fragment_id, "deleted", by=None, cause="deleted by hand"):
                 writer.flush()
-                self._touch(conn, memory_id, now)
-                self._facts_changed(conn, memory_id)
+                self._touch(conn, memory_id, now, facts_dirty=1)
 
     def commit_extraction(
         self, memory_id: str, ops: Sequence[FragmentOp], *, upto_seq: int, now_ms: int
@@ -917,9 +928,8 @@ class MemoryStore:
             writer.flush()
             cursor = conn.execute(Q.ADVANCE_EXTRACTED, {"mid": memory_id, "upto": upto_seq})
             if changed:
-                self._touch(conn, memory_id, now_ms)
-                if counts["add"] or counts["update"] or counts["supersede"]:
-                    self._facts_changed(conn, memory_id)
+                facts = bool(counts["add"] or counts["update"] or counts["supersede"])
+                self._touch(conn, memory_id, now_ms, facts_dirty=1 if facts else None)
             elif cursor.rowcount:
                 conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
         return counts
@@ -1093,7 +1103,6 @@ class MemoryStore:
         changed: list[str] = []
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now_ms)
-            conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 0})
             stored = var.read_values(conn, memory_id)
             entries: list[dict[str, Any]] = []
             for name in sorted(guesses):
@@ -1155,8 +1164,11 @@ class MemoryStore:
                     )
                 )
             write_audit(conn, entries)
+            # Variables are inferred from the facts as they are now: the facts are not dirty any more.
             if changed:
-                self._touch(conn, memory_id, now_ms)
+                self._touch(conn, memory_id, now_ms, facts_dirty=0)
+            else:
+                conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 0})
         return changed
 
     # -- summary --------------------------------------------------------------------------------
@@ -1339,7 +1351,8 @@ class MemoryStore:
             if conn.in_transaction():
                 conn.rollback()  # an unfinished read's implicit transaction
             txn = conn.begin()
-            pin.writing, pin.locked, pin.interrupted = True, set(), False
+            self._begun(conn)
+            pin.writing, pin.interrupted = True, False
             try:
                 self._lock_in(conn, memory_id)
                 yield
