@@ -12,9 +12,13 @@ memory's user id in ``user``), then:
 
 Each phase runs in its own process so peak RSS is its own.
 
+With ``--postgres URL`` only convmem_graph's replay is run, on PostgreSQL (store and checkpoints
+in a fresh schema per round) and on SQLite, same archive and workers, interleaved round by round;
+it prints both throughputs and their ratio (target: PostgreSQL >= 0.7x SQLite).
+
 Usage:
     python benchmarks/replay.py ../shared/data/locomo/locomo10.json [--messages 100000] [--memories 500]
-        [--concurrency 2] [--repeat 3]
+        [--concurrency 2] [--repeat 3] [--postgres postgresql://...]
 """
 
 from __future__ import annotations
@@ -176,6 +180,70 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int, episo
     )
 
 
+def _schema_url(url: str, schema: str) -> str:
+    """``url`` whose sessions use ``schema`` first (libpq ``options``)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    options = f"-csearch_path={schema}"
+    if "options" in parsed.query:
+        options = f"{parsed.query['options']} {options}"
+    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
+
+
+def phase_pg(archive: Path, workdir: Path, queue: Any, concurrency: int, url: str) -> None:
+    """The same replay as :func:`phase_ours`, with store and checkpoints on PostgreSQL (a fresh schema)."""
+    import uuid
+
+    import psycopg
+
+    from convmem_graph.replay import replay_in_processes
+    from convmem_graph.store import MemoryStore
+    from convmem_graph.store.urls import libpq_url
+
+    schema = f"cm_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    db_url = _schema_url(url, schema)
+    try:
+        MemoryStore.from_url(db_url).close()  # create the schema once, before the workers race to
+        started = time.perf_counter()
+        report = replay_in_processes(db_url, [archive], processes=concurrency, group_by="user")
+        seconds = time.perf_counter() - started
+        with psycopg.connect(libpq_url(db_url)) as conn:
+            stored = conn.execute("SELECT count(*) FROM cm_messages").fetchone()[0]  # type: ignore[index]
+            fragments = conn.execute("SELECT count(*) FROM cm_fragments").fetchone()[0]  # type: ignore[index]
+    finally:
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    queue.put(
+        {"messages": report.messages_read, "stored": stored, "fragments": fragments, "seconds": seconds}
+    )
+
+
+def _postgres_versus_sqlite(archive: Path, workdir: Path, args: argparse.Namespace) -> None:
+    """Replay on PostgreSQL against SQLite, same archive and workers, interleaved rounds."""
+    ratios: list[float] = []
+    for k in range(args.repeat):
+        lite = _run(phase_ours, archive, workdir, args.concurrency)
+        pg = _run(phase_pg, archive, workdir, args.concurrency, args.postgres)
+        r_lite, r_pg = lite["messages"] / lite["seconds"], pg["messages"] / pg["seconds"]
+        ratios.append(r_pg / r_lite)
+        print(
+            f"round {k + 1}: {args.concurrency} workers: SQLite {r_lite:,.0f} msg/s "
+            f"({lite['stored']:,} messages, {lite['fragments']:,} fragments stored); PostgreSQL "
+            f"{r_pg:,.0f} msg/s ({pg['stored']:,} messages, {pg['fragments']:,} fragments); "
+            f"PostgreSQL / SQLite x{r_pg / r_lite:.2f}"
+        )
+        sys.stdout.flush()
+    median = statistics.median(ratios)
+    verdict = "met" if median >= 0.7 else "NOT met"
+    print(
+        f"PostgreSQL / SQLite throughput over {args.repeat} rounds: median x{median:.2f} "
+        f"(rounds {' / '.join(f'x{x:.2f}' for x in ratios)}); target >= x0.7: {verdict}"
+    )
+
+
 class DefaultState(TypedDict):
     """The state a LangGraph user writes by default: the whole conversation, appended to."""
 
@@ -272,6 +340,13 @@ def main() -> int:
         action="store_true",
         help="only compare one-process replay with the episodic index off and on (interleaved rounds)",
     )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        default=None,
+        help="only compare replay on PostgreSQL at URL (store and checkpoints, a fresh schema per "
+        "round, dropped after) with replay on SQLite, same --concurrency, interleaved rounds",
+    )
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-bench-"))
     archive = workdir / "archive"
@@ -285,6 +360,9 @@ def main() -> int:
 
     if args.episodic_cost:
         _episodic_cost(archive, workdir, args.repeat)
+        return 0
+    if args.postgres:
+        _postgres_versus_sqlite(archive, workdir, args)
         return 0
     rounds = [_round(archive, workdir, args, k, args.repeat) for k in range(args.repeat)]
     if args.repeat > 1:

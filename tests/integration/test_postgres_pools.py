@@ -29,6 +29,8 @@ from convmem_graph.extractors.heuristic import HeuristicExtractor
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message
 from convmem_graph.store import MemoryStore
+from convmem_graph.store.engine import advisory_key
+from convmem_graph.store.repository import _int32_pair
 from convmem_graph.store.urls import libpq_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -89,11 +91,12 @@ def test_a_run_holds_its_lock_in_its_own_transaction_and_releases_it_at_commit(p
         # used the checkpointer's own pool: they went through the run's transaction.
         assert opened["store"] == 0, opened
         assert saver.conn.get_stats().get("requests_num", 0) == requests_before  # type: ignore[union-attr]
-        # During each run: exactly one advisory lock, granted, held by the run's own connection,
-        # which is inside a transaction.
+        # During each run: exactly one advisory lock, granted, the memory's, held by the run's own
+        # connection, which is inside a transaction.
         assert len(probe.seen) == 13
+        hi, lo = _int32_pair(advisory_key(memory_id))
         for seen in probe.seen:
-            assert len(seen["locks"]) == 1 and seen["locks"][0][3] is True, seen
+            assert seen["locks"] == [(hi & 0xFFFFFFFF, lo & 0xFFFFFFFF, 2, True)], seen
             assert seen["state"][1] is True, seen
         # After the runs the same backends are still open in the pool and hold nothing: the lock
         # was transaction-scoped (a session lock would outlive the commit).
@@ -215,6 +218,17 @@ def run_two_workers(url: str, memory_id: str, tmp_path: Path, env: dict[str, str
     return [json.loads(out.read_text()) for out in outs]
 
 
+def memory_lock_holders(url: str, memory_id: str) -> list[tuple[Any, ...]]:
+    """Backends holding or awaiting the memory's advisory lock (the two-int key the store uses)."""
+    hi, lo = _int32_pair(advisory_key(memory_id))
+    with psycopg.connect(libpq_url(url)) as conn:
+        return conn.execute(
+            "SELECT pid, granted FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 "
+            "AND classid = %s AND objid = %s",
+            (hi & 0xFFFFFFFF, lo & 0xFFFFFFFF),
+        ).fetchall()
+
+
 def check_no_interleaving(url: str, memory_id: str, spans: list[Any]) -> None:
     """Extraction spans of the two workers never overlap; every turn's fact is stored exactly once."""
     for a_start, a_end in spans[0]:
@@ -236,9 +250,7 @@ def test_two_processes_running_the_lifecycle_on_one_memory_never_interleave(
     memory_id = f"procs-{uuid.uuid4().hex[:8]}"
     spans = run_two_workers(pg_url, memory_id, tmp_path)
     check_no_interleaving(pg_url, memory_id, spans)
-    with psycopg.connect(libpq_url(pg_url)) as conn:
-        left = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()
-    assert left == (0,)
+    assert memory_lock_holders(pg_url, memory_id) == []
 
 
 def test_pool_sizes_follow_the_environment(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
