@@ -153,6 +153,11 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
             # empty database.
             poolclass=StaticPool if memory else None,
             connect_args={"check_same_thread": False, "timeout": _BUSY_TIMEOUT_MS / 1000},
+            # A file database: 5 connections kept, any number more while threads need them. A
+            # lifecycle run keeps one for its duration, model calls included, so a bounded pool
+            # (SQLAlchemy's 5 + 10) capped a replay's --model-concurrency at 15 per process; the
+            # write gate, not the pool, serializes writers.
+            **({} if memory else {"pool_size": 5, "max_overflow": -1}),
         )
         _install_sqlite_hooks(engine, wal=not memory)
         return engine

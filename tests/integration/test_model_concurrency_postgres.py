@@ -75,3 +75,24 @@ def test_a_persistent_429_stops_one_memory_and_a_rerun_finishes_it_on_postgresql
         Replayer(mem.lifecycle, group_by="user", batch_messages=2, pacing=pacing).run([archive])
         assert all(fully_extracted(mem.store, u) for u in users)
         assert mem.store.count_messages(limited) == 6  # each message once
+
+
+def test_more_calls_than_the_postgresql_pool_holds_are_reported(
+    pg_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from convmem_graph.store.engine import pool_settings
+
+    pools = pool_settings()
+    room = pools.store_size + pools.store_overflow  # each run in progress keeps one (its transaction)
+    archive = write_archive(tmp_path / "archive", _users()[:1], sessions=1)
+    with ConvMemory.open(pg_url, model=InFlightFake(), config=CONFIG) as mem:
+        with caplog.at_level("WARNING", logger="convmem_graph.replay"):
+            Replayer(mem.lifecycle, group_by="user", pacing=ModelPacing(concurrency=room + 1)).run([archive])
+        assert (
+            f"{room + 1} model calls at once asked, but the store's connection pool holds {room}"
+            in caplog.text
+        )
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="convmem_graph.replay"):
+            Replayer(mem.lifecycle, group_by="user", pacing=ModelPacing(concurrency=room)).run([archive])
+        assert "connection pool" not in caplog.text

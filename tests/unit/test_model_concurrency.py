@@ -24,7 +24,7 @@ from convmem_graph.extractors.chat_models import make_chat_model
 from convmem_graph.extractors.llm import LLMExtractor
 from convmem_graph.extractors.pacing import ModelGate, ModelPacing, RateLimitedError, retry_after_seconds
 from convmem_graph.models import Message
-from convmem_graph.replay import Replayer
+from convmem_graph.replay import Replayer, _pool_room
 from convmem_graph.store import MemoryStore
 from tests.fakes.concurrent_chat import (
     EMPTY_ANSWER,
@@ -82,23 +82,31 @@ def test_the_extractor_gets_its_gate_back_after_the_replay(tmp_path: Path) -> No
     store.close()
 
 
-def test_more_calls_than_the_store_pool_holds_are_reported(
+def test_a_sqlite_file_store_lets_32_calls_be_in_flight(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    archive = write_archive(tmp_path / "archive", USERS[:1], sessions=1)
-    store = MemoryStore.from_url(str(tmp_path / "pool.db"))  # SQLAlchemy's QueuePool: 5 + 10
+    users = [f"user{i:02d}" for i in range(34)]
+    archive = write_archive(tmp_path / "archive", users, sessions=1)
+    store = MemoryStore.from_url(str(tmp_path / "pool.db"))
+    assert _pool_room(store) is None  # each run in progress keeps a connection: the pool must not cap K
+    chat = InFlightFake(hold_until=32)
     with caplog.at_level("WARNING", logger="convmem_graph.replay"):
-        Replayer(
-            llm_lifecycle(store, InFlightFake()), group_by="user", pacing=ModelPacing(concurrency=16)
-        ).run([archive])
-    assert "16 model calls at once asked, but the store's connection pool holds 15" in caplog.text
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="convmem_graph.replay"):
-        Replayer(
-            llm_lifecycle(store, InFlightFake()), group_by="user", pacing=ModelPacing(concurrency=15)
-        ).run([archive])
+        Replayer(llm_lifecycle(store, chat), group_by="user", pacing=ModelPacing(concurrency=32)).run(
+            [archive]
+        )
+    assert chat.state["peak"] == 32
     assert "connection pool" not in caplog.text
+    assert all(fully_extracted(store, u) for u in users)
     store.close()
+
+
+def test_a_bounded_pool_is_measured() -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import QueuePool
+
+    engine = create_engine("sqlite://", poolclass=QueuePool, pool_size=2, max_overflow=3)
+    assert _pool_room(SimpleNamespace(engine=engine)) == 5  # type: ignore[arg-type]
+    engine.dispose()
 
 
 # ------------------------------------------------------------------ rpm / tpm on a fake clock
@@ -392,10 +400,10 @@ def test_convmem_replay_model_concurrency_against_the_fake_server(
                 str(processes),
             ]
         )
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert json.loads(out)["new_messages"] == 2 * 2 * len(USERS)
-    assert max(seen) <= 3  # never more than K at the server
+    out, err = capsys.readouterr()
+    assert code == 0, (out, err)
+    assert json.loads(out)["new_messages"] == 2 * 2 * len(USERS), out
+    assert max(seen) <= 3, seen  # never more than K at the server
     store = MemoryStore.from_url(db)
     assert all(fully_extracted(store, u) for u in USERS)
     store.close()
