@@ -197,6 +197,7 @@ def phase_pg(archive: Path, workdir: Path, queue: Any, concurrency: int, url: st
 
     import psycopg
 
+    from convmem_graph.config import MemoryConfig
     from convmem_graph.replay import replay_in_processes
     from convmem_graph.store import MemoryStore
     from convmem_graph.store.urls import libpq_url
@@ -208,7 +209,9 @@ def phase_pg(archive: Path, workdir: Path, queue: Any, concurrency: int, url: st
     try:
         MemoryStore.from_url(db_url).close()  # create the schema once, before the workers race to
         started = time.perf_counter()
-        report = replay_in_processes(db_url, [archive], processes=concurrency, group_by="user")
+        report = replay_in_processes(
+            db_url, [archive], processes=concurrency, config=MemoryConfig(), group_by="user"
+        )
         seconds = time.perf_counter() - started
         with psycopg.connect(libpq_url(db_url)) as conn:
             stored = conn.execute("SELECT count(*) FROM cm_messages").fetchone()[0]  # type: ignore[index]

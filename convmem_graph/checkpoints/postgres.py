@@ -14,6 +14,7 @@ import functools
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -33,8 +34,6 @@ _INSTALL_HINT = (
     "PostgreSQL checkpoints need the postgres extra: pip install 'convmem-graph[postgres]' "
     "(langgraph-checkpoint-postgres, psycopg, psycopg-pool)"
 )
-#: Tries of a checkpoint setup that keeps racing with other processes' setups.
-_SETUP_ATTEMPTS = 10
 _setup_done: set[str] = set()
 _setup_guard = threading.Lock()
 
@@ -105,29 +104,65 @@ def _setup_needed(pool: Any, saver: Any) -> bool:
     return row is None or row["v"] is None or int(row["v"]) < len(saver.MIGRATIONS) - 1
 
 
-def _setup(pool: Any, saver: Any) -> None:
-    """Run the saver's migrations unless they are all applied; tolerate a concurrent setup.
+_LEASE_TABLE = "convmem_setup_leases"
+_LEASE_NAME = "checkpoint-setup"
+#: A holder that died mid-setup gives its lease up after this long.
+_LEASE_SECONDS = 300
 
-    No lock: every migration is idempotent (``IF NOT EXISTS``), and two processes racing on the
-    same step make one of them fail on a unique key (a version row, a catalog entry); that one
-    starts over and finds the work done. A lock would have to be a session lock (``CREATE INDEX
-    CONCURRENTLY`` cannot run in a transaction and waits for every open transaction, a lock
-    holder's included), which a transaction-mode pooler cannot keep.
+
+@contextmanager
+def _setup_lease(pool: Any) -> Iterator[bool]:
+    """Hold the checkpoint-setup lease (a row with an expiry), or yield False when it is taken.
+
+    Not an advisory lock: a session lock does not survive a transaction-mode pooler, and a lock
+    held by an open transaction would make the setup's ``CREATE INDEX CONCURRENTLY`` wait for
+    it (the holder's own setup included). Every statement here is a short autocommit one.
     """
     import psycopg
 
-    races = (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject)
-    for attempt in range(_SETUP_ATTEMPTS):
-        if not _setup_needed(pool, saver):
-            return
+    owner = uuid.uuid4().hex
+    with pool.connection() as conn:
         try:
-            saver.setup()
-            return
-        except races:
-            if attempt == _SETUP_ATTEMPTS - 1:
-                raise
-            logger.debug("checkpoint setup raced with another process; trying again", exc_info=True)
-            time.sleep(0.05 * (attempt + 1))
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {_LEASE_TABLE} "
+                "(name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
+            )
+        except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+            pass  # another process created it at the same moment
+        row = conn.execute(
+            f"INSERT INTO {_LEASE_TABLE} AS l (name, owner, expires_at) "
+            "VALUES (%s, %s, now() + make_interval(secs => %s)) "
+            "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
+            "WHERE l.expires_at < now() RETURNING owner",
+            (_LEASE_NAME, owner, _LEASE_SECONDS),
+        ).fetchone()
+    held = row is not None and row["owner"] == owner
+    try:
+        yield held
+    finally:
+        if held:
+            with pool.connection() as conn:
+                release = f"DELETE FROM {_LEASE_TABLE} WHERE name = %s AND owner = %s"
+                conn.execute(release, (_LEASE_NAME, owner))
+
+
+def _setup(pool: Any, saver: Any) -> None:
+    """Run the saver's migrations unless they are all applied, one process at a time.
+
+    Processes starting together on a new database take turns through a lease row (see
+    :func:`_setup_lease`): two ``CREATE INDEX CONCURRENTLY`` on one table deadlock, and the loser
+    leaves an invalid index behind. A process that finds the migrations applied does nothing.
+    """
+    deadline = time.monotonic() + _LEASE_SECONDS + 60
+    while _setup_needed(pool, saver):
+        with _setup_lease(pool) as held:
+            if held:
+                if _setup_needed(pool, saver):
+                    saver.setup()
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError("checkpoint setup: another process kept the setup lease too long")
+        time.sleep(0.05)
 
 
 def postgres_checkpointer(url: str, *, max_size: int | None = None) -> PostgresSaver:
@@ -136,7 +171,7 @@ def postgres_checkpointer(url: str, *, max_size: int | None = None) -> PostgresS
     The pool's connections use autocommit and ``dict_row``, as the saver requires, and
     ``prepare_threshold=0``, or none when ``CONVMEM_PG_PREPARE_THRESHOLD=none`` (behind PgBouncer
     before 1.21 in transaction mode). ``setup()`` runs at most once per database URL and process,
-    only when a migration is missing, and copes with other processes setting up at the same time.
+    only when a migration is missing, one process at a time (a lease row, no session lock).
 
     Args:
         url: ``postgresql://`` (or ``postgresql+psycopg://``) URL.

@@ -219,6 +219,7 @@ def insert_messages(
     *,
     window_ms: int,
     replaced_rows: list[tuple[int, str]] | None = None,
+    new_rows: list[tuple[int, str]] | None = None,
 ) -> list[str]:
     """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
 
@@ -237,6 +238,8 @@ def insert_messages(
         window_ms: Cross-channel duplicate window in milliseconds.
         replaced_rows: When given, ``(seq, content)`` of every stored row deleted to be replaced
             is appended (the episodic index drops them).
+        new_rows: On PostgreSQL, when given, ``(seq, content)`` of every row inserted is
+            appended, in seq order (the insert returns them; no second read).
 
     Returns:
         The ids inserted, in seq order.
@@ -314,7 +317,14 @@ def insert_messages(
             replaced_rows.extend(old_rows[mid] for mid in sorted(replace))
         for rpart in chunked(sorted(replace)):
             conn.execute(delete(messages).where(messages.c.memory_id == memory_id, messages.c.id.in_(rpart)))
-    if rows:
+    if rows and conn.dialect.name == "postgresql":
+        # One statement for the whole batch (a row per array element): one round trip and one
+        # executor run on the server instead of one per row.
+        columns = tuple(list(column) for column in zip(*rows, strict=True))
+        returned = conn.exec_driver_sql(_PG_INSERT_SQL, columns).all()
+        if new_rows is not None:
+            new_rows.extend(sorted((int(seq), content) for seq, content in returned))
+    elif rows:
         # Straight to the driver's executemany: SQLAlchemy's per-row parameter processing cost
         # more than SQLite's own insert work for large batches.
         conn.exec_driver_sql(_insert_sql(conn.dialect.paramstyle), rows)
@@ -337,6 +347,23 @@ _INSERT_COLUMNS = (
     "original",
     "metadata",
     "content_hash",
+)
+
+
+#: PostgreSQL type of each of ``_INSERT_COLUMNS`` (the array each column is sent as).
+_PG_TYPES = (
+    "text", "text", "text", "text", "text", "text", "bigint", "bigint", "text", "text",
+    "boolean", "boolean", "text", "text", "bigint",
+)  # fmt: skip
+#: Rows in array order, so seqs follow the batch's order; ``metadata`` travels as text.
+_PG_SELECTED = ", ".join(
+    f"r.c{i}::json" if column == "metadata" else f"r.c{i}" for i, column in enumerate(_INSERT_COLUMNS)
+)
+_PG_INSERT_SQL = (
+    f"INSERT INTO {messages.name} ({', '.join(_INSERT_COLUMNS)}) SELECT {_PG_SELECTED} "
+    f"FROM unnest({', '.join(f'%s::{t}[]' for t in _PG_TYPES)}) WITH ORDINALITY "
+    f"AS r({', '.join(f'c{i}' for i in range(len(_INSERT_COLUMNS)))}, n) ORDER BY r.n "
+    "RETURNING seq, content"
 )
 
 

@@ -171,16 +171,20 @@ def index_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, s
         with a warning; they stay stored, just not searchable).
     """
     if conn.dialect.name == "postgresql":
-        prefix = _prefix(memory_id)
-        params_pg = [(seq, memory_id, prefix, episode_text(content)) for seq, content in rows]
-        if params_pg:
+        seqs: list[int] = []
+        texts: list[str] = []
+        for seq, content in rows:
+            seqs.append(seq)
+            texts.append(episode_text(content))
+        if seqs:
+            # One statement for the batch (a row per array element), not one per message.
             conn.exec_driver_sql(
-                f"INSERT INTO {EPISODE_TABLE} (seq, memory_id, terms) VALUES (%s, %s, "
-                "array_to_tsvector(ARRAY(SELECT %s || lexeme FROM unnest(to_tsvector('english', %s)))))"
-                " ON CONFLICT (seq) DO NOTHING",
-                params_pg,
+                f"INSERT INTO {EPISODE_TABLE} (seq, memory_id, terms) SELECT e.seq, %s, "
+                "array_to_tsvector(ARRAY(SELECT %s || lexeme FROM unnest(to_tsvector('english', e.body))))"
+                " FROM unnest(%s::bigint[], %s::text[]) AS e(seq, body) ON CONFLICT (seq) DO NOTHING",
+                (memory_id, _prefix(memory_id), seqs, texts),
             )
-        return len(params_pg)
+        return len(seqs)
     base = _bucket(memory_id) << _SEQ_BITS
     params: list[tuple[int, str]] = []
     for seq, content in rows:

@@ -489,15 +489,22 @@ class MemoryStore:
         prepared = prepare_messages(messages)
         with self._write(memory_id) as conn:
             self._ensure(conn, memory_id, now)
-            before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0) if index else 0
+            # PostgreSQL's insert returns the new rows' seqs; SQLite's executemany cannot.
+            returns = self.dialect == "postgresql"
+            before = 0
+            if index and not returns:
+                before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
             replaced: list[tuple[int, str]] = []
+            added: list[tuple[int, str]] = []
             inserted = insert_messages(
-                conn, memory_id, prepared, window_ms=dedupe_window_ms, replaced_rows=replaced
+                conn, memory_id, prepared, window_ms=dedupe_window_ms, replaced_rows=replaced, new_rows=added
             )
             # A replaced row's index entry goes whether or not this write indexes.
             delete_episodes(conn, memory_id, replaced)
             if inserted:
-                if index:
+                if index and returns:
+                    index_episodes(conn, memory_id, added)
+                elif index:
                     # This memory's writers take turns, so every seq above ``before`` is this batch's.
                     new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
                     index_episodes(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
