@@ -1,0 +1,69 @@
+"""Checkpoint tables set up by several processes at once on a new database: one at a time, no lock left."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from convmem_graph.store.urls import libpq_url
+from tests.integration.conftest import with_search_path
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+_SETUP = textwrap.dedent(
+    """
+    import sys, time
+    from convmem_graph.checkpoints import postgres_checkpointer
+
+    url, start_at = sys.argv[1], float(sys.argv[2])
+    while time.time() < start_at:
+        time.sleep(0.002)
+    saver = postgres_checkpointer(url)
+    saver.conn.close()
+    """
+)
+
+
+@pytest.fixture
+def fresh_url(pg_base_url: str) -> Iterator[str]:
+    schema = f"cm_setup_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield with_search_path(pg_base_url, schema)
+    finally:
+        with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def test_processes_setting_up_together_take_turns(fresh_url: str, tmp_path: Path) -> None:
+    script = tmp_path / "setup.py"
+    script.write_text(_SETUP, encoding="utf-8")
+    start_at = str(time.time() + 4.0)
+    procs = [
+        subprocess.Popen([sys.executable, str(script), fresh_url, start_at], stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+    with psycopg.connect(libpq_url(fresh_url)) as conn:
+        versions = conn.execute("SELECT count(*), max(v) FROM checkpoint_migrations").fetchone()
+        invalid = conn.execute(
+            "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE c.relnamespace = current_schema()::regnamespace AND NOT i.indisvalid"
+        ).fetchone()
+        leases = conn.execute("SELECT count(*) FROM convmem_setup_leases").fetchone()
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    migrations = len(PostgresSaver.MIGRATIONS)
+    assert versions == (migrations, migrations - 1)  # every migration recorded once
+    assert invalid == (0,)  # no index left half-built by a concurrent CREATE INDEX CONCURRENTLY
+    assert leases == (0,)  # the lease was given back
