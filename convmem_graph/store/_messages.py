@@ -254,13 +254,19 @@ def insert_messages(
     old_rows: dict[str, tuple[int, str]] = {}
     ids = list(unique)
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    pg = conn.dialect.name == "postgresql"
     for part in chunked(ids):
-        # Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups.
-        sql = (
-            f"SELECT id, partial, content, timestamp_ms, metadata, seq FROM {messages.name} "
-            f"WHERE memory_id = {mark} AND id IN ({', '.join([mark] * len(part))})"
-        )
-        for mid, partial, content, ts, meta, seq in conn.exec_driver_sql(sql, (memory_id, *part)):
+        # Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups. On
+        # PostgreSQL one array parameter: a query text of its own per list length cost psycopg
+        # about a millisecond to parse each time.
+        sql = f"SELECT id, partial, content, timestamp_ms, metadata, seq FROM {messages.name} "
+        if pg:
+            sql += "WHERE memory_id = %s AND id = ANY(%s::text[])"
+            found = conn.exec_driver_sql(sql, (memory_id, list(part)))
+        else:
+            sql += f"WHERE memory_id = {mark} AND id IN ({', '.join([mark] * len(part))})"
+            found = conn.exec_driver_sql(sql, (memory_id, *part))
+        for mid, partial, content, ts, meta, seq in found:
             msg = unique[mid]
             merged = _merge_same_id(msg, bool(partial), content or "", int(ts), _load_metadata(meta))
             if merged is None:
@@ -274,11 +280,14 @@ def insert_messages(
     seen: dict[int, list[_Seen]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})
     for hpart in chunked(wanted):
-        sql = (
-            f"SELECT id, role, channel, source, timestamp_ms, content_hash FROM {messages.name} "
-            f"WHERE memory_id = {mark} AND content_hash IN ({', '.join([mark] * len(hpart))})"
-        )
-        for rid, role, channel, source, ts, h in conn.exec_driver_sql(sql, (memory_id, *hpart)):
+        sql = f"SELECT id, role, channel, source, timestamp_ms, content_hash FROM {messages.name} "
+        if pg:
+            sql += "WHERE memory_id = %s AND content_hash = ANY(%s::bigint[])"
+            same = conn.exec_driver_sql(sql, (memory_id, list(hpart)))
+        else:
+            sql += f"WHERE memory_id = {mark} AND content_hash IN ({', '.join([mark] * len(hpart))})"
+            same = conn.exec_driver_sql(sql, (memory_id, *hpart))
+        for rid, role, channel, source, ts, h in same:
             if rid not in replace:
                 seen.setdefault(h, []).append(_Seen(role, channel, source, ts))
 
