@@ -10,9 +10,9 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, delete, func, inspect, select, text
 from sqlalchemy.engine import make_url
@@ -90,6 +90,9 @@ __all__ = ["MemoryStore"]
 logger = logging.getLogger(__name__)
 
 _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation across processes
+_T = TypeVar("_T")
+#: Kinds of the run's read cache (``MemoryStore._cached``).
+_CACHED = frozenset({"specs", "summary", "variables"})
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
 
 
@@ -282,7 +285,14 @@ class MemoryStore:
         locked.add(memory_id)
 
     @contextmanager
-    def _write(self, memory_id: str | None = None) -> Iterator[Connection]:
+    def _write(
+        self, memory_id: str | None = None, *, keeps: frozenset[str] = frozenset()
+    ) -> Iterator[Connection]:
+        """A write transaction (or a part of this thread's current one).
+
+        ``keeps`` names the kinds of the run's read cache (see :meth:`_cached`) this write cannot
+        change; every other kind cached for the memory (for all memories without one) is dropped.
+        """
         pinned: Connection | None = getattr(self._pin, "conn", None)
         if pinned is not None and getattr(self._pin, "writing", False):
             # A write inside a write of this thread joins it (a second transaction on one
@@ -295,6 +305,8 @@ class MemoryStore:
                 # Its statements so far stay in the enclosing transaction: a run must not commit them.
                 self._pin.interrupted = True
                 raise
+            finally:
+                self._forget(memory_id, keeps)
             return
         with self._serial, nullcontext(pinned) if pinned is not None else self.engine.connect() as conn:
             with self._gate.hold() if self._gate is not None else nullcontext():
@@ -339,6 +351,30 @@ class MemoryStore:
         """Reset the per-transaction bookkeeping of this thread for a new transaction on ``conn``."""
         self._pin.locked = set()
         self._pin.ensured = (conn, set())
+
+    def _cached(self, kind: str, memory_id: str, load: Callable[[Connection], _T]) -> _T:
+        """Read ``kind`` of a memory through the run's cache when this thread is in a PostgreSQL run.
+
+        Inside a run's transaction nobody else can change the memory (other writers wait for its
+        lock, and its uncommitted rows are its own), so a read answers for the whole run until one
+        of the run's own writes drops it (``_write(keeps=...)``). Outside a run: a plain read.
+        Values are shared between callers: treat them as read-only.
+        """
+        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        if cache is not None and (kind, memory_id) in cache:
+            return cast(_T, cache[(kind, memory_id)])
+        with self._read() as conn:
+            value = load(conn)
+        if cache is not None and getattr(self._pin, "writing", False):
+            cache[(kind, memory_id)] = value
+        return value
+
+    def _forget(self, memory_id: str | None, keeps: frozenset[str]) -> None:
+        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        if not cache:
+            return
+        for key in [k for k in cache if (memory_id is None or k[1] == memory_id) and k[0] not in keeps]:
+            del cache[key]
 
     def _touch(self, conn: Connection, memory_id: str, now: int, *, facts_dirty: int | None = None) -> None:
         # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds
@@ -487,7 +523,7 @@ class MemoryStore:
             raise ValueError("dedupe_window_ms must be >= 0")
         now = _now()
         prepared = prepare_messages(messages)
-        with self._write(memory_id) as conn:
+        with self._write(memory_id, keeps=_CACHED) as conn:
             self._ensure(conn, memory_id, now)
             # PostgreSQL's insert returns the new rows' seqs; SQLite's executemany cannot.
             returns = self.dialect == "postgresql"
@@ -927,7 +963,7 @@ class MemoryStore:
             without effect count as ``noop``.
         """
         _check_id(memory_id)
-        with self._write(memory_id) as conn:
+        with self._write(memory_id, keeps=_CACHED) as conn:
             self._ensure(conn, memory_id, now_ms)
             writer = FragmentWriter(conn, memory_id, now_ms)
             counts = writer.apply(ops)
@@ -997,8 +1033,11 @@ class MemoryStore:
 
     def get_specs(self, memory_id: str) -> list[VariableSpec]:
         """Return the specs defined for a memory, in definition order (empty if none)."""
-        with self._read() as conn:
+
+        def load(conn: Connection) -> list[VariableSpec]:
             return [var.row_to_spec(r) for r in conn.execute(Q.SPECS, {"mid": memory_id})]
+
+        return list(self._cached("specs", memory_id, load))
 
     def delete_spec(self, memory_id: str, name: str) -> None:
         """Remove a variable spec (stored values stay)."""
@@ -1009,15 +1048,16 @@ class MemoryStore:
             if conn.execute(stmt).rowcount:
                 self._touch(conn, memory_id, _now())
 
+    def _stored_values(self, memory_id: str) -> dict[tuple[str, str], VariableValue]:
+        return self._cached("variables", memory_id, lambda conn: var.read_values(conn, memory_id))
+
     def get_variables(self, memory_id: str) -> dict[str, VariableValue]:
         """Return the effective value of each variable: the manual one wins over the inferred one."""
-        with self._read() as conn:
-            return var.effective_values(var.read_values(conn, memory_id))
+        return var.effective_values(self._stored_values(memory_id))
 
     def inferred_variables(self, memory_id: str) -> dict[str, VariableValue]:
         """Return the stored inferred values (manual values left out, even where they win)."""
-        with self._read() as conn:
-            stored = var.read_values(conn, memory_id)
+        stored = self._stored_values(memory_id)
         return {name: v for (name, origin), v in stored.items() if origin == "inferred"}
 
     def set_manual_variable(
@@ -1108,7 +1148,7 @@ class MemoryStore:
         """
         _check_id(memory_id)
         changed: list[str] = []
-        with self._write(memory_id) as conn:
+        with self._write(memory_id, keeps=frozenset({"specs", "summary"})) as conn:
             self._ensure(conn, memory_id, now_ms)
             stored = var.read_values(conn, memory_id)
             entries: list[dict[str, Any]] = []
@@ -1181,8 +1221,9 @@ class MemoryStore:
     # -- summary --------------------------------------------------------------------------------
     def get_summary(self, memory_id: str) -> Summary | None:
         """Return the current summary of a memory, if any."""
-        with self._read() as conn:
-            row = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
+        row = self._cached(
+            "summary", memory_id, lambda conn: conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
+        )
         if row is None:
             return None
         return Summary(
@@ -1211,7 +1252,7 @@ class MemoryStore:
         moves the cursor and the covered time.
         """
         _check_id(memory_id)
-        with self._write(memory_id) as conn:
+        with self._write(memory_id, keeps=frozenset({"specs", "variables"})) as conn:
             self._ensure(conn, memory_id, now_ms)
             old = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
             version = 1 if old is None else (old.version if old.text == text else old.version + 1)
@@ -1237,7 +1278,7 @@ class MemoryStore:
         if snapshot.memory_id != memory_id:
             raise ValueError(f"snapshot of memory {snapshot.memory_id!r} cannot be saved under {memory_id!r}")
         row = {"memory_id": memory_id, "data": snapshot.model_dump_json(), "updated_at": now_ms}
-        with self._write(memory_id) as conn:
+        with self._write(memory_id, keeps=_CACHED) as conn:
             self._ensure(conn, memory_id, now_ms)
             execute_upsert(conn, snapshots, ("memory_id",), row)
 
@@ -1284,7 +1325,7 @@ class MemoryStore:
             "path": path or "$",
             "created_at": _now(),
         }
-        with self._write(memory_id) as conn:
+        with self._write(memory_id, keeps=_CACHED) as conn:
             inserted = conn.execute(insert_ignore(self.dialect, dead_letters), row).rowcount == 1
         if inserted:
             logger.warning("dead letter from %s at %s: %s", source, path or "$", error)
@@ -1359,7 +1400,7 @@ class MemoryStore:
                 conn.rollback()  # an unfinished read's implicit transaction
             txn = conn.begin()
             self._begun(conn)
-            pin.writing, pin.interrupted = True, False
+            pin.writing, pin.interrupted, pin.cache = True, False, {}
             try:
                 self._lock_in(conn, memory_id)
                 yield
@@ -1371,7 +1412,7 @@ class MemoryStore:
                 pin.writing = False
                 txn.commit()
             finally:
-                pin.writing, pin.locked, pin.interrupted = False, set(), False
+                pin.writing, pin.locked, pin.interrupted, pin.cache = False, set(), False, None
 
     def _end_failed_run(self, conn: Connection, txn: Any, memory_id: str) -> None:
         """Commit what the completed store calls of a failed block wrote, or roll it all back."""

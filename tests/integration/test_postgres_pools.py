@@ -268,3 +268,41 @@ def test_pool_sizes_follow_the_environment(pg_url: str, monkeypatch: pytest.Monk
             assert conn.connection.driver_connection.prepare_threshold is None  # type: ignore[union-attr]
         with saver.conn.connection() as raw:
             assert raw.prepare_threshold is None
+
+
+def test_reads_inside_a_run_are_cached_until_the_run_writes_them(pg_url: str) -> None:
+    from convmem_graph.models import VariableGuess, VariableSpec
+
+    memory_id = f"cache-{uuid.uuid4().hex[:8]}"
+    store = MemoryStore.from_url(pg_url)
+    statements: list[str] = []
+
+    def on_execute(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", on_execute)
+    try:
+        store.define_variables(memory_id, [VariableSpec(name="city")])
+        with store.memory_lock(memory_id):
+            assert [s.name for s in store.get_specs(memory_id)] == ["city"]
+            assert store.get_variables(memory_id) == {} and store.get_summary(memory_id) is None
+            before = len(statements)
+            store.get_specs(memory_id), store.get_variables(memory_id), store.get_summary(memory_id)
+            assert len(statements) == before  # answered by the run's cache
+            # The run's own writes drop what they change.
+            store.define_variables(memory_id, [VariableSpec(name="city"), VariableSpec(name="pet")])
+            assert [s.name for s in store.get_specs(memory_id)] == ["city", "pet"]
+            store.commit_inferred_variables(memory_id, {"city": VariableGuess(value="Hangzhou")}, now_ms=1)
+            assert store.get_variables(memory_id)["city"].value == "Hangzhou"
+            store.commit_summary(
+                memory_id, "lives in Hangzhou", tokens=3, covers_until_ms=1, upto_seq=0, now_ms=1
+            )
+            assert store.get_summary(memory_id).text == "lives in Hangzhou"  # type: ignore[union-attr]
+        # Outside a run every read goes to the database.
+        before = len(statements)
+        store.get_specs(memory_id)
+        store.get_specs(memory_id)
+        assert len(statements) == before + 2
+    finally:
+        store.delete_memory(memory_id)
+        store.close()
