@@ -207,19 +207,24 @@ def _is_postgres(saver: BaseCheckpointSaver[Any]) -> bool:
     return isinstance(saver, PostgresSaver)
 
 
-# Candidates: every checkpoint of the thread, and the metadata of the newest (DeltaChannel check).
-_PG_LIST_SQL = """
-SELECT checkpoint_ns, checkpoint_id,
-       CASE WHEN checkpoint_id = max(checkpoint_id) OVER () THEN metadata::text END AS meta
-FROM checkpoints WHERE thread_id = %(thread)s
-"""
-
-# One statement removes the doomed checkpoints, their pending writes and the blobs no kept
-# checkpoint of their namespace references, and unlinks kept children of doomed parents. Every
-# part reads the same snapshot, so "kept" is "not doomed", computed from it.
+# One statement: rank the thread's checkpoints per namespace (ids are UUIDv6: their text order is
+# their creation order), refuse when the newest one belongs to a DeltaChannel graph (nothing is
+# deleted then), and otherwise remove those past ``keep`` with their pending writes and the blobs
+# no kept checkpoint of their namespace references, unlinking kept children of removed parents.
+# Every part reads the same snapshot, so "kept" is "not doomed", computed from it.
 _PG_PRUNE_SQL = """
-WITH doomed AS (
-    SELECT d.ns, d.id FROM unnest(%(ns)s::text[], %(ids)s::text[]) AS d(ns, id)
+WITH ranked AS (
+    SELECT checkpoint_ns AS ns, checkpoint_id AS id,
+           row_number() OVER (PARTITION BY checkpoint_ns ORDER BY checkpoint_id DESC) AS rank,
+           checkpoint_id = max(checkpoint_id) OVER () AS newest,
+           metadata::text AS meta
+    FROM checkpoints WHERE thread_id = %(thread)s
+),
+refused AS (
+    SELECT 1 FROM ranked WHERE newest AND (meta LIKE %(marker_a)s OR meta LIKE %(marker_b)s)
+),
+doomed AS (
+    SELECT ns, id FROM ranked WHERE rank > %(keep)s AND NOT EXISTS (SELECT 1 FROM refused)
 ),
 gone_writes AS (
     DELETE FROM checkpoint_writes w USING doomed d
@@ -248,30 +253,33 @@ kept AS (
       AND NOT EXISTS (
           SELECT 1 FROM doomed x WHERE x.ns = c.checkpoint_ns AND x.id = c.checkpoint_id
       )
+),
+gone_blobs AS (
+    DELETE FROM checkpoint_blobs b USING freed f
+    WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = f.ns AND b.channel = f.channel
+      AND b.version = f.version
+      AND NOT EXISTS (
+          SELECT 1 FROM kept k WHERE k.ns = f.ns AND k.channel = f.channel AND k.version = f.version
+      )
 )
-DELETE FROM checkpoint_blobs b USING freed f
-WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = f.ns AND b.channel = f.channel
-  AND b.version = f.version
-  AND NOT EXISTS (
-      SELECT 1 FROM kept k WHERE k.ns = f.ns AND k.channel = f.channel AND k.version = f.version
-  )
+SELECT (SELECT count(*) FROM doomed) AS deleted, EXISTS (SELECT 1 FROM refused) AS refused
 """
 
 
 def _prune_postgres(saver: Any, thread_id: str, keep: int) -> int:
-    # Two round trips: list, then one statement (nothing at all when there is nothing to cut).
-    # Inside a lifecycle run the saver's cursor is on the run's transaction; elsewhere the
-    # statement is atomic by itself in autocommit.
+    # One round trip. Inside a lifecycle run the saver's cursor is on the run's transaction;
+    # elsewhere the statement is atomic by itself in autocommit.
+    params = {
+        "thread": thread_id,
+        "keep": keep,
+        "marker_a": f"%{_DELTA_MARKERS[0]}%",
+        "marker_b": f"%{_DELTA_MARKERS[1]}%",
+    }
     with saver._cursor() as cur:
         if saver.pipe:
             # A statement must not be absorbed by what was queued in pipeline mode before it.
             saver.pipe.sync()
-        rows = cur.execute(_PG_LIST_SQL, {"thread": thread_id}).fetchall()
-        doomed = _doomed(((r["checkpoint_ns"], r["checkpoint_id"]) for r in rows), keep)
-        if not doomed:
-            return 0
-        _refuse_delta(thread_id, (r["meta"] for r in rows if r["meta"] is not None))
-        pairs = [(ns, cid) for ns, ids in doomed.items() for cid in ids]
-        params = {"thread": thread_id, "ns": [p[0] for p in pairs], "ids": [p[1] for p in pairs]}
-        cur.execute(_PG_PRUNE_SQL, params)
-    return len(pairs)
+        row = cur.execute(_PG_PRUNE_SQL, params).fetchone()
+    if row is not None and row["refused"]:
+        raise NotImplementedError(f"thread {thread_id!r} uses a DeltaChannel: its history cannot be pruned")
+    return int(row["deleted"]) if row is not None else 0

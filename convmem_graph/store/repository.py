@@ -1148,9 +1148,13 @@ class MemoryStore:
         """
         _check_id(memory_id)
         changed: list[str] = []
+        # The values as they will be after this write, for the run's cache (a later read is free).
+        after: dict[tuple[str, str], VariableValue] | None = None
         with self._write(memory_id, keeps=frozenset({"specs", "summary"})) as conn:
             self._ensure(conn, memory_id, now_ms)
-            stored = var.read_values(conn, memory_id)
+            in_run = getattr(self._pin, "cache", None) is not None
+            stored = self._stored_values(memory_id) if in_run else var.read_values(conn, memory_id)
+            after = dict(stored) if in_run else None
             entries: list[dict[str, Any]] = []
             for name in sorted(guesses):
                 var.check_name(name)
@@ -1167,9 +1171,6 @@ class MemoryStore:
                     "updated_at": now_ms,
                 }
                 execute_upsert(conn, variables, ("memory_id", "name", "origin"), row)
-                if old is not None and old.value == guess.value:
-                    continue
-                changed.append(name)
                 new = VariableValue(
                     name=name,
                     value=guess.value,
@@ -1177,6 +1178,11 @@ class MemoryStore:
                     fragment_ids=guess.fragment_ids,
                     updated_at=now_ms,
                 )
+                if after is not None:
+                    after[(name, "inferred")] = new
+                if old is not None and old.value == guess.value:
+                    continue
+                changed.append(name)
                 cause = f"inferred from fragments [{', '.join(guess.fragment_ids)}]"
                 if (name, "manual") in stored:
                     cause += "; the manual value stays effective"
@@ -1197,6 +1203,8 @@ class MemoryStore:
                 if old is None:
                     continue
                 var.delete_value(conn, memory_id, name, "inferred")
+                if after is not None:
+                    after.pop((name, "inferred"), None)
                 changed.append(name)
                 entries.append(
                     audit_row(
@@ -1216,6 +1224,9 @@ class MemoryStore:
                 self._touch(conn, memory_id, now_ms, facts_dirty=0)
             else:
                 conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 0})
+        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        if after is not None and cache is not None:
+            cache[("variables", memory_id)] = after
         return changed
 
     # -- summary --------------------------------------------------------------------------------

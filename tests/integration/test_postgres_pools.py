@@ -306,3 +306,26 @@ def test_reads_inside_a_run_are_cached_until_the_run_writes_them(pg_url: str) ->
     finally:
         store.delete_memory(memory_id)
         store.close()
+
+
+def test_pruning_in_one_statement_refuses_delta_channel_threads(pg_url: str) -> None:
+    from convmem_graph.checkpoints import postgres_checkpointer, prune_checkpoints
+    from tests.unit.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
+
+    saver = postgres_checkpointer(pg_url)
+    thread = f"delta-{uuid.uuid4().hex[:8]}"
+    try:
+        app = build_counter_graph(saver)
+        for _ in range(2):
+            app.invoke({"fail": False}, cfg(thread))
+        with psycopg.connect(libpq_url(pg_url), autocommit=True) as conn:
+            conn.execute(
+                "UPDATE checkpoints SET metadata = %s::jsonb WHERE thread_id = %s",
+                ('{"counters_since_delta_snapshot": {"ids": 1}}', thread),
+            )
+        with pytest.raises(NotImplementedError, match="DeltaChannel"):
+            prune_checkpoints(saver, thread, keep=1)
+        assert len(checkpoint_ids(saver, thread)) == 8  # nothing deleted
+    finally:
+        saver.delete_thread(thread)
+        saver.conn.close()  # type: ignore[union-attr]
