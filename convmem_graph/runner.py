@@ -33,7 +33,9 @@ logger = logging.getLogger(__name__)
 
 #: "sync" persists every step before the next starts (a crashed run can be inspected and resumed
 #: from its checkpoint); "exit" writes only the final state (about 3x cheaper per run, used for
-#: batch replay, where the store's own per-step transactions are the durable record anyway).
+#: batch replay, where the store's own per-step transactions are the durable record anyway). On
+#: PostgreSQL with the checkpoints in the store's database a run is one transaction, so its
+#: per-step checkpoints could never be seen: such runs always use "exit" (see ``Lifecycle.run``).
 Durability = Literal["sync", "async", "exit"]
 
 

@@ -15,7 +15,22 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from sqlalchemy import BindParameter, Connection, Row, and_, bindparam, case, false, func, or_, select
+from sqlalchemy import (
+    BindParameter,
+    CompoundSelect,
+    Connection,
+    Row,
+    and_,
+    bindparam,
+    case,
+    desc,
+    false,
+    func,
+    literal,
+    or_,
+    select,
+    union_all,
+)
 
 from convmem_graph.store.schema import fragments
 
@@ -29,7 +44,9 @@ __all__ = [
     "STRONGEST",
     "STRONGEST_OF_KIND",
     "ACTIVE_IN_RANGE",
+    "PG_RELATED",
     "key_range",
+    "pg_context",
     "prefix_rows",
 ]
 
@@ -48,6 +65,17 @@ ACTIVE_BY_HASH = select(fragments).where(_ACTIVE, _F.norm_hash.in_(bindparam("ha
 
 #: Active facts with one of the canonical keys ``ckeys``.
 ACTIVE_BY_CKEY = select(fragments).where(_ACTIVE, _F.ckey.in_(bindparam("ckeys", expanding=True)))
+
+#: PostgreSQL: both lookups above in one round trip (``arm`` 1: by key, 2: by content hash; the
+#: order within an arm does not matter: reconciliation sorts the facts itself).
+PG_RELATED = union_all(
+    select(literal(1).label("arm"), fragments).where(
+        _ACTIVE, _F.ckey.in_(bindparam("ckeys", expanding=True))
+    ),
+    select(literal(2).label("arm"), fragments).where(
+        _ACTIVE, _F.norm_hash.in_(bindparam("hashes", expanding=True))
+    ),
+).order_by("arm")
 
 #: The ``limit`` most recently updated active facts (what an extractor is shown as context).
 RECENTLY_UPDATED = (
@@ -125,3 +153,39 @@ def prefix_rows(
             if row.expires_at is not None and row.expires_at <= now_ms and (durable_only or row.transient):
                 continue
             yield row
+
+
+_PG_CONTEXT: dict[tuple[bool, int], CompoundSelect[Any]] = {}
+
+
+def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
+    """PostgreSQL: the reads of ``MemoryStore.context_fragments`` in one round trip.
+
+    Arm 0 is :data:`RECENTLY_UPDATED` (when ``newest``), arm ``k`` (1-based) the ``k``-th prefix
+    range of :data:`RECENTLY_UPDATED_IN_RANGE` (parameters ``lo{k}``, ``hi{k}``); built once per shape.
+    """
+    shape = (newest, prefixes)
+    stmt = _PG_CONTEXT.get(shape)
+    if stmt is None:
+        order = (_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+        arms = []
+        if newest:
+            arms.append(
+                select(literal(0).label("arm"), fragments)
+                .where(_ACTIVE)
+                .order_by(*order)
+                .limit(bindparam("limit"))
+            )
+        for k in range(1, prefixes + 1):
+            arms.append(
+                select(literal(k).label("arm"), fragments)
+                .where(_ACTIVE, _F.ckey >= bindparam(f"lo{k}"), _F.ckey < bindparam(f"hi{k}"))
+                .order_by(*order)
+                .limit(bindparam("per_prefix"))
+            )
+        # Within an arm, the arm's own order (a sort on the union's output columns, not trust in
+        # how the arms are appended).
+        union = union_all(*[a.subquery().select() for a in arms])
+        stmt = union.order_by("arm", desc("updated_at"), desc("created_at"), desc("id"))
+        _PG_CONTEXT[shape] = stmt
+    return stmt

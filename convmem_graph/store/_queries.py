@@ -95,6 +95,16 @@ PG_TOUCH = text(
     f"UPDATE {memories.name} SET updated_at = :now, "
     "facts_dirty = COALESCE(CAST(:dirty AS INTEGER), facts_dirty) WHERE memory_id = :mid"
 )
+#: PostgreSQL: a committed extraction in one round trip: move the cursor, stamp the memory when
+#: anything changed (dropping the snapshot when facts did) and set ``facts_dirty`` (NULL keeps it).
+#: Every SET expression reads the row as it was.
+PG_EXTRACTED = text(
+    f"WITH gone AS (DELETE FROM {snapshots.name} WHERE memory_id = :mid AND CAST(:changed AS BOOLEAN)) "
+    f"UPDATE {memories.name} SET extracted_seq = GREATEST(extracted_seq, :upto), "
+    "updated_at = CASE WHEN CAST(:changed AS BOOLEAN) OR extracted_seq < :upto "
+    "THEN :now ELSE updated_at END, "
+    "facts_dirty = COALESCE(CAST(:dirty AS INTEGER), facts_dirty) WHERE memory_id = :mid"
+)
 SET_FACTS_DIRTY = (
     update(memories).where(memories.c.memory_id == _MEMORY).values(facts_dirty=bindparam("dirty"))
 )

@@ -729,6 +729,13 @@ class MemoryStore:
         ckeys = sorted({canonical_key(k) for k in keys})
         hashes = sorted({norm_hash(c) for c in contents})
         found: dict[str, Fragment] = {}
+        if self.dialect == "postgresql":
+            # One round trip for both index lookups (each arm is still one).
+            with self._read() as conn:
+                for r in conn.execute(FQ.PG_RELATED, {"mid": memory_id, "ckeys": ckeys, "hashes": hashes}):
+                    if r.id not in found:
+                        found[r.id] = row_to_fragment(r)
+            return list(found.values())
         with self._read() as conn:
             # Two statements, not one with OR: each is then an index lookup.
             for r in conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys}):
@@ -747,6 +754,17 @@ class MemoryStore:
         look up known pets and plans), whatever the size of the memory.
         """
         found: dict[str, Fragment] = {}
+        ranges = [FQ.key_range(p) for p in prefixes] if per_prefix > 0 else []
+        if self.dialect == "postgresql" and (limit > 0 or ranges):
+            # One round trip for every range (arms in the order below: newest, then by prefix).
+            params: dict[str, Any] = {"mid": memory_id, "limit": limit, "per_prefix": per_prefix}
+            for k, (lo, hi) in enumerate(ranges, start=1):
+                params[f"lo{k}"], params[f"hi{k}"] = lo, hi
+            with self._read() as conn:
+                for r in conn.execute(FQ.pg_context(limit > 0, len(ranges)), params):
+                    if r.id not in found:
+                        found[r.id] = row_to_fragment(r)
+            return list(found.values())
         with self._read() as conn:
             if limit > 0:
                 for r in conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit}):
@@ -969,9 +987,13 @@ class MemoryStore:
             counts = writer.apply(ops)
             changed = writer.changed
             writer.flush()
+            facts = bool(counts["add"] or counts["update"] or counts["supersede"])
+            if self.dialect == "postgresql":
+                params = {"mid": memory_id, "upto": upto_seq, "now": now_ms, "changed": changed}
+                conn.execute(Q.PG_EXTRACTED, params | {"dirty": 1 if changed and facts else None})
+                return counts
             cursor = conn.execute(Q.ADVANCE_EXTRACTED, {"mid": memory_id, "upto": upto_seq})
             if changed:
-                facts = bool(counts["add"] or counts["update"] or counts["supersede"])
                 self._touch(conn, memory_id, now_ms, facts_dirty=1 if facts else None)
             elif cursor.rowcount:
                 conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
