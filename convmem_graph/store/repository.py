@@ -57,6 +57,7 @@ from convmem_graph.store.engine import (
     create_store_engine,
     execute_upsert,
     insert_ignore,
+    upsert,
 )
 from convmem_graph.store.episodes import (
     delete_episodes,
@@ -1178,21 +1179,23 @@ class MemoryStore:
             stored = self._stored_values(memory_id) if in_run else var.read_values(conn, memory_id)
             after = dict(stored) if in_run else None
             entries: list[dict[str, Any]] = []
+            upserts: list[dict[str, Any]] = []
             for name in sorted(guesses):
                 var.check_name(name)
                 guess = guesses[name]
                 old = stored.get((name, "inferred"))
                 if old is not None and old.value == guess.value and old.fragment_ids == guess.fragment_ids:
                     continue
-                row = {
-                    "memory_id": memory_id,
-                    "name": name,
-                    "origin": "inferred",
-                    "value": guess.value,
-                    "fragment_ids": list(guess.fragment_ids) or None,
-                    "updated_at": now_ms,
-                }
-                execute_upsert(conn, variables, ("memory_id", "name", "origin"), row)
+                upserts.append(
+                    {
+                        "memory_id": memory_id,
+                        "name": name,
+                        "origin": "inferred",
+                        "value": guess.value,
+                        "fragment_ids": list(guess.fragment_ids) or None,
+                        "updated_at": now_ms,
+                    }
+                )
                 new = VariableValue(
                     name=name,
                     value=guess.value,
@@ -1220,6 +1223,10 @@ class MemoryStore:
                         cause=cause,
                     )
                 )
+            if upserts:
+                # One statement for all of them (executemany: one round trip on PostgreSQL).
+                keys = ("memory_id", "name", "origin")
+                conn.execute(upsert(self.dialect, variables, keys, tuple(upserts[0])), upserts)
             for name in sorted(set(inferable) - set(guesses)):
                 old = stored.get((name, "inferred"))
                 if old is None:
