@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from convmem_graph.cli import run
 
-from convmem_graph.cli import main
-
-sys.exit(main())
+run()
