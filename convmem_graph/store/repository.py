@@ -370,6 +370,11 @@ class MemoryStore:
             cache[(kind, memory_id)] = value
         return value
 
+    def _peek(self, kind: str, memory_id: str) -> Any | None:
+        """What the run's cache holds for ``kind`` of a memory (``None``: nothing, or not in a run)."""
+        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        return cache.get((kind, memory_id)) if cache else None
+
     def _forget(self, memory_id: str | None, keeps: frozenset[str]) -> None:
         cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
         if not cache:
@@ -1002,19 +1007,25 @@ class MemoryStore:
 
     def extracted_seq(self, memory_id: str) -> int:
         """Return the extraction cursor of a memory (0 when unknown)."""
-        return self._cursor(memory_id, Q.EXTRACTED_SEQ)
+        known = self._peek("cursors", memory_id)
+        return int(known.extracted_seq) if known is not None else self._cursor(memory_id, Q.EXTRACTED_SEQ)
 
     def summarized_seq(self, memory_id: str) -> int:
         """Return the summary cursor of a memory (0 when unknown)."""
-        return self._cursor(memory_id, Q.SUMMARIZED_SEQ)
+        known = self._peek("cursors", memory_id)
+        return int(known.summarized_seq) if known is not None else self._cursor(memory_id, Q.SUMMARIZED_SEQ)
 
     def cursors(self, memory_id: str) -> Cursors:
         """Return the processing state of a memory in one query (zeros if unknown)."""
-        with self._read() as conn:
+
+        def load(conn: Connection) -> Cursors | None:
             row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
-        if row is None:
-            return Cursors(self.max_seq(memory_id), 0, 0, False)
-        return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
+            if row is None:
+                return None
+            return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
+
+        found = self._cached("cursors", memory_id, load)
+        return found if found is not None else Cursors(self.max_seq(memory_id), 0, 0, False)
 
     def _cursor(self, memory_id: str, query: Any) -> int:
         with self._read() as conn:

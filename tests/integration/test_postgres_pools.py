@@ -298,6 +298,14 @@ def test_reads_inside_a_run_are_cached_until_the_run_writes_them(pg_url: str) ->
                 memory_id, "lives in Hangzhou", tokens=3, covers_until_ms=1, upto_seq=0, now_ms=1
             )
             assert store.get_summary(memory_id).text == "lives in Hangzhou"  # type: ignore[union-attr]
+            first = store.cursors(memory_id)
+            before = len(statements)
+            assert store.extracted_seq(memory_id) == first.extracted_seq and len(statements) == before
+            message = Message(
+                id="c1", role="user", content="hi", channel="im", source="message", timestamp_ms=5
+            )
+            store.add_messages(memory_id, [message])
+            assert store.cursors(memory_id).max_seq > first.max_seq  # the insert dropped the cached cursors
         # Outside a run every read goes to the database.
         before = len(statements)
         store.get_specs(memory_id)
