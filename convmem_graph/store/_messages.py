@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, delete
 
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
 from convmem_graph.store.engine import chunked, dumps
-from convmem_graph.store.schema import messages
+from convmem_graph.store.schema import memories, messages, snapshots
 
 __all__ = [
     "MESSAGE_COLUMNS",
@@ -219,7 +220,7 @@ def insert_messages(
     *,
     window_ms: int,
     replaced_rows: list[tuple[int, str]] | None = None,
-    new_rows: list[tuple[int, str]] | None = None,
+    pg_follow: PgFollow | None = None,
 ) -> list[str]:
     """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
 
@@ -238,8 +239,9 @@ def insert_messages(
         window_ms: Cross-channel duplicate window in milliseconds.
         replaced_rows: When given, ``(seq, content)`` of every stored row deleted to be replaced
             is appended (the episodic index drops them).
-        new_rows: On PostgreSQL, when given, ``(seq, content)`` of every row inserted is
-            appended, in seq order (the insert returns them; no second read).
+        pg_follow: On PostgreSQL, what the same statement also does when it inserts anything:
+            index the new rows in the episodic index, and stamp the memory (see
+            :class:`PgFollow`); one round trip for the three.
 
     Returns:
         The ids inserted, in seq order.
@@ -329,10 +331,15 @@ def insert_messages(
     if rows and conn.dialect.name == "postgresql":
         # One statement for the whole batch (a row per array element): one round trip and one
         # executor run on the server instead of one per row.
-        columns = tuple(list(column) for column in zip(*rows, strict=True))
-        returned = conn.exec_driver_sql(_PG_INSERT_SQL, columns).all()
-        if new_rows is not None:
-            new_rows.extend(sorted((int(seq), content) for seq, content in returned))
+        params: dict[str, Any] = {f"c{i}": list(column) for i, column in enumerate(zip(*rows, strict=True))}
+        sql = _PG_INSERT_SQL
+        if pg_follow is not None:
+            sql = _pg_followed_sql(pg_follow.index_text is not None)
+            params |= {"mid": memory_id, "now": pg_follow.now_ms, "prefix": pg_follow.index_prefix}
+            if pg_follow.index_text is not None:
+                params["ep_ids"] = [row[1] for row in rows]
+                params["ep_texts"] = [pg_follow.index_text(row[3]) for row in rows]
+        conn.exec_driver_sql(sql, params)
     elif rows:
         # Straight to the driver's executemany: SQLAlchemy's per-row parameter processing cost
         # more than SQLite's own insert work for large batches.
@@ -370,10 +377,48 @@ _PG_SELECTED = ", ".join(
 )
 _PG_INSERT_SQL = (
     f"INSERT INTO {messages.name} ({', '.join(_INSERT_COLUMNS)}) SELECT {_PG_SELECTED} "
-    f"FROM unnest({', '.join(f'%s::{t}[]' for t in _PG_TYPES)}) WITH ORDINALITY "
+    f"FROM unnest({', '.join(f'%(c{i})s::{t}[]' for i, t in enumerate(_PG_TYPES))}) WITH ORDINALITY "
     f"AS r({', '.join(f'c{i}' for i in range(len(_INSERT_COLUMNS)))}, n) ORDER BY r.n "
-    "RETURNING seq, content"
+    "RETURNING seq"
 )
+
+
+class PgFollow(NamedTuple):
+    """What a PostgreSQL message insert also does in its statement when it inserts rows."""
+
+    #: The memory's ``updated_at`` (the call-start snapshot is dropped too).
+    now_ms: int
+    #: The episodic index's lexeme prefix of the memory, and the text it indexes for a content
+    #: (``None``: no indexing).
+    index_prefix: str = ""
+    index_text: Callable[[str], str] | None = None
+
+
+@functools.cache
+def _pg_followed_sql(index: bool) -> str:
+    """The insert as a CTE, then the episodic rows of what it inserted and the memory's stamp.
+
+    The episodic rows reference the new messages; their foreign key is checked at the end of
+    the statement, when the messages are there.
+    """
+    from convmem_graph.store.episodes import EPISODE_TABLE  # it imports this module
+
+    insert = _PG_INSERT_SQL.replace("RETURNING seq", "RETURNING seq, id")
+    parts = [f"WITH ins AS ({insert})"]
+    if index:
+        parts.append(
+            f", ep AS (INSERT INTO {EPISODE_TABLE} (seq, memory_id, terms) SELECT ins.seq, %(mid)s, "
+            "array_to_tsvector(ARRAY(SELECT %(prefix)s || lexeme "
+            "FROM unnest(to_tsvector('english', t.body)))) "
+            "FROM ins JOIN unnest(%(ep_ids)s::text[], %(ep_texts)s::text[]) AS t(id, body) ON t.id = ins.id "
+            "ON CONFLICT (seq) DO NOTHING)"
+        )
+    parts.append(
+        f", gone AS (DELETE FROM {snapshots.name} WHERE memory_id = %(mid)s AND EXISTS (SELECT 1 FROM ins))"
+        f", stamp AS (UPDATE {memories.name} SET updated_at = %(now)s WHERE memory_id = %(mid)s "
+        "AND EXISTS (SELECT 1 FROM ins)) SELECT count(*) FROM ins"
+    )
+    return "".join(parts)
 
 
 def _insert_sql(paramstyle: str) -> str:

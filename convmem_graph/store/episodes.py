@@ -160,6 +160,11 @@ def _prefix(memory_id: str) -> str:
     return f"{_bucket(memory_id):07x}_"
 
 
+def pg_index_prefix(memory_id: str) -> str:
+    """The prefix every PostgreSQL lexeme of this memory's turns carries (its bucket)."""
+    return _prefix(memory_id)
+
+
 # -- writes -------------------------------------------------------------------------------------
 
 

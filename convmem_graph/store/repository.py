@@ -49,7 +49,13 @@ from convmem_graph.store._fragments import (
     row_to_fragment,
     upgrade_fragments,
 )
-from convmem_graph.store._messages import MESSAGE_COLUMNS, insert_messages, prepare_messages, row_to_message
+from convmem_graph.store._messages import (
+    MESSAGE_COLUMNS,
+    PgFollow,
+    insert_messages,
+    prepare_messages,
+    row_to_message,
+)
 from convmem_graph.store.engine import (
     WRITE_OPTION,
     advisory_key,
@@ -62,7 +68,9 @@ from convmem_graph.store.engine import (
 from convmem_graph.store.episodes import (
     delete_episodes,
     ensure_episode_index,
+    episode_text,
     index_episodes,
+    pg_index_prefix,
     search_episodes,
 )
 from convmem_graph.store.locks import memory_lock as _memory_lock
@@ -537,16 +545,22 @@ class MemoryStore:
             if index and not returns:
                 before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
             replaced: list[tuple[int, str]] = []
-            added: list[tuple[int, str]] = []
+            follow = None
+            if returns:
+                # The insert's own statement indexes the new rows and stamps the memory.
+                follow = PgFollow(now, pg_index_prefix(memory_id), episode_text) if index else PgFollow(now)
             inserted = insert_messages(
-                conn, memory_id, prepared, window_ms=dedupe_window_ms, replaced_rows=replaced, new_rows=added
+                conn,
+                memory_id,
+                prepared,
+                window_ms=dedupe_window_ms,
+                replaced_rows=replaced,
+                pg_follow=follow,
             )
             # A replaced row's index entry goes whether or not this write indexes.
             delete_episodes(conn, memory_id, replaced)
-            if inserted:
-                if index and returns:
-                    index_episodes(conn, memory_id, added)
-                elif index:
+            if inserted and not returns:
+                if index:
                     # This memory's writers take turns, so every seq above ``before`` is this batch's.
                     new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
                     index_episodes(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
