@@ -1,7 +1,9 @@
-"""Messages past a cursor, taken from the run's own fresh messages when they cover the range.
+"""Messages past a cursor, taken from the run's own fresh messages where they cover the range.
 
 ``normalize`` keeps the messages it stored in ``context.fresh``; later reads of the same rows get
-them from there (one cheap id query) instead of reading and rebuilding every row.
+them from there instead of rebuilding them, in the one read that finds which rows are past the
+cursor (a first read of ids only, then a second of rows when the fresh ones did not cover the
+range, cost two round trips on a database server).
 """
 
 from __future__ import annotations
@@ -14,8 +16,4 @@ __all__ = ["messages_after"]
 
 def messages_after(ctx: MemoryContext, memory_id: str, cursor: int, limit: int) -> list[tuple[int, Message]]:
     """Up to ``limit`` ``(seq, message)`` past ``cursor``, in seq order."""
-    if ctx.fresh:
-        ids = ctx.store.message_ids_after(memory_id, cursor, limit=limit)
-        if all(mid in ctx.fresh for _, mid in ids):
-            return [(seq, ctx.fresh[mid]) for seq, mid in ids]
-    return ctx.store.messages_after(memory_id, cursor, limit=limit)
+    return ctx.store.messages_after(memory_id, cursor, limit=limit, known=ctx.fresh or None)

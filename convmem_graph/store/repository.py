@@ -588,12 +588,19 @@ class MemoryStore:
         return int(value or 0)
 
     def messages_after(
-        self, memory_id: str, after_seq: int, *, limit: int = 500
+        self, memory_id: str, after_seq: int, *, limit: int = 500, known: Mapping[str, Message] | None = None
     ) -> list[tuple[int, Message]]:
-        """Return up to ``limit`` messages with seq greater than ``after_seq``, in seq order."""
+        """Return up to ``limit`` messages with seq greater than ``after_seq``, in seq order.
+
+        ``known`` maps ids to messages the caller holds already (a run's fresh messages): those
+        rows are returned as the caller's objects instead of being rebuilt.
+        """
         params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
-            return [(int(row[0]), row_to_message(row)) for row in conn.execute(Q.MESSAGES_AFTER, params)]
+            rows = conn.execute(Q.MESSAGES_AFTER, params)
+            if not known:
+                return [(int(row[0]), row_to_message(row)) for row in rows]
+            return [(int(row[0]), known.get(row.id) or row_to_message(row)) for row in rows]
 
     def message_ids_after(self, memory_id: str, after_seq: int, *, limit: int = 500) -> list[tuple[int, str]]:
         """Return ``(seq, id)`` of up to ``limit`` messages with seq greater than ``after_seq``, in seq order.
