@@ -274,9 +274,23 @@ def test_pool_sizes_come_from_the_environment_with_named_errors() -> None:
     from convmem_graph.store.engine import POOL_DEFAULTS, pool_settings
 
     assert pool_settings({}) == POOL_DEFAULTS
-    custom = pool_settings({"CONVMEM_PG_POOL_SIZE": "20", "CONVMEM_PG_LOCK_MAX_OVERFLOW": "0"})
-    assert (custom.store_size, custom.lock_overflow) == (20, 0)
+    custom = pool_settings(
+        {
+            "CONVMEM_PG_POOL_SIZE": "20",
+            "CONVMEM_PG_CHECKPOINT_POOL_SIZE": "3",
+            "CONVMEM_PG_PREPARE_THRESHOLD": "none",
+        }
+    )
+    assert (custom.store_size, custom.checkpoint_size, custom.prepare_threshold) == (20, 3, None)
+    assert pool_settings({"CONVMEM_PG_PREPARE_THRESHOLD": "0"}).prepare_threshold == 0
     with pytest.raises(ValueError, match="CONVMEM_PG_MAX_OVERFLOW"):
         pool_settings({"CONVMEM_PG_MAX_OVERFLOW": "lots"})
+    with pytest.raises(ValueError, match="CONVMEM_PG_PREPARE_THRESHOLD"):
+        pool_settings({"CONVMEM_PG_PREPARE_THRESHOLD": "never"})
     with pytest.raises(ValueError, match="at least 1"):
-        pool_settings({"CONVMEM_PG_LOCK_POOL_SIZE": "0"})
+        pool_settings({"CONVMEM_PG_POOL_SIZE": "0"})
+    with pytest.raises(ValueError, match="CONVMEM_PG_CHECKPOINT_POOL_SIZE at least 2"):
+        pool_settings({"CONVMEM_PG_CHECKPOINT_POOL_SIZE": "1"})
+    # The advisory-lock pool is gone (the lock lives in each run's transaction): its settings are
+    # reported, not refused.
+    assert pool_settings({"CONVMEM_PG_LOCK_POOL_SIZE": "0"}) == POOL_DEFAULTS
