@@ -2,6 +2,8 @@
 
 Same code on SQLite (default, one file) and PostgreSQL. Each public mutating method is one
 transaction, so a failure never leaves half a step written, and every query filters by memory id.
+On PostgreSQL, inside :meth:`MemoryStore.memory_lock` (a lifecycle run), the thread's calls are
+parts of the run's one transaction instead, which holds the memory's ``pg_advisory_xact_lock``.
 """
 
 from __future__ import annotations
