@@ -253,9 +253,7 @@ class ConvMemoryChatHistory(BaseChatMessageHistory):
         except MemoryNotFoundError:
             return
         self.memory.lifecycle.run(self.memory_id)  # catch up: no message is cleared unread
-        self.memory.store.purge_messages(
-            self.memory_id, before_ms=2**62, keep_recent=0, only_processed=False
-        )
+        self.memory.store.purge_messages(self.memory_id, before_ms=2**62, keep_recent=0, only_processed=False)
         self.memory.lifecycle.run(self.memory_id)  # the call-start snapshot drops the old turns
 
     async def aclear(self) -> None:

@@ -144,9 +144,10 @@ def test_unknown_saver_is_used_without_pruning_and_warns_once(
 ) -> None:
     monkeypatch.setattr(ns_module, "_warned", set())
     saver = DelegatingSaver()
-    with caplog.at_level(logging.WARNING, logger="convmem_graph"), ConvMemory.open(
-        "sqlite://", checkpointer=saver
-    ) as mem:
+    with (
+        caplog.at_level(logging.WARNING, logger="convmem_graph"),
+        ConvMemory.open("sqlite://", checkpointer=saver) as mem,
+    ):
         for i in range(3):
             result = mem.ingest("u_1", [{"role": "user", "content": f"I like tea. {i}"}], source="openai")
             assert result.new_messages == 1  # no TypeError after the commit
@@ -162,9 +163,10 @@ def test_saver_that_cannot_delete_threads_warns(
 ) -> None:
     monkeypatch.setattr(ns_module, "_warned", set())
     saver = DelegatingSaver(can_delete=False)
-    with caplog.at_level(logging.WARNING, logger="convmem_graph"), ConvMemory.open(
-        "sqlite://", checkpointer=saver
-    ) as mem:
+    with (
+        caplog.at_level(logging.WARNING, logger="convmem_graph"),
+        ConvMemory.open("sqlite://", checkpointer=saver) as mem,
+    ):
         mem.ingest("u_1", [{"role": "user", "content": "I like tea."}], source="openai")
         assert mem.delete("u_1")  # the store's rows are gone; the saver keeps its thread
     assert any("cannot delete threads" in r.getMessage() for r in caplog.records)
