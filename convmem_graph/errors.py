@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "ConvMemError",
+    "DeltaChannelPruneError",
     "ExtractionError",
     "InvalidIdentifierError",
     "MemoryNotFoundError",
@@ -71,6 +72,19 @@ class ExtractionError(ConvMemError):
 
     The batch that was being processed stays stored; the next run retries it.
     """
+
+
+class DeltaChannelPruneError(ConvMemError, NotImplementedError):
+    """A checkpoint thread uses a LangGraph ``DeltaChannel``, so its older checkpoints cannot be pruned.
+
+    A delta channel stores each step as a change to the checkpoints before it: deleting those would
+    corrupt the thread. This is a deliberate refusal, not missing code; the thread keeps its history
+    (``convmem delete`` still drops it whole).
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"thread {thread_id!r} uses a DeltaChannel: its history cannot be pruned")
 
 
 def describe_validation_error(exc: Any, prefix: str = "") -> str:

@@ -21,6 +21,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from convmem_graph.errors import DeltaChannelPruneError
+
 if TYPE_CHECKING:
     from convmem_graph.store.write_gate import WriteGate
 
@@ -58,7 +60,7 @@ def prune_checkpoints(saver: BaseCheckpointSaver[Any], thread_id: str, keep: int
     Raises:
         ValueError: If ``keep`` is below 1.
         TypeError: If the saver type is not supported.
-        NotImplementedError: If the thread uses a ``DeltaChannel``.
+        DeltaChannelPruneError: If the thread uses a ``DeltaChannel`` (a ``NotImplementedError``).
 
     Example:
         >>> from langgraph.checkpoint.memory import InMemorySaver
@@ -99,9 +101,7 @@ def _refuse_delta(thread_id: str, metadata: Iterable[Any]) -> None:
     for meta in metadata:
         text = meta.decode("utf-8", "ignore") if isinstance(meta, bytes) else str(meta)
         if any(marker in text for marker in _DELTA_MARKERS):
-            raise NotImplementedError(
-                f"thread {thread_id!r} uses a DeltaChannel: its history cannot be pruned"
-            )
+            raise DeltaChannelPruneError(thread_id)
 
 
 # -- SQLite -------------------------------------------------------------------------------------
@@ -281,5 +281,5 @@ def _prune_postgres(saver: Any, thread_id: str, keep: int) -> int:
             saver.pipe.sync()
         row = cur.execute(_PG_PRUNE_SQL, params).fetchone()
     if row is not None and row["refused"]:
-        raise NotImplementedError(f"thread {thread_id!r} uses a DeltaChannel: its history cannot be pruned")
+        raise DeltaChannelPruneError(thread_id)
     return int(row["deleted"]) if row is not None else 0

@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from convmem_graph.checkpoints import open_checkpointer, prune_checkpoints, sqlite_checkpointer
+from convmem_graph.errors import DeltaChannelPruneError
 
 
 class CounterState(TypedDict, total=False):
@@ -166,6 +167,9 @@ def test_prune_refuses_delta_channel_threads(tmp_path: Path) -> None:
     lite.conn.commit()
     with pytest.raises(NotImplementedError, match="DeltaChannel"):
         prune_checkpoints(lite, "t", keep=1)
+    with pytest.raises(DeltaChannelPruneError) as refused:  # a named, deliberate refusal
+        prune_checkpoints(lite, "t", keep=1)
+    assert refused.value.thread_id == "t"
     assert len(checkpoint_ids(lite, "t")) == 8  # nothing deleted
     lite.conn.close()
 
