@@ -50,6 +50,8 @@ from convmem_graph.payloads.relevance import iter_ranked
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 if TYPE_CHECKING:
+    from datetime import date
+
     from langchain_core.embeddings import Embeddings
 
 __all__ = [
@@ -324,10 +326,8 @@ def _excerpt(text: str, scorer: Scorer, max_tokens: int, counter: TokenCounter) 
     return ("…" if lo > 0 else "") + body + ("…" if hi < len(sentences) - 1 else "")
 
 
-def _turn_line(msg: Message, body: str, language: Language) -> str:
-    texts = _TEXT[language]
-    day = local_date(msg.timestamp_ms, utc_offset_minutes(msg.content, msg.metadata))
-    return f"[{format_date(day, language)}] {texts['quote_' + msg.role]}{body}"
+def _turn_line(msg: Message, day: date, body: str, language: Language) -> str:
+    return f"[{format_date(day, language)}] {_TEXT[language]['quote_' + msg.role]}{body}"
 
 
 @dataclass
@@ -360,7 +360,6 @@ def _select(
     counter: TokenCounter,
     scorer: Scorer,
     exclude_turns: frozenset[str],
-    matched: frozenset[str],
 ) -> _Selection:
     texts = _TEXT[language]
     caps = options.part_budgets.resolve(options.budget_tokens)
@@ -418,10 +417,9 @@ def _select(
             if frag.part_of in grouped:
                 continue
             grouped.add(frag.part_of)  # type: ignore[arg-type]
-            any_matched = any(p.id in matched for p in pieces)
-            score = scorer.score(join_sentences([p.content for p in pieces])) if any_matched else 0.0
+            score = scorer.score(join_sentences([p.content for p in pieces]))
         else:
-            score = scorer.score(frag.content) if frag.id in matched else 0.0
+            score = scorer.score(frag.content)
         if score <= 0.0:
             # Facts that share no term with the query keep recency order; only the first few can
             # ever be reached, so a large memory costs no more than a small one here.
@@ -529,7 +527,7 @@ def _select(
             body, flagged = neutralize(resolve_relative_times(excerpt, day, language), language)
             if not body or body in seen_bodies:
                 continue
-            line = _turn_line(turn, body, language)
+            line = _turn_line(turn, day, body, language)
             cost = counter(line + "\n")
             if cost <= allowed:
                 seen_bodies.add(body)
@@ -674,17 +672,15 @@ def build_memory_block(
         # The facts scored: all of them in a memory of ordinary size; in a very large one the
         # first 400 of the lexical order (every fact holding a query term comes before the rest).
         ordered = [*head, *itertools.islice(ranked, max(_POOL_SAMPLE - len(head), 0))]
-        query = opts.query or ""
-        matched = frozenset(f.id for f in ordered) if query.strip() else frozenset()
         # Without the history's statistics, IDF comes from the facts themselves (all of them,
         # up to a bound: a term in every fact is as good as a stop word).
-        pool = [f.content for f in ordered[:_POOL_SAMPLE]]
+        pool = [f.content for f in ordered]
         if snapshot.episodes is not None:
             pool.extend(h.message.content for h in snapshot.episodes.hits)
         scorer = Scorer(opts.query, snapshot.episodes, pool)
         exclude = frozenset(m.id for m in select_recent_turns(snapshot.recent, opts.skip_recent_turns))
         sel = _select(
-            snapshot, opts, language, ordered, opts.budget_tokens - header, counter, scorer, exclude, matched
+            snapshot, opts, language, ordered, opts.budget_tokens - header, counter, scorer, exclude
         )
         items, considered = sel.items, sel.considered_dropped
 
