@@ -33,7 +33,7 @@ import logging
 import math
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import Connection
+from sqlalchemy import ColumnElement, Connection, select
 
 from convmem_graph._terms import CJK_RUN, bigrams, search_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
@@ -47,6 +47,7 @@ __all__ = [
     "EpisodeSearch",
     "count_episode_rows",
     "delete_episodes",
+    "delete_message_episodes",
     "ensure_episode_index",
     "episode_text",
     "index_episodes",
@@ -216,6 +217,19 @@ def delete_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, 
         conn.exec_driver_sql(
             f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rowid, body) VALUES ('delete', ?, ?)", params
         )
+
+
+def delete_message_episodes(conn: Connection, memory_id: str, *where: ColumnElement[bool]) -> None:
+    """Remove the index rows of a memory's messages matching ``where`` (all when none), before they go.
+
+    On PostgreSQL the foreign key's cascade removes them with the messages, so nothing is read.
+    """
+    if conn.dialect.name == "postgresql":
+        return
+    stored = conn.execute(
+        select(messages.c.seq, messages.c.content).where(messages.c.memory_id == memory_id, *where)
+    )
+    delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored))
 
 
 def count_episode_rows(conn: Connection, memory_id: str | None = None) -> int:

@@ -69,6 +69,7 @@ from convmem_graph.store.engine import (
 )
 from convmem_graph.store.episodes import (
     delete_episodes,
+    delete_message_episodes,
     ensure_episode_index,
     episode_text,
     index_episodes,
@@ -493,10 +494,7 @@ class MemoryStore:
         deleted = 0
         with self._write(memory_id) as conn:
             # The episodic index first: its rows are found through the messages.
-            stored = conn.execute(
-                select(messages.c.seq, messages.c.content).where(messages.c.memory_id == memory_id)
-            )
-            delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored))
+            delete_message_episodes(conn, memory_id)
             for table in PER_MEMORY_TABLES:
                 deleted += conn.execute(delete(table).where(table.c.memory_id == memory_id)).rowcount
             ensured = getattr(self._pin, "ensured", None)
@@ -657,7 +655,7 @@ class MemoryStore:
         """
         _check_id(memory_id)
         with self._write(memory_id) as conn:
-            cond = [messages.c.memory_id == memory_id, messages.c.timestamp_ms < before_ms]
+            cond = [messages.c.timestamp_ms < before_ms]
             if only_processed:
                 cursors = conn.execute(
                     select(memories.c.extracted_seq, memories.c.summarized_seq).where(
@@ -679,9 +677,10 @@ class MemoryStore:
                 ]
                 if keep:
                     cond.append(messages.c.seq.not_in(keep))
-            doomed = conn.execute(select(messages.c.seq, messages.c.content).where(*cond))
-            delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in doomed))
-            count = int(conn.execute(delete(messages).where(*cond)).rowcount)
+            delete_message_episodes(conn, memory_id, *cond)
+            count = int(
+                conn.execute(delete(messages).where(messages.c.memory_id == memory_id, *cond)).rowcount
+            )
             if count:
                 self._touch(conn, memory_id, _now())
         return count

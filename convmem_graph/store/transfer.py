@@ -20,7 +20,7 @@ from convmem_graph.errors import ConvMemError, MemoryNotFoundError
 from convmem_graph.store._export_schema import ExportFormatError, parse_export
 from convmem_graph.store._messages import content_hash
 from convmem_graph.store.engine import insert_ignore
-from convmem_graph.store.episodes import delete_episodes, index_episodes
+from convmem_graph.store.episodes import delete_message_episodes, index_episodes
 from convmem_graph.store.records import dead_letter_key
 from convmem_graph.store.repository import MemoryStore
 from convmem_graph.store.schema import (
@@ -139,10 +139,7 @@ def import_memory(
                     raise ConvMemError(
                         f"memory {target!r} exists; pass replace=True (--replace) to overwrite it"
                     )
-                old = conn.execute(
-                    select(messages.c.seq, messages.c.content).where(messages.c.memory_id == target)
-                )
-                delete_episodes(conn, target, [(int(seq), content) for seq, content in old])
+                delete_message_episodes(conn, target)
                 for table, *_ in reversed(_PARTS):
                     conn.execute(delete(table).where(table.c.memory_id == target))
                 conn.execute(delete(memories).where(memories.c.memory_id == target))
