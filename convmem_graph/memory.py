@@ -84,6 +84,14 @@ def _lazy_checkpointer(
     return factory, close
 
 
+def _check_content(method: str, content: Any, limit: int, hint: str) -> None:
+    """Refuse a hand-added fact that is blank or over ``limit`` characters, naming ``method``."""
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError(f"{method}: content must be a non-empty string")
+    if len(content) > limit:
+        raise ValueError(f"{method}: content is {len(content)} characters, over the limit of {limit}; {hint}")
+
+
 def _as_inputs(payloads: Any, source: str | None) -> list[RawInput]:
     # A single document (dict), or a list that is itself one payload (a message list), or a
     # list/tuple of RawInput. A list of dicts is treated as ONE payload (OpenAI/LangChain lists).
@@ -315,13 +323,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             ValueError: If ``content`` is blank or longer than ``FRAGMENT_MAX_CHARS`` (200)
                 characters (Bailian's limit for a memory node too).
         """
-        if not isinstance(content, str) or not content.strip():
-            raise ValueError("add_fragment: content must be a non-empty string")
-        if len(content) > FRAGMENT_MAX_CHARS:
-            raise ValueError(
-                f"add_fragment: content is {len(content)} characters, over the limit of "
-                f"{FRAGMENT_MAX_CHARS}; add_long_fragment() stores it as linked pieces"
-            )
+        _check_content(
+            "add_fragment", content, FRAGMENT_MAX_CHARS, "add_long_fragment() stores it as linked pieces"
+        )
         self.store.ensure_memory(memory_id)
         fragment = self.store.add_fragment(
             memory_id, content, category=category, origin="manual", now_ms=self.lifecycle.clock()
@@ -349,13 +353,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             [True, True]
             >>> mem.close()
         """
-        if not isinstance(content, str) or not content.strip():
-            raise ValueError("add_long_fragment: content must be a non-empty string")
-        if len(content) > LONG_FRAGMENT_MAX_CHARS:
-            raise ValueError(
-                f"add_long_fragment: content is {len(content)} characters, over the limit of "
-                f"{LONG_FRAGMENT_MAX_CHARS}; a fact is not a document"
-            )
+        _check_content("add_long_fragment", content, LONG_FRAGMENT_MAX_CHARS, "a fact is not a document")
         self.store.ensure_memory(memory_id)
         pieces = self.store.add_long_fragment(
             memory_id, content, category=category, origin="manual", now_ms=self.lifecycle.clock()
