@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from convmem_graph._ids import check_identifier
 from convmem_graph.cli._common import add_db_argument, dump_json, open_existing, subcommand
 
 __all__ = ["VENDORS", "register"]
@@ -90,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     with open_existing(args) as mem:
-        mem.info(args.memory)  # an unknown memory is an error, never created by a read
+        # An invalid id is refused as the id it is; an unknown one by payload() itself
+        # (MemoryNotFoundError, nothing created): the call start reads only the snapshot.
+        check_identifier(args.memory, "memory_id")
         try:
             payload = mem.payload(args.memory, args.vendor, **options)
         except ValueError as exc:
