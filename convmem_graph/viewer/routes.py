@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from convmem_graph.errors import MemoryNotFoundError, NotFoundError
 from convmem_graph.memory import ConvMemory
-from convmem_graph.models import VariableValueType
+from convmem_graph.models import FRAGMENT_MAX_CHARS, VariableValueType
 from convmem_graph.viewer._html import STATIC_PREFIX, esc, layout, memory_url, query_url
 from convmem_graph.viewer.inject import inject_page
 from convmem_graph.viewer.lifecycle import lifecycle_page
@@ -141,10 +141,9 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
 
         def run() -> str:
             content = form.get("content", "").strip()
-            if not content or len(content) > 200:
-                raise _PageError(400, "a corrected fact needs 1-200 characters")
-            mem.store.update_fragment(memory_id, fragment_id, content=content)
-            mem.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
+            if not content or len(content) > FRAGMENT_MAX_CHARS:
+                raise _PageError(400, f"a corrected fact needs 1-{FRAGMENT_MAX_CHARS} characters")
+            mem.update_fragment(memory_id, fragment_id, content=content)  # audited, then a lifecycle run
             return query_url(memory_url(memory_id), notice="fact corrected") + "#facts"
 
         return await edit(request, run)
