@@ -213,6 +213,26 @@ def prepare_messages(batch: Sequence[Message]) -> PreparedBatch:
     return PreparedBatch(unique, {mid: content_hash(m.role, m.content) for mid, m in unique.items()})
 
 
+#: PostgreSQL array type of the columns :func:`_rows_in` looks up.
+_LOOKUP_TYPES = {"id": "text", "content_hash": "bigint"}
+
+
+def _rows_in(conn: Connection, columns: str, memory_id: str, key: str, values: Sequence[Any]) -> Any:
+    """``columns`` of the memory's messages whose ``key`` column is one of ``values``.
+
+    Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups. On
+    PostgreSQL one array parameter: a query text of its own per list length cost psycopg about a
+    millisecond to parse each time.
+    """
+    sql = f"SELECT {columns} FROM {messages.name} WHERE memory_id = "
+    if conn.dialect.name == "postgresql":
+        sql += f"%s AND {key} = ANY(%s::{_LOOKUP_TYPES[key]}[])"
+        return conn.exec_driver_sql(sql, (memory_id, list(values)))
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    sql += f"{mark} AND {key} IN ({', '.join([mark] * len(values))})"
+    return conn.exec_driver_sql(sql, (memory_id, *values))
+
+
 def insert_messages(
     conn: Connection,
     memory_id: str,
@@ -254,20 +274,8 @@ def insert_messages(
 
     replace: set[str] = set()
     old_rows: dict[str, tuple[int, str]] = {}
-    ids = list(unique)
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    pg = conn.dialect.name == "postgresql"
-    for part in chunked(ids):
-        # Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups. On
-        # PostgreSQL one array parameter: a query text of its own per list length cost psycopg
-        # about a millisecond to parse each time.
-        sql = f"SELECT id, partial, content, timestamp_ms, metadata, seq FROM {messages.name} "
-        if pg:
-            sql += "WHERE memory_id = %s AND id = ANY(%s::text[])"
-            found = conn.exec_driver_sql(sql, (memory_id, list(part)))
-        else:
-            sql += f"WHERE memory_id = {mark} AND id IN ({', '.join([mark] * len(part))})"
-            found = conn.exec_driver_sql(sql, (memory_id, *part))
+    for part in chunked(list(unique)):
+        found = _rows_in(conn, "id, partial, content, timestamp_ms, metadata, seq", memory_id, "id", part)
         for mid, partial, content, ts, meta, seq in found:
             msg = unique[mid]
             merged = _merge_same_id(msg, bool(partial), content or "", int(ts), _load_metadata(meta))
@@ -282,13 +290,9 @@ def insert_messages(
     seen: dict[int, list[_Seen]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})
     for hpart in chunked(wanted):
-        sql = f"SELECT id, role, channel, source, timestamp_ms, content_hash FROM {messages.name} "
-        if pg:
-            sql += "WHERE memory_id = %s AND content_hash = ANY(%s::bigint[])"
-            same = conn.exec_driver_sql(sql, (memory_id, list(hpart)))
-        else:
-            sql += f"WHERE memory_id = {mark} AND content_hash IN ({', '.join([mark] * len(hpart))})"
-            same = conn.exec_driver_sql(sql, (memory_id, *hpart))
+        same = _rows_in(
+            conn, "id, role, channel, source, timestamp_ms, content_hash", memory_id, "content_hash", hpart
+        )
         for rid, role, channel, source, ts, h in same:
             if rid not in replace:
                 seen.setdefault(h, []).append(_Seen(role, channel, source, ts))
@@ -401,15 +405,14 @@ def _pg_followed_sql(index: bool) -> str:
     The episodic rows reference the new messages; their foreign key is checked at the end of
     the statement, when the messages are there.
     """
-    from convmem_graph.store.episodes import EPISODE_TABLE  # it imports this module
+    from convmem_graph.store.episodes import EPISODE_TABLE, pg_terms_sql  # it imports this module
 
     insert = _PG_INSERT_SQL.replace("RETURNING seq", "RETURNING seq, id")
     parts = [f"WITH ins AS ({insert})"]
     if index:
         parts.append(
             f", ep AS (INSERT INTO {EPISODE_TABLE} (seq, memory_id, terms) SELECT ins.seq, %(mid)s, "
-            "array_to_tsvector(ARRAY(SELECT %(prefix)s || lexeme "
-            "FROM unnest(to_tsvector('english', t.body)))) "
+            f"{pg_terms_sql('%(prefix)s', 't.body')} "
             "FROM ins JOIN unnest(%(ep_ids)s::text[], %(ep_texts)s::text[]) AS t(id, body) ON t.id = ins.id "
             "ON CONFLICT (seq) DO NOTHING)"
         )

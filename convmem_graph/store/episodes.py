@@ -51,6 +51,8 @@ __all__ = [
     "ensure_episode_index",
     "episode_text",
     "index_episodes",
+    "pg_index_prefix",
+    "pg_terms_sql",
     "search_episodes",
     "search_terms",
 ]
@@ -156,14 +158,21 @@ def _rebuild_if_stale(conn: Connection, key: str, version: str) -> None:
     )
 
 
-def _prefix(memory_id: str) -> str:
-    # Every lexeme carries its memory's bucket, so a GIN posting list holds one memory's turns.
+def pg_index_prefix(memory_id: str) -> str:
+    """The prefix every PostgreSQL lexeme of this memory's turns carries (its bucket).
+
+    Every lexeme carries its memory's bucket, so a GIN posting list holds one memory's turns.
+    """
     return f"{_bucket(memory_id):07x}_"
 
 
-def pg_index_prefix(memory_id: str) -> str:
-    """The prefix every PostgreSQL lexeme of this memory's turns carries (its bucket)."""
-    return _prefix(memory_id)
+def pg_terms_sql(prefix: str, body: str) -> str:
+    """SQL of the ``tsvector`` indexed for a turn: the stems of ``body``, each behind ``prefix``.
+
+    Both arguments are SQL expressions (parameters or columns). Searches stem with the same
+    ``english`` configuration (see :func:`search_episodes`).
+    """
+    return f"array_to_tsvector(ARRAY(SELECT {prefix} || lexeme FROM unnest(to_tsvector('english', {body}))))"
 
 
 # -- writes -------------------------------------------------------------------------------------
@@ -185,10 +194,10 @@ def index_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, s
         if seqs:
             # One statement for the batch (a row per array element), not one per message.
             conn.exec_driver_sql(
-                f"INSERT INTO {EPISODE_TABLE} (seq, memory_id, terms) SELECT e.seq, %s, "
-                "array_to_tsvector(ARRAY(SELECT %s || lexeme FROM unnest(to_tsvector('english', e.body))))"
-                " FROM unnest(%s::bigint[], %s::text[]) AS e(seq, body) ON CONFLICT (seq) DO NOTHING",
-                (memory_id, _prefix(memory_id), seqs, texts),
+                f"INSERT INTO {EPISODE_TABLE} (seq, memory_id, terms) "
+                f"SELECT e.seq, %s, {pg_terms_sql('%s', 'e.body')} "
+                "FROM unnest(%s::bigint[], %s::text[]) AS e(seq, body) ON CONFLICT (seq) DO NOTHING",
+                (memory_id, pg_index_prefix(memory_id), seqs, texts),
             )
         return len(seqs)
     base = _bucket(memory_id) << _SEQ_BITS
@@ -234,13 +243,11 @@ def delete_message_episodes(conn: Connection, memory_id: str, *where: ColumnElem
 
 def count_episode_rows(conn: Connection, memory_id: str | None = None) -> int:
     """Count index rows (of one memory's rowid range on SQLite, or of one memory on PostgreSQL)."""
-    if conn.dialect.name == "postgresql":
-        if memory_id is None:
-            return int(conn.exec_driver_sql(f"SELECT count(*) FROM {EPISODE_TABLE}").scalar() or 0)
-        sql = f"SELECT count(*) FROM {EPISODE_TABLE} WHERE memory_id = %s"
-        return int(conn.exec_driver_sql(sql, (memory_id,)).scalar() or 0)
     if memory_id is None:
         return int(conn.exec_driver_sql(f"SELECT count(*) FROM {EPISODE_TABLE}").scalar() or 0)
+    if conn.dialect.name == "postgresql":
+        sql = f"SELECT count(*) FROM {EPISODE_TABLE} WHERE memory_id = %s"
+        return int(conn.exec_driver_sql(sql, (memory_id,)).scalar() or 0)
     lo, hi = _range(memory_id)
     sql = f"SELECT count(*) FROM {EPISODE_TABLE} WHERE rowid BETWEEN ? AND ?"
     return int(conn.exec_driver_sql(sql, (lo, hi)).scalar() or 0)
@@ -293,7 +300,7 @@ def search_episodes(
             "SELECT string_agg(quote_literal(%s || lexeme), ' | ')::tsquery "
             "FROM unnest(to_tsvector('english', %s))) OFFSET 0) t ORDER BY seq DESC LIMIT %s"
         )
-        prefix = _prefix(memory_id)
+        prefix = pg_index_prefix(memory_id)
         for term in terms:
             rows = conn.exec_driver_sql(sql, (prefix, term, per_term))
             postings[term] = [int(r[0]) for r in rows]
