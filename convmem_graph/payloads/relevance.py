@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from convmem_graph._terms import CJK_RUN as _CJK_RUN
 from convmem_graph.models import Fragment
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["iter_ranked", "lexical_scores", "query_terms", "rank_fragments", "stem"]
 
-_CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 _EN_STOP = frozenset(
     """a an the and or but if of to in on at by for with from as is are was were be been being am do does
