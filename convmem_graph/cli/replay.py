@@ -129,8 +129,10 @@ def run(args: argparse.Namespace) -> int:
     batch = args.batch or (200 if args.model else 1000)
     with open_memory(args) as mem:
         mem.lifecycle.durability = "exit"  # the store's per-step transactions are the durable record
-        # Counted first (a directory walk, no file is opened): the bar's total and the ETA.
-        total_files = len(discover_files(args.paths)) if show_progress else 0
+        # Walked first when the bar shows (no file is opened): its total and the ETA. The replay
+        # reads this list, so the folders are walked (and symlinks reported) once.
+        paths = discover_files(args.paths) if show_progress else args.paths
+        total_files = len(paths) if show_progress else 0
         progress = Progress(
             TextColumn("[bold]replay"),
             BarColumn(bar_width=None),
@@ -187,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
             with progress:
                 report = replay_in_processes(
                     mem.store.url,
-                    args.paths,
+                    paths,
                     processes=args.concurrency,
                     config=mem.config,
                     model=args.model,
@@ -213,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
                 on_progress=on_progress,
             )
             with progress:
-                report = replayer.run(args.paths)
+                report = replayer.run(paths)
                 advance(report.messages_read, total_files)
     doc = report.as_dict()
     if args.json:
