@@ -919,8 +919,7 @@ def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
     hm = _HABIT.search(text)
     # Only a frequency word opening the clause ("我平时…", "最近每天…") marks a habit.
     if hm and not _TEMP.sub("", text[: hm.start()]).lstrip("我也还就都"):
-        habit = hm.group(0)
-        clock = _CLOCK.match(text, hm.end())
+        clock = _CLOCK.match(text, hm.end())  # the clock time said with it: "每天早上6点"
         end = clock.end() if clock else hm.end()
         habit = text[hm.start() : end]
         text = text[: hm.start()] + text[end:]
