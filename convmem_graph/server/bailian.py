@@ -242,12 +242,9 @@ class _Api:
             raise BailianError(401, "InvalidApiKey", "Authorization: Bearer <token> is missing or wrong")
 
     def live_fragments(self, memory_id: str) -> list[Fragment]:
-        now = self.mem.lifecycle.clock()
-        return [
-            f
-            for f in self.mem.fragments(memory_id)
-            if not (f.transient and f.expires_at is not None and f.expires_at <= now)
-        ]
+        return self.mem.store.list_fragments(
+            memory_id, status="active", include_expired=False, now_ms=self.mem.lifecycle.clock()
+        )
 
     def node_fragment(self, node_id: str, user_id: str | None) -> Fragment:
         """The live fragment behind a node id (of ``user_id`` when given)."""
@@ -352,10 +349,9 @@ class _Api:
     def update_node(self, node_id: str, body: UpdateNodeBody) -> dict[str, Any]:
         fragment = self.node_fragment(node_id, body.user_id)
         category = _check_meta(body.meta_data, fragment)
-        self.mem.store.update_fragment(
+        self.mem.update_fragment(
             fragment.memory_id, fragment.id, content=body.custom_content, category=category
         )
-        self.mem.lifecycle.run(fragment.memory_id)
         return {"request_id": _request_id()}
 
     def delete_node(self, node_id: str, user_id: str | None) -> dict[str, Any]:
@@ -657,8 +653,7 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
     ) -> dict[str, Any]:
         def update() -> dict[str, Any]:
             api.node_or_404(memory_id, memory_node_id)
-            mem.store.update_fragment(memory_id, memory_node_id, content=_content_a(content))
-            mem.lifecycle.run(memory_id)
+            mem.update_fragment(memory_id, memory_node_id, content=_content_a(content))
             return {"requestId": _request_id()}
 
         return await call(request, update)
