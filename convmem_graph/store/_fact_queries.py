@@ -12,6 +12,7 @@ only for the few rows they keep.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterator
 from typing import Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "key_range",
     "pg_context",
     "prefix_rows",
+    "usable",
 ]
 
 _F = fragments.c
@@ -60,35 +62,31 @@ _USABLE = and_(
     _ACTIVE, _F.transient == false(), or_(_F.expires_at.is_(None), _F.expires_at > bindparam("now"))
 )
 
+_BY_CKEY = _F.ckey.in_(bindparam("ckeys", expanding=True))
+_BY_HASH = _F.norm_hash.in_(bindparam("hashes", expanding=True))
+#: Most recently updated first (the extractor's context).
+_RECENT_ORDER = (_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+
 #: Active facts with one of the content hashes ``hashes`` (same fact under another key).
-ACTIVE_BY_HASH = select(fragments).where(_ACTIVE, _F.norm_hash.in_(bindparam("hashes", expanding=True)))
+ACTIVE_BY_HASH = select(fragments).where(_ACTIVE, _BY_HASH)
 
 #: Active facts with one of the canonical keys ``ckeys``.
-ACTIVE_BY_CKEY = select(fragments).where(_ACTIVE, _F.ckey.in_(bindparam("ckeys", expanding=True)))
+ACTIVE_BY_CKEY = select(fragments).where(_ACTIVE, _BY_CKEY)
 
 #: PostgreSQL: both lookups above in one round trip (``arm`` 1: by key, 2: by content hash; the
 #: order within an arm does not matter: reconciliation sorts the facts itself).
 PG_RELATED = union_all(
-    select(literal(1).label("arm"), fragments).where(
-        _ACTIVE, _F.ckey.in_(bindparam("ckeys", expanding=True))
-    ),
-    select(literal(2).label("arm"), fragments).where(
-        _ACTIVE, _F.norm_hash.in_(bindparam("hashes", expanding=True))
-    ),
+    select(literal(1).label("arm"), fragments).where(_ACTIVE, _BY_CKEY),
+    select(literal(2).label("arm"), fragments).where(_ACTIVE, _BY_HASH),
 ).order_by("arm")
 
 #: The ``limit`` most recently updated active facts (what an extractor is shown as context).
-RECENTLY_UPDATED = (
-    select(fragments)
-    .where(_ACTIVE)
-    .order_by(_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
-    .limit(bindparam("limit"))
-)
+RECENTLY_UPDATED = select(fragments).where(_ACTIVE).order_by(*_RECENT_ORDER).limit(bindparam("limit"))
 #: The same under the key prefixes ``lo``..``hi`` (pets and plans the heuristic extractor uses).
 RECENTLY_UPDATED_IN_RANGE = (
     select(fragments)
     .where(_ACTIVE, _F.ckey >= bindparam("lo"), _F.ckey < bindparam("hi"))
-    .order_by(_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+    .order_by(*_RECENT_ORDER)
     .limit(bindparam("limit"))
 )
 #: Live active facts in the snapshot's order: durable first, then confidence, then recency.
@@ -133,59 +131,49 @@ def key_range(prefix: str) -> tuple[str, str]:
 ACTIVE_IN_RANGE = select(fragments).where(_ACTIVE, _F.ckey >= bindparam("lo"), _F.ckey < bindparam("hi"))
 
 
-def prefix_rows(
-    conn: Connection, memory_id: str, prefixes: Collection[str], *, now_ms: int, durable_only: bool = True
-) -> Iterator[Row[Any]]:
-    """Active, unexpired facts whose canonical key starts with one of ``prefixes`` (index ranges).
+def usable(row: Row[Any], now_ms: int) -> bool:
+    """Whether a fact row is durable and unexpired at ``now_ms`` (what variable inference reads)."""
+    return not row.transient and (row.expires_at is None or row.expires_at > now_ms)
 
-    Args:
-        conn: A connection.
-        memory_id: The memory.
-        prefixes: Key prefixes ending in ``:`` (``pref:``).
-        now_ms: Facts expired by then are left out.
-        durable_only: Only non-transient facts (what variable inference reads).
+
+def prefix_rows(
+    conn: Connection, memory_id: str, prefixes: Collection[str], *, now_ms: int
+) -> Iterator[Row[Any]]:
+    """Active durable facts, unexpired at ``now_ms``, whose canonical key starts with one of ``prefixes``.
+
+    Each prefix is one index range (``prefixes`` end in ``:``, e.g. ``pref:``); :func:`usable`
+    filters the rows in Python (see :data:`ACTIVE_IN_RANGE`).
     """
     for prefix in sorted(set(prefixes)):
         lo, hi = key_range(prefix)
         for row in conn.execute(ACTIVE_IN_RANGE, {"mid": memory_id, "lo": lo, "hi": hi}):
-            if durable_only and row.transient:
-                continue
-            if row.expires_at is not None and row.expires_at <= now_ms and (durable_only or row.transient):
-                continue
-            yield row
+            if usable(row, now_ms):
+                yield row
 
 
-_PG_CONTEXT: dict[tuple[bool, int], CompoundSelect[Any]] = {}
-
-
+@functools.cache
 def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
     """PostgreSQL: the reads of ``MemoryStore.context_fragments`` in one round trip.
 
     Arm 0 is :data:`RECENTLY_UPDATED` (when ``newest``), arm ``k`` (1-based) the ``k``-th prefix
     range of :data:`RECENTLY_UPDATED_IN_RANGE` (parameters ``lo{k}``, ``hi{k}``); built once per shape.
     """
-    shape = (newest, prefixes)
-    stmt = _PG_CONTEXT.get(shape)
-    if stmt is None:
-        order = (_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
-        arms = []
-        if newest:
-            arms.append(
-                select(literal(0).label("arm"), fragments)
-                .where(_ACTIVE)
-                .order_by(*order)
-                .limit(bindparam("limit"))
-            )
-        for k in range(1, prefixes + 1):
-            arms.append(
-                select(literal(k).label("arm"), fragments)
-                .where(_ACTIVE, _F.ckey >= bindparam(f"lo{k}"), _F.ckey < bindparam(f"hi{k}"))
-                .order_by(*order)
-                .limit(bindparam("per_prefix"))
-            )
-        # Within an arm, the arm's own order (a sort on the union's output columns, not trust in
-        # how the arms are appended).
-        union = union_all(*[a.subquery().select() for a in arms])
-        stmt = union.order_by("arm", desc("updated_at"), desc("created_at"), desc("id"))
-        _PG_CONTEXT[shape] = stmt
-    return stmt
+    arms = []
+    if newest:
+        arms.append(
+            select(literal(0).label("arm"), fragments)
+            .where(_ACTIVE)
+            .order_by(*_RECENT_ORDER)
+            .limit(bindparam("limit"))
+        )
+    for k in range(1, prefixes + 1):
+        arms.append(
+            select(literal(k).label("arm"), fragments)
+            .where(_ACTIVE, _F.ckey >= bindparam(f"lo{k}"), _F.ckey < bindparam(f"hi{k}"))
+            .order_by(*_RECENT_ORDER)
+            .limit(bindparam("per_prefix"))
+        )
+    # Within an arm, the arm's own order (a sort on the union's output columns, not trust in
+    # how the arms are appended).
+    union = union_all(*[a.subquery().select() for a in arms])
+    return union.order_by("arm", desc("updated_at"), desc("created_at"), desc("id"))

@@ -828,7 +828,7 @@ class MemoryStore:
         with self._read() as conn:
             if keys:
                 for r in conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": sorted(keys)}):
-                    if not r.transient and (r.expires_at is None or r.expires_at > now_ms):
+                    if FQ.usable(r, now_ms):
                         found[r.id] = row_to_fragment(r)
             for r in FQ.prefix_rows(conn, memory_id, prefixes, now_ms=now_ms):
                 found.setdefault(r.id, row_to_fragment(r))
