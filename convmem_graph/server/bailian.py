@@ -20,7 +20,6 @@ Decisions where Bailian's docs are silent are listed in the README ("Bailian-com
 
 from __future__ import annotations
 
-import hmac
 import logging
 import uuid
 from collections.abc import Callable, Coroutine
@@ -37,6 +36,7 @@ from convmem_graph.errors import InvalidIdentifierError, MemoryNotFoundError, No
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import FRAGMENT_MAX_CHARS, Fragment, VariableSpec
 from convmem_graph.payloads.relevance import lexical_scores
+from convmem_graph.server._http import token_matches
 from convmem_graph.server.bailian_schemas import ProfileSchema, ProfileSchemaStore, variable_name
 from convmem_graph.store.browse import count_memories, find_fragment, set_description
 
@@ -234,11 +234,7 @@ class _Api:
     # -- shared ------------------------------------------------------------------------------
     def check_auth(self, request: Request) -> None:
         """Require the server's bearer token when one is set; accept any ``Bearer`` otherwise."""
-        if self.token is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), self.token):
+        if self.token is not None and not token_matches(request.headers.get("authorization"), self.token):
             raise BailianError(401, "InvalidApiKey", "Authorization: Bearer <token> is missing or wrong")
 
     def live_fragments(self, memory_id: str) -> list[Fragment]:
