@@ -12,11 +12,11 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, delete, func, inspect, select, text
+from sqlalchemy import Connection, Engine, Row, delete, func, inspect, select, text
 from sqlalchemy.engine import make_url
 
 from convmem_graph._ids import check_identifier
@@ -756,22 +756,15 @@ class MemoryStore:
             return []
         ckeys = sorted({canonical_key(k) for k in keys})
         hashes = sorted({norm_hash(c) for c in contents})
-        found: dict[str, Fragment] = {}
-        if self.dialect == "postgresql":
-            # One round trip for both index lookups (each arm is still one).
-            with self._read() as conn:
-                for r in conn.execute(FQ.PG_RELATED, {"mid": memory_id, "ckeys": ckeys, "hashes": hashes}):
-                    if r.id not in found:
-                        found[r.id] = row_to_fragment(r)
-            return list(found.values())
         with self._read() as conn:
+            if self.dialect == "postgresql":
+                # One round trip for both index lookups (each arm is still one).
+                params = {"mid": memory_id, "ckeys": ckeys, "hashes": hashes}
+                return _first_of_each(conn.execute(FQ.PG_RELATED, params))
             # Two statements, not one with OR: each is then an index lookup.
-            for r in conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys}):
-                found[r.id] = row_to_fragment(r)
-            for r in conn.execute(FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes}):
-                if r.id not in found:
-                    found[r.id] = row_to_fragment(r)
-        return list(found.values())
+            rows = list(conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys}))
+            rows += conn.execute(FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes})
+            return _first_of_each(rows)
 
     def context_fragments(
         self, memory_id: str, *, limit: int, prefixes: Sequence[str] = ("pet:", "plan:"), per_prefix: int = 50
@@ -781,29 +774,23 @@ class MemoryStore:
         What an extractor is shown as known facts (a model sees the newest; the heuristic rules
         look up known pets and plans), whatever the size of the memory.
         """
-        found: dict[str, Fragment] = {}
         ranges = [FQ.key_range(p) for p in prefixes] if per_prefix > 0 else []
-        if self.dialect == "postgresql" and (limit > 0 or ranges):
-            # One round trip for every range (arms in the order below: newest, then by prefix).
-            params: dict[str, Any] = {"mid": memory_id, "limit": limit, "per_prefix": per_prefix}
-            for k, (lo, hi) in enumerate(ranges, start=1):
-                params[f"lo{k}"], params[f"hi{k}"] = lo, hi
-            with self._read() as conn:
-                for r in conn.execute(FQ.pg_context(limit > 0, len(ranges)), params):
-                    if r.id not in found:
-                        found[r.id] = row_to_fragment(r)
-            return list(found.values())
         with self._read() as conn:
-            if limit > 0:
-                for r in conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit}):
-                    found[r.id] = row_to_fragment(r)
-            for prefix in prefixes if per_prefix > 0 else ():
-                lo, hi = FQ.key_range(prefix)
+            if self.dialect == "postgresql" and (limit > 0 or ranges):
+                # One round trip for every range (arms in the order below: newest, then by prefix).
+                params: dict[str, Any] = {"mid": memory_id, "limit": limit, "per_prefix": per_prefix}
+                for k, (lo, hi) in enumerate(ranges, start=1):
+                    params[f"lo{k}"], params[f"hi{k}"] = lo, hi
+                return _first_of_each(conn.execute(FQ.pg_context(limit > 0, len(ranges)), params))
+            rows = (
+                list(conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit}))
+                if limit > 0
+                else []
+            )
+            for lo, hi in ranges:
                 params = {"mid": memory_id, "lo": lo, "hi": hi, "limit": per_prefix}
-                for r in conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params):
-                    if r.id not in found:
-                        found[r.id] = row_to_fragment(r)
-        return list(found.values())
+                rows += conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params)
+            return _first_of_each(rows)
 
     def strongest_fragments(
         self, memory_id: str, *, limit: int, now_ms: int, transient: bool | None = None
@@ -824,15 +811,13 @@ class MemoryStore:
         self, memory_id: str, *, now_ms: int, keys: Collection[str] = (), prefixes: Collection[str] = ()
     ) -> list[Fragment]:
         """Usable durable fragments (what variable inference reads) with these canonical keys or prefixes."""
-        found: dict[str, Fragment] = {}
         with self._read() as conn:
+            rows = []
             if keys:
-                for r in conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": sorted(keys)}):
-                    if FQ.usable(r, now_ms):
-                        found[r.id] = row_to_fragment(r)
-            for r in FQ.prefix_rows(conn, memory_id, prefixes, now_ms=now_ms):
-                found.setdefault(r.id, row_to_fragment(r))
-        return list(found.values())
+                by_key = conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": sorted(keys)})
+                rows = [r for r in by_key if FQ.usable(r, now_ms)]
+            rows += FQ.prefix_rows(conn, memory_id, prefixes, now_ms=now_ms)
+            return _first_of_each(rows)
 
     def newest_durable_fragments(self, memory_id: str, *, now_ms: int, batch: int = 32) -> Iterator[Fragment]:
         """Usable durable fragments, newest stated first, read page by page (stop iterating to stop)."""
@@ -1517,6 +1502,15 @@ class MemoryStore:
         if conn is None:
             return None
         return conn.connection.driver_connection
+
+
+def _first_of_each(rows: Iterable[Row[Any]]) -> list[Fragment]:
+    """The fragments of ``rows`` in order, each id once (the first row of it wins)."""
+    found: dict[str, Fragment] = {}
+    for r in rows:
+        if r.id not in found:
+            found[r.id] = row_to_fragment(r)
+    return list(found.values())
 
 
 def _aborted(conn: Connection) -> bool:
