@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -33,6 +34,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Select,
     String,
     Table,
     Text,
@@ -76,6 +78,12 @@ tasks_table = Table(
     Column("human_id", String(256), nullable=True),
     Column("bot_id", String(256), nullable=True),
     Column("updated_ms", _Seq, nullable=False),
+)
+
+
+# The columns of a Delivery, in its fields' order.
+_DELIVERIES = select(
+    *inbox_table.c["seq", "vendor", "received_ms", "event", "task_id", "memory_id", "status", "body"]
 )
 
 
@@ -154,35 +162,22 @@ class Inbox:
 
     def pending(self, limit: int = 500) -> list[Delivery]:
         """Return the oldest pending deliveries, in arrival order."""
-        query = (
-            select(*inbox_table.c["seq", "vendor", "received_ms", "event", "task_id", "memory_id", "status"])
-            .add_columns(inbox_table.c.body)
-            .where(inbox_table.c.status == "pending")
-            .order_by(inbox_table.c.seq)
-            .limit(limit)
-        )
-        with self.store.engine.connect() as conn:
-            return [Delivery(*row) for row in conn.execute(query)]
+        query = _DELIVERIES.where(inbox_table.c.status == "pending").order_by(inbox_table.c.seq).limit(limit)
+        return self._deliveries(query)
 
     def get(self, seqs: Sequence[int]) -> list[Delivery]:
         """Return the deliveries with these seqs, in seq order."""
-        query = (
-            select(*inbox_table.c["seq", "vendor", "received_ms", "event", "task_id", "memory_id", "status"])
-            .add_columns(inbox_table.c.body)
-            .where(inbox_table.c.seq.in_(list(seqs)))
-            .order_by(inbox_table.c.seq)
-        )
-        with self.store.engine.connect() as conn:
-            return [Delivery(*row) for row in conn.execute(query)]
+        query = _DELIVERIES.where(inbox_table.c.seq.in_(list(seqs))).order_by(inbox_table.c.seq)
+        return self._deliveries(query)
 
     def waiting(self, task_id: str) -> list[Delivery]:
         """Return the deliveries of a TRTC task parked until its memory id is known, in seq order."""
-        query = (
-            select(*inbox_table.c["seq", "vendor", "received_ms", "event", "task_id", "memory_id", "status"])
-            .add_columns(inbox_table.c.body)
-            .where(inbox_table.c.task_id == task_id, inbox_table.c.status == "waiting")
-            .order_by(inbox_table.c.seq)
-        )
+        query = _DELIVERIES.where(
+            inbox_table.c.task_id == task_id, inbox_table.c.status == "waiting"
+        ).order_by(inbox_table.c.seq)
+        return self._deliveries(query)
+
+    def _deliveries(self, query: Select[Any]) -> list[Delivery]:
         with self.store.engine.connect() as conn:
             return [Delivery(*row) for row in conn.execute(query)]
 
