@@ -89,6 +89,16 @@ def _fragment_value(f: Fragment) -> dict[str, Any]:
     }
 
 
+def _fragment_item(f: Fragment, namespace: tuple[str, ...]) -> Item:
+    return Item(
+        value=_fragment_value(f),
+        key=_item_key(f),
+        namespace=namespace,
+        created_at=_dt(f.created_at),
+        updated_at=_dt(f.updated_at),
+    )
+
+
 def _turn_value(m: Message) -> dict[str, Any]:
     return {"content": m.content, "role": m.role, "channel": m.channel, "timestamp_ms": m.timestamp_ms}
 
@@ -158,16 +168,7 @@ class ConvMemoryStore(BaseStore):
         if not self._exists(memory_id):
             return []
         if kind == "fragments":
-            return [
-                Item(
-                    value=_fragment_value(f),
-                    key=_item_key(f),
-                    namespace=ns,
-                    created_at=_dt(f.created_at),
-                    updated_at=_dt(f.updated_at),
-                )
-                for f in self._fragments(memory_id)
-            ]
+            return [_fragment_item(f, ns) for f in self._fragments(memory_id)]
         if kind == "variables":
             return [
                 Item(
@@ -204,15 +205,7 @@ class ConvMemoryStore(BaseStore):
             if not self._exists(memory_id):
                 return None
             f = self._find_fragment(memory_id, op.key)
-            if f is None:
-                return None
-            return Item(
-                value=_fragment_value(f),
-                key=_item_key(f),
-                namespace=tuple(op.namespace),
-                created_at=_dt(f.created_at),
-                updated_at=_dt(f.updated_at),
-            )
+            return None if f is None else _fragment_item(f, tuple(op.namespace))
         return next((i for i in self._items(memory_id, kind) if i.key == op.key), None)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
