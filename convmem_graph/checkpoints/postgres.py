@@ -81,8 +81,8 @@ def bind_run_connection(saver: Any, store_url: str, connection: Any | None) -> I
     Yields:
         Whether the saver was bound.
     """
-    same = connection is not None and getattr(saver, "conninfo", None) == libpq_url(store_url)
-    if not same or not hasattr(saver, "conninfo"):
+    # Only our saver has a conninfo; it must be the store's database.
+    if connection is None or getattr(saver, "conninfo", None) != libpq_url(store_url):
         yield False
         return
     token = _RUN_CONNECTION.set((saver, connection))
