@@ -184,13 +184,13 @@ class InboxWorker:
 
     def _route_trtc_rows(self, rows: list[Delivery], tasks: dict[str, TaskInfo]) -> list[str]:
         """Learn speakers and memory ids of the batch's TRTC tasks; return the tasks newly resolved."""
-        known_before: dict[str, bool] = {}
+        stored: dict[str, TaskInfo] = {}  # each task as it was before this batch
         for row in rows:
             if row.vendor != "trtc" or not row.task_id:
                 continue
             fields = trtc_fields(_json_object(row.body))
             info = tasks.get(row.task_id) or self.inbox.task(row.task_id) or TaskInfo(row.task_id)
-            known_before.setdefault(row.task_id, info.memory_id is not None)
+            stored.setdefault(row.task_id, info)
             tasks[row.task_id] = resolve_task(
                 info, fields, mode=self.settings.trtc_memory_from, bot_ids=self.settings.bot_ids
             )
@@ -201,9 +201,12 @@ class InboxWorker:
                     row.task_id,
                     self.settings.trtc_memory_from,
                 )
-        for info in tasks.values():
-            self.inbox.save_task(info)
-        return [t for t, known in known_before.items() if not known and tasks[t].memory_id is not None]
+        for task_id, info in tasks.items():
+            if info != stored[task_id]:  # one write per task this batch taught something
+                self.inbox.save_task(info)
+        return [
+            t for t, before in stored.items() if before.memory_id is None and tasks[t].memory_id is not None
+        ]
 
     def _trtc_memory(self, row: Delivery, tasks: dict[str, TaskInfo]) -> str | None:
         if row.task_id:
