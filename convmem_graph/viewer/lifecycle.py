@@ -13,6 +13,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from convmem_graph.checkpoints.namespace import thread_id_for
 from convmem_graph.memory import ConvMemory
 from convmem_graph.viewer._html import esc, json_block, layout, memory_url, table
 from convmem_graph.viewer.pages import memory_tabs
@@ -33,14 +34,6 @@ _RUN_KEYS = (
     "payloads",
     "errors",
 )
-
-
-def _thread_id(memory_id: str) -> str:
-    try:
-        from convmem_graph.checkpoints import thread_id_for
-    except ImportError:
-        return memory_id
-    return str(thread_id_for(memory_id))
 
 
 def graph_svg(mem: ConvMemory, path: list[str]) -> str:
@@ -100,7 +93,7 @@ def _ms_between(a: str | None, b: str | None) -> float | None:
 
 def last_run(mem: ConvMemory, memory_id: str) -> dict[str, Any]:
     """Return the last run's ``path``, per-node ``steps`` (name, ms) and final ``state`` counters."""
-    config = {"configurable": {"thread_id": _thread_id(memory_id)}}
+    config = {"configurable": {"thread_id": thread_id_for(memory_id)}}
     try:
         history = list(mem.lifecycle.graph.get_state_history(config, limit=64))  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - a checkpointer that cannot list history still shows the graph
