@@ -92,8 +92,8 @@ class ExportFragment(_Row):
     observed_at: Ms = 0
     part_of: Ident | None = None
     part: Annotated[int, Field(ge=0, le=EXPORT_LIMITS["list"])] | None = None
-    # Columns derived from key and content (written by newer versions); checked, and stored only
-    # where the table has them.
+    # Columns derived from key and content (written by newer versions): checked, then recomputed
+    # on import (see convmem_graph.store.transfer.import_memory).
     ckey: Key | None = None
     norm_hash: Annotated[int, Field(ge=-(2**63), le=_MAX_I64)] | None = None
     cjk: bool | None = None

@@ -17,6 +17,7 @@ from sqlalchemy import Table, delete, func, insert, select
 
 from convmem_graph._ids import check_identifier
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError
+from convmem_graph.store._derived import derived_columns
 from convmem_graph.store._export_schema import ExportFormatError, parse_export
 from convmem_graph.store._messages import content_hash
 from convmem_graph.store.engine import insert_ignore
@@ -112,8 +113,9 @@ def import_memory(
     enum values, sizes: see ``convmem_graph.store._export_schema``), so a bad document writes
     nothing. Database-internal keys are never taken from the file: message seqs, audit and
     dead-letter row ids are assigned by the store (a tampered ``seq`` cannot exhaust SQLite's
-    AUTOINCREMENT or collide with another memory's rows on PostgreSQL), content hashes and
-    dead-letter keys are recomputed, and the processing cursors are message counts.
+    AUTOINCREMENT or collide with another memory's rows on PostgreSQL), content hashes, the
+    fragments' derived columns (canonical key, content hash, language) and dead-letter keys are
+    recomputed, and the processing cursors are message counts.
 
     Args:
         store: The target store.
@@ -168,6 +170,11 @@ def import_memory(
                     {k: v for k, v in r.model_dump().items() if k in columns} | {"memory_id": target}
                     for r in getattr(parsed, key)
                 ]
+                if table is fragments:
+                    # Derived from key and content by this version's rules, whatever the file says:
+                    # the live path finds facts through them.
+                    for row in rows:
+                        row.update(derived_columns(row["key"], row["content"]))
                 if rows:
                     conn.execute(insert(table), rows)
             if parsed.summary is not None:

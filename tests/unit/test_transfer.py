@@ -97,3 +97,17 @@ def test_export_waits_for_a_writer_of_the_memory(store: MemoryStore) -> None:
     t.join(10)
     reader.join(10)
     assert [m["id"] for m in done["doc"]["messages"]][-1] == "late"  # and then sees all of it
+
+
+def test_import_recomputes_the_fragments_derived_columns(store: MemoryStore) -> None:
+    # An export from another version (or a tampered one) cannot hide a fact from the live path,
+    # which finds facts by canonical key and content hash.
+    doc = export_memory(store, "src")
+    for row in doc["fragments"]:
+        row["ckey"], row["norm_hash"], row["cjk"] = "other:key", 7, True
+    import_memory(store, doc, memory_id="copy")
+    for fragment in store.list_fragments("copy"):
+        found = store.related_fragments("copy", [fragment.key], [])
+        assert [f.id for f in found] == [fragment.id]
+        assert [f.id for f in store.related_fragments("copy", [], [fragment.content])] == [fragment.id]
+    assert _without_id(export_memory(store, "copy")) == _without_id(export_memory(store, "src"))
