@@ -299,10 +299,7 @@ def _excerpt(text: str, scorer: Scorer, max_tokens: int, counter: TokenCounter) 
     """The sentences of a long turn around its best match, within ``max_tokens``."""
     if counter(text) <= max_tokens:
         return text
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
-    bounds = [0, *ends] if not ends or ends[-1] < len(text) else [0, *ends[:-1]]
-    sentences = [text[a:b] for a, b in zip(bounds, [*bounds[1:], len(text)], strict=True)]
-    sentences = [x for x in sentences if x.strip()]
+    sentences = _sentences(text)  # with their spacing: a run of them joins back as written
     if not sentences:
         return text[: max_tokens * 2]
     scores = [scorer.score(x) for x in sentences]
@@ -341,14 +338,19 @@ class _Candidate:
     payload: object = None
 
 
-def _split_sentences(text: str) -> list[str]:
+def _sentences(text: str) -> list[str]:
+    """The non-blank sentences of ``text``, each with the whitespace around it kept."""
     out: list[str] = []
     pos = 0
     for m in _SENTENCE_END.finditer(text):
-        out.append(text[pos : m.end()].strip())
+        out.append(text[pos : m.end()])
         pos = m.end()
-    out.append(text[pos:].strip())
-    return [x for x in out if x]
+    out.append(text[pos:])
+    return [x for x in out if x.strip()]
+
+
+def _split_sentences(text: str) -> list[str]:
+    return [x.strip() for x in _sentences(text)]
 
 
 def _select(
