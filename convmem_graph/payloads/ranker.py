@@ -117,11 +117,6 @@ class Scorer:
             bag = self._bags[text] = list(_cached_terms(text))
         return bag
 
-    @property
-    def active(self) -> bool:
-        """Whether the query has any term to score with."""
-        return bool(self.weights)
-
     def score(self, text: str) -> float:
         """BM25 of ``text`` (0.0 when it holds no query term)."""
         weights = self.weights
@@ -141,7 +136,3 @@ class Scorer:
             total = sum(weights[t] * f * (_K1 + 1.0) / (f + norm) for t, f in counts.items())
         self._scores[text] = total
         return total
-
-    def matched(self, text: str) -> set[str]:
-        """The query's terms (as compared) that ``text`` holds."""
-        return {t for t in self._bag(text) if t in self.weights}
