@@ -208,8 +208,8 @@ def _is_postgres(saver: BaseCheckpointSaver[Any]) -> bool:
 
 
 # One statement: rank the thread's checkpoints per namespace (ids are UUIDv6: their text order is
-# their creation order), refuse when the newest one belongs to a DeltaChannel graph (nothing is
-# deleted then), and otherwise remove those past ``keep`` with their pending writes and the blobs
+# their creation order), refuse when there is something to prune and the newest checkpoint belongs
+# to a DeltaChannel graph (nothing is deleted then; as on SQLite), and otherwise remove those past ``keep`` with their pending writes and the blobs
 # no kept checkpoint of their namespace references, unlinking kept children of removed parents.
 # Every part reads the same snapshot, so "kept" is "not doomed", computed from it.
 _PG_PRUNE_SQL = """
@@ -222,6 +222,7 @@ WITH ranked AS (
 ),
 refused AS (
     SELECT 1 FROM ranked WHERE newest AND (meta LIKE %(marker_a)s OR meta LIKE %(marker_b)s)
+      AND EXISTS (SELECT 1 FROM ranked WHERE rank > %(keep)s)
 ),
 doomed AS (
     SELECT ns, id FROM ranked WHERE rank > %(keep)s AND NOT EXISTS (SELECT 1 FROM refused)
