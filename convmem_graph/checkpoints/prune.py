@@ -209,8 +209,9 @@ def _is_postgres(saver: BaseCheckpointSaver[Any]) -> bool:
 
 # One statement: rank the thread's checkpoints per namespace (ids are UUIDv6: their text order is
 # their creation order), refuse when there is something to prune and the newest checkpoint belongs
-# to a DeltaChannel graph (nothing is deleted then; as on SQLite), and otherwise remove those past ``keep`` with their pending writes and the blobs
-# no kept checkpoint of their namespace references, unlinking kept children of removed parents.
+# to a DeltaChannel graph (nothing is deleted then; as on SQLite), and otherwise remove those past
+# ``keep`` with their pending writes and the blobs no kept checkpoint of their namespace
+# references, unlinking kept children of removed parents.
 # Every part reads the same snapshot, so "kept" is "not doomed", computed from it.
 _PG_PRUNE_SQL = """
 WITH ranked AS (
