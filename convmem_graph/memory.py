@@ -55,15 +55,6 @@ __all__ = ["ConvMemory"]
 logger = logging.getLogger(__name__)
 
 
-def _is_batch(payloads: Any) -> bool:
-    # A RawInput or a list of them is a batch: unreadable items are quarantined, not raised.
-    if isinstance(payloads, RawInput):
-        return True
-    return bool(
-        isinstance(payloads, list | tuple) and payloads and all(isinstance(p, RawInput) for p in payloads)
-    )
-
-
 def _lazy_checkpointer(
     url: str,
 ) -> tuple[Callable[[], BaseCheckpointSaver[Any] | None], Callable[[], None]]:
@@ -92,14 +83,16 @@ def _check_content(method: str, content: Any, limit: int, hint: str) -> None:
         raise ValueError(f"{method}: content is {len(content)} characters, over the limit of {limit}; {hint}")
 
 
-def _as_inputs(payloads: Any, source: str | None) -> list[RawInput]:
+def _as_inputs(payloads: Any, source: str | None) -> tuple[list[RawInput], bool]:
     # A single document (dict), or a list that is itself one payload (a message list), or a
     # list/tuple of RawInput. A list of dicts is treated as ONE payload (OpenAI/LangChain lists).
+    # The flag says "a batch": a RawInput or a list of them, whose unreadable items are
+    # quarantined rather than raised.
     if isinstance(payloads, RawInput):
-        return [payloads]
+        return [payloads], True
     if isinstance(payloads, list | tuple) and payloads and all(isinstance(p, RawInput) for p in payloads):
-        return list(payloads)
-    return [RawInput(payloads, source)]
+        return list(payloads), True
+    return [RawInput(payloads, source)], False
 
 
 class ConvMemory(FragmentQueries, AsyncTwins):
@@ -256,12 +249,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
                 not the named ``source``); nothing is stored. With a list of ``RawInput``, such
                 payloads are quarantined as dead letters and listed in ``RunResult.errors``.
         """
-        return self.lifecycle.run(
-            memory_id,
-            _as_inputs(payloads, source),
-            session_ended=session_ended,
-            strict_inputs=not _is_batch(payloads),
-        )
+        inputs, batch = _as_inputs(payloads, source)
+        return self.lifecycle.run(memory_id, inputs, session_ended=session_ended, strict_inputs=not batch)
 
     async def aingest(
         self,
@@ -272,11 +261,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         session_ended: bool = False,
     ) -> RunResult:
         """Async twin of :meth:`ingest`."""
+        inputs, batch = _as_inputs(payloads, source)
         return await self.lifecycle.arun(
-            memory_id,
-            _as_inputs(payloads, source),
-            session_ended=session_ended,
-            strict_inputs=not _is_batch(payloads),
+            memory_id, inputs, session_ended=session_ended, strict_inputs=not batch
         )
 
     # -- variables ------------------------------------------------------------------------
