@@ -22,7 +22,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain_core._api import LangChainDeprecationWarning
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from convmem_graph.errors import ConvMemError
+from convmem_graph.errors import ConvMemError, MemoryNotFoundError
 from convmem_graph.models import Message
 
 if TYPE_CHECKING:
@@ -134,8 +134,6 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
 
     def memory_block(self, memory_id: str, query: str | None = None) -> str:
         """Return the memory block text for ``memory_id`` (empty if the memory is unknown or empty)."""
-        from convmem_graph.errors import MemoryNotFoundError
-
         try:
             # The agent sends its recent turns itself; stored turns matching the query are quoted.
             block = self.memory.memory_block(
@@ -246,8 +244,6 @@ class ConvMemoryChatHistory(BaseChatMessageHistory):
 
         Facts, variables and the summary stay (use ``ConvMemory.delete`` to forget everything).
         """
-        from convmem_graph.errors import MemoryNotFoundError
-
         try:
             self.memory.info(self.memory_id)
         except MemoryNotFoundError:
