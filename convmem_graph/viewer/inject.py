@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from convmem_graph.memory import ConvMemory
+from convmem_graph.models import MemorySnapshot
 from convmem_graph.payloads.memory_block import VARIABLE_LABELS, MemoryBlockOptions, build_memory_block
 from convmem_graph.payloads.relevance import lexical_scores
 from convmem_graph.viewer._html import esc, json_block, layout, memory_url, table
@@ -94,8 +95,9 @@ def _decoded(llm_config: str) -> str:
     return f"<h3>LLMConfig, decoded</h3>{json_block(doc, css='json decoded')}"
 
 
-def _fragment_rows(mem: ConvMemory, memory_id: str, block: Any, query: str, now: int) -> list[str]:
-    snapshot = mem.snapshot(memory_id)
+def _fragment_rows(
+    mem: ConvMemory, memory_id: str, snapshot: MemorySnapshot, block: Any, query: str, now: int
+) -> list[str]:
     included = list(getattr(block, "included_fragment_ids", []))
     position = {fid: i for i, fid in enumerate(included, 1)}
     flagged = set(getattr(block, "flagged", []))
@@ -196,7 +198,8 @@ def inject_page(
     except (ValueError, TypeError) as exc:
         error = str(exc)
     block_options = MemoryBlockOptions(budget_tokens=budget, query=query or None, now_ms=now)
-    block = build_memory_block(mem.snapshot(memory_id), block_options)
+    snapshot = mem.snapshot(memory_id)
+    block = build_memory_block(snapshot, block_options)
     shown_options = options_text or json.dumps(DEMO_OPTIONS.get(vendor, {}), ensure_ascii=False, indent=2)
     vendor_select = "".join(
         f'<option value="{esc(v)}"{" selected" if v == vendor else ""}>{esc(v)}: {esc(label)}</option>'
@@ -241,7 +244,7 @@ def inject_page(
         + '<section id="why"><h2>Why each item was chosen or cut</h2>'
         + table(
             ["item", "", "query match", "why"],
-            _other_rows(mem, memory_id, block) + _fragment_rows(mem, memory_id, block, query, now),
+            _other_rows(mem, memory_id, block) + _fragment_rows(mem, memory_id, snapshot, block, query, now),
             css="why",
             empty="no active facts",
         )
