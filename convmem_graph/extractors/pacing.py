@@ -443,7 +443,7 @@ class ModelGate:
         cost = self._cost(prompt)
         waited = 0.0
         for attempt in range(1, self.pacing.max_attempts + 1):
-            await asyncio.to_thread(self._slots.acquire)
+            await self._aslot()
             try:
                 while (wait := self._permit_wait(cost)) > 0:
                     await asyncio.sleep(wait)
@@ -466,6 +466,19 @@ class ModelGate:
             delay = self._after_429(error, attempt, waited)
             waited += delay
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    async def _aslot(self) -> None:
+        """Take a slot off the loop (the semaphore is shared with threads).
+
+        The waiting thread cannot be stopped: when the call is cancelled while it waits (a node
+        timeout), the slot it still takes is given back, or the gate would lose it for good.
+        """
+        waiter = asyncio.get_running_loop().run_in_executor(None, self._slots.acquire)
+        try:
+            await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            waiter.add_done_callback(lambda w: None if w.cancelled() else self._slots.release())
+            raise
 
     def _cost(self, prompt: Sequence[Any] | str) -> int:
         if self.tokens is None:
