@@ -126,7 +126,8 @@ def _add_missing_columns(conn: Connection) -> None:
     """Bring a database made by an older version up to date by adding columns it lacks.
 
     New columns are always nullable or carry a default, so adding them is enough; nothing is
-    rewritten or dropped.
+    rewritten or dropped. A column whose default is computed in Python (the derived fragment
+    columns) is added nullable, and filled by :func:`upgrade_fragments`.
     """
     inspector = inspect(conn)
     for table in METADATA.sorted_tables:
@@ -135,7 +136,8 @@ def _add_missing_columns(conn: Connection) -> None:
             if column.name in present:
                 continue
             ddl = column.type.compile(dialect=conn.dialect)
-            default = getattr(column.default, "arg", None) if column.default is not None else None
+            scalar = column.default is not None and column.default.is_scalar
+            default = getattr(column.default, "arg", None) if scalar else None
             clause = ""
             if default is not None:
                 literal = f"'{default}'" if isinstance(default, str) else str(int(default))
