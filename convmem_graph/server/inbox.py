@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from sqlalchemy import (
     update,
 )
 
+from convmem_graph._time import now_ms
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import advisory_key, execute_upsert, insert_ignore
 
@@ -111,10 +111,6 @@ class TaskInfo:
     bot_id: str | None = None
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Inbox:
     """Durable delivery rows and TRTC task routing, in the memory store's database."""
 
@@ -145,7 +141,7 @@ class Inbox:
         row = {
             "vendor": vendor,
             "delivery_key": delivery_key,
-            "received_ms": _now_ms(),
+            "received_ms": now_ms(),
             "event": event,
             "task_id": task_id,
             "memory_id": memory_id,
@@ -247,7 +243,7 @@ class Inbox:
             "memory_id": info.memory_id,
             "human_id": info.human_id,
             "bot_id": info.bot_id,
-            "updated_ms": _now_ms(),
+            "updated_ms": now_ms(),
         }
         with self.store.transaction() as conn:
             execute_upsert(conn, tasks_table, ("task_id",), row)

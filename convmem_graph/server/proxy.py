@@ -37,6 +37,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from convmem_graph._time import now_ms
 from convmem_graph.errors import MemoryNotFoundError
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message
@@ -54,10 +55,6 @@ _SYSTEM_ROLES = ("system", "developer")
 #: Top-level keys only the proxy reads; OpenAI itself rejects unknown request fields.
 _PROXY_ONLY_KEYS = ("memory_id",)
 _MAX_ERROR_BYTES = 64 * 1024
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def find_memory_id(body: Mapping[str, Any], headers: Mapping[str, str], keys: list[str]) -> str | None:
@@ -346,7 +343,7 @@ def build_proxy_router(
 
     @router.post("/v1/chat/completions", summary="OpenAI-compatible chat completions with memory")
     async def chat_completions(request: Request) -> Response:
-        started = _now_ms()
+        started = now_ms()
         if inbox.pending_count >= settings.queue_max:
             return openai_error(
                 503,
@@ -429,7 +426,7 @@ def build_proxy_router(
                     user_text,
                     _completion_text(content),
                     started,
-                    _now_ms(),
+                    now_ms(),
                     False,
                 )
             return Response(content, status_code=upstream.status_code, headers=passthrough, background=task)
@@ -441,7 +438,7 @@ def build_proxy_router(
             try:
                 async for chunk in upstream.aiter_raw():
                     if not first:
-                        first = _now_ms()
+                        first = now_ms()
                     yield chunk
                     collected.feed(chunk)
                 finished = True
@@ -458,7 +455,7 @@ def build_proxy_router(
                         user_text,
                         collected.text,
                         started,
-                        first or _now_ms(),
+                        first or now_ms(),
                         interrupted,
                     )
 
