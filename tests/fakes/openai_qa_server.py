@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from typing import Any
 
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, _error
@@ -74,22 +73,19 @@ class FakeQAServer(FakeOpenAIServer):
     """A :class:`FakeOpenAIServer` whose replies are computed from each request (see the module doc)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._serial = threading.Lock()  # one request at a time: the computed reply is queued, then used
+        super().__init__(responder=_reply)
 
     def _answer(self, path: str, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str], float]:
-        with self._serial:
-            try:
-                request = json.loads(raw or b"{}")
-            except json.JSONDecodeError:
-                return 400, _error("request body is not JSON", "invalid_request_error"), {}, 0.0
-            problem = _invalid(request)
-            if problem is not None:
-                with self._lock:
-                    self.requests.append(request)
-                return 400, _error(problem, "invalid_request_error"), {}, 0.0
-            self.script(_reply(request))
-            return super()._answer(path, raw)
+        try:
+            request = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            return 400, _error("request body is not JSON", "invalid_request_error"), {}, 0.0
+        problem = _invalid(request)
+        if problem is not None:
+            with self._lock:
+                self.requests.append(request)
+            return 400, _error(problem, "invalid_request_error"), {}, 0.0
+        return super()._answer(path, raw)
 
 
 def _invalid(request: Any) -> str | None:
