@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, inspect, select, update
 
 from convmem_graph._ids import stable_id
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
@@ -78,8 +78,11 @@ def fill_derived(conn: Connection, memory_id: str | None = None) -> int:
 
 def upgrade_fragments(conn: Connection) -> None:
     """Bring an older database's fragments up to date: the derived columns' indexes and values."""
+    # One catalog read for all of them (a check per index cost a round trip each on every open).
+    present = {ix["name"] for ix in inspect(conn).get_indexes(fragments.name)}
     for index in sorted(fragments.indexes, key=lambda i: str(i.name)):
-        index.create(conn, checkfirst=True)
+        if str(index.name) not in present:
+            index.create(conn)
     filled = fill_derived(conn)
     if filled:
         logger.info("filled the derived columns of %d fragments of an older database", filled)

@@ -170,6 +170,14 @@ fragments = Table(
         "expires_at",
     ),
     Index("ix_cm_fragments_recent", "memory_id", "status", text("updated_at DESC")),
+    # Rows written without the derived columns (older versions), which every open fills: a partial
+    # index, empty once they are, so that check is not a scan of every memory's facts.
+    Index(
+        "ix_cm_fragments_underived",
+        "memory_id",
+        sqlite_where=text("ckey IS NULL"),
+        postgresql_where=text("ckey IS NULL"),
+    ),
 )
 
 variable_specs = Table(
