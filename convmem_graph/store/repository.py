@@ -129,9 +129,11 @@ def _add_missing_columns(conn: Connection) -> None:
     rewritten or dropped. A column whose default is computed in Python (the derived fragment
     columns) is added nullable, and filled by :func:`upgrade_fragments`.
     """
-    inspector = inspect(conn)
-    for table in METADATA.sorted_tables:
-        present = {c["name"] for c in inspector.get_columns(table.name)}
+    # One catalog read for every table (a read per table cost a round trip each on every open).
+    tables = METADATA.sorted_tables
+    found = inspect(conn).get_multi_columns(filter_names=[t.name for t in tables])
+    for table in tables:
+        present = {c["name"] for c in found.get((None, table.name), [])}
         for column in table.columns:
             if column.name in present:
                 continue
