@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterable, Mapping
@@ -45,8 +46,6 @@ logger = logging.getLogger(__name__)
 #: Prefix of every checkpoint thread the lifecycle writes.
 THREAD_PREFIX = "convmem:"
 
-_lifecycle_channels: frozenset[str] | None = None
-
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -61,13 +60,12 @@ def memory_id_of(thread_id: str) -> str | None:
     return thread_id[len(THREAD_PREFIX) :] if thread_id.startswith(THREAD_PREFIX) else None
 
 
+@functools.cache
 def _channels() -> frozenset[str]:
-    global _lifecycle_channels
-    if _lifecycle_channels is None:
-        from convmem_graph.graph import build_memory_graph
+    """The lifecycle graph's channels (compiled once, on first use)."""
+    from convmem_graph.graph import build_memory_graph
 
-        _lifecycle_channels = frozenset(build_memory_graph().compile().channels)
-    return _lifecycle_channels
+    return frozenset(build_memory_graph().compile().channels)
 
 
 def is_lifecycle_checkpoint(checkpoint: Mapping[str, Any]) -> bool:
