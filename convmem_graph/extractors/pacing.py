@@ -65,6 +65,8 @@ T = TypeVar("T")
 
 #: The token bucket holds this many seconds of the per-minute budget (the largest burst).
 _TPM_BURST_S = 10.0
+#: Longest pause of an async call polling for a slot (a model call takes far longer).
+_SLOT_POLL_MAX_S = 0.05
 
 
 class ModelPacing(BaseModel):
@@ -439,7 +441,7 @@ class ModelGate:
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     async def acall(self, fn: Callable[[], Awaitable[T]], prompt: Sequence[Any] | str = "") -> T:
-        """Async twin of :meth:`call` (waits with ``asyncio.sleep``; a slot is taken off the loop)."""
+        """Async twin of :meth:`call` (waits with ``asyncio.sleep``; no thread waits for a slot)."""
         cost = self._cost(prompt)
         waited = 0.0
         for attempt in range(1, self.pacing.max_attempts + 1):
@@ -468,17 +470,17 @@ class ModelGate:
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     async def _aslot(self) -> None:
-        """Take a slot off the loop (the semaphore is shared with threads).
+        """Take a slot without holding a thread: poll it, as the request budget is polled.
 
-        The waiting thread cannot be stopped: when the call is cancelled while it waits (a node
-        timeout), the slot it still takes is given back, or the gate would lose it for good.
+        A waiting call parked in a worker thread would be lost to the loop: with more callers
+        than the loop's executor has threads, the call holding the slot could not get a thread
+        for its model (LangChain runs a model without native async there) and nothing moved;
+        and a call cancelled while its thread waited (a node timeout) left the slot taken.
         """
-        waiter = asyncio.get_running_loop().run_in_executor(None, self._slots.acquire)
-        try:
-            await asyncio.shield(waiter)
-        except asyncio.CancelledError:
-            waiter.add_done_callback(lambda w: None if w.cancelled() else self._slots.release())
-            raise
+        pause = 0.001
+        while not self._slots.acquire(blocking=False):
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _SLOT_POLL_MAX_S)
 
     def _cost(self, prompt: Sequence[Any] | str) -> int:
         if self.tokens is None:
