@@ -36,7 +36,12 @@ from convmem_graph.payloads.agora import (
 )
 from convmem_graph.payloads.memory_block import MemoryBlockOptions
 from convmem_graph.payloads.openai import build_langchain_messages, build_openai_messages
-from convmem_graph.payloads.trtc import TRTCOptions, build_llm_config, build_start_ai_conversation
+from convmem_graph.payloads.trtc import (
+    MAX_RECENT_TURNS,
+    TRTCOptions,
+    build_llm_config,
+    build_start_ai_conversation,
+)
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 __all__ = ["VENDORS", "render_payload"]
@@ -70,17 +75,30 @@ VENDORS: dict[str, frozenset[str]] = {
 }
 
 
-def _block(options: Mapping[str, Any], now_ms: int | None) -> MemoryBlockOptions:
+def _block(options: Mapping[str, Any], now_ms: int | None, *, sent_turns: int) -> MemoryBlockOptions:
     values: dict[str, Any] = {"now_ms": now_ms}
     for key in ("query", "language", "max_fragments"):
         if options.get(key) is not None:
             values[key] = options[key]
     if options.get("budget_tokens") is not None:
         values["budget_tokens"] = options["budget_tokens"]
-    # Turns the payload carries as recent turns are not quoted in the block again.
-    recent = options.get("recent_turns", 10)
-    values["skip_recent_turns"] = recent if isinstance(recent, int) and recent > 0 else 0
+    # Turns the payload carries as recent turns are not quoted in the block again; turns it does
+    # not carry stay quotable.
+    values["skip_recent_turns"] = sent_turns
     return MemoryBlockOptions(**values)
+
+
+def _sent_turns(vendor: str, options: Mapping[str, Any]) -> int:
+    """How many of the newest turns the ``vendor`` payload itself carries to the model."""
+    recent = options.get("recent_turns", 10)
+    recent = recent if isinstance(recent, int) and not isinstance(recent, bool) and recent > 0 else 0
+    if vendor in ("agora", "agora-llm"):
+        return 0  # a join sends no turns: the agent starts with an empty history
+    if vendor.startswith("trtc"):
+        return min(recent, MAX_RECENT_TURNS)
+    # openai, langchain and the Agora custom-LLM messages send them; an Agora update reaches an
+    # agent whose own history already holds the session's latest turns.
+    return recent
 
 
 def _mapping(options: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -148,7 +166,7 @@ def _render(
         accepted = ", ".join(sorted(accepted_any))
         raise ValueError(f"{vendor}: unknown option(s) {', '.join(unknown)}; accepted: {accepted}")
     opts = {k: v for k, v in opts.items() if k in VENDORS[vendor]}
-    block = _block(opts, now_ms)
+    block = _block(opts, now_ms, sent_turns=_sent_turns(vendor, opts))
     persona = str(opts.get("persona") or "")
     if vendor in ("openai", "langchain"):
         build = build_openai_messages if vendor == "openai" else build_langchain_messages

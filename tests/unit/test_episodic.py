@@ -357,3 +357,25 @@ def test_a_found_turn_keeps_its_metadata(store: MemoryStore) -> None:
     )
     (hit,) = store.search_episodes("a", "kayak").hits
     assert hit.message.metadata == {"sentences": sentences}
+
+
+def test_a_payload_that_sends_no_turns_still_quotes_the_newest_ones() -> None:
+    from convmem_graph.memory import ConvMemory
+
+    turn = "Do you think the Lisbon tram is worth riding?"
+    with ConvMemory.open(":memory:") as mem:
+        mem.ingest(
+            "u1",
+            [
+                {"role": "user", "content": turn, "timestamp": 1_767_000_000_000},
+                {"role": "assistant", "content": "Yes, take line 28 early.", "timestamp": 1_767_000_001_000},
+            ],
+            source="openai",
+        )
+        # An Agora join carries no turns: the agent starts empty, so the block quotes them.
+        join = mem.payload("u1", "agora-llm", query="Lisbon tram", llm={"url": "http://127.0.0.1:9/v1"})
+        assert turn in join["system_messages"][0]["content"]
+        # OpenAI messages carry the recent turns themselves: the block does not repeat them.
+        messages = mem.payload("u1", "openai", query="Lisbon tram", recent_turns=10)
+        assert [m["content"] for m in messages if m["role"] == "user"] == [turn]
+        assert not any(turn in m["content"] for m in messages if m["role"] == "system")
