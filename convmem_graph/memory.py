@@ -445,7 +445,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
 
         options = MemoryBlockOptions(
-            budget_tokens=budget_tokens or self.config.memory_block_budget_tokens,
+            budget_tokens=self.config.memory_block_budget_tokens if budget_tokens is None else budget_tokens,
             query=query,
             skip_recent_turns=skip_recent_turns,
             now_ms=self.lifecycle.clock(),

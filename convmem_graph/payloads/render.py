@@ -44,7 +44,7 @@ from convmem_graph.payloads.trtc import (
 )
 from convmem_graph.tokens import TokenCounter, count_tokens
 
-__all__ = ["VENDORS", "render_payload"]
+__all__ = ["VENDORS", "render_payload", "sent_turns"]
 
 _COMMON = {"persona", "query", "recent_turns", "budget_tokens", "language", "max_fragments"}
 _TRTC_LLM = _COMMON | {"recent_placement", "history", "history_mode", "llm"}
@@ -88,7 +88,7 @@ def _block(options: Mapping[str, Any], now_ms: int | None, *, sent_turns: int) -
     return MemoryBlockOptions(**values)
 
 
-def _sent_turns(vendor: str, options: Mapping[str, Any]) -> int:
+def sent_turns(vendor: str, options: Mapping[str, Any]) -> int:
     """How many of the newest turns the ``vendor`` payload itself carries to the model."""
     recent = options.get("recent_turns", 10)
     recent = recent if isinstance(recent, int) and not isinstance(recent, bool) and recent > 0 else 0
@@ -166,7 +166,7 @@ def _render(
         accepted = ", ".join(sorted(accepted_any))
         raise ValueError(f"{vendor}: unknown option(s) {', '.join(unknown)}; accepted: {accepted}")
     opts = {k: v for k, v in opts.items() if k in VENDORS[vendor]}
-    block = _block(opts, now_ms, sent_turns=_sent_turns(vendor, opts))
+    block = _block(opts, now_ms, sent_turns=sent_turns(vendor, opts))
     persona = str(opts.get("persona") or "")
     if vendor in ("openai", "langchain"):
         build = build_openai_messages if vendor == "openai" else build_langchain_messages

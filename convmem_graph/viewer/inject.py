@@ -1,8 +1,8 @@
 """The inject preview: the exact vendor payload for a query, and how its memory block was chosen.
 
 The payload comes from :meth:`ConvMemory.payload` (what a call start would send). The memory block
-is rebuilt from the same snapshot with :func:`~convmem_graph.payloads.memory_block.build_memory_block`
-to show each part's tokens against the budget and, per fact, whether it went in and why not.
+is built again with :meth:`ConvMemory.memory_block` (the same query-time snapshot and the same turns
+left out) to show each part's tokens against the budget and, per fact, whether it went in and why not.
 Fields the block may gain later (why items were chosen) are shown as they come.
 """
 
@@ -13,8 +13,9 @@ from typing import Any
 
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import MemorySnapshot
-from convmem_graph.payloads.memory_block import VARIABLE_LABELS, MemoryBlockOptions, build_memory_block
+from convmem_graph.payloads.memory_block import VARIABLE_LABELS
 from convmem_graph.payloads.relevance import lexical_scores
+from convmem_graph.payloads.render import sent_turns
 from convmem_graph.viewer._html import esc, json_block, layout, memory_url, table
 from convmem_graph.viewer.pages import memory_tabs
 
@@ -189,6 +190,7 @@ def inject_page(
     now = mem.lifecycle.clock()
     error = ""
     payload: Any = None
+    options: dict[str, Any] = {}
     try:
         options = _parse_options(options_text, vendor)
         options.update({"persona": persona or options.get("persona"), "budget_tokens": budget})
@@ -197,9 +199,12 @@ def inject_page(
         payload = mem.payload(memory_id, vendor, **{k: v for k, v in options.items() if v is not None})
     except (ValueError, TypeError) as exc:
         error = str(exc)
-    block_options = MemoryBlockOptions(budget_tokens=budget, query=query or None, now_ms=now)
-    snapshot = mem.snapshot(memory_id)
-    block = build_memory_block(snapshot, block_options)
+    # The block as the payload built it: the same query-time snapshot (stored turns included) and
+    # the same turns left out because the payload sends them.
+    snapshot = mem.snapshot(memory_id)  # the facts listed below (a cached read)
+    block = mem.memory_block(
+        memory_id, query or None, budget_tokens=budget, skip_recent_turns=sent_turns(vendor, options)
+    )
     shown_options = options_text or json.dumps(DEMO_OPTIONS.get(vendor, {}), ensure_ascii=False, indent=2)
     vendor_select = "".join(
         f'<option value="{esc(v)}"{" selected" if v == vendor else ""}>{esc(v)}: {esc(label)}</option>'

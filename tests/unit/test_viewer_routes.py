@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,3 +136,20 @@ def test_inject_and_lifecycle_pages(client: TestClient) -> None:
     assert client.get("/memories/nobody/inject").status_code == 404
     assert client.get("/viewer/static/viewer.js").status_code == 200
     assert client.get("/viewer/static/secret.py").status_code == 404
+
+
+def test_inject_preview_shows_the_block_the_payload_sends(client: TestClient, mem: ConvMemory) -> None:
+    # A stored turn that matches the query (a question: no fact is extracted from it).
+    turn = "你知道西溪湿地的船票多少钱吗？"
+    mem.ingest(MID, [{"role": "user", "content": turn}], source="openai")
+    query = {"query": "西溪湿地船票", "budget": 200}
+
+    def preview_block(vendor: str) -> str:
+        page = client.get(f"{PATH}/inject", params={"vendor": vendor, **query}).text
+        return page.split('<pre class="block">')[1].split("</pre>")[0]
+
+    # The newest 10 turns travel with an OpenAI payload, so its block does not quote them.
+    openai = mem.memory_block(MID, "西溪湿地船票", budget_tokens=200, skip_recent_turns=10).text
+    assert preview_block("openai") == html.escape(openai, quote=True) and turn not in openai
+    # An Agora join sends no turns: the payload's block quotes the turn, and so does the preview.
+    assert turn in preview_block("agora")
