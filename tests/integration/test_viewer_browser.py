@@ -2,7 +2,8 @@
 
 The server is ``convmem serve``'s app on a free loopback port, over a database holding the
 bundled example conversations (replayed like the README's main job) and a hostile memory.
-Set ``CONVMEM_VIEWER_SCREENSHOTS=docs`` to (re)write the screenshots in ``docs/``.
+Set ``CONVMEM_VIEWER_SCREENSHOTS=docs`` to (re)write the screenshots in ``docs/`` (install a CJK font
+first, e.g. Debian's ``fonts-wqy-microhei``, or Chinese text renders as boxes).
 """
 
 from __future__ import annotations
