@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from typing import TYPE_CHECKING
@@ -73,18 +72,27 @@ def _all_unreadable(
 def _quarantine_only(
     mem: ConvMemory, memory_id: str, rejected: list[tuple[RawInput, SourceFormatError]]
 ) -> RunResult:
-    """Keep every rejected document as a dead letter of ``memory_id`` without creating the memory."""
+    """Keep the rejected documents as dead letters of ``memory_id`` without creating the memory."""
+    from convmem_graph.nodes.ingest import _raw_text
     from convmem_graph.runner import RunResult
-    from convmem_graph.state import MAX_ERRORS_KEPT
+    from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, MAX_ERRORS_KEPT
 
-    errors: list[dict[str, str]] = []
-    for item, exc in rejected:
-        raw = json.dumps(item.data, ensure_ascii=False, default=repr)
+    # Stored as the ingest node stores them: the same raw form (and so dead-letter key), the same cap.
+    for item, exc in rejected[:MAX_DEAD_LETTERS_PER_RUN]:
+        raw = _raw_text(item.data)
         mem.store.add_dead_letter(memory_id, source=exc.source, raw=raw, error=exc.reason, path=exc.path)
-        if len(errors) < MAX_ERRORS_KEPT:
-            errors.append(
-                {"name": item.name or "", "source": exc.source, "path": exc.path, "reason": exc.reason}
-            )
+    unstored = len(rejected) - MAX_DEAD_LETTERS_PER_RUN
+    if unstored > 0:
+        mem.store.add_dead_letter(
+            memory_id,
+            source="convmem",
+            raw=f"{unstored} more bad payloads or items in the run at {mem.lifecycle.clock()}",
+            error=f"dead-letter limit of {MAX_DEAD_LETTERS_PER_RUN} per run reached",
+        )
+    errors = [
+        {"name": item.name or "", "source": exc.source, "path": exc.path, "reason": exc.reason}
+        for item, exc in rejected[:MAX_ERRORS_KEPT]
+    ]
     return RunResult(
         memory_id=memory_id, dead_letters=len(rejected), errors=errors, error_count=len(rejected)
     )

@@ -166,6 +166,22 @@ def test_wholly_rejected_file_is_a_dead_letter_not_a_memory(
     assert (letter.raw, letter.path) == ('{"foo": 1}', "$")
 
 
+def test_a_wholly_rejected_ingest_stores_dead_letters_as_a_run_would(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same cap and raw form as the ingest node: a bare JSON string is kept as the string.
+    monkeypatch.setattr("convmem_graph.state.MAX_DEAD_LETTERS_PER_RUN", 3)
+    bad, db = tmp_path / "bad.jsonl", tmp_path / "r.db"
+    bad.write_text("\n".join(json.dumps(f"not a payload {i}") for i in range(5)), encoding="utf-8")
+    code, out, _ = _run(capsys, "ingest", str(bad), "--memory", "m1", "--db", str(db), "--json")
+    assert code == 2 and json.loads(out)["dead_letters"] == 5
+    with ConvMemory.open(str(db)) as mem:
+        assert mem.memories() == []
+        raws = sorted(d.raw for d in mem.store.list_dead_letters("m1"))
+    assert raws[1:] == [f"not a payload {i}" for i in range(3)]
+    assert raws[0].startswith("2 more bad payloads or items")
+
+
 def test_ingest_counts_each_skipped_reason_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from collections import Counter
 
