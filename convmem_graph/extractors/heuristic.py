@@ -133,6 +133,10 @@ class HeuristicExtractor:
 
     name = "heuristic"
 
+    #: Newest known facts the extract step shows it: none, its rules read only known pets and plans
+    #: (which the step always includes).
+    known_facts = 0
+
     def __init__(self, *, transient_ttl_days: int = 7, utc_offset_minutes: int | None = None) -> None:
         """Create the extractor.
 

@@ -32,10 +32,6 @@ CONTEXT_FRAGMENTS = 200
 
 
 def _known_facts(extractor: Any) -> int:
-    from convmem_graph.extractors.heuristic import HeuristicExtractor
-
-    if isinstance(extractor, HeuristicExtractor):
-        return 0  # its rules read only known pets and plans
     limit = getattr(extractor, "known_facts", CONTEXT_FRAGMENTS)
     return limit if isinstance(limit, int) and limit >= 0 else CONTEXT_FRAGMENTS
 
