@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from convmem_graph.store.engine import pool_settings
+from convmem_graph.store.engine import advisory_key, pool_settings
 from convmem_graph.store.urls import libpq_url, mask_url
 
 if TYPE_CHECKING:
@@ -108,6 +108,8 @@ _LEASE_TABLE = "convmem_setup_leases"
 _LEASE_NAME = "checkpoint-setup"
 #: A holder that died mid-setup gives its lease up after this long.
 _LEASE_SECONDS = 300
+#: Advisory-lock key of the lease table's creation (a transaction lock, released at its commit).
+_LEASE_TABLE_LOCK_KEY = advisory_key("convmem_graph:checkpoint-setup-lease-table")
 
 
 @contextmanager
@@ -116,19 +118,18 @@ def _setup_lease(pool: Any) -> Iterator[bool]:
 
     Not an advisory lock: a session lock does not survive a transaction-mode pooler, and a lock
     held by an open transaction would make the setup's ``CREATE INDEX CONCURRENTLY`` wait for
-    it (the holder's own setup included). Every statement here is a short autocommit one.
+    it (the holder's own setup included). Every statement here is short and commits at once.
     """
-    import psycopg
-
     owner = uuid.uuid4().hex
     with pool.connection() as conn:
-        try:
+        # Two concurrent CREATE TABLE IF NOT EXISTS can both pass the check and one then fails on
+        # the catalog (DuplicateObject on the row type): create it under a transaction lock.
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LEASE_TABLE_LOCK_KEY,))
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {_LEASE_TABLE} "
                 "(name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
             )
-        except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
-            pass  # another process created it at the same moment
         row = conn.execute(
             f"INSERT INTO {_LEASE_TABLE} AS l (name, owner, expires_at) "
             "VALUES (%s, %s, now() + make_interval(secs => %s)) "

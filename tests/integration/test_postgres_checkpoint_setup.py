@@ -67,3 +67,46 @@ def test_processes_setting_up_together_take_turns(fresh_url: str, tmp_path: Path
     assert versions == (migrations, migrations - 1)  # every migration recorded once
     assert invalid == (0,)  # no index left half-built by a concurrent CREATE INDEX CONCURRENTLY
     assert leases == (0,)  # the lease was given back
+
+
+
+def test_creating_the_lease_table_waits_for_a_concurrent_creator(fresh_url: str) -> None:
+    """Two concurrent ``CREATE TABLE IF NOT EXISTS`` can fail on the catalog (``type ... already exists``,
+    seen in CI behind PgBouncer), so the lease table is created under a transaction lock: a process
+    holding it makes the next one wait, and the next one then finds the table and goes on."""
+    import threading
+
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    from convmem_graph.checkpoints.postgres import _LEASE_TABLE_LOCK_KEY, _setup_lease
+
+    url = libpq_url(fresh_url)
+    held: list[bool] = []
+    errors: list[BaseException] = []
+    with psycopg.connect(url) as creator:  # a transaction, as the other process's creation is
+        creator.execute("SELECT pg_advisory_xact_lock(%s)", (_LEASE_TABLE_LOCK_KEY,))
+        creator.execute(
+            "CREATE TABLE convmem_setup_leases "
+            "(name TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
+        )
+        with ConnectionPool(
+            url, min_size=1, max_size=1, kwargs={"autocommit": True, "row_factory": dict_row}
+        ) as pool:
+
+            def take() -> None:
+                try:
+                    with _setup_lease(pool) as got:
+                        held.append(got)
+                except BaseException as exc:  # collected: the thread's failure must fail the test
+                    errors.append(exc)
+
+            thread = threading.Thread(target=take)
+            thread.start()
+            thread.join(timeout=1.0)
+            assert thread.is_alive()  # waiting on the creator's lock, not racing it
+            creator.commit()
+            thread.join(timeout=30)
+            assert not thread.is_alive()
+    assert errors == []
+    assert held == [True]
