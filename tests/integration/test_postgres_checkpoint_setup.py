@@ -69,7 +69,6 @@ def test_processes_setting_up_together_take_turns(fresh_url: str, tmp_path: Path
     assert leases == (0,)  # the lease was given back
 
 
-
 def test_creating_the_lease_table_waits_for_a_concurrent_creator(fresh_url: str) -> None:
     """Two concurrent ``CREATE TABLE IF NOT EXISTS`` can fail on the catalog (``type ... already exists``,
     seen in CI behind PgBouncer), so the lease table is created under a transaction lock: a process
