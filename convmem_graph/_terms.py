@@ -6,9 +6,11 @@ character bigrams (no segmenter download: see the README for the measurement aga
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
-__all__ = ["CJK_RUN", "bigrams", "search_terms"]
+__all__ = ["CJK_RUN", "bigrams", "search_terms", "stem", "stemmed_terms"]
 
 CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
@@ -30,11 +32,12 @@ def bigrams(run: str) -> list[str]:
     return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def search_terms(query: str, *, max_terms: int = 32) -> list[str]:
+def search_terms(query: str, *, max_terms: int | None = 32) -> list[str]:
     """Split a query into index terms, keeping the *newest* ``max_terms`` of a long query.
 
     English words are lower-cased with stop words dropped (the index stems them); CJK runs give
-    their bigrams, minus those made of function characters or particles.
+    their bigrams, minus those made of function characters or particles. ``max_terms=None``
+    keeps every distinct term.
 
     Example:
         >>> search_terms("Where did Caroline move from? 她以前住在成都吗")
@@ -61,10 +64,39 @@ def search_terms(query: str, *, max_terms: int = 32) -> list[str]:
     unique: dict[str, None] = {}
     for term in reversed(found):
         unique.setdefault(term, None)
-        if len(unique) == max_terms:
+        if max_terms is not None and len(unique) == max_terms:
             break
     return list(reversed(unique))
 
 
 def _latin_terms(chunk: str) -> list[str]:
     return [w for w in _WORD.findall(chunk.lower()) if len(w) >= 2 and w not in _EN_STOP and not w.isdigit()]
+
+
+@functools.cache
+def _stem_words() -> Callable[[list[str]], list[str]]:
+    try:
+        import Stemmer  # PyStemmer: Snowball in C, with its own word cache
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError(
+            "the PostgreSQL episodic index stems with PyStemmer: pip install 'convmem-graph[postgres]'"
+        ) from exc
+    return Stemmer.Stemmer("english").stemWords  # type: ignore[no-any-return]
+
+
+def stem(terms: list[str]) -> list[str]:
+    """Snowball-stem English terms (CJK terms come back unchanged), one result per term."""
+    return _stem_words()(terms) if terms else []
+
+
+def stemmed_terms(text: str, *, max_terms: int | None = None) -> list[str]:
+    """:func:`search_terms` with English words Snowball-stemmed (CJK bigrams pass unchanged).
+
+    The PostgreSQL episodic index stores these for a turn and looks up the same for a query, so
+    both sides always agree; stemming here keeps that work off the database server.
+
+    Example:
+        >>> stemmed_terms("Caroline went running in 成都")
+        ['carolin', 'went', 'run', '成都']
+    """
+    return list(dict.fromkeys(stem(search_terms(text, max_terms=max_terms))))

@@ -11,8 +11,9 @@ transaction as the messages:
   Buckets may collide; candidates are joined back to ``cm_messages`` by memory id, so a collision
   costs a little work and never shows another memory's turn.
 - **PostgreSQL**: a side table ``cm_episodes (seq -> cm_messages, memory_id, terms tsvector)`` with
-  a GIN index (``english`` configuration: stop words dropped, Snowball stems), deleted with its
-  message by ``ON DELETE CASCADE``.
+  a GIN index, deleted with its message by ``ON DELETE CASCADE``. The lexemes are made in the
+  client (the words :func:`search_terms` keeps, Snowball-stemmed by PyStemmer), so the database
+  server does no linguistic work and searches stem the same way whatever its text-search setup.
 
 Chinese (and Japanese/Korean) needs no segmenter download: a CJK run is indexed as its character
 bigrams (a lone character as itself). Measured against jieba on MADial-Bench (see the README),
@@ -31,14 +32,14 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from sqlalchemy import ColumnElement, Connection, select
 
-from convmem_graph._terms import CJK_RUN, bigrams, search_terms
+from convmem_graph._terms import CJK_RUN, bigrams, search_terms, stem, stemmed_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
 from convmem_graph.store._messages import MESSAGE_COLUMNS, row_to_message
-from convmem_graph.store.engine import chunked
+from convmem_graph.store.engine import chunked, dumps
 from convmem_graph.store.schema import messages
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "episode_text",
     "index_episodes",
     "pg_index_prefix",
+    "pg_index_terms",
     "pg_terms_sql",
     "search_episodes",
     "search_terms",
@@ -64,7 +66,7 @@ _META_TABLE = "cm_episode_meta"
 #: Bumped whenever :func:`episode_text` changes: the SQLite index is then rebuilt on open (its
 #: deletes must see the same text that was indexed).
 _TEXT_VERSION = "1"
-_PG_VERSION = "2"  # lexemes prefixed with the memory's bucket
+_PG_VERSION = "3"  # lexemes stemmed in the client (PyStemmer), prefixed with the memory's bucket
 _SEQ_BITS = 36
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 _BUCKET_BITS = 27
@@ -166,13 +168,37 @@ def pg_index_prefix(memory_id: str) -> str:
     return f"{_bucket(memory_id):07x}_"
 
 
-def pg_terms_sql(prefix: str, body: str) -> str:
-    """SQL of the ``tsvector`` indexed for a turn: the stems of ``body``, each behind ``prefix``.
+def pg_terms_sql(terms: str) -> str:
+    """SQL of the ``tsvector`` indexed for a turn from its lexemes as one space-separated string.
 
-    Both arguments are SQL expressions (parameters or columns). Searches stem with the same
-    ``english`` configuration (see :func:`search_episodes`).
+    ``terms`` is an SQL expression (a parameter or a column) holding what :func:`pg_index_terms`
+    made. The lexemes are final: no parser or dictionary runs on the server.
     """
-    return f"array_to_tsvector(ARRAY(SELECT {prefix} || lexeme FROM unnest(to_tsvector('english', {body}))))"
+    return f"array_to_tsvector(string_to_array({terms}, ' '))"
+
+
+def pg_index_terms(memory_id: str) -> Callable[[str], str]:
+    """The function giving a turn's PostgreSQL lexemes: its stemmed terms behind the memory's prefix.
+
+    Stemming happens in the client (PyStemmer's Snowball, see :func:`stemmed_terms`) and searches
+    stem the query the same way, so both sides agree whatever the server's text-search setup;
+    the database server, the resource many app hosts share, does no linguistic work.
+
+    Example:
+        >>> pg_index_terms("m1")("Running to 成都")  # doctest: +ELLIPSIS
+        '..._run ..._成都'
+    """
+    prefix = pg_index_prefix(memory_id)
+
+    def terms(content: str) -> str:
+        return " ".join(prefix + t for t in stemmed_terms(content))
+
+    return terms
+
+
+def _tsquery_literal(lexeme: str) -> str:
+    # A quoted tsquery lexeme: taken as is, never parsed as query syntax.
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 # -- writes -------------------------------------------------------------------------------------
@@ -186,20 +212,17 @@ def index_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, s
         with a warning; they stay stored, just not searchable).
     """
     if conn.dialect.name == "postgresql":
-        seqs: list[int] = []
-        texts: list[str] = []
-        for seq, content in rows:
-            seqs.append(seq)
-            texts.append(episode_text(content))
-        if seqs:
-            # One statement for the batch (a row per array element), not one per message.
+        terms = pg_index_terms(memory_id)
+        found = {str(seq): terms(content) for seq, content in rows}
+        if found:
+            # One statement for the batch (a row per JSON member), not one per message.
             conn.exec_driver_sql(
                 f"INSERT INTO {EPISODE_TABLE} (seq, memory_id, terms) "
-                f"SELECT e.seq, %s, {pg_terms_sql('%s', 'e.body')} "
-                "FROM unnest(%s::bigint[], %s::text[]) AS e(seq, body) ON CONFLICT (seq) DO NOTHING",
-                (memory_id, pg_index_prefix(memory_id), seqs, texts),
+                f"SELECT e.key::bigint, %s, {pg_terms_sql('e.value')} "
+                "FROM jsonb_each_text(%s::jsonb) AS e ON CONFLICT (seq) DO NOTHING",
+                (memory_id, dumps(found)),
             )
-        return len(seqs)
+        return len(found)
     base = _bucket(memory_id) << _SEQ_BITS
     params: list[tuple[int, str]] = []
     for seq, content in rows:
@@ -292,17 +315,16 @@ def search_episodes(
     postings: dict[str, list[int]] = {}
     pg = conn.dialect.name == "postgresql"
     if pg:
-        # The term's stems, prefixed with the memory's bucket: the GIN posting list of this memory
+        # The term's stem, prefixed with the memory's bucket: the GIN posting list of this memory
         # alone. OFFSET 0 keeps the planner on that index: a backward scan of the whole table by
         # seq "until LIMIT rows match" took ~50 ms for a rare term in a 100k-message memory.
         sql = (
-            f"SELECT seq FROM (SELECT seq FROM {EPISODE_TABLE} WHERE terms @@ ("
-            "SELECT string_agg(quote_literal(%s || lexeme), ' | ')::tsquery "
-            "FROM unnest(to_tsvector('english', %s))) OFFSET 0) t ORDER BY seq DESC LIMIT %s"
+            f"SELECT seq FROM (SELECT seq FROM {EPISODE_TABLE} WHERE terms @@ %s::tsquery OFFSET 0) t "
+            "ORDER BY seq DESC LIMIT %s"
         )
         prefix = pg_index_prefix(memory_id)
-        for term in terms:
-            rows = conn.exec_driver_sql(sql, (prefix, term, per_term))
+        for term, lexeme in zip(terms, stem(terms), strict=True):
+            rows = conn.exec_driver_sql(sql, (_tsquery_literal(prefix + lexeme), per_term))
             postings[term] = [int(r[0]) for r in rows]
     else:
         lo, hi = _range(memory_id)

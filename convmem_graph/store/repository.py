@@ -71,9 +71,8 @@ from convmem_graph.store.episodes import (
     delete_episodes,
     delete_message_episodes,
     ensure_episode_index,
-    episode_text,
     index_episodes,
-    pg_index_prefix,
+    pg_index_terms,
     search_episodes,
 )
 from convmem_graph.store.locks import memory_lock as _memory_lock
@@ -552,7 +551,7 @@ class MemoryStore:
             follow = None
             if returns:
                 # The insert's own statement indexes the new rows and stamps the memory.
-                follow = PgFollow(now, pg_index_prefix(memory_id), episode_text) if index else PgFollow(now)
+                follow = PgFollow(now, pg_index_terms(memory_id)) if index else PgFollow(now)
             inserted = insert_messages(
                 conn,
                 memory_id,

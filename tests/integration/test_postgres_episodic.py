@@ -59,3 +59,91 @@ def test_episodic_off_stores_and_quotes_nothing(pg_url: str) -> None:
         assert ("ceramics workshop yesterday" in system) is episodic
         assert (rows(mem.store, memory_id) > 0) is episodic
         mem.close()
+
+
+@pytest.fixture
+def fresh_url(pg_base_url: str) -> Iterator[str]:
+    import uuid
+
+    import psycopg
+
+    from convmem_graph.store.urls import libpq_url
+    from tests.integration.conftest import with_search_path
+
+    schema = f"cm_ep_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield with_search_path(pg_base_url, schema)
+    finally:
+        with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def lexemes(store: MemoryStore, memory_id: str) -> dict[str, list[str]]:
+    """Each stored turn's index lexemes (memory prefix cut off), by message id."""
+    with store.engine.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT m.id, tsvector_to_array(e.terms) FROM cm_episodes e JOIN cm_messages m USING (seq) "
+            "WHERE m.memory_id = %s",
+            (memory_id,),
+        )
+        prefix = E.pg_index_prefix(memory_id)
+        return {mid: sorted(x.removeprefix(prefix) for x in terms) for mid, terms in found}
+
+
+def test_the_client_makes_the_lexemes_and_the_server_parses_nothing(store: MemoryStore) -> None:
+    said = [msg("1", "The twins were swimming and Added three kittens"), msg("2", "她在杭州教书，很喜欢")]
+    store.add_messages("pg_f", said)
+    # Snowball stems of the words a search keeps (stop words gone), CJK bigrams as they are.
+    assert lexemes(store, "pg_f") == {
+        "1": ["add", "kitten", "swim", "three", "twin"],
+        "2": sorted(["在杭", "喜欢", "州教", "教书", "杭州", "很喜"]),  # 她在: two function characters
+    }
+    assert [h.message.id for h in store.search_episodes("pg_f", "did they add a kitten?").hits] == ["1"]
+    assert [h.message.id for h in store.search_episodes("pg_f", "谁在杭州").hits] == ["2"]
+
+
+def test_query_text_is_never_tsquery_syntax(store: MemoryStore) -> None:
+    store.add_messages("pg_g", [msg("1", "O'Brien said the backslash \\ key broke")])
+    for query in ["O'Brien", "back\\slash & | ! :* ( )", "'''", "key:*A"]:
+        store.search_episodes("pg_g", query)  # no tsquery syntax error, whatever the user typed
+    assert [h.message.id for h in store.search_episodes("pg_g", "brien's key").hits] == ["1"]
+
+
+def test_an_index_of_an_older_format_is_rebuilt_on_open(fresh_url: str) -> None:
+    first = MemoryStore.from_url(fresh_url)
+    first.add_messages("pg_h", [msg("1", "my kayak is red"), msg("2", "we were running late")])
+    with first.engine.begin() as conn:  # as version 2 left it: lexemes the server stemmed
+        conn.exec_driver_sql(
+            "UPDATE cm_episodes SET terms = array_to_tsvector(ARRAY(SELECT %s || lexeme "
+            "FROM unnest(to_tsvector('english', 'unrelated words')))) ",
+            (E.pg_index_prefix("pg_h"),),
+        )
+        conn.exec_driver_sql("UPDATE cm_episode_meta SET v = '2' WHERE k = 'pg_version'")
+    first.close()
+    again = MemoryStore.from_url(fresh_url)
+    assert lexemes(again, "pg_h") == {"1": ["kayak", "red"], "2": ["late", "run"]}
+    assert [h.message.id for h in again.search_episodes("pg_h", "kayak").hits] == ["1"]
+    again.close()
+
+
+def test_every_message_field_survives_the_one_statement_insert(store: MemoryStore) -> None:
+    tricky = 'quote " backslash \\ newline\n tab\t emoji 🎉 中文 {"json": [1]}'
+    sent = msg(
+        "1",
+        tricky,
+        role="assistant",
+        turn_id=2**40,
+        round_id="r-1",
+        speaker_id="agent",
+        partial=False,
+        interrupted=True,
+        original=tricky + " (full)",
+        metadata={"k": "值", "n": [1, 2.5, None], "deep": {"t": True}},
+    )
+    plain = msg("2", "plain", ts=T0 + 1)
+    assert store.add_messages("pg_i", [sent, plain]) == ["1", "2"]
+    got = {m.id: m for _, m in store.messages_after("pg_i", 0)}
+    assert got["1"].model_dump() == sent.model_copy(update={"memory_id": "pg_i"}).model_dump()
+    assert got["2"].metadata == {} and got["2"].turn_id is None and got["2"].original is None

@@ -379,3 +379,18 @@ def test_a_payload_that_sends_no_turns_still_quotes_the_newest_ones() -> None:
         messages = mem.payload("u1", "openai", query="Lisbon tram", recent_turns=10)
         assert [m["content"] for m in messages if m["role"] == "user"] == [turn]
         assert not any(turn in m["content"] for m in messages if m["role"] == "system")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("She was running marathons in 2019", ["run", "marathon"]),  # stop words and bare numbers go
+        ("Cats? CATS! cat's", ["cat"]),  # one term however often and however cased
+        ("我在武汉工作", ["在武", "武汉", "汉工", "工作"]),  # 我在 (two function characters) goes
+        ("Talked about 东湖绿道 running", ["talk", "东湖", "湖绿", "绿道", "run"]),
+    ],
+)
+def test_stemmed_terms_are_what_a_search_keeps_stemmed(text: str, expected: list[str]) -> None:
+    from convmem_graph._terms import stemmed_terms
+
+    assert sorted(stemmed_terms(text)) == sorted(expected)
