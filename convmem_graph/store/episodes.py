@@ -127,9 +127,9 @@ def _ensure_postgres(conn: Connection) -> None:
     conn.exec_driver_sql(
         f"CREATE INDEX IF NOT EXISTS ix_{EPISODE_TABLE}_terms ON {EPISODE_TABLE} USING GIN (terms)"
     )
-    conn.exec_driver_sql(
-        f"CREATE INDEX IF NOT EXISTS ix_{EPISODE_TABLE}_memory_id ON {EPISODE_TABLE} (memory_id, seq)"
-    )
+    # Versions before format 3 kept a (memory_id, seq) index here; only counts used it, and every
+    # insert paid for it. Counts join cm_messages' own (memory_id, seq) index instead.
+    conn.exec_driver_sql(f"DROP INDEX IF EXISTS ix_{EPISODE_TABLE}_memory_id")
     _rebuild_if_stale(conn, "pg_version", _PG_VERSION)
 
 
@@ -269,7 +269,10 @@ def count_episode_rows(conn: Connection, memory_id: str | None = None) -> int:
     if memory_id is None:
         return int(conn.exec_driver_sql(f"SELECT count(*) FROM {EPISODE_TABLE}").scalar() or 0)
     if conn.dialect.name == "postgresql":
-        sql = f"SELECT count(*) FROM {EPISODE_TABLE} WHERE memory_id = %s"
+        sql = (
+            f"SELECT count(*) FROM {messages.name} m JOIN {EPISODE_TABLE} e USING (seq) "
+            "WHERE m.memory_id = %s"
+        )
         return int(conn.exec_driver_sql(sql, (memory_id,)).scalar() or 0)
     lo, hi = _range(memory_id)
     sql = f"SELECT count(*) FROM {EPISODE_TABLE} WHERE rowid BETWEEN ? AND ?"

@@ -121,9 +121,13 @@ def test_an_index_of_an_older_format_is_rebuilt_on_open(fresh_url: str) -> None:
             (E.pg_index_prefix("pg_h"),),
         )
         conn.exec_driver_sql("UPDATE cm_episode_meta SET v = '2' WHERE k = 'pg_version'")
+        conn.exec_driver_sql("CREATE INDEX ix_cm_episodes_memory_id ON cm_episodes (memory_id, seq)")
     first.close()
     again = MemoryStore.from_url(fresh_url)
     assert lexemes(again, "pg_h") == {"1": ["kayak", "red"], "2": ["late", "run"]}
+    with again.engine.connect() as conn:  # the old per-memory index, which every insert paid for, is gone
+        found = conn.exec_driver_sql("SELECT to_regclass('ix_cm_episodes_memory_id') IS NOT NULL").scalar()
+    assert found is False
     assert [h.message.id for h in again.search_episodes("pg_h", "kayak").hits] == ["1"]
     again.close()
 
