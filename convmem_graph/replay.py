@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, or_, select, text
+from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -47,7 +47,6 @@ from convmem_graph.runner import Lifecycle
 from convmem_graph.sources.files import DEFAULT_LIMITS
 from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
 from convmem_graph.store import MemoryStore
-from convmem_graph.store.engine import advisory_key
 from convmem_graph.store.schema import dead_letters
 
 if TYPE_CHECKING:
@@ -72,7 +71,6 @@ GroupBy = Literal["auto", "user", "file"]
 _SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 _LINE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 
-_PROGRESS_LOCK_KEY = advisory_key("convmem_graph:replay-progress-schema")
 _metadata = MetaData()
 #: Files whose every batch committed: a rerun skips them (keyed by path, size, mtime, shard and grouping).
 replay_progress = Table(
@@ -398,10 +396,7 @@ class Replayer:
         self.batch_messages = max(1, batch_messages)
         self.max_buffered = max(self.batch_messages, max_buffered)
         self.on_progress = on_progress
-        with self.store.transaction() as conn:
-            if self.store.dialect == "postgresql":
-                # Processes starting at once on a fresh database would both create the table.
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PROGRESS_LOCK_KEY})
+        with self.store.schema_transaction() as conn:
             _metadata.create_all(conn, checkfirst=True)
             _add_progress_memory_column(conn)
         self._report_lock = threading.Lock()

@@ -95,7 +95,7 @@ def pull_im(
             environment).
     """
     store = mem.store
-    with store.transaction() as conn:
+    with store.schema_transaction() as conn:  # pulls starting together on a fresh database
         _metadata.create_all(conn, checkfirst=True)
     now = int(time.time())
     if since is None:

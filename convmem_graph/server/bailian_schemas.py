@@ -23,18 +23,16 @@ import threading
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, select, text
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, select
 
 from convmem_graph._time import now_ms
 from convmem_graph.errors import NotFoundError
 from convmem_graph.payloads.memory_block import VARIABLE_LABELS
 from convmem_graph.store import MemoryStore
-from convmem_graph.store.engine import advisory_key
 
 __all__ = ["ProfileAttribute", "ProfileSchema", "ProfileSchemaStore", "variable_name"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_TABLE_LOCK_KEY = advisory_key("convmem_graph:bailian-profile-schemas")
 _metadata = MetaData()
 profile_schemas = Table(
     "cm_bailian_profile_schemas",
@@ -94,10 +92,7 @@ class ProfileSchemaStore:
         with self._lock:
             if self._ready:
                 return
-            with self.store.transaction() as conn:
-                if self.store.dialect == "postgresql":
-                    # Two servers starting on a fresh database would both create the table.
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _TABLE_LOCK_KEY})
+            with self.store.schema_transaction() as conn:
                 _metadata.create_all(conn, checkfirst=True)
             self._ready = True
 

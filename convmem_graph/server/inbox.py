@@ -39,18 +39,16 @@ from sqlalchemy import (
     Text,
     func,
     select,
-    text,
     update,
 )
 
 from convmem_graph._time import now_ms
 from convmem_graph.store import MemoryStore
-from convmem_graph.store.engine import advisory_key, execute_upsert, insert_ignore
+from convmem_graph.store.engine import execute_upsert, insert_ignore
 
 __all__ = ["Delivery", "Inbox", "TaskInfo", "inbox_table", "tasks_table"]
 
 _Seq = BigInteger().with_variant(Integer(), "sqlite")
-_SCHEMA_LOCK_KEY = advisory_key("convmem_graph:serve-inbox-schema")
 _metadata = MetaData()
 
 inbox_table = Table(
@@ -116,10 +114,7 @@ class Inbox:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        with store.transaction() as conn:
-            if store.dialect == "postgresql":
-                # Servers starting at once on a fresh database would both create the tables.
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+        with store.schema_transaction() as conn:
             _metadata.create_all(conn, checkfirst=True)
         self._lock = threading.Lock()
         self._pending = self._count_pending()

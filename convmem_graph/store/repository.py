@@ -267,6 +267,25 @@ class MemoryStore:
             yield conn
 
     @contextmanager
+    def schema_transaction(self) -> Iterator[Connection]:
+        """A :meth:`transaction` for creating or altering tables of your own beside the store's.
+
+        On PostgreSQL it first takes the store's schema lock (transaction-scoped, so it works
+        behind a transaction-mode pooler): processes starting together on a fresh database take
+        turns, where two concurrent ``CREATE TABLE IF NOT EXISTS`` can fail on the catalog
+        (``type ... already exists``).
+
+        Example:
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.schema_transaction() as conn:
+            ...     _ = conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS mine (k TEXT)")
+        """
+        with self.transaction() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+            yield conn
+
+    @contextmanager
     def _read(self) -> Iterator[Connection]:
         conn: Connection | None = getattr(self._pin, "conn", None)
         if conn is None:

@@ -194,3 +194,34 @@ def test_two_processes_ingest_one_memory(pg_url: str, tmp_path: Path) -> None:
     assert set(ids) == {f"m{i}" for i in range(100)}
     assert sum(s[3] for w in spans for s in w) == 100  # every message reported inserted by exactly one worker
     store.close()
+
+
+def test_schema_transactions_take_turns_across_processes(pg_url: str) -> None:
+    """Tables of one's own (replay progress, the server's inbox, pull cursors) are created under the
+    store's schema lock: concurrent ``CREATE TABLE IF NOT EXISTS`` can fail on the catalog."""
+    import threading
+
+    from convmem_graph.store.repository import _SCHEMA_LOCK_KEY
+
+    store = MemoryStore.from_url(pg_url)
+    done: list[bool] = []
+
+    def create() -> None:
+        with store.schema_transaction() as conn:
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS cm_test_own_table (k TEXT)")
+        done.append(True)
+
+    try:
+        with psycopg.connect(libpq_url(pg_url)) as other:  # another process, mid-way through its schema work
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+            thread = threading.Thread(target=create)
+            thread.start()
+            thread.join(timeout=1.0)
+            assert thread.is_alive() and done == []  # waits its turn
+            other.commit()
+            thread.join(timeout=30)
+        assert done == [True]
+    finally:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS cm_test_own_table")
+        store.close()
