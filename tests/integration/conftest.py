@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -42,16 +43,30 @@ def pg_base_url() -> str:
     return url
 
 
+@contextmanager
+def _fresh_schema(base_url: str, prefix: str) -> Iterator[str]:
+    """A URL on a new schema of the test server, dropped with everything in it afterwards."""
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(libpq_url(base_url), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield with_search_path(base_url, schema)
+    finally:
+        with psycopg.connect(libpq_url(base_url), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 @pytest.fixture(scope="session")
 def pg_url(pg_base_url: str) -> Iterator[str]:
     """A URL on a fresh schema of the test server (store and checkpoint tables both land there)."""
-    import psycopg
+    with _fresh_schema(pg_base_url, "cm_test") as url:
+        yield url
 
-    schema = f"cm_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield with_search_path(pg_base_url, schema)
-    finally:
-        with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+@pytest.fixture
+def fresh_pg_url(pg_base_url: str) -> Iterator[str]:
+    """Like ``pg_url``, but a schema of this test's own: for what must start from an empty database."""
+    with _fresh_schema(pg_base_url, "cm_fresh") as url:
+        yield url

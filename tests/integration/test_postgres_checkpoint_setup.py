@@ -6,15 +6,12 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from convmem_graph.store.urls import libpq_url
-from tests.integration.conftest import with_search_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -32,29 +29,17 @@ _SETUP = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def fresh_url(pg_base_url: str) -> Iterator[str]:
-    schema = f"cm_setup_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield with_search_path(pg_base_url, schema)
-    finally:
-        with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
-def test_processes_setting_up_together_take_turns(fresh_url: str, tmp_path: Path) -> None:
+def test_processes_setting_up_together_take_turns(fresh_pg_url: str, tmp_path: Path) -> None:
     script = tmp_path / "setup.py"
     script.write_text(_SETUP, encoding="utf-8")
     start_at = str(time.time() + 4.0)
     procs = [
-        subprocess.Popen([sys.executable, str(script), fresh_url, start_at], stderr=subprocess.PIPE)
+        subprocess.Popen([sys.executable, str(script), fresh_pg_url, start_at], stderr=subprocess.PIPE)
         for _ in range(3)
     ]
     for proc in procs:
         assert proc.wait(timeout=120) == 0, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
-    with psycopg.connect(libpq_url(fresh_url)) as conn:
+    with psycopg.connect(libpq_url(fresh_pg_url)) as conn:
         versions = conn.execute("SELECT count(*), max(v) FROM checkpoint_migrations").fetchone()
         invalid = conn.execute(
             "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
@@ -69,7 +54,7 @@ def test_processes_setting_up_together_take_turns(fresh_url: str, tmp_path: Path
     assert leases == (0,)  # the lease was given back
 
 
-def test_creating_the_lease_table_waits_for_a_concurrent_creator(fresh_url: str) -> None:
+def test_creating_the_lease_table_waits_for_a_concurrent_creator(fresh_pg_url: str) -> None:
     """Two concurrent ``CREATE TABLE IF NOT EXISTS`` can fail on the catalog (``type ... already exists``,
     seen in CI behind PgBouncer), so the lease table is created under a transaction lock: a process
     holding it makes the next one wait, and the next one then finds the table and goes on."""
@@ -80,7 +65,7 @@ def test_creating_the_lease_table_waits_for_a_concurrent_creator(fresh_url: str)
 
     from convmem_graph.checkpoints.postgres import _LEASE_TABLE_LOCK_KEY, _setup_lease
 
-    url = libpq_url(fresh_url)
+    url = libpq_url(fresh_pg_url)
     held: list[bool] = []
     errors: list[BaseException] = []
     with psycopg.connect(url) as creator:  # a transaction, as the other process's creation is

@@ -61,25 +61,6 @@ def test_episodic_off_stores_and_quotes_nothing(pg_url: str) -> None:
         mem.close()
 
 
-@pytest.fixture
-def fresh_url(pg_base_url: str) -> Iterator[str]:
-    import uuid
-
-    import psycopg
-
-    from convmem_graph.store.urls import libpq_url
-    from tests.integration.conftest import with_search_path
-
-    schema = f"cm_ep_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield with_search_path(pg_base_url, schema)
-    finally:
-        with psycopg.connect(libpq_url(pg_base_url), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
 def lexemes(store: MemoryStore, memory_id: str) -> dict[str, list[str]]:
     """Each stored turn's index lexemes (memory prefix cut off), by message id."""
     with store.engine.connect() as conn:
@@ -111,8 +92,8 @@ def test_query_text_is_never_tsquery_syntax(store: MemoryStore) -> None:
     assert [h.message.id for h in store.search_episodes("pg_g", "brien's key").hits] == ["1"]
 
 
-def test_an_index_of_an_older_format_is_rebuilt_on_open(fresh_url: str) -> None:
-    first = MemoryStore.from_url(fresh_url)
+def test_an_index_of_an_older_format_is_rebuilt_on_open(fresh_pg_url: str) -> None:
+    first = MemoryStore.from_url(fresh_pg_url)
     first.add_messages("pg_h", [msg("1", "my kayak is red"), msg("2", "we were running late")])
     with first.engine.begin() as conn:  # as version 2 left it: lexemes the server stemmed
         conn.exec_driver_sql(
@@ -123,7 +104,7 @@ def test_an_index_of_an_older_format_is_rebuilt_on_open(fresh_url: str) -> None:
         conn.exec_driver_sql("UPDATE cm_episode_meta SET v = '2' WHERE k = 'pg_version'")
         conn.exec_driver_sql("CREATE INDEX ix_cm_episodes_memory_id ON cm_episodes (memory_id, seq)")
     first.close()
-    again = MemoryStore.from_url(fresh_url)
+    again = MemoryStore.from_url(fresh_pg_url)
     assert lexemes(again, "pg_h") == {"1": ["kayak", "red"], "2": ["late", "run"]}
     with again.engine.connect() as conn:  # the old per-memory index, which every insert paid for, is gone
         found = conn.exec_driver_sql("SELECT to_regclass('ix_cm_episodes_memory_id') IS NOT NULL").scalar()
