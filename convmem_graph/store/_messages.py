@@ -400,8 +400,7 @@ class PgFollow(NamedTuple):
 def _pg_followed_sql(index: bool) -> str:
     """The insert as a CTE, then the episodic rows of what it inserted and the memory's stamp.
 
-    The episodic rows reference the new messages; their foreign key is checked at the end of
-    the statement, when the messages are there.
+    The episodic rows take the seqs the insert returned (joined by message id).
     """
     from convmem_graph.store.episodes import EPISODE_TABLE, pg_terms_sql  # it imports this module
 

@@ -10,8 +10,10 @@ transaction as the messages:
   seq``, so a search of one memory seeks to that range instead of walking every memory's postings.
   Buckets may collide; candidates are joined back to ``cm_messages`` by memory id, so a collision
   costs a little work and never shows another memory's turn.
-- **PostgreSQL**: a side table ``cm_episodes (seq -> cm_messages, memory_id, terms tsvector)`` with
-  a GIN index, deleted with its message by ``ON DELETE CASCADE``. The lexemes are made in the
+- **PostgreSQL**: a side table ``cm_episodes (seq, memory_id, terms tsvector)`` with a GIN index.
+  Like the FTS5 table, it is kept in step by the store's own deletes (:func:`delete_episodes`,
+  :func:`delete_message_episodes`), not by a foreign key: the per-row check cost a fifth of every
+  message insert, and a search joins candidates back to ``cm_messages`` anyway. The lexemes are made in the
   client (the words :func:`search_terms` keeps, Snowball-stemmed by PyStemmer), so the database
   server does no linguistic work and searches stem the same way whatever its text-search setup.
 
@@ -34,7 +36,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 
-from sqlalchemy import ColumnElement, Connection, select
+from sqlalchemy import ColumnElement, Connection, column, delete, select, table
 
 from convmem_graph._terms import CJK_RUN, bigrams, search_terms, stem, stemmed_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
@@ -66,6 +68,8 @@ _META_TABLE = "cm_episode_meta"
 #: Bumped whenever :func:`episode_text` changes: the SQLite index is then rebuilt on open (its
 #: deletes must see the same text that was indexed).
 _TEXT_VERSION = "1"
+#: The PostgreSQL side table, for the deletes SQLAlchemy builds.
+_PG_EPISODES = table(EPISODE_TABLE, column("seq"))
 _PG_VERSION = "3"  # lexemes stemmed in the client (PyStemmer), prefixed with the memory's bucket
 _SEQ_BITS = 36
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
@@ -121,9 +125,17 @@ def ensure_episode_index(conn: Connection) -> None:
 def _ensure_postgres(conn: Connection) -> None:
     conn.exec_driver_sql(
         f"CREATE TABLE IF NOT EXISTS {EPISODE_TABLE} ("
-        f"seq BIGINT PRIMARY KEY REFERENCES {messages.name}(seq) ON DELETE CASCADE, "
-        "memory_id TEXT NOT NULL, terms TSVECTOR NOT NULL)"
+        "seq BIGINT PRIMARY KEY, memory_id TEXT NOT NULL, terms TSVECTOR NOT NULL)"
     )
+    # Indexes written before this version had a foreign key to cm_messages; its per-row check
+    # cost a fifth of each message insert. Looked up first: ALTER TABLE would take the table's
+    # exclusive lock on every open.
+    fkeys = conn.exec_driver_sql(
+        "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f'",
+        (EPISODE_TABLE,),
+    ).scalars()
+    for name in list(fkeys):
+        conn.exec_driver_sql(f'ALTER TABLE {EPISODE_TABLE} DROP CONSTRAINT "{name}"')
     conn.exec_driver_sql(
         f"CREATE INDEX IF NOT EXISTS ix_{EPISODE_TABLE}_terms ON {EPISODE_TABLE} USING GIN (terms)"
     )
@@ -236,12 +248,15 @@ def index_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, s
 
 
 def delete_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, str]]) -> None:
-    """Remove the index rows of messages about to be deleted (``(seq, content)`` as stored).
+    """Remove the index rows of messages deleted or about to be (``(seq, content)`` as stored).
 
-    On PostgreSQL the foreign key's cascade does this; on SQLite a contentless FTS5 row is
-    deleted by giving the text it was indexed with, which :func:`episode_text` recomputes.
+    On PostgreSQL by seq; on SQLite a contentless FTS5 row is deleted by giving the text it was
+    indexed with, which :func:`episode_text` recomputes.
     """
     if conn.dialect.name == "postgresql":
+        seqs = [seq for seq, _ in rows]
+        if seqs:
+            conn.exec_driver_sql(f"DELETE FROM {EPISODE_TABLE} WHERE seq = ANY(%s::bigint[])", (seqs,))
         return
     base = _bucket(memory_id) << _SEQ_BITS
     params = [(base | seq, episode_text(content)) for seq, content in rows if 0 < seq <= _SEQ_MASK]
@@ -254,9 +269,11 @@ def delete_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, 
 def delete_message_episodes(conn: Connection, memory_id: str, *where: ColumnElement[bool]) -> None:
     """Remove the index rows of a memory's messages matching ``where`` (all when none), before they go.
 
-    On PostgreSQL the foreign key's cascade removes them with the messages, so nothing is read.
+    On PostgreSQL one statement finds them through the messages; nothing is read into Python.
     """
     if conn.dialect.name == "postgresql":
+        chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
+        conn.execute(delete(_PG_EPISODES).where(_PG_EPISODES.c.seq.in_(chosen)))
         return
     stored = conn.execute(
         select(messages.c.seq, messages.c.content).where(messages.c.memory_id == memory_id, *where)

@@ -49,6 +49,51 @@ def test_delete_and_purge_leave_no_index_rows(store: MemoryStore) -> None:
     assert store.search_episodes("pg_d", "kayak").hits == []
 
 
+def raw_rows(store: MemoryStore, memory_id: str) -> int:
+    """Index rows of a memory as stored, orphans included (the join in ``count_episode_rows`` hides them)."""
+    with store.engine.connect() as conn:
+        sql = "SELECT count(*) FROM cm_episodes WHERE memory_id = %s"
+        return int(conn.exec_driver_sql(sql, (memory_id,)).scalar())
+
+
+def test_every_delete_path_takes_its_index_rows_along(store: MemoryStore) -> None:
+    from convmem_graph.store.transfer import export_memory, import_memory
+
+    first = [msg("1", "Your lesson is at", partial=True), msg("2", "oboe reed", ts=T0 + 1)]
+    store.add_messages("pg_o", first)
+    store.add_messages("pg_o", [msg("1", "Your lesson is at the cello studio")])  # replaces row 1
+    assert raw_rows(store, "pg_o") == 2
+    assert [h.message.id for h in store.search_episodes("pg_o", "lesson").hits] == ["1"]
+    store.add_messages("pg_o", [msg(str(i), f"kayak note {i}", ts=T0 + i) for i in range(3, 9)])
+    assert store.purge_messages("pg_o", before_ms=T0 + 100, keep_recent=3, only_processed=False) == 5
+    assert raw_rows(store, "pg_o") == 3
+    doc = export_memory(store, "pg_o")
+    import_memory(store, doc, replace=True)
+    assert raw_rows(store, "pg_o") == 3
+    store.delete_memory("pg_o")
+    assert raw_rows(store, "pg_o") == 0
+
+
+def test_an_index_with_the_old_foreign_key_loses_it_on_open(fresh_pg_url: str) -> None:
+    first = MemoryStore.from_url(fresh_pg_url)
+    with first.engine.begin() as conn:  # as versions before it left the table
+        conn.exec_driver_sql(
+            "ALTER TABLE cm_episodes ADD CONSTRAINT cm_episodes_seq_fkey "
+            "FOREIGN KEY (seq) REFERENCES cm_messages(seq) ON DELETE CASCADE"
+        )
+    first.close()
+    again = MemoryStore.from_url(fresh_pg_url)
+    with again.engine.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = 'cm_episodes'::regclass AND contype = 'f'"
+        ).scalar()
+    assert found == 0
+    again.add_messages("pg_k", [msg("1", "marimba practice")])
+    again.delete_memory("pg_k")
+    assert raw_rows(again, "pg_k") == 0
+    again.close()
+
+
 def test_episodic_off_stores_and_quotes_nothing(pg_url: str) -> None:
     for episodic in (True, False):
         mem = ConvMemory.open(pg_url, config=MemoryConfig(episodic=episodic), clock=lambda: T0)
