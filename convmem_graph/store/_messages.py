@@ -241,6 +241,7 @@ def insert_messages(
     window_ms: int,
     replaced_rows: list[tuple[int, str]] | None = None,
     pg_follow: PgFollow | None = None,
+    new_memory: bool = False,
 ) -> list[str]:
     """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
 
@@ -262,6 +263,8 @@ def insert_messages(
         pg_follow: On PostgreSQL, what the same statement also does when it inserts anything:
             index the new rows in the episodic index, and stamp the memory (see
             :class:`PgFollow`); one round trip for the three.
+        new_memory: The memory was created in this transaction, so it holds no message yet: the
+            duplicate lookups are skipped (two round trips on a database server).
 
     Returns:
         The ids inserted, in seq order.
@@ -274,7 +277,7 @@ def insert_messages(
 
     replace: set[str] = set()
     old_rows: dict[str, tuple[int, str]] = {}
-    for part in chunked(list(unique)):
+    for part in () if new_memory else chunked(list(unique)):
         found = _rows_in(conn, "id, partial, content, timestamp_ms, metadata, seq", memory_id, "id", part)
         for mid, partial, content, ts, meta, seq in found:
             msg = unique[mid]
@@ -289,7 +292,7 @@ def insert_messages(
 
     seen: dict[int, list[_Seen]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})
-    for hpart in chunked(wanted):
+    for hpart in () if new_memory else chunked(wanted):
         same = _rows_in(
             conn, "id, role, channel, source, timestamp_ms, content_hash", memory_id, "content_hash", hpart
         )
@@ -345,7 +348,9 @@ def insert_messages(
                 # The turn's index terms, made here: stemming is then no work for the server.
                 terms = pg_follow.index_terms
                 params["ep"] = dumps({row[1]: terms(row[3]) for row in rows})
-        conn.exec_driver_sql(sql, params)
+        answer = conn.exec_driver_sql(sql, params).first()
+        if pg_follow is not None and pg_follow.stamped is not None and answer is not None:
+            pg_follow.stamped.append((int(answer[0]), int(answer[1]), int(answer[2]), int(answer[3])))
     elif rows:
         # Straight to the driver's executemany: SQLAlchemy's per-row parameter processing cost
         # more than SQLite's own insert work for large batches.
@@ -394,13 +399,17 @@ class PgFollow(NamedTuple):
     #: The episodic index's lexemes of a content, as one space-separated string (``None``: no
     #: indexing).
     index_terms: Callable[[str], str] | None = None
+    #: When given, the statement's answer is appended when it inserted anything: the memory's
+    #: cursors as they stand after it, ``(max_seq, extracted_seq, summarized_seq, facts_dirty)``.
+    stamped: list[tuple[int, int, int, int]] | None = None
 
 
 @functools.cache
 def _pg_followed_sql(index: bool) -> str:
     """The insert as a CTE, then the episodic rows of what it inserted and the memory's stamp.
 
-    The episodic rows take the seqs the insert returned (joined by message id).
+    The episodic rows take the seqs the insert returned (joined by message id). Answers one row
+    with the memory's cursors when anything was inserted, none otherwise.
     """
     from convmem_graph.store.episodes import EPISODE_TABLE, pg_terms_sql  # it imports this module
 
@@ -416,7 +425,10 @@ def _pg_followed_sql(index: bool) -> str:
     parts.append(
         f", gone AS (DELETE FROM {snapshots.name} WHERE memory_id = %(mid)s AND EXISTS (SELECT 1 FROM ins))"
         f", stamp AS (UPDATE {memories.name} SET updated_at = %(now)s WHERE memory_id = %(mid)s "
-        "AND EXISTS (SELECT 1 FROM ins)) SELECT count(*) FROM ins"
+        "AND EXISTS (SELECT 1 FROM ins) RETURNING extracted_seq, summarized_seq, facts_dirty) "
+        # The memory's cursors after the insert: its writers take turns, so its newest seq is one
+        # just assigned (a read of them after the insert was a round trip of its own).
+        "SELECT (SELECT max(seq) FROM ins), s.extracted_seq, s.summarized_seq, s.facts_dirty FROM stamp s"
     )
     return "".join(parts)
 

@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, Row, delete, func, inspect, select, text
@@ -104,7 +105,23 @@ _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation a
 _T = TypeVar("_T")
 #: Kinds of the run's read cache (``MemoryStore._cached``).
 _CACHED = frozenset({"specs", "summary", "variables"})
+#: What :meth:`MemoryStore._recall` answers for a kind the run's cache does not hold.
+_UNKNOWN: Any = object()
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
+
+
+def _read_summary(conn: Connection, memory_id: str) -> Summary | None:
+    row = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
+    if row is None:
+        return None
+    return Summary(
+        text=row.text,
+        tokens=row.tokens,
+        covers_until_ms=row.covers_until_ms,
+        version=row.version,
+        updated_at=row.updated_at,
+        origin=row.origin,
+    )
 
 
 class Cursors(NamedTuple):
@@ -408,6 +425,20 @@ class MemoryStore:
         cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
         return cache.get((kind, memory_id)) if cache else None
 
+    def _remember(self, kind: str, memory_id: str, value: Any) -> None:
+        """Put what a write of this run just stored in the run's cache (nothing outside a run).
+
+        For writes whose effect on a cached kind is known without reading it back.
+        """
+        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        if cache is not None and getattr(self._pin, "writing", False):
+            cache[(kind, memory_id)] = value
+
+    def _recall(self, kind: str, memory_id: str) -> Any:
+        """What the run's cache holds for ``kind`` of a memory, or ``_UNKNOWN`` (``None`` is a value)."""
+        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        return cache.get((kind, memory_id), _UNKNOWN) if cache else _UNKNOWN
+
     def _forget(self, memory_id: str | None, keeps: frozenset[str]) -> None:
         cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
         if not cache:
@@ -560,17 +591,20 @@ class MemoryStore:
         now = _now()
         prepared = prepare_messages(messages)
         with self._write(memory_id, keeps=_CACHED) as conn:
-            self._ensure(conn, memory_id, now)
+            # A memory created here holds no message yet (messages reference their memory).
+            created = self._ensure(conn, memory_id, now)
             # PostgreSQL's insert returns the new rows' seqs; SQLite's executemany cannot.
             returns = self.dialect == "postgresql"
             before = 0
-            if index and not returns:
+            if index and not returns and not created:
                 before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
             replaced: list[tuple[int, str]] = []
             follow = None
+            stamped: list[tuple[int, int, int, int]] = []
             if returns:
                 # The insert's own statement indexes the new rows and stamps the memory.
-                follow = PgFollow(now, pg_index_terms(memory_id)) if index else PgFollow(now)
+                terms = pg_index_terms(memory_id) if index else None
+                follow = PgFollow(now, terms, stamped)
             inserted = insert_messages(
                 conn,
                 memory_id,
@@ -578,6 +612,7 @@ class MemoryStore:
                 window_ms=dedupe_window_ms,
                 replaced_rows=replaced,
                 pg_follow=follow,
+                new_memory=created,
             )
             # A replaced row's index entry goes whether or not this write indexes.
             delete_episodes(conn, memory_id, replaced)
@@ -587,6 +622,9 @@ class MemoryStore:
                     new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
                     index_episodes(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
+        if stamped:
+            top, extracted, summarized, dirty = stamped[0]
+            self._remember("cursors", memory_id, Cursors(top, extracted, summarized, bool(dirty)))
         return inserted
 
     def search_episodes(self, memory_id: str, query: str, *, limit: int = 32) -> EpisodeSearch:
@@ -1016,6 +1054,7 @@ class MemoryStore:
             without effect count as ``noop``.
         """
         _check_id(memory_id)
+        before = self._recall("cursors", memory_id)
         with self._write(memory_id, keeps=_CACHED) as conn:
             self._ensure(conn, memory_id, now_ms)
             writer = FragmentWriter(conn, memory_id, now_ms)
@@ -1024,15 +1063,28 @@ class MemoryStore:
             writer.flush()
             facts = bool(counts["add"] or counts["update"] or counts["supersede"])
             if self.dialect == "postgresql":
+                dirty = 1 if changed and facts else None
                 params = {"mid": memory_id, "upto": upto_seq, "now": now_ms, "changed": changed}
-                conn.execute(Q.PG_EXTRACTED, params | {"dirty": 1 if changed and facts else None})
-                return counts
-            cursor = conn.execute(Q.ADVANCE_EXTRACTED, {"mid": memory_id, "upto": upto_seq})
-            if changed:
-                self._touch(conn, memory_id, now_ms, facts_dirty=1 if facts else None)
-            elif cursor.rowcount:
-                conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
+                conn.execute(Q.PG_EXTRACTED, params | {"dirty": dirty})
+            else:
+                self._advance_extracted(conn, memory_id, upto_seq, now_ms, changed=changed, facts=facts)
+        if before is not _UNKNOWN and before is not None:
+            # The run's next cursor read needs no round trip: what PG_EXTRACTED did is known.
+            moved = before._replace(extracted_seq=max(before.extracted_seq, upto_seq))
+            if changed and facts:
+                moved = moved._replace(facts_dirty=True)
+            self._remember("cursors", memory_id, moved)
         return counts
+
+    def _advance_extracted(
+        self, conn: Connection, memory_id: str, upto_seq: int, now_ms: int, *, changed: bool, facts: bool
+    ) -> None:
+        # SQLite's part of commit_extraction: PG_EXTRACTED's three effects in up to three statements.
+        cursor = conn.execute(Q.ADVANCE_EXTRACTED, {"mid": memory_id, "upto": upto_seq})
+        if changed:
+            self._touch(conn, memory_id, now_ms, facts_dirty=1 if facts else None)
+        elif cursor.rowcount:
+            conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
 
     def extracted_seq(self, memory_id: str) -> int:
         """Return the extraction cursor of a memory (0 when unknown)."""
@@ -1213,6 +1265,7 @@ class MemoryStore:
         changed: list[str] = []
         # The values as they will be after this write, for the run's cache (a later read is free).
         after: dict[tuple[str, str], VariableValue] | None = None
+        before = self._recall("cursors", memory_id)
         with self._write(memory_id, keeps=frozenset({"specs", "summary"})) as conn:
             self._ensure(conn, memory_id, now_ms)
             in_run = getattr(self._pin, "cache", None) is not None
@@ -1293,27 +1346,18 @@ class MemoryStore:
                 self._touch(conn, memory_id, now_ms, facts_dirty=0)
             else:
                 conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 0})
-        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
-        if after is not None and cache is not None:
-            cache[("variables", memory_id)] = after
+        if after is not None:
+            self._remember("variables", memory_id, after)
+        if before is not _UNKNOWN and before is not None:
+            self._remember("cursors", memory_id, before._replace(facts_dirty=False))
         return changed
 
     # -- summary --------------------------------------------------------------------------------
     def get_summary(self, memory_id: str) -> Summary | None:
         """Return the current summary of a memory, if any."""
-        row = self._cached(
-            "summary", memory_id, lambda conn: conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
-        )
-        if row is None:
-            return None
-        return Summary(
-            text=row.text,
-            tokens=row.tokens,
-            covers_until_ms=row.covers_until_ms,
-            version=row.version,
-            updated_at=row.updated_at,
-            origin=row.origin,
-        )
+        found = self._cached("summary", memory_id, partial(_read_summary, memory_id=memory_id))
+        # A copy: the cached one answers the run's later reads.
+        return found.model_copy() if found is not None else None
 
     def commit_summary(
         self,
@@ -1332,9 +1376,11 @@ class MemoryStore:
         moves the cursor and the covered time.
         """
         _check_id(memory_id)
+        before = self._recall("cursors", memory_id)
+        known = self._recall("summary", memory_id)
         with self._write(memory_id, keeps=frozenset({"specs", "variables"})) as conn:
             self._ensure(conn, memory_id, now_ms)
-            old = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
+            old: Summary | None = _read_summary(conn, memory_id) if known is _UNKNOWN else known
             version = 1 if old is None else (old.version if old.text == text else old.version + 1)
             covers = max(covers_until_ms, old.covers_until_ms if old is not None else 0)
             summary = Summary(
@@ -1349,6 +1395,11 @@ class MemoryStore:
             execute_upsert(conn, summaries, ("memory_id",), row)
             conn.execute(Q.ADVANCE_SUMMARIZED, {"mid": memory_id, "upto": upto_seq})
             self._touch(conn, memory_id, now_ms)
+        # What the run reads next (inject's snapshot, the next chunk's cursor) is known.
+        self._remember("summary", memory_id, summary.model_copy())
+        if before is not _UNKNOWN and before is not None:
+            moved = before._replace(summarized_seq=max(before.summarized_seq, upto_seq))
+            self._remember("cursors", memory_id, moved)
         return summary
 
     # -- payload cache --------------------------------------------------------------------------

@@ -316,6 +316,69 @@ def test_reads_inside_a_run_are_cached_until_the_run_writes_them(pg_url: str) ->
         store.close()
 
 
+def test_a_runs_own_writes_leave_the_cursors_and_summary_they_stored_in_its_cache(pg_url: str) -> None:
+    """After its insert, extraction, inferred variables and summary, a run reads them for free, and right."""
+    from convmem_graph.models import FragmentCandidate, FragmentOp, VariableGuess
+    from convmem_graph.store import _queries as Q
+    from convmem_graph.store.repository import Cursors
+
+    memory_id = f"kept-{uuid.uuid4().hex[:8]}"
+    store = MemoryStore.from_url(pg_url)
+    statements: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda _c, _k, sql, *_: statements.append(sql))
+
+    def stored() -> tuple[Cursors, Any]:
+        conn = store._pin.conn  # the run's own connection: its uncommitted rows, no cache involved
+        row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
+        summary = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
+        return Cursors(int(row[0]), int(row[1]), int(row[2]), bool(row[3])), summary
+
+    def free_and_true() -> Cursors:
+        before = len(statements)
+        cursors, summary = store.cursors(memory_id), store.get_summary(memory_id)
+        assert len(statements) == before, statements[before:]
+        truth, row = stored()
+        assert cursors == truth
+        assert (summary.text, summary.version) == (row.text, row.version) if row else summary is None
+        return cursors
+
+    try:
+        with store.memory_lock(memory_id):
+            assert store.get_summary(memory_id) is None
+            turns = [
+                Message(id=f"k{i}", role="user", content=f"I keep a red kayak {i}", channel="im",
+                        source="message", timestamp_ms=10 + i)
+                for i in range(3)
+            ]  # fmt: skip
+            store.add_messages(memory_id, turns)
+            first = free_and_true()
+            assert (first.extracted_seq, first.facts_dirty) == (0, False)
+            op = FragmentOp(
+                op="add", candidate=FragmentCandidate(content="Owns a red kayak.", key="pet:kayak")
+            )
+            store.commit_extraction(memory_id, [op], upto_seq=first.max_seq, now_ms=20)
+            assert free_and_true().extracted_seq == first.max_seq and stored()[0].facts_dirty
+            store.commit_inferred_variables(memory_id, {"city": VariableGuess(value="Hangzhou")}, now_ms=21)
+            assert free_and_true().facts_dirty is False
+            for version, text_ in (
+                (1, "keeps a red kayak"),
+                (1, "keeps a red kayak"),
+                (2, "paddles a kayak"),
+            ):
+                store.commit_summary(
+                    memory_id, text_, tokens=4, covers_until_ms=12, upto_seq=first.max_seq, now_ms=22
+                )
+                assert free_and_true().summarized_seq == first.max_seq
+                assert store.get_summary(memory_id).version == version  # type: ignore[union-attr]
+        again = MemoryStore.from_url(pg_url)  # committed: another store reads the same
+        assert again.cursors(memory_id) == store.cursors(memory_id)
+        assert again.get_summary(memory_id).text == "paddles a kayak"  # type: ignore[union-attr]
+        again.close()
+    finally:
+        store.delete_memory(memory_id)
+        store.close()
+
+
 def test_pruning_in_one_statement_refuses_delta_channel_threads(pg_url: str) -> None:
     from convmem_graph.checkpoints import postgres_checkpointer, prune_checkpoints
     from tests.unit.test_checkpoints import build_counter_graph, cfg, checkpoint_ids

@@ -848,3 +848,26 @@ def test_add_messages_bulk_uses_a_constant_number_of_statements(tmp_path: Path) 
     assert len(statements) <= 29, statements
     assert sum("cm_episodes" in sql for sql in statements) == 1
     store.close()
+
+
+def test_a_new_memorys_first_batch_makes_no_duplicate_lookups(tmp_path: Path) -> None:
+    """A memory created by the write holds no message to compare with; duplicates in the batch still go."""
+    store = MemoryStore.from_url(str(tmp_path / "new.db"))
+    statements: list[str] = []
+    listener = lambda _c, _cur, sql, *_: statements.append(sql)  # noqa: E731
+    event.listen(store.engine, "before_cursor_execute", listener)
+    first = [
+        msg("a", "I moved to Hangzhou", T0),
+        msg("a", "I moved to Hangzhou", T0),  # the same id twice
+        msg("b", "i moved to hangzhou!", T0 + 1000, channel="voice"),  # mirrored by another channel
+        msg("c", "I moved to Hangzhou", T0 + 2000),  # a real repeat on the same channel
+    ]
+    assert store.add_messages("fresh", first) == ["a", "c"]
+    lookups = [s for s in statements if "FROM cm_messages WHERE" in s]
+    assert lookups == []
+    statements.clear()
+    again = [msg("a", "I moved to Hangzhou", T0), msg("d", "new", T0 + 3000)]
+    assert store.add_messages("fresh", again) == ["d"]
+    assert len([s for s in statements if "FROM cm_messages WHERE" in s]) == 2  # ids, then content hashes
+    event.remove(store.engine, "before_cursor_execute", listener)
+    store.close()
