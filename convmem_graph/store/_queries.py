@@ -105,6 +105,19 @@ PG_EXTRACTED = text(
     "THEN :now ELSE updated_at END, "
     "facts_dirty = COALESCE(CAST(:dirty AS INTEGER), facts_dirty) WHERE memory_id = :mid"
 )
+#: PostgreSQL: a committed summary in one round trip: the new version, the summary cursor moved
+#: (never back), the memory stamped and its call-start snapshot dropped.
+PG_SUMMARIZED = text(
+    f"WITH up AS (INSERT INTO {summaries.name} "
+    "(memory_id, text, tokens, covers_until_ms, version, updated_at, origin) "
+    "VALUES (:mid, :text, :tokens, :covers_until_ms, :version, :updated_at, :origin) "
+    "ON CONFLICT (memory_id) DO UPDATE SET text = excluded.text, tokens = excluded.tokens, "
+    "covers_until_ms = excluded.covers_until_ms, version = excluded.version, "
+    "updated_at = excluded.updated_at, origin = excluded.origin), "
+    f"gone AS (DELETE FROM {snapshots.name} WHERE memory_id = :mid) "
+    f"UPDATE {memories.name} SET summarized_seq = GREATEST(summarized_seq, :upto), "
+    "updated_at = :updated_at WHERE memory_id = :mid"
+)
 SET_FACTS_DIRTY = (
     update(memories).where(memories.c.memory_id == _MEMORY).values(facts_dirty=bindparam("dirty"))
 )

@@ -1392,9 +1392,12 @@ class MemoryStore:
                 origin=origin,
             )
             row = {"memory_id": memory_id, **summary.model_dump()}
-            execute_upsert(conn, summaries, ("memory_id",), row)
-            conn.execute(Q.ADVANCE_SUMMARIZED, {"mid": memory_id, "upto": upto_seq})
-            self._touch(conn, memory_id, now_ms)
+            if self.dialect == "postgresql":
+                conn.execute(Q.PG_SUMMARIZED, {"mid": memory_id, "upto": upto_seq, **row})
+            else:
+                execute_upsert(conn, summaries, ("memory_id",), row)
+                conn.execute(Q.ADVANCE_SUMMARIZED, {"mid": memory_id, "upto": upto_seq})
+                self._touch(conn, memory_id, now_ms)
         # What the run reads next (inject's snapshot, the next chunk's cursor) is known.
         self._remember("summary", memory_id, summary.model_copy())
         if before is not _UNKNOWN and before is not None:
