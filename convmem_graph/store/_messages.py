@@ -350,7 +350,10 @@ def insert_messages(
                 params["ep"] = dumps({row[1]: terms(row[3]) for row in rows})
         answer = conn.exec_driver_sql(sql, params).first()
         if pg_follow is not None and pg_follow.stamped is not None and answer is not None:
-            pg_follow.stamped.append((int(answer[0]), int(answer[1]), int(answer[2]), int(answer[3])))
+            top, extracted, summarized, dirty, prior, seqs = answer
+            cursors = (int(top), int(extracted), int(summarized), int(dirty))
+            stored = [(int(seq), mid) for seq, mid in zip(seqs, inserted, strict=True)]
+            pg_follow.stamped.append(PgStamp(cursors, int(prior or 0), stored))
     elif rows:
         # Straight to the driver's executemany: SQLAlchemy's per-row parameter processing cost
         # more than SQLite's own insert work for large batches.
@@ -399,9 +402,20 @@ class PgFollow(NamedTuple):
     #: The episodic index's lexemes of a content, as one space-separated string (``None``: no
     #: indexing).
     index_terms: Callable[[str], str] | None = None
-    #: When given, the statement's answer is appended when it inserted anything: the memory's
-    #: cursors as they stand after it, ``(max_seq, extracted_seq, summarized_seq, facts_dirty)``.
-    stamped: list[tuple[int, int, int, int]] | None = None
+    #: When given, what the statement answers is appended to it when it inserted anything.
+    stamped: list[PgStamp] | None = None
+
+
+class PgStamp(NamedTuple):
+    """What a PostgreSQL message insert answers about the memory it wrote."""
+
+    #: The memory's cursors after it: ``(max_seq, extracted_seq, summarized_seq, facts_dirty)``.
+    cursors: tuple[int, int, int, int]
+    #: The memory's newest seq before it (0: none).
+    prior_max: int
+    #: ``(seq, id)`` of the inserted rows in seq order: every message of the memory past
+    #: ``prior_max`` (its writers take turns, so no other writer's row lies among them).
+    rows: list[tuple[int, str]]
 
 
 @functools.cache
@@ -409,7 +423,7 @@ def _pg_followed_sql(index: bool) -> str:
     """The insert as a CTE, then the episodic rows of what it inserted and the memory's stamp.
 
     The episodic rows take the seqs the insert returned (joined by message id). Answers one row
-    with the memory's cursors when anything was inserted, none otherwise.
+    about the memory (see :class:`PgStamp`) when anything was inserted, none otherwise.
     """
     from convmem_graph.store.episodes import EPISODE_TABLE, pg_terms_sql  # it imports this module
 
@@ -428,7 +442,10 @@ def _pg_followed_sql(index: bool) -> str:
         "AND EXISTS (SELECT 1 FROM ins) RETURNING extracted_seq, summarized_seq, facts_dirty) "
         # The memory's cursors after the insert: its writers take turns, so its newest seq is one
         # just assigned (a read of them after the insert was a round trip of its own).
-        "SELECT (SELECT max(seq) FROM ins), s.extracted_seq, s.summarized_seq, s.facts_dirty FROM stamp s"
+        "SELECT (SELECT max(seq) FROM ins), s.extracted_seq, s.summarized_seq, s.facts_dirty, "
+        # The statement's snapshot is the one before it: this is the newest seq before the insert.
+        f"(SELECT max(seq) FROM {messages.name} WHERE memory_id = %(mid)s), "
+        "(SELECT array_agg(seq ORDER BY seq) FROM ins) FROM stamp s"
     )
     return "".join(parts)
 

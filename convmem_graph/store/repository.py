@@ -55,6 +55,7 @@ from convmem_graph.store._fragments import (
 from convmem_graph.store._messages import (
     MESSAGE_COLUMNS,
     PgFollow,
+    PgStamp,
     insert_messages,
     prepare_messages,
     row_to_message,
@@ -105,6 +106,9 @@ _SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation a
 _T = TypeVar("_T")
 #: Kinds of the run's read cache (``MemoryStore._cached``).
 _CACHED = frozenset({"specs", "summary", "variables"})
+#: What a write that leaves the memory's messages as they are keeps besides: the rows a run's insert
+#: stored past the memory's previous newest seq (see ``messages_after``).
+_SAME_MESSAGES = frozenset({"tail"})
 #: What :meth:`MemoryStore._recall` answers for a kind the run's cache does not hold.
 _UNKNOWN: Any = object()
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
@@ -600,7 +604,7 @@ class MemoryStore:
                 before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
             replaced: list[tuple[int, str]] = []
             follow = None
-            stamped: list[tuple[int, int, int, int]] = []
+            stamped: list[PgStamp] = []
             if returns:
                 # The insert's own statement indexes the new rows and stamps the memory.
                 terms = pg_index_terms(memory_id) if index else None
@@ -623,8 +627,10 @@ class MemoryStore:
                     index_episodes(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
         if stamped:
-            top, extracted, summarized, dirty = stamped[0]
+            top, extracted, summarized, dirty = stamped[0].cursors
             self._remember("cursors", memory_id, Cursors(top, extracted, summarized, bool(dirty)))
+            # The run's reads past a cursor at or after prior_max are these rows (see messages_after).
+            self._remember("tail", memory_id, stamped[0])
         return inserted
 
     def search_episodes(self, memory_id: str, query: str, *, limit: int = 32) -> EpisodeSearch:
@@ -655,6 +661,12 @@ class MemoryStore:
         ``known`` maps ids to messages the caller holds already (a run's fresh messages): those
         rows are returned as the caller's objects instead of being rebuilt.
         """
+        tail = self._recall("tail", memory_id) if known else _UNKNOWN
+        if tail is not _UNKNOWN and after_seq >= tail.prior_max:
+            # In a run that stored them: every message past the cursor is one the caller holds.
+            picked = [(seq, mid) for seq, mid in tail.rows if seq > after_seq][:limit]
+            if known is not None and all(mid in known for _, mid in picked):
+                return [(seq, known[mid]) for seq, mid in picked]
         params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
             rows = conn.execute(Q.MESSAGES_AFTER, params)
@@ -1055,7 +1067,7 @@ class MemoryStore:
         """
         _check_id(memory_id)
         before = self._recall("cursors", memory_id)
-        with self._write(memory_id, keeps=_CACHED) as conn:
+        with self._write(memory_id, keeps=_CACHED | _SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
             writer = FragmentWriter(conn, memory_id, now_ms)
             counts = writer.apply(ops)
@@ -1266,7 +1278,7 @@ class MemoryStore:
         # The values as they will be after this write, for the run's cache (a later read is free).
         after: dict[tuple[str, str], VariableValue] | None = None
         before = self._recall("cursors", memory_id)
-        with self._write(memory_id, keeps=frozenset({"specs", "summary"})) as conn:
+        with self._write(memory_id, keeps=frozenset({"specs", "summary"}) | _SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
             in_run = getattr(self._pin, "cache", None) is not None
             stored = self._stored_values(memory_id) if in_run else var.read_values(conn, memory_id)
@@ -1378,7 +1390,7 @@ class MemoryStore:
         _check_id(memory_id)
         before = self._recall("cursors", memory_id)
         known = self._recall("summary", memory_id)
-        with self._write(memory_id, keeps=frozenset({"specs", "variables"})) as conn:
+        with self._write(memory_id, keeps=frozenset({"specs", "variables"}) | _SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
             old: Summary | None = _read_summary(conn, memory_id) if known is _UNKNOWN else known
             version = 1 if old is None else (old.version if old.text == text else old.version + 1)

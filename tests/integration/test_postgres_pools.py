@@ -379,6 +379,50 @@ def test_a_runs_own_writes_leave_the_cursors_and_summary_they_stored_in_its_cach
         store.close()
 
 
+def test_a_run_reads_the_messages_it_stored_past_a_cursor_without_a_round_trip(pg_url: str) -> None:
+    memory_id = f"tail-{uuid.uuid4().hex[:8]}"
+    store = MemoryStore.from_url(pg_url)
+    statements: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda _c, _k, sql, *_: statements.append(sql))
+
+    def turn(i: int) -> Message:
+        return Message(
+            id=f"t{i}", role="user", content=f"turn {i}", channel="im", source="message", timestamp_ms=i
+        )
+
+    def stored_after(after: int, limit: int) -> list[tuple[int, str]]:
+        rows = store._pin.conn.execute(text(
+            "SELECT seq, id FROM cm_messages WHERE memory_id = :m AND seq > :a ORDER BY seq LIMIT :n"
+        ), {"m": memory_id, "a": after, "n": limit})  # fmt: skip
+        return [(int(seq), str(mid)) for seq, mid in rows]
+
+    def read(after: int, limit: int, known: dict[str, Message]) -> tuple[list[tuple[int, str]], int]:
+        before = len(statements)
+        got = store.messages_after(memory_id, after, limit=limit, known=known)
+        assert all(m is known[m.id] for _, m in got if m.id in known)
+        return [(seq, m.id) for seq, m in got], len(statements) - before
+
+    try:
+        store.add_messages(memory_id, [turn(0), turn(1)])  # before the run: not the run's own
+        with store.memory_lock(memory_id):
+            previous = store.cursors(memory_id).max_seq
+            fresh = {m.id: m for m in (turn(i) for i in range(2, 7))}
+            store.add_messages(memory_id, list(fresh.values()))
+            for after, limit in ((previous, 100), (previous, 2), (stored_after(previous, 3)[-1][0], 100)):
+                got, trips = read(after, limit, fresh)
+                assert (got, trips) == (stored_after(after, limit), 0)
+            got, trips = read(0, 100, fresh)  # reaches back before the run's rows: the database answers
+            assert got == stored_after(0, 100) and trips == 1 and len(got) == 7
+            store.commit_extraction(memory_id, [], upto_seq=previous + 1, now_ms=9)  # leaves messages alone
+            assert read(previous, 100, fresh) == (stored_after(previous, 100), 0)
+            store.purge_messages(memory_id, before_ms=4, keep_recent=0, only_processed=False)
+            got, trips = read(previous, 100, fresh)  # a delete forgets what the insert answered
+            assert got == stored_after(previous, 100) and trips == 1
+    finally:
+        store.delete_memory(memory_id)
+        store.close()
+
+
 def test_pruning_in_one_statement_refuses_delta_channel_threads(pg_url: str) -> None:
     from convmem_graph.checkpoints import postgres_checkpointer, prune_checkpoints
     from tests.unit.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
