@@ -118,14 +118,7 @@ def _read_summary(conn: Connection, memory_id: str) -> Summary | None:
     row = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
     if row is None:
         return None
-    return Summary(
-        text=row.text,
-        tokens=row.tokens,
-        covers_until_ms=row.covers_until_ms,
-        version=row.version,
-        updated_at=row.updated_at,
-        origin=row.origin,
-    )
+    return Summary.model_validate({name: row._mapping[name] for name in Summary.model_fields})
 
 
 class Cursors(NamedTuple):
@@ -661,8 +654,8 @@ class MemoryStore:
         ``known`` maps ids to messages the caller holds already (a run's fresh messages): those
         rows are returned as the caller's objects instead of being rebuilt.
         """
-        tail = self._recall("tail", memory_id) if known else _UNKNOWN
-        if tail is not _UNKNOWN and after_seq >= tail.prior_max:
+        tail: PgStamp | None = self._peek("tail", memory_id) if known else None
+        if tail is not None and after_seq >= tail.prior_max:
             # In a run that stored them: every message past the cursor is one the caller holds.
             picked = [(seq, mid) for seq, mid in tail.rows if seq > after_seq][:limit]
             if known is not None and all(mid in known for _, mid in picked):
@@ -1066,7 +1059,7 @@ class MemoryStore:
             without effect count as ``noop``.
         """
         _check_id(memory_id)
-        before = self._recall("cursors", memory_id)
+        before: Cursors | None = self._peek("cursors", memory_id)
         with self._write(memory_id, keeps=_CACHED | _SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
             writer = FragmentWriter(conn, memory_id, now_ms)
@@ -1080,7 +1073,7 @@ class MemoryStore:
                 conn.execute(Q.PG_EXTRACTED, params | {"dirty": dirty})
             else:
                 self._advance_extracted(conn, memory_id, upto_seq, now_ms, changed=changed, facts=facts)
-        if before is not _UNKNOWN and before is not None:
+        if before is not None:
             # The run's next cursor read needs no round trip: what PG_EXTRACTED did is known.
             moved = before._replace(extracted_seq=max(before.extracted_seq, upto_seq))
             if changed and facts:
@@ -1277,7 +1270,7 @@ class MemoryStore:
         changed: list[str] = []
         # The values as they will be after this write, for the run's cache (a later read is free).
         after: dict[tuple[str, str], VariableValue] | None = None
-        before = self._recall("cursors", memory_id)
+        before: Cursors | None = self._peek("cursors", memory_id)
         with self._write(memory_id, keeps=frozenset({"specs", "summary"}) | _SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
             in_run = getattr(self._pin, "cache", None) is not None
@@ -1360,7 +1353,7 @@ class MemoryStore:
                 conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 0})
         if after is not None:
             self._remember("variables", memory_id, after)
-        if before is not _UNKNOWN and before is not None:
+        if before is not None:
             self._remember("cursors", memory_id, before._replace(facts_dirty=False))
         return changed
 
@@ -1388,7 +1381,7 @@ class MemoryStore:
         moves the cursor and the covered time.
         """
         _check_id(memory_id)
-        before = self._recall("cursors", memory_id)
+        before: Cursors | None = self._peek("cursors", memory_id)
         known = self._recall("summary", memory_id)
         with self._write(memory_id, keeps=frozenset({"specs", "variables"}) | _SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
@@ -1412,7 +1405,7 @@ class MemoryStore:
                 self._touch(conn, memory_id, now_ms)
         # What the run reads next (inject's snapshot, the next chunk's cursor) is known.
         self._remember("summary", memory_id, summary.model_copy())
-        if before is not _UNKNOWN and before is not None:
+        if before is not None:
             moved = before._replace(summarized_seq=max(before.summarized_seq, upto_seq))
             self._remember("cursors", memory_id, moved)
         return summary

@@ -270,17 +270,19 @@ def test_pool_sizes_follow_the_environment(pg_url: str, monkeypatch: pytest.Monk
             assert raw.prepare_threshold is None
 
 
+def _recorded(store: MemoryStore) -> list[str]:
+    """The SQL of every statement the store's engine runs from now on, in order."""
+    statements: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda _c, _k, sql, *_: statements.append(sql))
+    return statements
+
+
 def test_reads_inside_a_run_are_cached_until_the_run_writes_them(pg_url: str) -> None:
     from convmem_graph.models import VariableGuess, VariableSpec
 
     memory_id = f"cache-{uuid.uuid4().hex[:8]}"
     store = MemoryStore.from_url(pg_url)
-    statements: list[str] = []
-
-    def on_execute(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        statements.append(statement)
-
-    event.listen(store.engine, "before_cursor_execute", on_execute)
+    statements = _recorded(store)
     try:
         store.define_variables(memory_id, [VariableSpec(name="city")])
         with store.memory_lock(memory_id):
@@ -324,8 +326,7 @@ def test_a_runs_own_writes_leave_the_cursors_and_summary_they_stored_in_its_cach
 
     memory_id = f"kept-{uuid.uuid4().hex[:8]}"
     store = MemoryStore.from_url(pg_url)
-    statements: list[str] = []
-    event.listen(store.engine, "before_cursor_execute", lambda _c, _k, sql, *_: statements.append(sql))
+    statements = _recorded(store)
 
     def stored() -> tuple[Cursors, Any]:
         conn = store._pin.conn  # the run's own connection: its uncommitted rows, no cache involved
@@ -382,8 +383,7 @@ def test_a_runs_own_writes_leave_the_cursors_and_summary_they_stored_in_its_cach
 def test_a_run_reads_the_messages_it_stored_past_a_cursor_without_a_round_trip(pg_url: str) -> None:
     memory_id = f"tail-{uuid.uuid4().hex[:8]}"
     store = MemoryStore.from_url(pg_url)
-    statements: list[str] = []
-    event.listen(store.engine, "before_cursor_execute", lambda _c, _k, sql, *_: statements.append(sql))
+    statements = _recorded(store)
 
     def turn(i: int) -> Message:
         return Message(
