@@ -241,8 +241,10 @@ class Lifecycle:
                 context=ctx,
                 durability=durability,
             )
-            if saver is not None:
-                prune_memory_checkpoints(saver, memory_id, keep=self.config.keep_checkpoints)
+            keep = self.config.keep_checkpoints
+            # A thread this run began holds only what the run wrote: nothing to prune then.
+            if saver is not None and not (in_run and in_run.nothing_to_prune(thread_id_for(memory_id), keep)):
+                prune_memory_checkpoints(saver, memory_id, keep=keep)
         return RunResult(
             memory_id=memory_id,
             ingested=out.get("ingested", 0),

@@ -15,9 +15,11 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from convmem_graph.store.engine import advisory_key, pool_settings
@@ -26,7 +28,7 @@ from convmem_graph.store.urls import libpq_url, mask_url
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
 
-__all__ = ["bind_run_connection", "postgres_checkpointer"]
+__all__ = ["RunBinding", "bind_run_connection", "postgres_checkpointer"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +39,67 @@ _INSTALL_HINT = (
 _setup_done: set[str] = set()
 _setup_guard = threading.Lock()
 
-#: (saver, DBAPI connection) of the run in progress in this context. LangGraph copies the context
-#: into the threads that write checkpoints in the background, so they see it too.
-_RUN_CONNECTION: ContextVar[tuple[Any, Any] | None] = ContextVar("convmem_run_connection", default=None)
+
+@dataclass
+class RunBinding:
+    """A saver bound to a run's connection, and what it saw of the run's threads.
+
+    What it saw lets the run skip housekeeping that cannot do anything: a thread that held no
+    checkpoint when the run began and got at most ``keep`` of them has nothing to prune.
+    """
+
+    saver: Any
+    connection: Any
+    #: Threads whose first read in this run found no checkpoint.
+    started_empty: set[str] = field(default_factory=set)
+    #: Threads read in this run (only the first read says whether the thread was empty).
+    seen: set[str] = field(default_factory=set)
+    #: Checkpoints written per thread in this run.
+    puts: Counter[str] = field(default_factory=Counter)
+
+    def nothing_to_prune(self, thread_id: str, keep: int) -> bool:
+        """Whether the thread holds at most ``keep`` checkpoints, all written by this run."""
+        return thread_id in self.started_empty and self.puts[thread_id] <= keep
+
+
+#: The run in progress in this context. LangGraph copies the context into the threads that write
+#: checkpoints in the background, so they see it too.
+_RUN_CONNECTION: ContextVar[RunBinding | None] = ContextVar("convmem_run_connection", default=None)
+#: LangGraph's blob upsert, run once per blob by ``executemany``; sent as one statement instead.
+_BLOB_UPSERT = """
+    INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    VALUES (%s, %s, %s, %s, %s, %s)
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+"""
+_BLOB_UPSERT_ARRAYS = (
+    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
+    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bytea[]) "
+    "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
+)
+
+
+class _RunCursor:
+    """The run connection's cursor, with LangGraph's per-blob upserts sent as one statement.
+
+    ``put`` writes a blob per changed channel (eight per lifecycle run) with ``executemany``: a
+    statement each on the server. Only that exact statement is rewritten; anything else (or a
+    LangGraph version whose statement differs) goes through unchanged.
+    """
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> Any:
+        if query == _BLOB_UPSERT and not kwargs:
+            rows = list(params_seq)
+            if not rows:
+                return None
+            columns = [list(column) for column in zip(*rows, strict=True)]
+            return self._cursor.execute(_BLOB_UPSERT_ARRAYS, columns)
+        return self._cursor.executemany(query, params_seq, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
 
 
 @functools.cache
@@ -61,33 +121,52 @@ def _saver_class() -> type[PostgresSaver]:
         @contextmanager
         def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
             bound = _RUN_CONNECTION.get()
-            if bound is None or bound[0] is not self:
+            if bound is None or bound.saver is not self:
                 with super()._cursor(pipeline=pipeline) as cur:
                     yield cur
                 return
-            with bound[1].cursor(binary=True, row_factory=dict_row) as cur:
-                yield cur
+            with bound.connection.cursor(binary=True, row_factory=dict_row) as cur:
+                yield _RunCursor(cur)
+
+        def get_tuple(self, config: Any) -> Any:
+            found = super().get_tuple(config)
+            bound = _RUN_CONNECTION.get()
+            if bound is not None and bound.saver is self:
+                thread_id = str(config["configurable"]["thread_id"])
+                if thread_id not in bound.seen:
+                    bound.seen.add(thread_id)
+                    if found is None:
+                        bound.started_empty.add(thread_id)
+            return found
+
+        def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            saved = super().put(config, checkpoint, metadata, new_versions)
+            bound = _RUN_CONNECTION.get()
+            if bound is not None and bound.saver is self:
+                bound.puts[str(config["configurable"]["thread_id"])] += 1
+            return saved
 
     return RunScopedPostgresSaver
 
 
 @contextmanager
-def bind_run_connection(saver: Any, store_url: str, connection: Any | None) -> Iterator[bool]:
+def bind_run_connection(saver: Any, store_url: str, connection: Any | None) -> Iterator[RunBinding | None]:
     """Route ``saver``'s statements in this context to ``connection`` (the run's transaction).
 
     Only for a saver made by :func:`postgres_checkpointer` on the same database as the store;
     anything else is left as it is.
 
     Yields:
-        Whether the saver was bound.
+        The binding (what the saver saw of the run's threads), or ``None`` when not bound.
     """
     # Only our saver has a conninfo; it must be the store's database.
     if connection is None or getattr(saver, "conninfo", None) != libpq_url(store_url):
-        yield False
+        yield None
         return
-    token = _RUN_CONNECTION.set((saver, connection))
+    binding = RunBinding(saver, connection)
+    token = _RUN_CONNECTION.set(binding)
     try:
-        yield True
+        yield binding
     finally:
         _RUN_CONNECTION.reset(token)
 

@@ -444,3 +444,42 @@ def test_pruning_in_one_statement_refuses_delta_channel_threads(pg_url: str) -> 
     finally:
         saver.delete_thread(thread)
         saver.conn.close()  # type: ignore[union-attr]
+
+
+def test_a_new_threads_first_run_skips_pruning_and_blobs_go_in_one_statement(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph.checkpoint.postgres.base import BasePostgresSaver
+
+    from convmem_graph.checkpoints import postgres as P
+
+    # The statement rewritten is LangGraph's own, word for word; another version goes unchanged.
+    assert P._BLOB_UPSERT == BasePostgresSaver.UPSERT_CHECKPOINT_BLOBS_SQL
+    sent: list[str] = []
+    for name in ("execute", "executemany"):
+        original = getattr(psycopg.Cursor, name)
+
+        def recording(self: Any, query: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            sent.append(" ".join(str(query).split()))
+            return _original(self, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, name, recording)
+    memory_id = f"prune-{uuid.uuid4().hex[:8]}"
+    thread = {"configurable": {"thread_id": thread_id_for(memory_id)}}
+    with ConvMemory.open(pg_url) as mem:
+        keep = mem.config.keep_checkpoints
+        states = []
+        for i in range(keep + 2):
+            sent.clear()
+            mem.ingest(memory_id, _turn(i), source="openai")
+            pruned = [q for q in sent if "row_number() OVER" in q]
+            assert len(pruned) == (0 if i == 0 else 1), i  # the first run began the thread
+            blobs = [q for q in sent if q.startswith("INSERT INTO checkpoint_blobs")]
+            assert len(blobs) == 1 and "unnest(" in blobs[0]  # not one statement per channel
+            saved = list(mem.checkpointer.list(thread))  # type: ignore[union-attr]
+            assert len(saved) == min(i + 1, keep)
+            states.append(saved[0].checkpoint["channel_values"])
+        # The blobs written in one statement read back as the channels the run ended with.
+        assert states[-1]["memory_id"] == memory_id and states[-1]["new_message_ids"]
+        assert mem.checkpointer.get_tuple(thread).checkpoint["channel_values"] == states[-1]  # type: ignore[union-attr]
+        mem.delete(memory_id)
