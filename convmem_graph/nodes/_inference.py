@@ -9,13 +9,17 @@ active fact (a property test checks it), with the rules of that module applied t
 - ``diet`` reads the ``allergy:`` and ``food:`` facts, a custom list its own key prefix;
 - ``language`` counts Chinese and other facts in the database and reads the newest few.
 
+A memory with few usable durable facts (at most ``_FEW``, as most are) has all of them read in one
+statement, and every rule above filters that list instead of asking the database again.
+
 With the set of canonical keys a run touched, only the variables depending on them are re-inferred
 (``language`` on any change, ``diet`` also when the language changed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from itertools import islice
 
 from convmem_graph.extractors._text import is_cjk_text
 from convmem_graph.extractors.keys import canonical_key, key_subject
@@ -102,18 +106,60 @@ def affected_specs(specs: Sequence[VariableSpec], touched: Collection[str] | Non
     return out
 
 
-def _language(store: MemoryStore, memory_id: str, now_ms: int) -> VariableGuess | None:
-    stated = store.durable_fragments(memory_id, now_ms=now_ms, keys=["profile:language"])
-    for f in _newest_first(stated):
+#: Usable durable facts a memory may hold and still have them all read at once (one statement
+#: instead of one per rule).
+_FEW = 32
+
+
+class _Facts:
+    """The usable durable facts inference reads at ``now_ms``: the newest ``_FEW + 1`` read once.
+
+    When that read finds at most ``_FEW``, it holds every such fact and each question is answered
+    from it; otherwise the keyed and counted questions go to the store's index reads, and the
+    newest-first walk goes on from where the read stopped.
+    """
+
+    def __init__(self, store: MemoryStore, memory_id: str, now_ms: int) -> None:
+        self.store, self.memory_id, self.now_ms = store, memory_id, now_ms
+        newest = store.newest_durable_fragments(memory_id, now_ms=now_ms, batch=_FEW + 1)
+        self.page = list(islice(newest, _FEW + 1))
+        self.complete = len(self.page) <= _FEW
+
+    def with_keys(self, keys: Collection[str] = (), prefixes: Collection[str] = ()) -> list[Fragment]:
+        """Those whose canonical key is one of ``keys`` or starts with one of ``prefixes``."""
+        if not self.complete:
+            store, memory_id, now_ms = self.store, self.memory_id, self.now_ms
+            return store.durable_fragments(memory_id, now_ms=now_ms, keys=keys, prefixes=prefixes)
+        wanted, starts = set(keys), tuple(prefixes)
+        return [f for f in self.page if (key := canonical_key(f.key)) in wanted or key.startswith(starts)]
+
+    def language_counts(self) -> tuple[int, int]:
+        """How many are mainly Chinese, and how many are not."""
+        if not self.complete:
+            return self.store.durable_language_counts(self.memory_id, now_ms=self.now_ms)
+        zh = sum(1 for f in self.page if is_cjk_text(f.content))
+        return zh, len(self.page) - zh
+
+    def newest(self) -> Iterator[Fragment]:
+        """All of them, newest stated first (stop iterating to stop)."""
+        yield from self.page
+        if not self.complete:
+            yield from self.store.newest_durable_fragments(
+                self.memory_id, now_ms=self.now_ms, start=len(self.page)
+            )
+
+
+def _language(facts: _Facts) -> VariableGuess | None:
+    for f in _newest_first(facts.with_keys(keys=["profile:language"])):
         for rx, code in _LANG_WORDS:
             if rx.search(f.content):
                 return VariableGuess(value=code, fragment_ids=[f.id])
-    zh, other = store.durable_language_counts(memory_id, now_ms=now_ms)
+    zh, other = facts.language_counts()
     if not zh and not other:
         return None
     code, want = ("zh", True) if zh >= other else ("en", False)
     support: list[Fragment] = []
-    for f in store.newest_durable_fragments(memory_id, now_ms=now_ms):
+    for f in facts.newest():
         if is_cjk_text(f.content) == want:
             support.append(f)
             if len(support) >= _MAX_LANGUAGE_SUPPORT:
@@ -130,12 +176,12 @@ def _hobby_item(f: Fragment) -> str | None:
     return key_subject(key) or None
 
 
-def _hobby_facts(store: MemoryStore, memory_id: str, now_ms: int) -> list[Fragment]:
+def _hobby_facts(facts: _Facts) -> list[Fragment]:
     """The facts ``_hobbies`` would look at: the newest until its items are full, and their older facts."""
     seen: list[Fragment] = []
     items: set[str] = set()
     cutoff: int | None = None
-    for f in store.newest_durable_fragments(memory_id, now_ms=now_ms):
+    for f in facts.newest():
         if cutoff is not None and f.observed_at < cutoff:
             break  # facts stated at the same time as the last item are ordered by more than time
         seen.append(f)
@@ -147,7 +193,7 @@ def _hobby_facts(store: MemoryStore, memory_id: str, now_ms: int) -> list[Fragme
     if cutoff is None:
         return seen  # the walk read every durable fact
     keys = [f"{p}{item.replace(' ', '_')}" for p in _HOBBY_PREFIXES for item in items]
-    older = store.durable_fragments(memory_id, now_ms=now_ms, keys=keys)
+    older = facts.with_keys(keys=keys)
     known = {f.id for f in seen}
     return seen + [f for f in older if f.id not in known]
 
@@ -168,10 +214,13 @@ def infer_from_store(
         now_ms: Current time.
     """
     wanted = [s for s in specs if s.infer]
+    if not wanted:
+        return {}
     kinds = {s.name: _kind(s) for s in wanted}
+    facts = _Facts(store, memory_id, now_ms)
     language = None
     if any(k in ("language", "diet") for k in kinds.values()):
-        language = _language(store, memory_id, now_ms)
+        language = _language(facts)
     zh = language is None or language.value == "zh"
     guesses: dict[str, VariableGuess] = {}
     for spec in wanted:
@@ -183,17 +232,14 @@ def infer_from_store(
                 value = _allowed(spec.allowed_values, str(guess.value))
                 guess = VariableGuess(value=value, fragment_ids=guess.fragment_ids) if value else None
         elif kind == "hobbies":
-            guess = _hobbies(_hobby_facts(store, memory_id, now_ms))
+            guess = _hobbies(_hobby_facts(facts))
         elif kind == "diet":
-            facts = store.durable_fragments(memory_id, now_ms=now_ms, prefixes=_DIET_PREFIXES)
-            guess = _diet(facts, zh)
+            guess = _diet(facts.with_keys(prefixes=_DIET_PREFIXES), zh)
         elif kind == "list":
-            facts = store.durable_fragments(memory_id, now_ms=now_ms, prefixes=[_list_prefix(spec)])
-            guess = _list(spec, facts)
+            guess = _list(spec, facts.with_keys(prefixes=[_list_prefix(spec)]))
         else:
-            facts = store.durable_fragments(memory_id, now_ms=now_ms, keys=[_profile_key(spec)])
             reader = _int_reader(spec.name) if spec.type == "integer" else _string_reader(spec.name)
-            guess = _single(spec, facts, reader)
+            guess = _single(spec, facts.with_keys(keys=[_profile_key(spec)]), reader)
         if guess is not None:
             guesses[spec.name] = guess
     return guesses

@@ -884,9 +884,14 @@ class MemoryStore:
             rows += FQ.prefix_rows(conn, memory_id, prefixes, now_ms=now_ms)
             return _first_of_each(rows)
 
-    def newest_durable_fragments(self, memory_id: str, *, now_ms: int, batch: int = 32) -> Iterator[Fragment]:
-        """Usable durable fragments, newest stated first, read page by page (stop iterating to stop)."""
-        offset = 0
+    def newest_durable_fragments(
+        self, memory_id: str, *, now_ms: int, batch: int = 32, start: int = 0
+    ) -> Iterator[Fragment]:
+        """Usable durable fragments, newest stated first, read page by page (stop iterating to stop).
+
+        ``start`` skips that many of the newest (a caller holding them already).
+        """
+        offset = start
         while True:
             with self._read() as conn:
                 stmt = FQ.NEWEST_DURABLE.limit(batch).offset(offset)

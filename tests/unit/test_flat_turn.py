@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +15,7 @@ from convmem_graph.extractors.reconcile import reconcile
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS, infer_variables
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import FragmentCandidate, FragmentOp, VariableSpec
+from convmem_graph.nodes import _inference
 from convmem_graph.nodes._inference import affected_specs, infer_from_store
 from convmem_graph.nodes.inject import select_fragments
 from convmem_graph.store import MemoryStore
@@ -106,10 +108,13 @@ def test_inference_from_index_reads_equals_inference_over_every_fact(
     memory_id = f"m{abs(hash(tuple(facts)))}"
     fill(store, memory_id, facts)
     every = store.list_fragments(memory_id, status="active")
-    for specs in (list(DEFAULT_VARIABLE_SPECS), CUSTOM):
-        assert infer_from_store(store, memory_id, specs, now_ms=NOW) == infer_variables(
-            specs, every, now_ms=NOW
-        )
+    # All facts read at once (the usual small memory), every rule asking the database, and both.
+    for few in (_inference._FEW, 0, 5):
+        with patch.object(_inference, "_FEW", few):
+            for specs in (list(DEFAULT_VARIABLE_SPECS), CUSTOM):
+                assert infer_from_store(store, memory_id, specs, now_ms=NOW) == infer_variables(
+                    specs, every, now_ms=NOW
+                ), few
 
 
 def test_hobbies_walk_stops_early_but_keeps_ids_of_older_facts(store: MemoryStore) -> None:
