@@ -98,6 +98,9 @@ class _RunCursor:
             return self._cursor.execute(_BLOB_UPSERT_ARRAYS, columns)
         return self._cursor.executemany(query, params_seq, **kwargs)
 
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cursor)  # LangGraph iterates some results (special methods skip __getattr__)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)
 

@@ -483,3 +483,24 @@ def test_a_new_threads_first_run_skips_pruning_and_blobs_go_in_one_statement(
         assert states[-1]["memory_id"] == memory_id and states[-1]["new_message_ids"]
         assert mem.checkpointer.get_tuple(thread).checkpoint["channel_values"] == states[-1]  # type: ignore[union-attr]
         mem.delete(memory_id)
+
+
+def test_the_run_cursor_is_the_cursor_but_for_the_blob_upsert(pg_url: str) -> None:
+    from convmem_graph.checkpoints.postgres import _BLOB_UPSERT, _RunCursor
+
+    with psycopg.connect(libpq_url(pg_url)) as conn:
+        conn.execute(
+            "CREATE TEMP TABLE checkpoint_blobs (thread_id text, checkpoint_ns text, channel text, "
+            "version text, type text, blob bytea, PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
+        )
+        with conn.cursor() as raw:
+            cur = _RunCursor(raw)
+            cur.execute("SELECT generate_series(1, 3)")
+            assert [row[0] for row in cur] == [1, 2, 3]  # iterated like the cursor it wraps
+            rows = [("t", "", "a", "1", "msgpack", b"\x01"), ("t", "", "b", "1", "empty", None)]
+            cur.executemany(_BLOB_UPSERT, rows)
+            cur.executemany(_BLOB_UPSERT, rows)  # ON CONFLICT DO NOTHING, as LangGraph's
+            cur.executemany("INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version) "
+                            "VALUES (%s, %s, %s, %s)", [("t", "", "c", "1")])  # fmt: skip
+            cur.execute("SELECT channel, type, blob FROM checkpoint_blobs ORDER BY channel")
+            assert cur.fetchall() == [("a", "msgpack", b"\x01"), ("b", "empty", None), ("c", None, None)]
