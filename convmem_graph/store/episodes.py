@@ -46,6 +46,7 @@ from convmem_graph.store.schema import messages
 
 __all__ = [
     "EPISODE_TABLE",
+    "INDEX_VERSION",
     "EpisodeHit",
     "EpisodeSearch",
     "count_episode_rows",
@@ -71,6 +72,8 @@ _TEXT_VERSION = "1"
 #: The PostgreSQL side table, for the deletes SQLAlchemy builds.
 _PG_EPISODES = table(EPISODE_TABLE, column("seq"))
 _PG_VERSION = "3"  # lexemes stemmed in the client (PyStemmer), prefixed with the memory's bucket
+#: What an index built by this version looks like, on either database (the store's schema stamp).
+INDEX_VERSION = f"sqlite {_TEXT_VERSION}, postgresql {_PG_VERSION}"
 _SEQ_BITS = 36
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 _BUCKET_BITS = 27

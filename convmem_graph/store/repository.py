@@ -8,6 +8,8 @@ parts of the run's one transaction instead, which holds the memory's ``pg_adviso
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import secrets
 import threading
@@ -17,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, Row, delete, func, inspect, select, text
+from sqlalchemy import Connection, Engine, MetaData, Row, delete, func, inspect, select, text
 from sqlalchemy.engine import make_url
 
 from convmem_graph._ids import check_identifier
@@ -70,6 +72,7 @@ from convmem_graph.store.engine import (
     upsert,
 )
 from convmem_graph.store.episodes import (
+    INDEX_VERSION,
     delete_episodes,
     delete_message_episodes,
     ensure_episode_index,
@@ -161,6 +164,32 @@ def _add_missing_columns(conn: Connection) -> None:
             logger.info("added column %s.%s to an older database", table.name, column.name)
 
 
+#: Bump when what an open sets up changes in a way the tables do not show (an upgrade step).
+_SETUP_REVISION = 1
+
+
+@functools.cache
+def schema_stamp() -> int:
+    """A 31-bit digest of the tables, columns, indexes and open-time steps this version expects.
+
+    A SQLite database set up by this version carries it as ``PRAGMA user_version``; an open that
+    finds it there skips the set-up (table checks, column upgrades, index checks: nine catalog
+    reads and the write lock, which a call start would otherwise wait for behind a running
+    replay). A version with any other schema finds another stamp and sets up as before.
+    """
+    return _stamp_of(METADATA, f"setup {_SETUP_REVISION}", f"episodes {INDEX_VERSION}")
+
+
+def _stamp_of(metadata: MetaData, *steps: str) -> int:
+    parts = list(steps)
+    for table in metadata.sorted_tables:
+        parts.append(f"table {table.name}")
+        parts += [f"  {c.name} {type(c.type).__name__} null={c.nullable}" for c in table.columns]
+        parts += sorted(f"  index {i.name} {[str(e) for e in i.expressions]}" for i in table.indexes)
+    digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF or 1
+
+
 def _check_id(memory_id: str) -> str:
     # One validation of identifiers everywhere (convmem_graph._ids); raises a ValueError subclass.
     return check_identifier(memory_id, "memory_id")
@@ -207,14 +236,28 @@ class MemoryStore:
         self._pin = threading.local()
         # Writers of a SQLite file queue here instead of sleeping in SQLite's busy handler.
         self._gate = None if memory or self.dialect != "sqlite" else write_gate(sqlite_path(self.url))
+        if not memory and self._stamped():
+            logger.debug("memory store opened at %s (schema current)", self.safe_url)
+            return
         with self._write() as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+                add_postgres_options()
             METADATA.create_all(conn)
             _add_missing_columns(conn)
             upgrade_fragments(conn)
             ensure_episode_index(conn)
+            if self.dialect == "sqlite":
+                # Part of the transaction: the stamp is there only if the set-up committed.
+                conn.exec_driver_sql(f"PRAGMA user_version = {schema_stamp()}")
         logger.debug("memory store opened at %s", self.safe_url)
+
+    def _stamped(self) -> bool:
+        """Whether this SQLite file was set up by a version with this version's schema."""
+        if self.dialect != "sqlite":
+            return False
+        with self.engine.connect() as conn:
+            return bool(conn.exec_driver_sql("PRAGMA user_version").scalar() == schema_stamp())
 
     @classmethod
     def from_url(cls, url: str | None = None, *, echo: bool = False) -> MemoryStore:

@@ -3,6 +3,7 @@ with one error format, reads never create anything, global options before the co
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from convmem_graph.cli import main
+from convmem_graph.cli import _named_command, build_parser, main
 from convmem_graph.memory import ConvMemory
 from tests.conftest import FIXTURES
 
@@ -281,3 +282,39 @@ def test_worker_progress_sends_files_done_when_they_change() -> None:
         sender(n, ReplayReport(files=files))
     # The file being read is not done: files started minus one.
     assert sent == [("progress", 5), ("progress", 2), ("progress", 3), ("files", (1, 1)), ("files", (1, 2))]
+
+
+def _command_help(parser: argparse.ArgumentParser, command: str) -> str:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command].format_help()
+
+
+def test_a_command_parsed_alone_is_the_command_of_the_full_parser() -> None:
+    # A run registers only the command it names; its options and help must be the same.
+    full = build_parser()
+    sub = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 15
+    for command in sub.choices:
+        assert _command_help(build_parser(command), command) == _command_help(full, command)
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["inject", "m1"], "inject"),
+        (["--db", "inject", "show", "m1"], "show"),  # a --db value named like a command
+        (["-vv", "--model=x", "--db=y", "memories"], "memories"),
+        (["--", "show"], "show"),
+        (["--version"], None),
+        ([], None),
+    ],
+)
+def test_the_named_command_skips_global_options(argv: list[str], command: str | None) -> None:
+    assert _named_command(argv) == command
+
+
+def test_an_unknown_command_still_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["bogus"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'bogus'" in err and "'inject'" in err and "'import'" in err

@@ -1,11 +1,16 @@
-"""A database written before the derived fragment columns existed opens, and gains them filled."""
+"""Opening an older database brings it up to date; a current one opens without setting anything up."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
+import pytest
+from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text
+
 from convmem_graph.store import MemoryStore
+from convmem_graph.store.repository import _stamp_of, schema_stamp
 
 _DERIVED = ("ckey", "norm_hash", "cjk")
 
@@ -24,6 +29,7 @@ def test_an_older_database_gains_the_derived_columns_filled(tmp_path: Path) -> N
                 conn.execute(f'DROP INDEX "{name}"')
         for column in _DERIVED:
             conn.execute(f"ALTER TABLE cm_fragments DROP COLUMN {column}")
+        conn.execute("PRAGMA user_version = 0")  # versions before the schema stamp set none
 
     store = MemoryStore.from_url(str(db))  # failed: a Python-computed default is no SQL literal
     try:
@@ -31,3 +37,76 @@ def test_an_older_database_gains_the_derived_columns_filled(tmp_path: Path) -> N
         assert [f.id for f in store.related_fragments("u1", [], [fact.content])] == [fact.id]
     finally:
         store.close()
+
+
+def _tables() -> MetaData:
+    metadata = MetaData()
+    Table("t", metadata, Column("memory_id", String, primary_key=True), Column("n", Integer))
+    return metadata
+
+
+def test_the_schema_stamp_follows_tables_columns_indexes_and_steps() -> None:
+    base = _stamp_of(_tables(), "setup 1")
+    assert base == _stamp_of(_tables(), "setup 1") and 0 < base < 2**31
+    more = _tables()
+    more.tables["t"].append_column(Column("extra", Text, nullable=True))
+    indexed = _tables()
+    Index(None, indexed.tables["t"].c.n)
+    retyped = MetaData()
+    Table("t", retyped, Column("memory_id", String, primary_key=True), Column("n", Text))
+    others = {_stamp_of(more, "setup 1"), _stamp_of(indexed, "setup 1"), _stamp_of(retyped, "setup 1")}
+    assert base not in others and len(others) == 3
+    assert _stamp_of(_tables(), "setup 2") != base
+    assert schema_stamp() == schema_stamp.__wrapped__()  # stable within a process and across
+
+
+def test_a_current_file_opens_without_the_write_lock(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    MemoryStore.from_url(str(db)).close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema_stamp()
+    # Another process holds the write lock (a replay's transaction): a reader still opens and reads.
+    writer = sqlite3.connect(db, timeout=0, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        store = MemoryStore.from_url(str(db))
+        try:
+            assert store.load_snapshot("u1") is None
+        finally:
+            store.close()
+        assert time.monotonic() - started < 5  # the set-up would wait for the lock (busy timeout)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_file_stamped_by_another_schema_is_set_up_again(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    MemoryStore.from_url(str(db)).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX ix_cm_fragments_underived")
+        conn.execute("PRAGMA user_version = 12345")
+    MemoryStore.from_url(str(db)).close()
+    with sqlite3.connect(db) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "ix_cm_fragments_underived" in names
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema_stamp()
+
+
+def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import convmem_graph.store.repository as repository
+
+    def broken(conn: object) -> None:
+        raise RuntimeError("disk full")
+
+    db = tmp_path / "m.db"
+    monkeypatch.setattr(repository, "ensure_episode_index", broken)
+    with pytest.raises(RuntimeError):
+        MemoryStore.from_url(str(db))
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    monkeypatch.undo()
+    MemoryStore.from_url(str(db)).close()  # the next open sets up
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema_stamp()
