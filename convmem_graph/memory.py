@@ -37,7 +37,7 @@ from convmem_graph.models import (
     VariableValueType,
 )
 from convmem_graph.runner import Durability, Lifecycle, RunResult
-from convmem_graph.snapshot import build_snapshot
+from convmem_graph.snapshot import build_snapshot, render_call_start, with_episodes
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 
@@ -387,18 +387,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         searched too (the episodic index) and the matching ones compete for the block's budget
         with the facts, quoted with their dates.
         """
-        from convmem_graph.payloads.render import render_payload
-
-        query = options.get("query")
-        if options.get("budget_tokens") is None:
-            options = {**options, "budget_tokens": self.config.memory_block_budget_tokens}
-        budget = options["budget_tokens"]
-        snap = self.query_snapshot(
-            memory_id,
-            query if isinstance(query, str) else None,
-            budget_tokens=budget if isinstance(budget, int) else None,
-        )
-        return render_payload(vendor, snap, options, now_ms=self.lifecycle.clock())
+        snap = self.snapshot(memory_id)
+        now = self.lifecycle.clock()
+        return render_call_start(self.store, snap, vendor, options, config=self.config, now_ms=now)
 
     async def apayload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Async twin of :meth:`payload`."""
@@ -413,12 +404,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         number of candidate turns read follows the block's budget (a quote is ~10-40 tokens).
         """
         snap = self.snapshot(memory_id)
-        if self.config.episodic and query and query.strip():
-            budget = budget_tokens or self.config.memory_block_budget_tokens
-            limit = max(12, min(48, budget // 12))
-            found = self.store.search_episodes(memory_id, query, limit=limit)
-            snap = snap.model_copy(update={"episodes": found})
-        return snap
+        return with_episodes(self.store, snap, self.config, query, budget_tokens=budget_tokens)
 
     def memory_block(
         self,

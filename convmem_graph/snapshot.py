@@ -6,12 +6,29 @@ Kept apart from the ``inject`` node so that building a payload (``convmem inject
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
-from convmem_graph.models import Fragment, MemorySnapshot
-from convmem_graph.store import MemoryStore
+from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot
 
-__all__ = ["build_snapshot", "select_fragments"]
+if TYPE_CHECKING:
+    from convmem_graph.store import MemoryStore
+
+__all__ = ["EpisodeReads", "build_snapshot", "render_call_start", "select_fragments", "with_episodes"]
+
+
+class EpisodeReads(Protocol):
+    """The episodic search a call start makes.
+
+    :class:`~convmem_graph.store.MemoryStore` and
+    :class:`~convmem_graph.store.sqlite_reader.SqliteSnapshotReader` both answer it.
+    """
+
+    def search_episodes(self, memory_id: str, query: str, *, limit: int = 32) -> EpisodeSearch:
+        """Candidate stored turns of ``memory_id`` for the words of ``query``."""
+        ...
 
 
 def select_fragments(fragments: list[Fragment], limit: int) -> list[Fragment]:
@@ -41,3 +58,53 @@ def build_snapshot(
         summary=store.get_summary(memory_id),
         recent=store.recent_messages(memory_id, 30),
     )
+
+
+def with_episodes(
+    reads: EpisodeReads,
+    snapshot: MemorySnapshot,
+    config: MemoryConfig,
+    query: str | None,
+    *,
+    budget_tokens: int | None = None,
+) -> MemorySnapshot:
+    """``snapshot`` with the stored turns that match ``query`` attached.
+
+    With ``MemoryConfig(episodic=False)`` or no query, the snapshot as it is. The number of
+    candidate turns read follows the block's budget (a quote is ~10-40 tokens).
+    """
+    if not (config.episodic and query and query.strip()):
+        return snapshot
+    budget = budget_tokens or config.memory_block_budget_tokens
+    limit = max(12, min(48, budget // 12))
+    found = reads.search_episodes(snapshot.memory_id, query, limit=limit)
+    return snapshot.model_copy(update={"episodes": found})
+
+
+def render_call_start(
+    reads: EpisodeReads,
+    snapshot: MemorySnapshot,
+    vendor: str,
+    options: Mapping[str, Any],
+    *,
+    config: MemoryConfig,
+    now_ms: int,
+) -> Any:
+    """The vendor payload of a call start: ``snapshot``, the turns matching ``options["query"]``.
+
+    Without ``budget_tokens`` in ``options`` the block gets ``config.memory_block_budget_tokens``;
+    see :func:`convmem_graph.payloads.render.render_payload` for the vendors and options.
+    """
+    from convmem_graph.payloads.render import render_payload
+
+    if options.get("budget_tokens") is None:
+        options = {**options, "budget_tokens": config.memory_block_budget_tokens}
+    query, budget = options.get("query"), options["budget_tokens"]
+    snap = with_episodes(
+        reads,
+        snapshot,
+        config,
+        query if isinstance(query, str) else None,
+        budget_tokens=budget if isinstance(budget, int) else None,
+    )
+    return render_payload(vendor, snap, dict(options), now_ms=now_ms)

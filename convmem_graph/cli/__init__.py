@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 
 from pydantic import ValidationError
-from sqlalchemy.exc import SQLAlchemyError
 
 from convmem_graph.cli._common import CliError, add_global_options, resolve_global_options
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError, describe_validation_error
@@ -97,6 +96,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _database_error(exc: BaseException) -> BaseException | None:
+    """The driver's error when ``exc`` is a database error (through SQLAlchemy or the SQLite reader)."""
+    # Looked up, not imported: a command that never loaded SQLAlchemy cannot have raised its errors,
+    # and a call start's read-only path runs without it.
+    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.SQLAlchemyError):
+        orig = getattr(exc, "orig", None)
+        return orig if isinstance(orig, BaseException) else exc
+    return exc if sqlite3 is not None and isinstance(exc, sqlite3.Error) else None
+
+
 def _is_model_error(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) comes from a chat model endpoint or its HTTP client."""
     from httpx import HTTPError
@@ -146,28 +157,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The message names what failed first (a file, a field path): "<what>: <why>".
         print(f"convmem {args.command}: {exc}", file=sys.stderr)
         return 2
-    except SQLAlchemyError as exc:
-        if args.verbose >= 2:
-            raise
-        # The driver's first line says what failed (unreachable server, locked file ...).
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        print(f"convmem {args.command}: database error: {reason} (-vv for details)", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"convmem {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly, as Unix tools do.
+        sys.stderr.close()
+        return 141
     except Exception as exc:
-        if args.verbose >= 2 or not _is_model_error(exc):
+        if args.verbose >= 2:
+            raise
+        failed = _database_error(exc)
+        if failed is not None:
+            # The driver's first line says what failed (unreachable server, locked file ...).
+            reason = (str(failed).strip().splitlines() or [type(failed).__name__])[0]
+            print(f"convmem {args.command}: database error: {reason} (-vv for details)", file=sys.stderr)
+            return 2
+        if not _is_model_error(exc):
             raise
         # An unreachable or failing model endpoint: one line, exit 1 (what was stored stays; the
         # next run retries the batch).
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         print(f"convmem {args.command}: model error: {reason} (-vv for details)", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        # Output piped into `head` and the like: stop quietly, as Unix tools do.
-        sys.stderr.close()
-        return 141
 
 
 def run() -> None:

@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from convmem_graph.config import MemoryConfig
     from convmem_graph.memory import ConvMemory
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "add_db_argument",
     "add_global_options",
     "add_model_argument",
+    "command_config",
     "dump_json",
     "local_time",
     "open_existing",
@@ -143,16 +145,21 @@ def open_existing(args: argparse.Namespace, **config: Any) -> ConvMemory:
     return open_memory(args, **config)
 
 
-def open_memory(args: argparse.Namespace, **config: Any) -> ConvMemory:
-    """Open the ConvMemory named by ``--db`` (and ``--model``/``--bot-id`` when present)."""
+def command_config(args: argparse.Namespace, **config: Any) -> MemoryConfig:
+    """The MemoryConfig of a command (``--bot-id`` when present, ``config`` overrides)."""
     from convmem_graph.config import MemoryConfig
-    from convmem_graph.memory import ConvMemory
 
     # A command is one-shot: a model extractor extracts what it was given now (live turns wait
     # for a batch only in a long-lived process; see MemoryConfig.extract_after_user_messages).
     config = {"extract_after_user_messages": 1, **config}
-    cfg = MemoryConfig(bot_ids=list(getattr(args, "bot_id", None) or []), **config)
-    return ConvMemory.open(args.db, model=getattr(args, "model", None), config=cfg)
+    return MemoryConfig(bot_ids=list(getattr(args, "bot_id", None) or []), **config)
+
+
+def open_memory(args: argparse.Namespace, **config: Any) -> ConvMemory:
+    """Open the ConvMemory named by ``--db`` (and ``--model``/``--bot-id`` when present)."""
+    from convmem_graph.memory import ConvMemory
+
+    return ConvMemory.open(args.db, model=getattr(args, "model", None), config=command_config(args, **config))
 
 
 def local_time(ms: int | None) -> str:

@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convmem_graph._ids import check_identifier
-from convmem_graph.cli._common import add_db_argument, dump_json, open_existing, subcommand
+from convmem_graph.cli._common import add_db_argument, command_config, dump_json, open_existing, subcommand
+
+if TYPE_CHECKING:
+    from convmem_graph.store.sqlite_reader import SqliteSnapshotReader
 
 __all__ = ["VENDORS", "register"]
 
@@ -90,14 +95,49 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
+    reader = _read_only(args.db)
+    if reader is not None:
+        with reader:
+            check_identifier(args.memory, "memory_id")
+            snapshot = reader.load_snapshot(args.memory)
+            if snapshot is not None:
+                from convmem_graph._time import now_ms
+                from convmem_graph.snapshot import render_call_start
+
+                build = partial(
+                    render_call_start,
+                    reader,
+                    snapshot,
+                    args.vendor,
+                    options,
+                    config=command_config(args),
+                    now_ms=now_ms(),
+                )
+                return _print(build, args.vendor)
+    # A server, a file another version set up, or a memory without a cached snapshot (the store
+    # builds it, and reports an unknown memory).
     with open_existing(args) as mem:
         # An invalid id is refused as the id it is; an unknown one by payload() itself
         # (MemoryNotFoundError, nothing created): the call start reads only the snapshot.
         check_identifier(args.memory, "memory_id")
-        try:
-            payload = mem.payload(args.memory, args.vendor, **options)
-        except ValueError as exc:
-            print(f"convmem inject: {args.vendor}: {exc}", file=sys.stderr)
-            return 2
+        return _print(partial(mem.payload, args.memory, args.vendor, **options), args.vendor)
+
+
+def _read_only(db: str) -> SqliteSnapshotReader | None:
+    """A read-only reader of the SQLite file ``db`` names (no SQLAlchemy import), when it can serve it."""
+    from convmem_graph.store.sqlite_reader import SqliteSnapshotReader
+    from convmem_graph.store.urls import plain_sqlite_file
+
+    path = plain_sqlite_file(db)
+    return None if path is None else SqliteSnapshotReader.open(path)
+
+
+def _print(build: Callable[[], Any], vendor: str) -> int:
+    """Print the payload ``build`` makes; vendor options it refuses exit 2 with one line."""
+    try:
+        payload = build()
+    except ValueError as exc:
+        print(f"convmem inject: {vendor}: {exc}", file=sys.stderr)
+        return 2
     dump_json(payload)
     return 0

@@ -10,9 +10,33 @@ Example:
 
 from __future__ import annotations
 
-from convmem_graph.store.records import AuditAction, AuditEntry, AuditKind, DeadLetter
-from convmem_graph.store.repository import MemoryStore
-from convmem_graph.store.urls import DEFAULT_DB_FILE, mask_url, normalize_url
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from convmem_graph.store.records import AuditAction, AuditEntry, AuditKind, DeadLetter
+    from convmem_graph.store.repository import MemoryStore
+    from convmem_graph.store.urls import DEFAULT_DB_FILE, mask_url, normalize_url
+
+# Imported on first use: the call-start reader (store.sqlite_reader) runs without SQLAlchemy.
+_LAZY = {
+    "DEFAULT_DB_FILE": "convmem_graph.store.urls",
+    "AuditAction": "convmem_graph.store.records",
+    "AuditEntry": "convmem_graph.store.records",
+    "AuditKind": "convmem_graph.store.records",
+    "DeadLetter": "convmem_graph.store.records",
+    "MemoryStore": "convmem_graph.store.repository",
+    "mask_url": "convmem_graph.store.urls",
+    "normalize_url": "convmem_graph.store.urls",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'convmem_graph.store' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "DEFAULT_DB_FILE",

@@ -36,6 +36,7 @@ from sqlalchemy import (
 from convmem_graph.store.schema import fragments
 
 __all__ = [
+    "ANY_UNDERIVED",
     "ACTIVE_BY_CKEY",
     "ACTIVE_BY_HASH",
     "CJK_COUNTS",
@@ -66,6 +67,9 @@ _BY_CKEY = _F.ckey.in_(bindparam("ckeys", expanding=True))
 _BY_HASH = _F.norm_hash.in_(bindparam("hashes", expanding=True))
 #: Most recently updated first (the extractor's context).
 _RECENT_ORDER = (_F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+
+#: Any fact without its derived columns (written by an older version): the partial index answers.
+ANY_UNDERIVED = select(_F.id).where(_F.ckey.is_(None)).limit(1)
 
 #: Active facts with one of the content hashes ``hashes`` (same fact under another key).
 ACTIVE_BY_HASH = select(fragments).where(_ACTIVE, _BY_HASH)

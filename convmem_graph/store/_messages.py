@@ -13,6 +13,7 @@ from sqlalchemy import Connection, delete
 
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
+from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.store.engine import chunked, dumps
 from convmem_graph.store.schema import memories, messages, snapshots
 
@@ -26,24 +27,8 @@ __all__ = [
     "row_to_message",
 ]
 
-#: Columns read back into a Message (everything but the internal hash).
-MESSAGE_COLUMNS = (
-    messages.c.seq,
-    messages.c.memory_id,
-    messages.c.id,
-    messages.c.role,
-    messages.c.content,
-    messages.c.channel,
-    messages.c.source,
-    messages.c.timestamp_ms,
-    messages.c.turn_id,
-    messages.c.round_id,
-    messages.c.speaker_id,
-    messages.c.partial,
-    messages.c.interrupted,
-    messages.c.original,
-    messages.c.metadata,
-)
+#: Columns read back into a Message (everything but the internal hash), in :func:`row_to_message` order.
+MESSAGE_COLUMNS = tuple(messages.c[name] for name in MESSAGE_COLUMN_NAMES)
 
 
 def content_hash(role: str, content: str) -> int | None:
@@ -53,46 +38,6 @@ def content_hash(role: str, content: str) -> int | None:
         return None
     digest = hashlib.blake2b(f"{role}\x1f{norm}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-def row_to_message(row: Sequence[Any]) -> Message:
-    """Build a Message from a row selected with :data:`MESSAGE_COLUMNS` (the seq is ignored)."""
-    # Positional unpacking: attribute access on Row objects dominated bulk reads.
-    (
-        _,
-        memory_id,
-        mid,
-        role,
-        content,
-        channel,
-        source,
-        ts,
-        turn_id,
-        round_id,
-        speaker_id,
-        partial,
-        interrupted,
-        original,
-        metadata,
-    ) = row
-    # Validated construction: pydantic-core's validator is faster than model_construct's
-    # Python-level path (measured with pydantic 2.13), and a bad row fails here, not later.
-    return Message(
-        id=mid,
-        memory_id=memory_id,
-        role=role,
-        content=content,
-        channel=channel,
-        source=source,
-        timestamp_ms=ts,
-        turn_id=turn_id,
-        round_id=round_id,
-        speaker_id=speaker_id,
-        partial=bool(partial),
-        interrupted=bool(interrupted),
-        original=original,
-        metadata=metadata or {},
-    )
 
 
 @dataclass(slots=True)

@@ -30,18 +30,25 @@ with a cap, so a query's cost is bounded whatever the memory's size.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import math
-from collections.abc import Callable, Iterable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterable
+from typing import cast
 
 from sqlalchemy import ColumnElement, Connection, column, delete, select, table
 
 from convmem_graph._terms import CJK_RUN, bigrams, search_terms, stem, stemmed_terms
-from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
-from convmem_graph.store._messages import MESSAGE_COLUMNS, row_to_message
-from convmem_graph.store.engine import chunked, dumps
+from convmem_graph.models import EpisodeHit, EpisodeSearch
+from convmem_graph.store._episode_search import (
+    EPISODE_TABLE,
+    PER_TERM,
+    SEQ_MASK,
+    bucket,
+    collect,
+    rowid_range,
+    search_sqlite,
+)
+from convmem_graph.store.engine import dumps
 from convmem_graph.store.schema import messages
 
 __all__ = [
@@ -64,7 +71,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-EPISODE_TABLE = "cm_episodes"
 _META_TABLE = "cm_episode_meta"
 #: Bumped whenever :func:`episode_text` changes: the SQLite index is then rebuilt on open (its
 #: deletes must see the same text that was indexed).
@@ -74,14 +80,6 @@ _PG_EPISODES = table(EPISODE_TABLE, column("seq"))
 _PG_VERSION = "3"  # lexemes stemmed in the client (PyStemmer), prefixed with the memory's bucket
 #: What an index built by this version looks like, on either database (the store's schema stamp).
 INDEX_VERSION = f"sqlite {_TEXT_VERSION}, postgresql {_PG_VERSION}"
-_SEQ_BITS = 36
-_SEQ_MASK = (1 << _SEQ_BITS) - 1
-_BUCKET_BITS = 27
-#: Postings read per term (newest first); a term found this often is treated as common.
-_PER_TERM = 128
-#: Messages counted for the memory size in IDF (a memory past it counts as this large: the IDF of
-#: a rare term then saturates, which leaves the ranking of rare against common terms intact).
-_COUNT_CAP = 1_000
 
 
 def episode_text(content: str) -> str:
@@ -94,16 +92,6 @@ def episode_text(content: str) -> str:
     if not CJK_RUN.search(content):
         return content
     return CJK_RUN.sub(lambda m: " ".join(bigrams(m.group(0))) + " ", content)
-
-
-def _bucket(memory_id: str) -> int:
-    digest = hashlib.blake2b(memory_id.encode("utf-8"), digest_size=8, person=b"convmem-episode").digest()
-    return int.from_bytes(digest, "big") >> (64 - _BUCKET_BITS)
-
-
-def _range(memory_id: str) -> tuple[int, int]:
-    base = _bucket(memory_id) << _SEQ_BITS
-    return base, base | _SEQ_MASK
 
 
 # -- schema -------------------------------------------------------------------------------------
@@ -180,7 +168,7 @@ def pg_index_prefix(memory_id: str) -> str:
 
     Every lexeme carries its memory's bucket, so a GIN posting list holds one memory's turns.
     """
-    return f"{_bucket(memory_id):07x}_"
+    return f"{bucket(memory_id):07x}_"
 
 
 def pg_terms_sql(terms: str) -> str:
@@ -238,10 +226,10 @@ def index_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, s
                 (memory_id, dumps(found)),
             )
         return len(found)
-    base = _bucket(memory_id) << _SEQ_BITS
+    base = rowid_range(memory_id)[0]
     params: list[tuple[int, str]] = []
     for seq, content in rows:
-        if not 0 < seq <= _SEQ_MASK:
+        if not 0 < seq <= SEQ_MASK:
             logger.warning("message seq %d is outside the episodic index's range; not indexed", seq)
             continue
         params.append((base | seq, episode_text(content)))
@@ -261,8 +249,8 @@ def delete_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, 
         if seqs:
             conn.exec_driver_sql(f"DELETE FROM {EPISODE_TABLE} WHERE seq = ANY(%s::bigint[])", (seqs,))
         return
-    base = _bucket(memory_id) << _SEQ_BITS
-    params = [(base | seq, episode_text(content)) for seq, content in rows if 0 < seq <= _SEQ_MASK]
+    base = rowid_range(memory_id)[0]
+    params = [(base | seq, episode_text(content)) for seq, content in rows if 0 < seq <= SEQ_MASK]
     if params:
         conn.exec_driver_sql(
             f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rowid, body) VALUES ('delete', ?, ?)", params
@@ -294,7 +282,7 @@ def count_episode_rows(conn: Connection, memory_id: str | None = None) -> int:
             "WHERE m.memory_id = %s"
         )
         return int(conn.exec_driver_sql(sql, (memory_id,)).scalar() or 0)
-    lo, hi = _range(memory_id)
+    lo, hi = rowid_range(memory_id)
     sql = f"SELECT count(*) FROM {EPISODE_TABLE} WHERE rowid BETWEEN ? AND ?"
     return int(conn.exec_driver_sql(sql, (lo, hi)).scalar() or 0)
 
@@ -308,7 +296,7 @@ def search_episodes(
     query: str,
     *,
     limit: int = 32,
-    per_term: int = _PER_TERM,
+    per_term: int = PER_TERM,
     replies: int | None = None,
 ) -> EpisodeSearch:
     """Find the stored turns of one memory that hold the query's rarest terms.
@@ -330,102 +318,23 @@ def search_episodes(
     Returns:
         The candidates with the statistics the ranker scores them with.
     """
+    if conn.dialect.name != "postgresql":
+        # The store opens SQLite with the standard library's driver.
+        driver = cast(sqlite3.Connection, conn.connection.driver_connection)
+        return search_sqlite(driver, memory_id, query, limit=limit, per_term=per_term, replies=replies)
     terms = search_terms(query)
-    result = EpisodeSearch(terms=terms)
-    replies = limit // 3 if replies is None else replies
     if not terms or limit <= 0:
-        return result
-    postings: dict[str, list[int]] = {}
-    pg = conn.dialect.name == "postgresql"
-    if pg:
-        # The term's stem, prefixed with the memory's bucket: the GIN posting list of this memory
-        # alone. OFFSET 0 keeps the planner on that index: a backward scan of the whole table by
-        # seq "until LIMIT rows match" took ~50 ms for a rare term in a 100k-message memory.
-        sql = (
-            f"SELECT seq FROM (SELECT seq FROM {EPISODE_TABLE} WHERE terms @@ %s::tsquery OFFSET 0) t "
-            "ORDER BY seq DESC LIMIT %s"
-        )
-        prefix = pg_index_prefix(memory_id)
-        for term, lexeme in zip(terms, stem(terms), strict=True):
-            rows = conn.exec_driver_sql(sql, (_tsquery_literal(prefix + lexeme), per_term))
-            postings[term] = [int(r[0]) for r in rows]
-    else:
-        lo, hi = _range(memory_id)
-        sql = (
-            f"SELECT rowid FROM {EPISODE_TABLE} WHERE {EPISODE_TABLE} MATCH ? "
-            "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
-        )
-        # The driver's cursor directly: SQLAlchemy's per-statement and per-row work cost more
-        # than FTS5's own lookups here (one statement per term, up to 128 rows each).
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            for term in terms:
-                # One quoted token per term: never FTS5 query syntax, whatever the user typed.
-                rows = cursor.execute(sql, (f'"{term}"', lo, hi, per_term)).fetchall()
-                postings[term] = [r[0] & _SEQ_MASK for r in rows]
-        finally:
-            cursor.close()
-    result.document_frequency = {t: len(p) for t, p in postings.items()}
-    if not any(postings.values()):
-        return result
-    result.total = _count(conn, memory_id)
-    scores: dict[int, float] = {}
-    held: dict[int, set[str]] = {}
-    n = max(result.total, 1)
-    for term, seqs in postings.items():
-        df = len(seqs)
-        if not df:
-            continue
-        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        for seq in seqs:
-            scores[seq] = scores.get(seq, 0.0) + idf
-            held.setdefault(seq, set()).add(term)
-    # A few spare candidates: a seq may have been deleted since (the index and the messages are
-    # written together, but a concurrent purge may commit between the two reads).
-    best = sorted(scores, key=lambda s: (-scores[s], -s))[: limit + 4]
-    # The next two seqs after the best hits: usually the same memory's next turn (a batch gets
-    # consecutive seqs); the read below keeps only this memory's.
-    follow = {s + k for s in best[:replies] for k in (1, 2)} - set(best)
-    found = _read_messages(conn, memory_id, [*best, *sorted(follow)])
-    for seq in best:
-        msg = found.get(seq)
-        if msg is not None:
-            result.hits.append(EpisodeHit(seq=seq, message=msg, terms=sorted(held[seq])))
-            if len(result.hits) == limit:
-                break
-    taken = {h.seq for h in result.hits}
-    for hit in result.hits[:replies]:
-        for nxt in (hit.seq + 1, hit.seq + 2):
-            msg = found.get(nxt)
-            if msg is not None and msg.role != hit.message.role:
-                if nxt not in taken:
-                    taken.add(nxt)
-                    result.hits.append(EpisodeHit(seq=nxt, message=msg, reply_to=hit.seq))
-                break
-    return result
-
-
-def _count(conn: Connection, memory_id: str) -> int:
-    mark = "%s" if conn.dialect.paramstyle != "qmark" else "?"
+        return EpisodeSearch(terms=terms)
+    # The term's stem, prefixed with the memory's bucket: the GIN posting list of this memory
+    # alone. OFFSET 0 keeps the planner on that index: a backward scan of the whole table by seq
+    # "until LIMIT rows match" took ~50 ms for a rare term in a 100k-message memory.
     sql = (
-        f"SELECT count(*) FROM (SELECT 1 FROM {messages.name} WHERE memory_id = {mark} LIMIT {_COUNT_CAP}) t"
+        f"SELECT seq FROM (SELECT seq FROM {EPISODE_TABLE} WHERE terms @@ %s::tsquery OFFSET 0) t "
+        "ORDER BY seq DESC LIMIT %s"
     )
-    return int(conn.exec_driver_sql(sql, (memory_id,)).scalar() or 0)
-
-
-def _read_messages(conn: Connection, memory_id: str, seqs: Sequence[int]) -> dict[int, Message]:
-    found: dict[int, Message] = {}
-    cols = ", ".join(c.name for c in MESSAGE_COLUMNS)
-    mark = "%s" if conn.dialect.paramstyle != "qmark" else "?"
-    for part in chunked(list(seqs)):
-        sql = (
-            f"SELECT {cols} FROM {messages.name} WHERE memory_id = {mark} "
-            f"AND seq IN ({', '.join([mark] * len(part))})"
-        )
-        for row in conn.exec_driver_sql(sql, (memory_id, *part)):
-            values = list(row)
-            # A driver-level read returns the JSON column as text on SQLite (parsed on PostgreSQL).
-            if isinstance(values[-1], str):
-                values[-1] = json.loads(values[-1])
-            found[int(values[0])] = row_to_message(values)
-    return found
+    prefix = pg_index_prefix(memory_id)
+    postings: dict[str, list[int]] = {}
+    for term, lexeme in zip(terms, stem(terms), strict=True):
+        rows = conn.exec_driver_sql(sql, (_tsquery_literal(prefix + lexeme), per_term))
+        postings[term] = [int(r[0]) for r in rows]
+    return collect(conn.exec_driver_sql, "%s", memory_id, terms, postings, limit=limit, replies=replies)

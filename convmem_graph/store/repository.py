@@ -8,7 +8,6 @@ parts of the run's one transaction instead, which holds the memory's ``pg_adviso
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import secrets
@@ -62,6 +61,7 @@ from convmem_graph.store._messages import (
     prepare_messages,
     row_to_message,
 )
+from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.engine import (
     WRITE_OPTION,
     advisory_key,
@@ -85,6 +85,7 @@ from convmem_graph.store.records import AuditEntry, DeadLetter, dead_letter_key
 from convmem_graph.store.schema import (
     METADATA,
     PER_MEMORY_TABLES,
+    add_postgres_options,
     audit,
     dead_letters,
     fragments,
@@ -168,14 +169,14 @@ def _add_missing_columns(conn: Connection) -> None:
 _SETUP_REVISION = 1
 
 
-@functools.cache
-def schema_stamp() -> int:
+def schema_digest() -> int:
     """A 31-bit digest of the tables, columns, indexes and open-time steps this version expects.
 
-    A SQLite database set up by this version carries it as ``PRAGMA user_version``; an open that
-    finds it there skips the set-up (table checks, column upgrades, index checks: nine catalog
-    reads and the write lock, which a call start would otherwise wait for behind a running
-    replay). A version with any other schema finds another stamp and sets up as before.
+    :data:`~convmem_graph.store._stamp.SCHEMA_STAMP` holds it (a test keeps the two equal). A
+    SQLite database set up by this version carries the stamp as ``PRAGMA user_version``; an open
+    that finds it there skips the set-up (table checks, column upgrades, index checks: nine
+    catalog reads and the write lock, which a call start would otherwise wait for behind a
+    running replay). A version with any other schema finds another stamp and sets up as before.
     """
     return _stamp_of(METADATA, f"setup {_SETUP_REVISION}", f"episodes {INDEX_VERSION}")
 
@@ -249,15 +250,21 @@ class MemoryStore:
             ensure_episode_index(conn)
             if self.dialect == "sqlite":
                 # Part of the transaction: the stamp is there only if the set-up committed.
-                conn.exec_driver_sql(f"PRAGMA user_version = {schema_stamp()}")
+                conn.exec_driver_sql(f"PRAGMA user_version = {SCHEMA_STAMP}")
         logger.debug("memory store opened at %s", self.safe_url)
 
     def _stamped(self) -> bool:
-        """Whether this SQLite file was set up by a version with this version's schema."""
+        """Whether this SQLite file was set up by a version with this schema and needs nothing filled in.
+
+        Facts an older version wrote since (without the derived columns) are found by the
+        partial index on them: one indexed probe, and the full set-up only when there are any.
+        """
         if self.dialect != "sqlite":
             return False
         with self.engine.connect() as conn:
-            return bool(conn.exec_driver_sql("PRAGMA user_version").scalar() == schema_stamp())
+            if conn.exec_driver_sql("PRAGMA user_version").scalar() != SCHEMA_STAMP:
+                return False
+            return conn.execute(FQ.ANY_UNDERIVED).first() is None
 
     @classmethod
     def from_url(cls, url: str | None = None, *, echo: bool = False) -> MemoryStore:

@@ -8,8 +8,12 @@ Passwords never leave this module unmasked except in the URL handed to the drive
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import URL, make_url
+# SQLAlchemy is imported inside the functions that parse URLs: a call start that reads a plain
+# file read-only (plain_sqlite_file) never imports it.
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 __all__ = [
     "DEFAULT_DB_FILE",
@@ -17,6 +21,7 @@ __all__ = [
     "libpq_url",
     "mask_url",
     "normalize_url",
+    "plain_sqlite_file",
     "sqlite_path",
 ]
 
@@ -44,6 +49,8 @@ def normalize_url(url: str | None) -> str:
         >>> normalize_url(":memory:")
         'sqlite://'
     """
+    from sqlalchemy.engine import make_url
+
     if url is None:
         return _sqlite_file_url(DEFAULT_DB_FILE)
     text = url.strip()
@@ -76,12 +83,16 @@ def mask_url(url: str | URL) -> str:
         >>> mask_url("postgresql+psycopg://u:secret@db/app")
         'postgresql+psycopg://u:***@db/app'
     """
+    from sqlalchemy.engine import make_url
+
     parsed = make_url(url) if isinstance(url, str) else url
     return parsed.render_as_string(hide_password=True)
 
 
 def is_memory_sqlite(url: str) -> bool:
     """Tell whether a normalized URL is an in-memory SQLite database."""
+    from sqlalchemy.engine import make_url
+
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return False
@@ -95,6 +106,8 @@ def sqlite_path(url: str | None) -> str:
     Raises:
         ValueError: If the location is not SQLite.
     """
+    from sqlalchemy.engine import make_url
+
     normalized = normalize_url(url)
     parsed = make_url(normalized)
     if parsed.get_backend_name() != "sqlite":
@@ -110,6 +123,8 @@ def libpq_url(url: str) -> str:
     Raises:
         ValueError: If the URL is not PostgreSQL.
     """
+    from sqlalchemy.engine import make_url
+
     parsed = make_url(normalize_url(url))
     if parsed.get_backend_name() != "postgresql":
         raise ValueError(f"not a postgresql url: {mask_url(parsed)}")
@@ -117,6 +132,24 @@ def libpq_url(url: str) -> str:
 
 
 def _sqlite_file_url(path: str) -> str:
+    from sqlalchemy.engine import URL
+
     return URL.create("sqlite", database=os.path.abspath(os.path.expanduser(path))).render_as_string(
         hide_password=False
     )
+
+
+def plain_sqlite_file(db: str | None) -> str | None:
+    """The file a location given as a plain path names (None for URLs and ``:memory:``).
+
+    The same rule as :func:`normalize_url`, without importing SQLAlchemy: a call start that
+    reads a file read-only needs no URL parsing. A ``sqlite:`` or server URL gives None.
+
+    Example:
+        >>> plain_sqlite_file("postgresql://db/app") is None, plain_sqlite_file("/data/m.db")
+        (True, '/data/m.db')
+    """
+    text = DEFAULT_DB_FILE if db is None else db.strip()
+    if not text or text == ":memory:" or "://" in text:
+        return None
+    return os.path.abspath(os.path.expanduser(text))

@@ -16,6 +16,7 @@ from convmem_graph.payloads._quotes import resolve_relative_times
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, PartBudgets, build_memory_block
 from convmem_graph.payloads.ranker import Scorer, text_terms
 from convmem_graph.store import MemoryStore
+from convmem_graph.store import _episode_search as S
 from convmem_graph.store import episodes as E
 from convmem_graph.tokens import count_tokens
 
@@ -82,7 +83,7 @@ def test_search_never_returns_another_memorys_turns_even_in_a_shared_bucket(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every memory in one rowid range: isolation must come from the join, not from the bucket.
-    monkeypatch.setattr(E, "_bucket", lambda memory_id: 7)
+    monkeypatch.setattr(S, "bucket", lambda memory_id: 7)
     store.add_messages("a", [msg("1", "my violin recital is on Friday")])
     store.add_messages("b", [msg("1", "my violin teacher is strict")])
     for memory_id in ("a", "b"):
@@ -145,6 +146,7 @@ def test_a_database_from_before_the_index_is_indexed_on_open(tmp_path: Path) -> 
     with first.engine.begin() as conn:  # as an older version left it: no index at all
         conn.exec_driver_sql("DROP TABLE cm_episodes")
         conn.exec_driver_sql("DROP TABLE cm_episode_meta")
+        conn.exec_driver_sql("PRAGMA user_version = 0")  # versions before the schema stamp set none
     first.close()
     again = MemoryStore.from_url(path)
     assert [h.message.id for h in again.search_episodes("a", "kayak").hits] == ["1"]

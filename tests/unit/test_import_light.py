@@ -127,3 +127,24 @@ def test_convmem_inject_prints_the_memory(tmp_path: Path) -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "杭州" in out.stdout
+
+
+def test_convmem_inject_on_a_current_file_reads_it_without_sqlalchemy(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    _fill_memory(db)
+    imported = _imported_by(["inject", "m1", "--vendor", "trtc-llmconfig", "--query", "芒果", "--db", db])
+    assert "convmem_graph" in imported and "sqlalchemy" not in imported
+    # A memory the read-only path cannot serve goes through the store, as before.
+    assert "sqlalchemy" in _imported_by(["inject", "m1", "--vendor", "openai", "--db", f"sqlite:///{db}"])
+
+
+def test_a_closed_output_pipe_ends_quietly(tmp_path: Path) -> None:
+    db = str(tmp_path / "cli.db")
+    _fill_memory(db)
+    cmd = [sys.executable, "-m", "convmem_graph", "show", "m1", "--json", "--db", db]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # as `| head -c0` does
+        err = proc.stderr.read().decode()
+        code = proc.wait(timeout=120)
+    assert (code, err) == (141, "")

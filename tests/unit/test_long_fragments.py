@@ -122,6 +122,7 @@ def test_an_older_database_gains_the_piece_columns(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:  # as a version before linked pieces left it
         conn.execute("ALTER TABLE cm_fragments DROP COLUMN part_of")
         conn.execute("ALTER TABLE cm_fragments DROP COLUMN part")
+        conn.execute("PRAGMA user_version = 0")  # versions before the schema stamp set none
     with ConvMemory.open(str(db)) as mem:
         assert [f.part_of for f in mem.fragments("u1")] == [None]
         assert len(mem.add_long_fragment("u1", EN_STORY)) == 2

@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text
 
 from convmem_graph.store import MemoryStore
-from convmem_graph.store.repository import _stamp_of, schema_stamp
+from convmem_graph.store._stamp import SCHEMA_STAMP
+from convmem_graph.store.repository import _stamp_of, schema_digest
 
 _DERIVED = ("ckey", "norm_hash", "cjk")
 
@@ -57,14 +58,13 @@ def test_the_schema_stamp_follows_tables_columns_indexes_and_steps() -> None:
     others = {_stamp_of(more, "setup 1"), _stamp_of(indexed, "setup 1"), _stamp_of(retyped, "setup 1")}
     assert base not in others and len(others) == 3
     assert _stamp_of(_tables(), "setup 2") != base
-    assert schema_stamp() == schema_stamp.__wrapped__()  # stable within a process and across
 
 
 def test_a_current_file_opens_without_the_write_lock(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     MemoryStore.from_url(str(db)).close()
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema_stamp()
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_STAMP
     # Another process holds the write lock (a replay's transaction): a reader still opens and reads.
     writer = sqlite3.connect(db, timeout=0, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
@@ -91,7 +91,7 @@ def test_a_file_stamped_by_another_schema_is_set_up_again(tmp_path: Path) -> Non
     with sqlite3.connect(db) as conn:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert "ix_cm_fragments_underived" in names
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema_stamp()
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_STAMP
 
 
 def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,4 +109,31 @@ def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.undo()
     MemoryStore.from_url(str(db)).close()  # the next open sets up
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema_stamp()
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_STAMP
+
+
+def test_the_schema_stamp_is_the_digest_of_this_versions_tables() -> None:
+    digest = schema_digest()
+    assert SCHEMA_STAMP == digest, (
+        f"the store's tables or open-time steps changed: set SCHEMA_STAMP = {digest} in "
+        "convmem_graph/store/_stamp.py (files stamped with the old value are set up again)"
+    )
+
+
+def test_facts_an_older_version_wrote_since_are_filled_in_on_open(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    store = MemoryStore.from_url(str(db))
+    fact = store.add_fragment("u1", "User likes green tea.", category="preference")
+    store.close()
+    with sqlite3.connect(db) as conn:  # the stamp stays: an older version does not know it
+        conn.execute("UPDATE cm_fragments SET ckey = NULL, norm_hash = NULL, cjk = NULL")
+        plan = " ".join(
+            r[-1]
+            for r in conn.execute("EXPLAIN QUERY PLAN SELECT id FROM cm_fragments WHERE ckey IS NULL LIMIT 1")
+        )
+        assert "ix_cm_fragments_underived" in plan  # the probe on every open is not a scan
+    store = MemoryStore.from_url(str(db))
+    try:
+        assert [f.id for f in store.related_fragments("u1", [fact.key], [])] == [fact.id]
+    finally:
+        store.close()

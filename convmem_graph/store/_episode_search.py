@@ -1,0 +1,177 @@
+"""Searching the episodic index, with no SQLAlchemy import: the store and the call-start reader share it.
+
+The index layout (rowid ``bucket(memory_id) << 36 | seq`` on SQLite, bucket-prefixed lexemes on
+PostgreSQL) and the candidate scoring live here; :mod:`convmem_graph.store.episodes` writes the
+index and searches it through a store connection, :mod:`convmem_graph.store.sqlite_reader` through
+the standard library's driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from convmem_graph._terms import search_terms
+from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
+from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
+
+__all__ = [
+    "COUNT_CAP",
+    "EPISODE_TABLE",
+    "PER_TERM",
+    "SEQ_MASK",
+    "Run",
+    "bucket",
+    "collect",
+    "rowid_range",
+    "search_sqlite",
+]
+
+EPISODE_TABLE = "cm_episodes"
+_MESSAGES = "cm_messages"
+SEQ_BITS = 36
+SEQ_MASK = (1 << SEQ_BITS) - 1
+_BUCKET_BITS = 27
+#: Postings read per term (newest first); a term found this often is treated as common.
+PER_TERM = 128
+#: Messages counted for the memory size in IDF (a memory past it counts as this large: the IDF of
+#: a rare term then saturates, which leaves the ranking of rare against common terms intact).
+COUNT_CAP = 1_000
+#: Seqs per ``IN (...)`` read, as the store's ``IN_CHUNK`` (below SQLite's historical limit of 999).
+_IN_CHUNK = 500
+
+#: A driver-level statement runner: SQL with the driver's parameter marks, then its parameters.
+Run = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
+
+
+def bucket(memory_id: str) -> int:
+    """The memory's bucket: the high bits of its SQLite rowids and its PostgreSQL lexemes' prefix."""
+    digest = hashlib.blake2b(memory_id.encode("utf-8"), digest_size=8, person=b"convmem-episode").digest()
+    return int.from_bytes(digest, "big") >> (64 - _BUCKET_BITS)
+
+
+def rowid_range(memory_id: str) -> tuple[int, int]:
+    """The first and last SQLite rowid the memory's turns can have."""
+    base = bucket(memory_id) << SEQ_BITS
+    return base, base | SEQ_MASK
+
+
+def search_sqlite(
+    conn: sqlite3.Connection,
+    memory_id: str,
+    query: str,
+    *,
+    limit: int = 32,
+    per_term: int = PER_TERM,
+    replies: int | None = None,
+) -> EpisodeSearch:
+    """Search one memory's turns in a SQLite store through the driver's connection.
+
+    See :func:`convmem_graph.store.episodes.search_episodes` for the arguments; both give the same
+    result for the same file.
+    """
+    terms = search_terms(query)
+    if not terms or limit <= 0:
+        return EpisodeSearch(terms=terms)
+    lo, hi = rowid_range(memory_id)
+    sql = (
+        f"SELECT rowid FROM {EPISODE_TABLE} WHERE {EPISODE_TABLE} MATCH ? "
+        "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
+    )
+    postings: dict[str, list[int]] = {}
+    # The driver's cursor directly: SQLAlchemy's per-statement and per-row work cost more than
+    # FTS5's own lookups here (one statement per term, up to 128 rows each).
+    cursor = conn.cursor()
+    try:
+        for term in terms:
+            # One quoted token per term: never FTS5 query syntax, whatever the user typed.
+            rows = cursor.execute(sql, (f'"{term}"', lo, hi, per_term)).fetchall()
+            postings[term] = [r[0] & SEQ_MASK for r in rows]
+    finally:
+        cursor.close()
+    return collect(conn.execute, "?", memory_id, terms, postings, limit=limit, replies=replies)
+
+
+def collect(
+    run: Run,
+    mark: str,
+    memory_id: str,
+    terms: list[str],
+    postings: dict[str, list[int]],
+    *,
+    limit: int,
+    replies: int | None = None,
+) -> EpisodeSearch:
+    """Score the candidate seqs each term's postings name and read the best ``limit`` turns.
+
+    Args:
+        run: Runs a statement on the store's connection (driver level).
+        mark: The driver's parameter mark (``?`` or ``%s``).
+        memory_id: The memory: only its turns are read back.
+        terms: The query's terms.
+        postings: Each term's seqs, newest first (at most the per-term cap).
+        limit: Candidate turns returned.
+        replies: For this many of the best candidates (default: a third of ``limit``), the other
+            speaker's next turn is added too (``reply_to`` set).
+    """
+    result = EpisodeSearch(terms=terms)
+    replies = limit // 3 if replies is None else replies
+    result.document_frequency = {t: len(p) for t, p in postings.items()}
+    if not any(postings.values()):
+        return result
+    count = f"SELECT count(*) FROM (SELECT 1 FROM {_MESSAGES} WHERE memory_id = {mark} LIMIT {COUNT_CAP}) t"
+    result.total = int(next(iter(run(count, (memory_id,))))[0] or 0)
+    scores: dict[int, float] = {}
+    held: dict[int, set[str]] = {}
+    n = max(result.total, 1)
+    for term, seqs in postings.items():
+        df = len(seqs)
+        if not df:
+            continue
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        for seq in seqs:
+            scores[seq] = scores.get(seq, 0.0) + idf
+            held.setdefault(seq, set()).add(term)
+    # A few spare candidates: a seq may have been deleted since (the index and the messages are
+    # written together, but a concurrent purge may commit between the two reads).
+    best = sorted(scores, key=lambda s: (-scores[s], -s))[: limit + 4]
+    # The next two seqs after the best hits: usually the same memory's next turn (a batch gets
+    # consecutive seqs); the read below keeps only this memory's.
+    follow = {s + k for s in best[:replies] for k in (1, 2)} - set(best)
+    found = _read_messages(run, mark, memory_id, [*best, *sorted(follow)])
+    for seq in best:
+        msg = found.get(seq)
+        if msg is not None:
+            result.hits.append(EpisodeHit(seq=seq, message=msg, terms=sorted(held[seq])))
+            if len(result.hits) == limit:
+                break
+    taken = {h.seq for h in result.hits}
+    for hit in result.hits[:replies]:
+        for nxt in (hit.seq + 1, hit.seq + 2):
+            msg = found.get(nxt)
+            if msg is not None and msg.role != hit.message.role:
+                if nxt not in taken:
+                    taken.add(nxt)
+                    result.hits.append(EpisodeHit(seq=nxt, message=msg, reply_to=hit.seq))
+                break
+    return result
+
+
+def _read_messages(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, Message]:
+    found: dict[int, Message] = {}
+    cols = ", ".join(MESSAGE_COLUMN_NAMES)
+    for start in range(0, len(seqs), _IN_CHUNK):
+        part = seqs[start : start + _IN_CHUNK]
+        marks = ", ".join([mark] * len(part))
+        sql = f"SELECT {cols} FROM {_MESSAGES} WHERE memory_id = {mark} AND seq IN ({marks})"
+        for row in run(sql, (memory_id, *part)):
+            values = list(row)
+            # A driver-level read returns the JSON column as text on SQLite (parsed on PostgreSQL).
+            if isinstance(values[-1], str):
+                values[-1] = json.loads(values[-1])
+            found[int(values[0])] = row_to_message(values)
+    return found
