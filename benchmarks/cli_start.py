@@ -150,6 +150,8 @@ def main() -> int:
     for us, name in sorted(rows, reverse=True)[:12]:
         print(f"  {us / 1000:8.1f}  {name}")
     print(f"heavy packages imported: {[h for h in HEAVY if h in top_level] or 'none'}")
+    # The read-only call start (a current SQLite file, a cached snapshot) runs without SQLAlchemy.
+    print(f"SQLAlchemy imported: {'yes' if 'sqlalchemy' in top_level else 'no'}")
     median = statistics.median(times["convmem inject"])
     print(
         f"\nconvmem inject median {median:.3f} s (target <= 0.35 s: {'met' if median <= 0.35 else 'NOT met'})"
