@@ -28,9 +28,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from _pg import scratch_schema
 from _synthetic import TOPICS
 from _synthetic import add_messages as add_synthetic_messages
 
@@ -141,12 +143,16 @@ def main() -> int:
         f"{args.turns} turns x {args.rounds} rounds per cell"
     )
 
+    with ExitStack() as scratch:
+        return _run(args, workdir, scratch)
+
+
+def _run(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
     backends: dict[str, ConvMemory] = {"sqlite": ConvMemory.open(str(workdir / "live.db"))}
     if args.postgres:
-        pg = ConvMemory.open(args.postgres)
-        for info in pg.memories(limit=1000):
-            if info.memory_id.startswith("live_"):
-                pg.delete(info.memory_id)
+        # Tables in a schema of their own, dropped at the end: nothing of the run stays behind.
+        pg = ConvMemory.open(scratch.enter_context(scratch_schema(args.postgres, "cm_live")))
+        scratch.callback(pg.close)  # before the schema is dropped, even when a round fails
         backends["postgresql"] = pg
     for name, mem in backends.items():
         for label, messages, facts in SIZES:

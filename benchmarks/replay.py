@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from _pg import scratch_schema
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
@@ -180,21 +181,8 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int, episo
     )
 
 
-def _schema_url(url: str, schema: str) -> str:
-    """``url`` whose sessions use ``schema`` first (libpq ``options``)."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    options = f"-csearch_path={schema}"
-    if "options" in parsed.query:
-        options = f"{parsed.query['options']} {options}"
-    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
-
-
 def phase_pg(archive: Path, workdir: Path, queue: Any, concurrency: int, url: str) -> None:
     """The same replay as :func:`phase_ours`, with store and checkpoints on PostgreSQL (a fresh schema)."""
-    import uuid
-
     import psycopg
 
     from convmem_graph.config import MemoryConfig
@@ -202,11 +190,7 @@ def phase_pg(archive: Path, workdir: Path, queue: Any, concurrency: int, url: st
     from convmem_graph.store import MemoryStore
     from convmem_graph.store.urls import libpq_url
 
-    schema = f"cm_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    db_url = _schema_url(url, schema)
-    try:
+    with scratch_schema(url) as db_url:
         MemoryStore.from_url(db_url).close()  # create the schema once, before the workers race to
         started = time.perf_counter()
         report = replay_in_processes(
@@ -216,9 +200,6 @@ def phase_pg(archive: Path, workdir: Path, queue: Any, concurrency: int, url: st
         with psycopg.connect(libpq_url(db_url)) as conn:
             stored = conn.execute("SELECT count(*) FROM cm_messages").fetchone()[0]  # type: ignore[index]
             fragments = conn.execute("SELECT count(*) FROM cm_fragments").fetchone()[0]  # type: ignore[index]
-    finally:
-        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     queue.put(
         {"messages": report.messages_read, "stored": stored, "fragments": fragments, "seconds": seconds}
     )
