@@ -422,7 +422,7 @@ class Replayer:
         return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
     def _is_done(self, key: str) -> bool:
-        with self.store.engine.connect() as conn:
+        with self.store.read() as conn:
             row = conn.execute(
                 select(replay_progress.c.file_key).where(replay_progress.c.file_key == key)
             ).first()

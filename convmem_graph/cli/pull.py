@@ -99,7 +99,7 @@ def pull_im(
         _metadata.create_all(conn, checkfirst=True)
     now = int(time.time())
     if since is None:
-        with store.engine.connect() as conn:
+        with store.read() as conn:
             row = conn.execute(
                 select(pull_cursors.c.last_time).where(
                     pull_cursors.c.user_id == user, pull_cursors.c.bot_id == bot

@@ -112,7 +112,7 @@ class ProfileSchemaStore:
             NotFoundError: If there is no schema with this id.
         """
         self._ensure_table()
-        with self.store.engine.connect() as conn:
+        with self.store.read() as conn:
             row = conn.execute(
                 select(profile_schemas.c.body).where(profile_schemas.c.id == schema_id)
             ).first()

@@ -169,7 +169,7 @@ class Inbox:
         return self._deliveries(query)
 
     def _deliveries(self, query: Select[Any]) -> list[Delivery]:
-        with self.store.engine.connect() as conn:
+        with self.store.read() as conn:
             return [Delivery(*row) for row in conn.execute(query)]
 
     def finish(
@@ -212,13 +212,13 @@ class Inbox:
 
     def _count_pending(self) -> int:
         query = select(func.count()).select_from(inbox_table).where(inbox_table.c.status == "pending")
-        with self.store.engine.connect() as conn:
+        with self.store.read() as conn:
             return int(conn.execute(query).scalar_one())
 
     def counts(self) -> dict[str, int]:
         """Return the number of deliveries per status."""
         query = select(inbox_table.c.status, func.count()).group_by(inbox_table.c.status)
-        with self.store.engine.connect() as conn:
+        with self.store.read() as conn:
             return {status: int(n) for status, n in conn.execute(query)}
 
     # -- TRTC tasks -----------------------------------------------------------------------
@@ -227,7 +227,7 @@ class Inbox:
         query = select(*tasks_table.c["task_id", "memory_id", "human_id", "bot_id"]).where(
             tasks_table.c.task_id == task_id
         )
-        with self.store.engine.connect() as conn:
+        with self.store.read() as conn:
             row = conn.execute(query).first()
         return TaskInfo(*row) if row is not None else None
 

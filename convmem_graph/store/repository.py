@@ -67,6 +67,7 @@ from convmem_graph.store.engine import (
     advisory_key,
     chunked,
     create_store_engine,
+    end_read,
     execute_upsert,
     insert_ignore,
     upsert,
@@ -331,6 +332,24 @@ class MemoryStore:
             yield conn
 
     @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection for reads of tables of your own beside the store's (replay progress).
+
+        Inside a :meth:`transaction` of this thread it is that transaction's connection. Its
+        implicit transaction ends with COMMIT (see :func:`~convmem_graph.store.engine.end_read`):
+        a plain ``engine.connect()`` block rolls back on close, which makes psycopg prepare every
+        statement of the connection again.
+
+        Example:
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.read() as conn:
+            ...     conn.exec_driver_sql("SELECT count(*) FROM cm_memories").scalar()
+            0
+        """
+        with self._read() as conn:
+            yield conn
+
+    @contextmanager
     def schema_transaction(self) -> Iterator[Connection]:
         """A :meth:`transaction` for creating or altering tables of your own beside the store's.
 
@@ -355,6 +374,7 @@ class MemoryStore:
         if conn is None:
             with self._serial, self.engine.connect() as fresh:
                 yield fresh
+                end_read(fresh)  # not reached after an error: closing rolls back
             return
         if conn.in_transaction():
             # A read inside a write of this thread: it belongs to that transaction.
@@ -363,10 +383,11 @@ class MemoryStore:
         with self._serial:
             try:
                 yield conn
-            finally:
-                # End the read's implicit transaction, as closing a connection would.
+            except BaseException:
                 if conn.in_transaction():
                     conn.rollback()
+                raise
+            end_read(conn)
 
     def _lock_in(self, conn: Connection, memory_id: str) -> None:
         """Take the memory's ``pg_advisory_xact_lock`` in the current transaction, once per transaction.
@@ -408,8 +429,7 @@ class MemoryStore:
             return
         with self._serial, nullcontext(pinned) if pinned is not None else self.engine.connect() as conn:
             with self._gate.hold() if self._gate is not None else nullcontext():
-                if conn.in_transaction():
-                    conn.rollback()  # an unfinished read's implicit transaction, never a write's
+                end_read(conn)  # an unfinished read's implicit transaction, never a write's
                 conn.execution_options(**{WRITE_OPTION: True})
                 self._pin.writing = pinned is not None
                 self._begun(conn)

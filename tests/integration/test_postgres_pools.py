@@ -504,3 +504,24 @@ def test_the_run_cursor_is_the_cursor_but_for_the_blob_upsert(pg_url: str) -> No
                             "VALUES (%s, %s, %s, %s)", [("t", "", "c", "1")])  # fmt: skip
             cur.execute("SELECT channel, type, blob FROM checkpoint_blobs ORDER BY channel")
             assert cur.fetchall() == [("a", "msgpack", b"\x01"), ("b", "empty", None), ("c", None, None)]
+
+
+def test_reads_leave_the_connections_prepared_statements_in_place(pg_url: str) -> None:
+    # psycopg forgets what it prepared on a connection when that connection rolls back; a read
+    # ending with ROLLBACK made the server parse and plan every statement again after it.
+    with ConvMemory.open(pg_url) as mem:
+        mem.ingest("m1", _turn(1), source="openai")
+        store = mem.store
+        with store.pinned():
+            assert store.load_snapshot("m1") is not None  # prepared at first use (threshold 0)
+            store.recent_messages("m1", 5)  # a second read on the same connection
+            with store.read() as conn:
+                prepared = (
+                    conn.exec_driver_sql("SELECT statement FROM pg_prepared_statements").scalars().all()
+                )
+            snapshot_reads = [q for q in prepared if "FROM cm_snapshots" in q and "pg_prepared" not in q]
+            assert snapshot_reads, "the snapshot read's statement was deallocated by the reads after it"
+        # A read that fails still ends its transaction (by rolling back): the connection is usable.
+        with pytest.raises(DBAPIError), store.read() as conn:
+            conn.exec_driver_sql("SELECT * FROM no_such_table")
+        assert store.load_snapshot("m1") is not None
