@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from convmem_graph.store.records import AuditAction, AuditEntry, AuditKind, DeadLetter
     from convmem_graph.store.repository import MemoryStore
+    from convmem_graph.store.sqlite_reader import SqliteSnapshotReader
     from convmem_graph.store.urls import DEFAULT_DB_FILE, mask_url, normalize_url
 
 # Imported on first use: the call-start reader (store.sqlite_reader) runs without SQLAlchemy.
@@ -26,6 +27,7 @@ _LAZY = {
     "AuditKind": "convmem_graph.store.records",
     "DeadLetter": "convmem_graph.store.records",
     "MemoryStore": "convmem_graph.store.repository",
+    "SqliteSnapshotReader": "convmem_graph.store.sqlite_reader",
     "mask_url": "convmem_graph.store.urls",
     "normalize_url": "convmem_graph.store.urls",
 }
@@ -45,6 +47,7 @@ __all__ = [
     "AuditKind",
     "DeadLetter",
     "MemoryStore",
+    "SqliteSnapshotReader",
     "mask_url",
     "normalize_url",
 ]
