@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from convmem_graph._lazy import lazy_exports
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import (
     ConvMemError,
@@ -48,11 +48,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'convmem_graph' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

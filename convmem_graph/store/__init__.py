@@ -10,8 +10,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from convmem_graph._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from convmem_graph.store.records import AuditAction, AuditEntry, AuditKind, DeadLetter
@@ -33,11 +34,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'convmem_graph.store' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

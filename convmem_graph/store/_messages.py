@@ -306,23 +306,8 @@ def insert_messages(
     return inserted
 
 
-_INSERT_COLUMNS = (
-    "memory_id",
-    "id",
-    "role",
-    "content",
-    "channel",
-    "source",
-    "timestamp_ms",
-    "turn_id",
-    "round_id",
-    "speaker_id",
-    "partial",
-    "interrupted",
-    "original",
-    "metadata",
-    "content_hash",
-)
+#: Columns a message insert writes: those read back but the seq (assigned), and the hash.
+_INSERT_COLUMNS = (*MESSAGE_COLUMN_NAMES[1:], "content_hash")
 
 
 #: PostgreSQL type of each of ``_INSERT_COLUMNS``, read from the JSON row sent for it.

@@ -11,21 +11,12 @@ from typing import Any
 import pytest
 
 from convmem_graph.cli import main
+from convmem_graph.cli.inject import VENDORS
 from convmem_graph.memory import ConvMemory
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.sqlite_reader import SqliteSnapshotReader
 from tests.conftest import FIXTURES
 
-VENDORS = [
-    "trtc",
-    "trtc-llmconfig",
-    "agora",
-    "agora-llm",
-    "agora-update",
-    "agora-custom",
-    "agora-standard",
-    "openai",
-]
 #: The example options of every Agora vendor (join, update, custom LLM messages).
 AGORA_OPTIONS = {
     key: value
