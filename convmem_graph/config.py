@@ -55,7 +55,10 @@ class MemoryConfig(BaseModel):
     keep_checkpoints: int = Field(default=3, ge=1, description="Checkpoints kept per memory after pruning.")
     purge_summarized_messages: bool = Field(
         default=False,
-        description="Delete raw messages older than the short-term window once a summary covers them.",
+        description="Retention: at the end of each run delete the raw messages (and their index rows) "
+        "that are both extracted and summarized, keeping the newest recent_turns while a session is "
+        "open and none once it ended (session_ended=True). A late copy of a purged message is not "
+        "stored again. With episodic=False this keeps facts, variables and the summary only.",
     )
     extraction_batch_messages: int = Field(default=200, ge=1)
     extract_after_user_messages: int = Field(

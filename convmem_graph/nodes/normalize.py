@@ -9,6 +9,7 @@ from collections import Counter
 
 from langgraph.runtime import Runtime
 
+from convmem_graph.models import Message
 from convmem_graph.nodes._fresh import messages_after
 from convmem_graph.state import MemoryContext, MemoryState
 
@@ -51,6 +52,15 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
         m.memory_id = memory_id
         # The item's path inside its payload only matters while reading; storing it costs bytes.
         m.metadata.pop("path", None)
+    late: list[Message] = []
+    if ctx.config.purge_summarized_messages and messages:
+        # A copy of a message a retention purge already deleted (a vendor's retry, Agora's 103
+        # history at call end) is older than the purge horizon: storing it again would bring
+        # back a transcript the summary already covers.
+        horizon = store.purged_until(memory_id)
+        if horizon:
+            late = [m for m in messages if m.timestamp_ms <= horizon]
+            messages = [m for m in messages if m.timestamp_ms > horizon]
     new_ids = store.add_messages(
         memory_id, messages, dedupe_window_ms=ctx.config.dedupe_window_ms, index=ctx.config.episodic
     )
@@ -58,6 +68,8 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     ctx.fresh = {i: by_id[i] for i in new_ids if i in by_id}
     skipped: Counter[str] = Counter(state.get("skipped", {}))
     skipped.update(d.reason for d in dropped[counted:])
+    if late:
+        skipped["purged"] += len(late)
     max_seq, extracted, summarized, facts_dirty = store.cursors(memory_id)
     return {
         "new_message_ids": new_ids,

@@ -251,6 +251,18 @@ def delete_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, 
         return
     base = rowid_range(memory_id)[0]
     params = [(base | seq, episode_text(content)) for seq, content in rows if 0 < seq <= SEQ_MASK]
+    # A contentless FTS5 'delete' of a row that was never indexed corrupts the index ("database
+    # disk image is malformed"): messages stored with episodic=False have none, so only the
+    # rowids the index holds are deleted.
+    indexed: set[int] = set()
+    for start in range(0, len(params), 500):
+        part = [rowid for rowid, _ in params[start : start + 500]]
+        marks = ", ".join("?" * len(part))
+        found = conn.exec_driver_sql(
+            f"SELECT rowid FROM {EPISODE_TABLE} WHERE rowid IN ({marks})", tuple(part)
+        )
+        indexed.update(int(r) for r in found.scalars())
+    params = [p for p in params if p[0] in indexed]
     if params:
         conn.exec_driver_sql(
             f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rowid, body) VALUES ('delete', ?, ?)", params

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["AuditAction", "AuditEntry", "AuditKind", "DeadLetter", "dead_letter_key"]
 
-AuditKind = Literal["fragment", "variable"]
-AuditAction = Literal["add", "update", "supersede", "delete", "set_manual", "clear_manual", "infer"]
+AuditKind = Literal["fragment", "variable", "message"]
+AuditAction = Literal["add", "update", "supersede", "delete", "set_manual", "clear_manual", "infer", "purge"]
 
 
 class DeadLetter(BaseModel):

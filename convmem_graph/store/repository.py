@@ -116,6 +116,8 @@ _CACHED = frozenset({"specs", "summary", "variables"})
 _SAME_MESSAGES = frozenset({"tail"})
 #: What :meth:`MemoryStore._recall` answers for a kind the run's cache does not hold.
 _UNKNOWN: Any = object()
+#: ``object_id`` of the audit entries a retention purge of messages writes.
+PURGE_OBJECT_ID = "messages"
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
 
 
@@ -812,13 +814,58 @@ class MemoryStore:
                 ]
                 if keep:
                     cond.append(messages.c.seq.not_in(keep))
+            newest_purged = conn.execute(
+                select(func.max(messages.c.timestamp_ms), func.max(messages.c.seq)).where(
+                    messages.c.memory_id == memory_id, *cond
+                )
+            ).first()
             delete_message_episodes(conn, memory_id, *cond)
             count = int(
                 conn.execute(delete(messages).where(messages.c.memory_id == memory_id, *cond)).rowcount
             )
             if count:
-                self._touch(conn, memory_id, _now())
+                now = _now()
+                # The cached call-start snapshot quotes recent turns: it goes with them (inject
+                # builds the next one from what is left).
+                conn.execute(delete(snapshots).where(snapshots.c.memory_id == memory_id))
+                until_ms, upto_seq = (int(v or 0) for v in (newest_purged or (0, 0)))
+                # The audit entry is the purge horizon: a late copy of a purged message (a vendor's
+                # retry, a history sent at call end) is recognised by it and not stored again.
+                write_audit(
+                    conn,
+                    [
+                        audit_row(
+                            memory_id,
+                            now,
+                            "message",
+                            PURGE_OBJECT_ID,
+                            "purge",
+                            before=None,
+                            after={"messages": count, "until_ms": until_ms, "upto_seq": upto_seq},
+                            cause="retention: messages summarized and extracted",
+                        )
+                    ],
+                )
+                self._touch(conn, memory_id, now)
+        if count:
+            logger.info("purged %d messages of memory %r", count, memory_id)
         return count
+
+    def purged_until(self, memory_id: str) -> int:
+        """Return the newest ``timestamp_ms`` of the messages a purge deleted (0: never purged)."""
+        stmt = (
+            select(audit.c.after)
+            .where(
+                audit.c.memory_id == memory_id,
+                audit.c.object_id == PURGE_OBJECT_ID,
+                audit.c.kind == "message",
+            )
+            .order_by(audit.c.id.desc())
+            .limit(1)
+        )
+        with self._read() as conn:
+            after = conn.execute(stmt).scalar()
+        return int(after.get("until_ms", 0)) if isinstance(after, Mapping) else 0
 
     # -- fragments ------------------------------------------------------------------------------
     def list_fragments(
