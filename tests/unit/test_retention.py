@@ -117,3 +117,19 @@ class TestSqliteRetention(RetentionContract):
     @pytest.fixture
     def url(self, tmp_path: Path) -> str:
         return str(tmp_path / "retention.db")
+
+
+def test_deleting_a_facts_only_memory_leaves_the_index_sound(tmp_path: Path) -> None:
+    """A contentless FTS5 'delete' of rows never indexed used to corrupt the whole index."""
+    mem = _open(str(tmp_path / "sound.db"), episodic=False)
+    indexed = _open(str(tmp_path / "sound.db"))
+    try:
+        indexed.ingest("u_indexed", [{"role": "user", "content": "I play the cello.", "timestamp": T0}])
+        mem.ingest("u_facts", _turns("0", T0), source="openai")
+        assert mem.delete("u_facts") is True
+        with indexed.store.engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO cm_episodes(cm_episodes) VALUES ('integrity-check')")
+        assert "cello" in json.dumps(indexed.payload("u_indexed", "openai", query="cello"))
+    finally:
+        mem.close()
+        indexed.close()
