@@ -23,11 +23,13 @@ Rules decided here (the vendor docs disagree with themselves, see the spec's doc
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from convmem_graph._ids import stable_id
+from convmem_graph._text import normalize_text
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import Message, ReadResult
 from convmem_graph.sources._common import (
@@ -228,7 +230,26 @@ def _read_items(
         else:
             current = p.raw_ts
     parsed.sort(key=lambda p: (p.message.timestamp_ms, p.index))
+    if doc.agent_id:
+        _identify_by_agent(parsed, doc.agent_id)
     return [p.message for p in parsed]
+
+
+def _identify_by_agent(parsed: list[_Item], agent_id: str) -> None:
+    """Give each item of one agent's transcript the id every copy of that utterance shares.
+
+    ``GET history`` and the 103 webhook are two transcripts of one agent session that differ in
+    everything but the words: the history has ``turn_id`` and ends of speech, the 103 neither
+    and starts of speech. An utterance is therefore the agent, the role, the normalized text and
+    which occurrence of that text it is in the transcript (in time order): copies merge by id
+    whatever their order or run, and a real repeat ("好的" twice) stays two messages.
+    """
+    seen: Counter[tuple[str, str]] = Counter()
+    for p in parsed:
+        m = p.message
+        key = (m.role, normalize_text(m.content) or m.content)
+        seen[key] += 1
+        m.id = stable_id("ag", agent_id, m.role, content_hash(key[1]), "occurrence", seen[key])
 
 
 def _text(item: Mapping[str, Any], path: str) -> str | None:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from convmem_graph._copies import merge_copies
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message, ReadResult, SkippedItem
 
@@ -78,7 +79,10 @@ def _merge_same_id(kept: Message, other: Message) -> Message:
         )
     if kept.partial and not other.partial:
         return other
-    return kept
+    if other.partial:
+        return kept
+    merged = merge_copies(kept, other)
+    return kept if merged == kept else merged
 
 
 def merge_timeline(

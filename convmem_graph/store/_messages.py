@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, delete
 
+from convmem_graph._copies import adds_to, merge_copies
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
@@ -71,7 +72,12 @@ def _sentences(metadata: Any) -> list[tuple[int, str]] | None:
 
 
 def _merge_same_id(
-    new: Message, old_partial: bool, old_content: str, old_ts: int, old_metadata: Any = None
+    new: Message,
+    old_partial: bool,
+    old_content: str,
+    old_ts: int,
+    old_metadata: Any = None,
+    stored: Message | None = None,
 ) -> Message | None:
     """Decide what a message whose id is already stored becomes; ``None`` keeps the stored row.
 
@@ -83,6 +89,9 @@ def _merge_same_id(
     - a new version that contains the stored text and is longer replaces it (a message that grew);
     - other turns of several deliveries (``round_id`` set) are joined with the stored text in time
       order, so no sentence is lost;
+    - the same words again are merged field by field (``convmem_graph._copies``: turn id, the
+      earliest time, interruption, the generated text); the row is replaced only when that adds
+      something (``stored`` is the stored row, when the caller read it);
     - anything else is the same message again.
     """
     if _supersedes(new.partial, len(new.content), old_partial, len(old_content)):
@@ -104,6 +113,11 @@ def _merge_same_id(
             }
         )
     new_norm, old_norm = normalize_text(new.content), normalize_text(old_content)
+    if new_norm == old_norm and stored is not None and not new.partial and not old_partial:
+        # The same words again: a further copy of the utterance, which may know more (a turn id,
+        # an earlier start, an interruption): the one precedence rule decides the row.
+        combined = merge_copies(stored, new)
+        return combined if adds_to(stored, combined) else None
     if not new_norm or new_norm in old_norm:
         return None
     if old_norm in new_norm:
@@ -223,10 +237,29 @@ def insert_messages(
     replace: set[str] = set()
     old_rows: dict[str, tuple[int, str]] = {}
     for part in () if new_memory else chunked(list(unique)):
-        found = _rows_in(conn, "id, partial, content, timestamp_ms, metadata, seq", memory_id, "id", part)
-        for mid, partial, content, ts, meta, seq in found:
+        found = _rows_in(
+            conn,
+            "id, partial, content, timestamp_ms, metadata, seq, source, turn_id, interrupted, original",
+            memory_id,
+            "id",
+            part,
+        )
+        for mid, partial, content, ts, meta, seq, source, turn_id, interrupted, original in found:
             msg = unique[mid]
-            merged = _merge_same_id(msg, bool(partial), content or "", int(ts), _load_metadata(meta))
+            old_meta = _load_metadata(meta)
+            as_stored = msg.model_copy(
+                update={
+                    "metadata": old_meta or {},
+                    "content": content or "",
+                    "timestamp_ms": int(ts),
+                    "source": source,
+                    "turn_id": turn_id,
+                    "interrupted": bool(interrupted),
+                    "original": original,
+                    "partial": bool(partial),
+                }
+            )
+            merged = _merge_same_id(msg, bool(partial), content or "", int(ts), old_meta, as_stored)
             if merged is None:
                 del unique[mid]
             else:

@@ -1,0 +1,65 @@
+"""Field precedence between two copies of one utterance (two reads that gave the same message id).
+
+One rule, used where a batch is merged (``sources.timeline``) and where a stored row meets a
+later copy (``store._messages``), so the result does not depend on which copy came first:
+
+| field | taken from |
+| --- | --- |
+| text, ``source`` | the copy with a vendor turn id (``turn_id``); else the smaller ``(source, content)`` |
+| ``turn_id`` | whichever copy has one |
+| ``timestamp_ms`` | the earliest |
+| ``interrupted`` | true when either copy knows the turn was cut off |
+| ``original`` (the generated, unspoken text) | whichever copy has one |
+
+Partial streamed messages and TRTC sentence lists are decided before this rule (their own
+merges), so it only sees two complete copies.
+"""
+
+from __future__ import annotations
+
+from convmem_graph.models import Message
+
+__all__ = ["adds_to", "merge_copies"]
+
+
+def _primary(a: Message, b: Message) -> tuple[Message, Message]:
+    if (a.turn_id is None) != (b.turn_id is None):
+        return (a, b) if a.turn_id is not None else (b, a)
+    return (a, b) if (a.source, a.content) <= (b.source, b.content) else (b, a)
+
+
+def merge_copies(a: Message, b: Message) -> Message:
+    """Return the one message two copies of an utterance make (symmetric in ``a`` and ``b``).
+
+    Example:
+        >>> kw = {"id": "x", "role": "user", "content": "hi", "channel": "voice", "source": "asr"}
+        >>> voice = Message(**kw, timestamp_ms=20, turn_id=3)
+        >>> hook = Message(**kw, timestamp_ms=10)
+        >>> m = merge_copies(hook, voice)
+        >>> (m.turn_id, m.timestamp_ms) == (3, 10) and m == merge_copies(voice, hook)
+        True
+    """
+    first, second = _primary(a, b)
+    update: dict[str, object] = {}
+    if second.timestamp_ms < first.timestamp_ms:
+        update["timestamp_ms"] = second.timestamp_ms
+    if second.interrupted and not first.interrupted:
+        update["interrupted"] = True
+    if first.original is None and second.original is not None:
+        update["original"] = second.original
+    return first.model_copy(update=update) if update else first
+
+
+def adds_to(stored: Message, merged: Message) -> bool:
+    """Whether ``merged`` (a stored row merged with a new copy) differs from ``stored``.
+
+    Only the fields of the precedence rule count: a difference means the row must be replaced.
+    """
+    return (
+        merged.content != stored.content
+        or merged.source != stored.source
+        or merged.turn_id != stored.turn_id
+        or merged.timestamp_ms != stored.timestamp_ms
+        or merged.interrupted != stored.interrupted
+        or merged.original != stored.original
+    )
