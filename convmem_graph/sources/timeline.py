@@ -40,6 +40,28 @@ def _richness(m: Message) -> int:
     return 1 if (m.turn_id is not None or m.round_id is not None) else 0
 
 
+#: Metadata keys that name the vendor's own identity of an utterance: the IM ``MsgKey``, the
+#: Agora agent whose transcript it is, the proxy request that carried it.
+_IDENTITY_KEYS = ("msg_key", "agent_id", "proxy_request_id")
+
+
+def _identified(m: Message) -> bool:
+    return m.round_id is not None or any(m.metadata.get(k) for k in _IDENTITY_KEYS)
+
+
+def _may_be_copies(a: Message, b: Message) -> bool:
+    """Whether the text window may merge ``a`` and ``b`` (same role and words, close in time).
+
+    Across channels or sources it may. Inside one channel and source, two messages that both
+    carry the vendor's identity and still got different ids are two utterances: the proxy's
+    "好的" said twice, two IM messages, two TRTC rounds. Only a copy without such an identity
+    (an Agora custom-LLM request has no agent id) is matched by its words.
+    """
+    if (a.channel, a.source) != (b.channel, b.source):
+        return True
+    return not (_identified(a) and _identified(b))
+
+
 def _path(m: Message) -> str:
     path = m.metadata.get("path")
     return path if isinstance(path, str) and path else "$"
@@ -155,7 +177,9 @@ def merge_timeline_traced(
             if not c.dropped and m.timestamp_ms - c.message.timestamp_ms <= window
         ]
         recent[key] = candidates
-        match = next((c for c in candidates if c.origin != entry.origin), None)
+        match = next(
+            (c for c in candidates if c.origin != entry.origin and _may_be_copies(c.message, m)), None
+        )
         if match is None:
             candidates.append(entry)
             continue
