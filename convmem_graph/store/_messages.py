@@ -71,6 +71,60 @@ def _sentences(metadata: Any) -> list[tuple[int, str]] | None:
     return out
 
 
+def _is_round(metadata: Any) -> bool:
+    # A voice round as sources/trtc.py reads it: its sentences (maybe none yet) and final text.
+    return isinstance(metadata, dict) and isinstance(metadata.get("sentences"), list)
+
+
+def _merge_round(
+    new: Message,
+    stored: Message,
+    old_sents: list[tuple[int, str]],
+    new_sents: list[tuple[int, str]],
+    old_meta: dict[str, Any],
+) -> Message | None:
+    """Two reads of one TRTC round: what every delivery of it says together, in any order.
+
+    The round is the union of its 903 sentences (in ``EventMsTs`` order), the 905 text when any
+    copy has it (what was spoken, for the bot), interrupted when any copy saw the interruption
+    metric and the time of its first sentence (else the earliest copy's): what one run over all
+    deliveries gives. The source (``greeting`` or ``llm``) stays as first stored.
+    """
+    sentences = sorted(dict.fromkeys([*old_sents, *new_sents]), key=lambda item: item[0])
+    final = new.metadata.get("final_text") or old_meta.get("final_text")
+    joined = join_sentences([text for _, text in sentences])
+    bot = new.role == "assistant" or stored.role == "assistant"
+    content = final if bot and isinstance(final, str) and final else joined or stored.content
+    interrupted = bot and (new.interrupted or stored.interrupted)
+    original = joined if interrupted and joined and joined != content else None
+    timestamp = sentences[0][0] if sentences else min(new.timestamp_ms, stored.timestamp_ms)
+    # "greeting" is a guess of the reader from what one payload holds (a bot turn before the
+    # human's first speech in it): a later copy cannot tell better, so the stored label stays.
+    source = stored.source
+    metadata = {**old_meta, **new.metadata, "sentences": [list(item) for item in sentences]}
+    if final:
+        metadata["final_text"] = final
+    merged = new.model_copy(
+        update={
+            "content": content,
+            "timestamp_ms": timestamp,
+            "interrupted": interrupted,
+            "original": original,
+            "source": source,
+            "metadata": metadata,
+        }
+    )
+    unchanged = (
+        merged.content == stored.content
+        and merged.timestamp_ms == stored.timestamp_ms
+        and merged.interrupted == stored.interrupted
+        and merged.original == stored.original
+        and merged.source == stored.source
+        and sentences == old_sents
+    )
+    return None if unchanged else merged
+
+
 def _merge_same_id(
     new: Message,
     old_partial: bool,
@@ -97,6 +151,13 @@ def _merge_same_id(
     if _supersedes(new.partial, len(new.content), old_partial, len(old_content)):
         return new
     old_sents, new_sents = _sentences(old_metadata), _sentences(new.metadata)
+    if (
+        stored is not None
+        and new.round_id is not None
+        and _is_round(old_metadata)
+        and _is_round(new.metadata)
+    ):
+        return _merge_round(new, stored, old_sents or [], new_sents or [], old_metadata or {})
     finals = "final_text" in (old_metadata or {}) or "final_text" in new.metadata
     if new.round_id is not None and old_sents and new_sents and not finals:
         known = set(old_sents)
