@@ -49,15 +49,7 @@ ONE_RUN = _timeline([list(range(len(DELIVERIES)))])
 
 
 def test_one_run_reads_the_call() -> None:
-    assert [r[1] for r in ONE_RUN] == [
-        "assistant",
-        "user",
-        "assistant",
-        "user",
-        "assistant",
-        "user",
-        "assistant",
-    ]
+    assert [r[1] for r in ONE_RUN] == ["assistant", "user"] * 3 + ["assistant"]
     assert ONE_RUN[0][4] == "greeting"
 
 
