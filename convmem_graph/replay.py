@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, or_, select
+from sqlalchemy import inspect, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -44,9 +44,11 @@ from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
 from convmem_graph.runner import Lifecycle
+from convmem_graph.sources._common import BOT_PREFIX, clean_text
 from convmem_graph.sources.files import DEFAULT_LIMITS
 from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
 from convmem_graph.store import MemoryStore
+from convmem_graph.store.registry import SIDE_METADATA, replay_progress
 from convmem_graph.store.schema import dead_letters
 
 if TYPE_CHECKING:
@@ -70,19 +72,6 @@ GroupBy = Literal["auto", "user", "file"]
 
 _SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 _LINE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
-
-_metadata = MetaData()
-#: Files whose every batch committed: a rerun skips them (keyed by path, size, mtime, shard and grouping).
-replay_progress = Table(
-    "cm_replay_progress",
-    _metadata,
-    Column("file_key", String(64), primary_key=True),
-    Column("path", String(1024), nullable=False),
-    Column("messages", Integer, nullable=False),
-    Column("finished_at", Integer, nullable=False),
-    # The memory the file fed when it fed exactly one (so deleting that memory forgets the row).
-    Column("memory_id", String, nullable=True, index=True),
-)
 
 
 def discover_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -224,6 +213,8 @@ class _FileLetters:
         self.path = path
         self.items: list[dict[str, str]] = []
         self.shared: list[bool] = []
+        #: The memory a letter names itself (an unreadable IM page's request account), else None.
+        self.owners: list[str | None] = []
         self.dropped = 0
         #: Quarantine counts of the shared items, by reason.
         self.shared_counts: Counter[str] = Counter()
@@ -233,7 +224,9 @@ class _FileLetters:
         """Bad documents and items seen in the file so far."""
         return len(self.items) + self.dropped
 
-    def add(self, *, source: str, raw: str, error: str, path: str, shared: bool = False) -> None:
+    def add(
+        self, *, source: str, raw: str, error: str, path: str, shared: bool = False, owner: str | None = None
+    ) -> None:
         if len(self.items) >= MAX_DEAD_LETTERS_PER_RUN:
             self.dropped += 1
             return
@@ -242,12 +235,13 @@ class _FileLetters:
             {k: _storable(v) for k, v in (("source", source), ("raw", raw), ("error", error), ("path", path))}
         )
         self.shared.append(shared)
+        self.owners.append(owner)
 
     def write(self, store: MemoryStore, owner: str | None, *, shared: bool = True) -> None:
         """Store the letters attributed to ``owner``; the shared ones only when ``shared``."""
-        for item, is_shared in zip(self.items, self.shared, strict=True):
+        for item, is_shared, named in zip(self.items, self.shared, self.owners, strict=True):
             if shared or not is_shared:
-                store.add_dead_letter(owner, **item)
+                store.add_dead_letter(named if named is not None else owner, **item)
         if self.dropped and shared:
             store.add_dead_letter(
                 owner,
@@ -256,6 +250,39 @@ class _FileLetters:
                 error=f"dead-letter limit of {MAX_DEAD_LETTERS_PER_RUN} per file reached",
                 path=str(self.path),
             )
+
+
+_ACCOUNT_KEYS = ("Operator_Account", "From_Account", "Peer_Account", "To_Account")
+
+
+def _named_account(doc: Any, bot_ids: Iterable[str]) -> str | None:
+    """The human account an IM ``admin_getroammsg`` request of ``doc`` names (the reader's rule), if any.
+
+    Read without the reader's checks: the document is one the reader refused. Only a valid memory
+    id is returned (a refused id cannot own a dead letter).
+    """
+    bots = set(bot_ids)
+    if isinstance(doc, dict) and isinstance(doc.get("pages"), list):
+        pages: list[Any] = doc["pages"]
+    elif isinstance(doc, dict):
+        pages = [doc]
+    elif isinstance(doc, list):
+        pages = doc
+    else:
+        return None
+    for page in pages:
+        request = page.get("request") if isinstance(page, dict) else None
+        if not isinstance(request, dict):
+            continue
+        for key in _ACCOUNT_KEYS:
+            value = request.get(key)
+            if not isinstance(value, str) or not value:
+                continue
+            account = clean_text(value)
+            if account.startswith(BOT_PREFIX) or account in bots:
+                continue
+            return account if identifier_problem(account, "memory_id") is None else None
+    return None
 
 
 def _file_shard_key(path: Path) -> str:
@@ -397,7 +424,7 @@ class Replayer:
         self.max_buffered = max(self.batch_messages, max_buffered)
         self.on_progress = on_progress
         with self.store.schema_transaction() as conn:
-            _metadata.create_all(conn, checkfirst=True)
+            SIDE_METADATA.create_all(conn, tables=[replay_progress], checkfirst=True)
             _add_progress_memory_column(conn)
         self._report_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1)
@@ -640,6 +667,13 @@ class Replayer:
                 try:
                     result = read_payload(doc, self.source, bot_ids=cfg.bot_ids, config=cfg)
                 except SourceFormatError as exc:
+                    # An unreadable page whose request names the user is that memory's letter, so
+                    # deleting the memory deletes it (written and counted by the user's shard only).
+                    named = None if fixed else _named_account(doc, cfg.bot_ids)
+                    if named is not None and not self._mine(named):
+                        continue
+                    if named is not None:
+                        counts, shared = report.quarantined, False
                     counts[f"{exc.source}: unreadable payload"] += 1
                     letters.add(
                         source=exc.source,
@@ -647,6 +681,7 @@ class Replayer:
                         error=f"{locator}: {exc.reason}",
                         path=exc.path,
                         shared=shared,
+                        owner=named,
                     )
                     continue
                 memory_id = self._memory_for(result, path)

@@ -17,20 +17,13 @@ import sys
 import time
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, select
+from sqlalchemy import select
 
 from convmem_graph.cli._common import add_db_argument, open_memory, subcommand
+from convmem_graph.store.registry import SIDE_METADATA, pull_cursors
 
 __all__ = ["pull_im", "register"]
 
-_metadata = MetaData()
-pull_cursors = Table(
-    "cm_im_pull_cursors",
-    _metadata,
-    Column("user_id", String(256), primary_key=True),
-    Column("bot_id", String(256), primary_key=True),
-    Column("last_time", Integer, nullable=False),
-)
 #: IM keeps roaming messages 7 days by default: the first pull looks that far back.
 _DEFAULT_LOOKBACK_S = 7 * 24 * 3600
 
@@ -96,7 +89,7 @@ def pull_im(
     """
     store = mem.store
     with store.schema_transaction() as conn:  # pulls starting together on a fresh database
-        _metadata.create_all(conn, checkfirst=True)
+        SIDE_METADATA.create_all(conn, tables=[pull_cursors], checkfirst=True)
     now = int(time.time())
     if since is None:
         with store.read() as conn:

@@ -23,24 +23,17 @@ import threading
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, select
+from sqlalchemy import select
 
 from convmem_graph._time import now_ms
 from convmem_graph.errors import NotFoundError
 from convmem_graph.payloads.memory_block import VARIABLE_LABELS
 from convmem_graph.store import MemoryStore
+from convmem_graph.store.registry import SIDE_METADATA, profile_schemas
 
 __all__ = ["ProfileAttribute", "ProfileSchema", "ProfileSchemaStore", "variable_name"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_metadata = MetaData()
-profile_schemas = Table(
-    "cm_bailian_profile_schemas",
-    _metadata,
-    Column("id", String(64), primary_key=True),
-    Column("body", Text, nullable=False),
-    Column("created_at", Integer, nullable=False),
-)
 
 
 class ProfileAttribute(BaseModel):
@@ -93,7 +86,7 @@ class ProfileSchemaStore:
             if self._ready:
                 return
             with self.store.schema_transaction() as conn:
-                _metadata.create_all(conn, checkfirst=True)
+                SIDE_METADATA.create_all(conn, tables=[profile_schemas], checkfirst=True)
             self._ready = True
 
     def create(self, schema: ProfileSchema) -> str:

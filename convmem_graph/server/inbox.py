@@ -28,15 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    Index,
-    Integer,
-    MetaData,
     Select,
-    String,
-    Table,
-    Text,
     func,
     select,
     update,
@@ -45,38 +37,11 @@ from sqlalchemy import (
 from convmem_graph._time import now_ms
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import execute_upsert, insert_ignore
+from convmem_graph.store.registry import SIDE_METADATA, inbox_table, tasks_table
 
 __all__ = ["Delivery", "Inbox", "TaskInfo", "inbox_table", "tasks_table"]
 
-_Seq = BigInteger().with_variant(Integer(), "sqlite")
-_metadata = MetaData()
-
-inbox_table = Table(
-    "cm_serve_inbox",
-    _metadata,
-    Column("seq", _Seq, primary_key=True, autoincrement=True),
-    Column("vendor", String(16), nullable=False),
-    Column("delivery_key", String(128), nullable=False, unique=True),
-    Column("received_ms", _Seq, nullable=False),
-    Column("event", Integer, nullable=True),
-    Column("task_id", String(256), nullable=True),
-    Column("memory_id", String(256), nullable=True),
-    Column("status", String(16), nullable=False),
-    Column("note", Text, nullable=True),
-    Column("body", Text, nullable=False),
-    Index("ix_cm_serve_inbox_status_seq", "status", "seq"),
-    Index("ix_cm_serve_inbox_task_id", "task_id"),
-)
-
-tasks_table = Table(
-    "cm_serve_tasks",
-    _metadata,
-    Column("task_id", String(256), primary_key=True),
-    Column("memory_id", String(256), nullable=True),
-    Column("human_id", String(256), nullable=True),
-    Column("bot_id", String(256), nullable=True),
-    Column("updated_ms", _Seq, nullable=False),
-)
+# The definitions live in the store's registry, which deletes a memory's rows from them.
 
 
 # The columns of a Delivery, in its fields' order.
@@ -115,7 +80,7 @@ class Inbox:
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
         with store.schema_transaction() as conn:
-            _metadata.create_all(conn, checkfirst=True)
+            SIDE_METADATA.create_all(conn, tables=[inbox_table, tasks_table], checkfirst=True)
         self._lock = threading.Lock()
         self._pending = self._count_pending()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -18,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, MetaData, Row, delete, func, inspect, select, text
+from sqlalchemy import Connection, Engine, MetaData, Row, Table, delete, func, inspect, or_, select, text
 from sqlalchemy.engine import make_url
 
 from convmem_graph._ids import check_identifier
@@ -73,6 +74,7 @@ from convmem_graph.store.engine import (
     upsert,
 )
 from convmem_graph.store.episodes import (
+    EPISODE_TABLE,
     INDEX_VERSION,
     delete_episodes,
     delete_message_episodes,
@@ -83,9 +85,9 @@ from convmem_graph.store.episodes import (
 )
 from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.records import AuditEntry, DeadLetter, dead_letter_key
+from convmem_graph.store.registry import MEMORY_TABLES, MemoryTable
 from convmem_graph.store.schema import (
     METADATA,
-    PER_MEMORY_TABLES,
     add_postgres_options,
     audit,
     dead_letters,
@@ -192,6 +194,35 @@ def _stamp_of(metadata: MetaData, *steps: str) -> int:
         parts += sorted(f"  index {i.name} {[str(e) for e in i.expressions]}" for i in table.indexes)
     digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") & 0x7FFFFFFF or 1
+
+
+#: FTS5 ``secure-delete`` (SQLite 3.42+) removes a deleted row's terms from the index pages at once.
+_FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
+
+
+def _secure_episode_deletes(conn: Connection) -> None:
+    """Turn FTS5 ``secure-delete`` on for the episodic index where SQLite has it (a stored setting)."""
+    if _FTS_SECURE_DELETE:
+        conn.exec_driver_sql(
+            f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rank) VALUES ('secure-delete', 1)"
+        )
+
+
+def _purge_deleted_terms(conn: Connection) -> None:
+    """Without ``secure-delete``, rewrite the episodic index so a deleted memory's terms leave the file.
+
+    A contentless FTS5 delete only appends tombstones: the deleted terms stay in the older index
+    segments (an ID-card number was found 8 times in the file after a checkpoint). ``optimize``
+    merges every segment into one, dropping them; its cost grows with the whole index, paid once
+    per deleted memory (deletes are rare; the retention purge of old messages does not call it).
+    """
+    if not _FTS_SECURE_DELETE:
+        conn.exec_driver_sql(f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}) VALUES ('optimize')")
+
+
+def _registered_column(table: Table) -> str:
+    """The column naming the memory in a registered table."""
+    return next(e.column for e in MEMORY_TABLES if e.table is table)
 
 
 def _check_id(memory_id: str) -> str:
@@ -615,10 +646,22 @@ class MemoryStore:
         # Not the identifier rule: ids stored by older versions (300 characters, NUL) must be deletable.
         deleted = 0
         with self._write(memory_id) as conn:
-            # The episodic index first: its rows are found through the messages.
-            delete_message_episodes(conn, memory_id)
-            for table in PER_MEMORY_TABLES:
-                deleted += conn.execute(delete(table).where(table.c.memory_id == memory_id)).rowcount
+            sqlite = conn.dialect.name == "sqlite"
+            if sqlite:
+                # Freed cells are zeroed, so deleted text does not linger in free pages of the file.
+                conn.exec_driver_sql("PRAGMA secure_delete=ON")
+            try:
+                if sqlite:
+                    _secure_episode_deletes(conn)
+                # The episodic index first: its rows are found through the messages.
+                delete_message_episodes(conn, memory_id)
+                for entry in MEMORY_TABLES:
+                    deleted += self._delete_rows(conn, entry, memory_id)
+                if sqlite:
+                    _purge_deleted_terms(conn)
+            finally:
+                if sqlite:
+                    conn.exec_driver_sql("PRAGMA secure_delete=OFF")
             ensured = getattr(self._pin, "ensured", None)
             if ensured is not None:
                 ensured[1].discard(memory_id)
@@ -626,6 +669,27 @@ class MemoryStore:
             checkpointer.delete_thread(memory_id)
         logger.info("deleted memory %r (%d rows)", memory_id, deleted)
         return deleted > 0
+
+    @staticmethod
+    def _delete_rows(conn: Connection, entry: MemoryTable, memory_id: str) -> int:
+        """Delete one registered table's rows of a memory; a side table not created yet has none."""
+        table = entry.table
+        if entry.side:
+            # Created on first use by the server, replay or pull (and older versions of a table
+            # may lack its memory column, added by that module's own upgrade).
+            found = inspect(conn)
+            if not found.has_table(table.name):
+                return 0
+            present = {c["name"] for c in found.get_columns(table.name)}
+            if entry.column not in present:
+                return 0
+        where = table.c[entry.column] == memory_id
+        if entry.via is not None:
+            column, parent, key = entry.via
+            owned = select(parent.c[key]).where(parent.c[_registered_column(parent)] == memory_id)
+            if inspect(conn).has_table(parent.name):
+                where = or_(where, table.c[column].in_(owned))
+        return int(conn.execute(delete(table).where(where)).rowcount or 0)
 
     # -- messages -------------------------------------------------------------------------------
     def add_messages(

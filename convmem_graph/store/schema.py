@@ -251,7 +251,8 @@ dead_letters = Table(
     Index(None, "memory_id"),
 )
 
-#: Tables holding rows of one memory, children first (the delete order of a memory).
+#: The store's own tables holding rows of one memory, children first. The delete of a memory is
+#: driven by :data:`convmem_graph.store.registry.MEMORY_TABLES`, which adds the side tables.
 PER_MEMORY_TABLES: tuple[Table, ...] = (
     messages,
     fragments,
