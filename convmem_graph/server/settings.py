@@ -104,6 +104,13 @@ class ServeSettings(BaseSettings):
         default=10_000, ge=1, description="pending work items before the proxy answers 503"
     )
     worker_batch: int = Field(default=500, ge=1, description="deliveries processed per lifecycle batch")
+    worker_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        le=100,
+        description="attempts of a delivery failing with an unexpected error before it goes to dead letters "
+        "(a data error goes at once; a database outage is not counted)",
+    )
     worker_process: bool = Field(
         default=False,
         description="run the lifecycle in a child process (a file or PostgreSQL database only) so proxied "

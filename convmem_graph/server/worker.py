@@ -5,28 +5,100 @@ One thread takes pending deliveries in arrival order, finds each one's memory (T
 memory's deliveries in order, so work for one memory is never reordered. Rows are marked done only
 after their run committed: a crash in between re-reads them, which changes nothing. ``stop()``
 drains what is pending before it returns (SIGTERM); a restart resumes from the inbox.
+
+One poison never stops the queue: when a memory's run fails, its deliveries run one by one; a
+delivery failing with a data error (a value the database or a parser refuses) goes to dead letters
+with its reason at once, one failing with any other error after ``worker_max_attempts`` attempts
+(with a growing delay; the count is kept in the row's note, so a restart does not reset it). The
+later deliveries of that memory wait behind a delivery kept for a retry; other memories go on. A
+database outage is no delivery's fault: the batch is retried, nothing is counted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import select, update
+
+from convmem_graph._ids import check_identifier
 from convmem_graph.errors import ConvMemError
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message, ReadResult
 from convmem_graph.server.inbox import Delivery, Inbox, TaskInfo
-from convmem_graph.server.routing import resolve_task, trtc_fields
+from convmem_graph.server.routing import TrtcFields, resolve_task, trtc_fields
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.state import RawInput
+from convmem_graph.store.registry import inbox_table
 
-__all__ = ["InboxWorker", "WorkerHandle"]
+__all__ = ["InboxWorker", "WorkerHandle", "is_data_error", "is_outage"]
 
 logger = logging.getLogger(__name__)
+
+#: The note of a pending delivery that failed and waits for a retry: the count survives a restart.
+_ATTEMPT_NOTE = re.compile(r"attempt (\d+) of \d+ failed")
+_MAX_RETRY_DELAY_S = 30.0
+_MAX_REASON = 2000
+
+#: Errors of the database being away (or locked); never a delivery's fault, so never counted.
+_OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,  # the pool had no connection in time
+    sa_exc.DisconnectionError,
+)
+#: Errors of the input itself: retrying the same delivery can never succeed.
+_DATA_ERRORS: tuple[type[BaseException], ...] = (
+    sa_exc.DataError,
+    sa_exc.IntegrityError,
+    ValueError,  # also pydantic's ValidationError, json's JSONDecodeError and UnicodeError
+    UnicodeError,
+    ConvMemError,
+)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """``True`` if ``exc`` says the database is unreachable or busy (retry later, not the input's fault)."""
+    if isinstance(exc, _OUTAGE_ERRORS):
+        return True
+    return isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """``True`` if ``exc`` is a failure of the input itself (a value the database or a parser refuses).
+
+    Example:
+        >>> is_data_error(ValueError("bad")), is_data_error(RuntimeError("flaky"))
+        (True, False)
+    """
+    if is_outage(exc):
+        return False
+    if isinstance(exc, _DATA_ERRORS):
+        return True
+    if isinstance(exc, sa_exc.StatementError) and not isinstance(exc, sa_exc.DBAPIError):
+        # Raised before the database saw the statement (a bind value that cannot be converted).
+        return isinstance(exc.orig, _DATA_ERRORS + (TypeError,))
+    return False
+
+
+def _reason(exc: BaseException) -> str:
+    """A short reason for a log line or a dead letter (the driver's message, not the whole SQL)."""
+    cause = exc.orig if isinstance(exc, sa_exc.StatementError) and exc.orig is not None else exc
+    text = f"{type(exc).__name__}: {str(cause).strip()}"
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 1] + "…"
+
+
+def _storable(text: str) -> str:
+    """``text`` any database can store: NUL and lone surrogates escaped (PostgreSQL refuses both)."""
+    text = text.replace("\x00", "\\u0000")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class WorkerHandle(Protocol):
@@ -60,15 +132,26 @@ class InboxWorker:
         inbox: Where deliveries are stored.
         settings: Batch size, TRTC mapping and bot ids.
         on_error_delay_s: Pause after an unexpected error (a database outage) before retrying.
+        retry_base_s: Delay before the second attempt of a failed delivery; it doubles per attempt
+            (at most 30 s) until ``settings.worker_max_attempts``, then the delivery is a dead letter.
     """
 
     def __init__(
-        self, mem: ConvMemory, inbox: Inbox, settings: ServeSettings, *, on_error_delay_s: float = 1.0
+        self,
+        mem: ConvMemory,
+        inbox: Inbox,
+        settings: ServeSettings,
+        *,
+        on_error_delay_s: float = 1.0,
+        retry_base_s: float = 0.5,
     ) -> None:
         self.mem = mem
         self.inbox = inbox
         self.settings = settings
         self.on_error_delay_s = on_error_delay_s
+        self.retry_base_s = retry_base_s
+        #: seq -> monotonic time before which a failed delivery is not tried again (this process).
+        self._retry_at: dict[int, float] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -114,7 +197,7 @@ class InboxWorker:
 
     def _loop(self) -> None:
         while True:
-            self._wake.wait(timeout=1.0)
+            self._wake.wait(timeout=self._next_wait())
             self._wake.clear()
             stopping = self._stopping.is_set()
             try:
@@ -135,20 +218,49 @@ class InboxWorker:
 
     # -- one batch ------------------------------------------------------------------------
     def run_once(self) -> int:
-        """Process one batch of pending deliveries; return how many were taken (0 = nothing pending)."""
+        """Process one batch of pending deliveries; return how many were taken (0 = nothing to do now).
+
+        Deliveries waiting out a retry delay (and the later ones of their memory) are left pending
+        and not counted, so a loop calling this until it returns 0 does not spin on them.
+        """
         rows = self.inbox.pending(self.settings.worker_batch)
+        if len(rows) < self.settings.worker_batch:
+            # Every pending row was read: forget retries of rows gone meanwhile (a deleted memory).
+            present = {r.seq for r in rows}
+            for seq in [s for s in self._retry_at if s not in present]:
+                del self._retry_at[seq]
         if not rows:
             return 0
-        plan: dict[str, _Work] = {}
+        now = time.monotonic()
         tasks: dict[str, TaskInfo] = {}
-        newly_known = self._route_trtc_rows(rows, tasks)
+        held_tasks: set[str] = set()  # TRTC tasks with a delivery waiting out a retry delay
+        taken = 0
+        fresh: list[Delivery] = []
+        for row in rows:
+            if self._retry_at.get(row.seq, 0.0) > now:
+                if row.vendor == "trtc" and row.task_id:
+                    held_tasks.add(row.task_id)
+                continue
+            if row.vendor == "trtc" and row.task_id in held_tasks:
+                continue  # a task's deliveries stay in order behind the one waiting
+            fresh.append(row)
+        newly_known, failed_routing = self._route_trtc_rows(fresh, tasks)
+        held_memories = {self._memory_of(r, tasks) for r in rows if self._retry_at.get(r.seq, 0.0) > now}
+        plan: dict[str, _Work] = {}
         for task_id in newly_known:
             # Deliveries parked before the task's memory was known join this batch, in order.
             memory_id = tasks[task_id].memory_id
             assert memory_id is not None
             plan.setdefault(memory_id, _Work()).deliveries.extend(self.inbox.waiting(task_id))
         parked: list[int] = []
-        for row in rows:
+        for row in fresh:
+            if row.seq in failed_routing:
+                taken += 1
+                if not self._fail(row, row.memory_id, failed_routing[row.seq]) and row.task_id:
+                    held_tasks.add(row.task_id)
+                continue
+            if row.vendor == "trtc" and row.task_id in held_tasks:
+                continue
             memory_id = row.memory_id
             if row.vendor == "trtc":
                 memory_id = self._trtc_memory(row, tasks)
@@ -157,56 +269,245 @@ class InboxWorker:
                     continue
             if not memory_id:
                 self.inbox.finish([row.seq], status="failed", note="no memory id")
+                taken += 1
                 continue
+            if memory_id in held_memories:
+                continue  # this memory's deliveries stay in order behind the one waiting
             plan.setdefault(memory_id, _Work()).deliveries.append(row)
         if parked:
             self.inbox.finish(parked, status="waiting", note="memory id of the TRTC task not known yet")
+            taken += len(parked)
         changed: list[str] = []
         for memory_id, work in plan.items():
             work.deliveries.sort(key=lambda d: d.seq)
-            seqs = [d.seq for d in work.deliveries]
-            try:
-                inputs, ended = self._inputs(work.deliveries, tasks)
-                self.mem.ingest(memory_id, inputs, session_ended=ended)
-            except ConvMemError as exc:
-                # Bad input never gets better by retrying: keep the rows with the reason.
-                logger.warning("serve worker: deliveries %s for memory %s failed: %s", seqs, memory_id, exc)
-                self.inbox.finish(seqs, memory_id=memory_id, status="failed", note=str(exc)[:2000])
-                continue
-            self.inbox.finish(seqs, memory_id=memory_id)
-            changed.append(memory_id)
+            taken += len(work.deliveries)
+            if self._run_memory(memory_id, work.deliveries, tasks):
+                changed.append(memory_id)
         for listener in self.listeners if changed else ():
             try:
                 listener(changed)
             except Exception:  # noqa: BLE001 - a listener must not stop the work loop
                 logger.exception("serve worker: a batch listener failed")
-        return len(rows)
+        return taken
 
-    def _route_trtc_rows(self, rows: list[Delivery], tasks: dict[str, TaskInfo]) -> list[str]:
-        """Learn speakers and memory ids of the batch's TRTC tasks; return the tasks newly resolved."""
+    def _run_memory(self, memory_id: str, deliveries: list[Delivery], tasks: dict[str, TaskInfo]) -> bool:
+        """Ingest one memory's deliveries of this batch; ``True`` if any were stored.
+
+        One run for all of them first; if that fails with anything but an outage, each delivery
+        runs on its own, in order, so the one poison is found and the good ones are stored. A
+        delivery that failed and is kept for a retry holds the later ones of its memory back.
+        """
+        changed = False
+        todo = deliveries
+        while todo:
+            # A delivery retried after a failure in this process runs on its own at once.
+            if todo[0].seq not in self._retry_at:
+                try:
+                    self._ingest(memory_id, todo, tasks)
+                except Exception as exc:  # noqa: BLE001 - classified: outages go up, the rest is isolated
+                    if is_outage(exc):
+                        raise
+                    if len(todo) == 1:
+                        self._fail(todo[0], memory_id, exc)
+                        return changed
+                    logger.warning(
+                        "serve worker: %d deliveries for memory %s failed together (%s); retrying one by one",
+                        len(todo),
+                        memory_id,
+                        _reason(exc),
+                    )
+                else:
+                    self._done(memory_id, [d.seq for d in todo])
+                    return True
+            stored: list[int] = []
+            rest: list[Delivery] = []
+            for i, delivery in enumerate(todo):
+                try:
+                    self._ingest(memory_id, [delivery], tasks)
+                except Exception as exc:  # noqa: BLE001 - classified in _fail
+                    if self._fail(delivery, memory_id, exc):
+                        rest = todo[i + 1 :]  # the poison is out: the rest runs together again
+                    # else: kept for a retry, the later deliveries of this memory wait behind it
+                    break
+                stored.append(delivery.seq)
+            if stored:
+                self._done(memory_id, stored)
+                changed = True
+            todo = rest
+        return changed
+
+    def _done(self, memory_id: str, seqs: list[int]) -> None:
+        self.inbox.finish(seqs, memory_id=memory_id)
+        self._forget(seqs)
+
+    def _ingest(self, memory_id: str, deliveries: list[Delivery], tasks: dict[str, TaskInfo]) -> None:
+        inputs, ended = self._inputs(deliveries, tasks)
+        self.mem.ingest(memory_id, inputs, session_ended=ended)
+
+    # -- failures -------------------------------------------------------------------------
+    def _fail(self, row: Delivery, memory_id: str | None, exc: BaseException) -> bool:
+        """Handle one delivery that failed on its own; ``True`` if it left the queue (dead letter).
+
+        A data error (the input can never be stored) goes to dead letters at once; any other error
+        is retried with a growing delay, the attempt count kept in the row's note so a restart
+        does not reset it, until ``worker_max_attempts``. An outage is re-raised, never counted.
+        """
+        if is_outage(exc):
+            raise exc
+        reason = _reason(exc)
+        if not is_data_error(exc):
+            attempts = self._attempts(row.seq) + 1
+            limit = self.settings.worker_max_attempts
+            if attempts < limit:
+                delay = min(self.retry_base_s * 2 ** (attempts - 1), _MAX_RETRY_DELAY_S)
+                logger.warning(
+                    "serve worker: delivery %d (memory %s) failed, attempt %d of %d; retrying in %.1f s: %s",
+                    row.seq,
+                    memory_id,
+                    attempts,
+                    limit,
+                    delay,
+                    reason,
+                )
+                self._set_note(row.seq, f"attempt {attempts} of {limit} failed: {reason}")
+                self._retry_at[row.seq] = time.monotonic() + delay
+                return False
+            reason = f"failed {attempts} times, last: {reason}"
+        self._dead_letter(row, memory_id, reason)
+        return True
+
+    def _dead_letter(self, row: Delivery, memory_id: str | None, reason: str) -> None:
+        """Keep the delivery as a dead letter with its reason and take it out of the queue."""
+        try:
+            owner: str | None = None if memory_id is None else check_identifier(memory_id, "memory_id")
+        except ValueError:
+            owner = None  # an id the store refuses (too long, say) cannot own the dead letter
+        logger.warning("serve worker: delivery %d (%s) goes to dead letters: %s", row.seq, row.vendor, reason)
+        try:
+            self.inbox.store.add_dead_letter(
+                owner,
+                source=f"serve inbox {row.vendor}",
+                raw=_storable(row.body),
+                error=_storable(reason),
+                path=f"inbox seq {row.seq}",
+            )
+        except Exception as exc:  # noqa: BLE001 - classified: outages go up
+            if is_outage(exc):
+                raise
+            # The row below keeps the reason: the queue must not stall on its own dead letter.
+            logger.exception("serve worker: could not keep delivery %d as a dead letter", row.seq)
+        # No memory id written: a value the database refused must not fail this update too.
+        self.inbox.finish([row.seq], status="failed", note=_storable(f"dead letter: {reason}"))
+        self._forget([row.seq])
+
+    def _attempts(self, seq: int) -> int:
+        """Failed attempts of a pending delivery so far, from its note (0 if none)."""
+        query = select(inbox_table.c.note).where(inbox_table.c.seq == seq)
+        with self.inbox.store.read() as conn:
+            note = conn.execute(query).scalar_one_or_none()
+        match = _ATTEMPT_NOTE.match(note or "")
+        return int(match.group(1)) if match else 0
+
+    def _set_note(self, seq: int, note: str) -> None:
+        """Record a failed attempt; a parked (``waiting``) delivery comes back to the queue for its retry."""
+        with self.inbox.store.transaction() as conn:
+            conn.execute(
+                update(inbox_table)
+                .where(inbox_table.c.seq == seq, inbox_table.c.status.in_(("pending", "waiting")))
+                .values(note=_storable(note), status="pending")
+            )
+        self.inbox.refresh_count()
+
+    def _forget(self, seqs: list[int]) -> None:
+        for seq in seqs:
+            self._retry_at.pop(seq, None)
+
+    def _next_wait(self) -> float:
+        """Seconds until the next retry is due (at most 1 s: the loop also polls the inbox)."""
+        if not self._retry_at:
+            return 1.0
+        return max(0.05, min(1.0, min(self._retry_at.values()) - time.monotonic()))
+
+    def _memory_of(self, row: Delivery, tasks: dict[str, TaskInfo]) -> str | None:
+        if row.vendor == "trtc" and row.task_id:
+            info = tasks.get(row.task_id)
+            return info.memory_id if info else row.memory_id
+        return row.memory_id
+
+    # -- TRTC routing ---------------------------------------------------------------------
+    def _route_trtc_rows(
+        self, rows: list[Delivery], tasks: dict[str, TaskInfo]
+    ) -> tuple[list[str], dict[int, Exception]]:
+        """Learn speakers and memory ids of the batch's TRTC tasks.
+
+        Returns:
+            The tasks newly resolved, and the deliveries whose routing failed (seq -> error): when
+            saving a task fails, its deliveries are resolved and saved one by one to find the one
+            that carried the bad value; the others keep their routing.
+        """
         stored: dict[str, TaskInfo] = {}  # each task as it was before this batch
+        by_task: dict[str, list[tuple[Delivery, TrtcFields]]] = {}
+        failed: dict[int, Exception] = {}
         for row in rows:
             if row.vendor != "trtc" or not row.task_id:
                 continue
             fields = trtc_fields(_json_object(row.body))
-            info = tasks.get(row.task_id) or self.inbox.task(row.task_id) or TaskInfo(row.task_id)
-            stored.setdefault(row.task_id, info)
-            tasks[row.task_id] = resolve_task(
-                info, fields, mode=self.settings.trtc_memory_from, bot_ids=self.settings.bot_ids
-            )
-            if tasks[row.task_id].memory_id is None and fields.event == 902:
-                logger.warning(
-                    "TRTC task %s ended before its memory id was known (mode %s); its deliveries wait "
-                    "in the inbox (set CONVMEM_BOT_IDS or register the task)",
-                    row.task_id,
-                    self.settings.trtc_memory_from,
+            if row.task_id not in stored:
+                stored[row.task_id] = (
+                    tasks.get(row.task_id) or self.inbox.task(row.task_id) or TaskInfo(row.task_id)
                 )
-        for task_id, info in tasks.items():
-            if info != stored[task_id]:  # one write per task this batch taught something
+            by_task.setdefault(row.task_id, []).append((row, fields))
+            tasks[row.task_id] = self._resolve(
+                tasks.get(row.task_id) or stored[row.task_id], fields, row.task_id
+            )
+        for task_id, info in list(tasks.items()):
+            if info == stored[task_id]:
+                continue
+            try:  # one write per task this batch taught something
                 self.inbox.save_task(info)
+            except Exception as exc:  # noqa: BLE001 - classified: outages go up
+                if is_outage(exc):
+                    raise
+                logger.warning(
+                    "serve worker: saving TRTC task %s failed (%s); routing its deliveries one by one",
+                    task_id,
+                    _reason(exc),
+                )
+                tasks[task_id] = self._route_one_by_one(stored[task_id], by_task[task_id], failed)
         return [
             t for t, before in stored.items() if before.memory_id is None and tasks[t].memory_id is not None
-        ]
+        ], failed
+
+    def _route_one_by_one(
+        self, info: TaskInfo, rows: list[tuple[Delivery, TrtcFields]], failed: dict[int, Exception]
+    ) -> TaskInfo:
+        """Resolve and save a task delivery by delivery; a delivery whose save fails is left out."""
+        for row, fields in rows:
+            candidate = self._resolve(info, fields, info.task_id)
+            if candidate == info:
+                continue
+            try:
+                self.inbox.save_task(candidate)
+            except Exception as exc:  # noqa: BLE001 - classified: outages go up
+                if is_outage(exc):
+                    raise
+                failed[row.seq] = exc
+                continue
+            info = candidate
+        return info
+
+    def _resolve(self, info: TaskInfo, fields: TrtcFields, task_id: str) -> TaskInfo:
+        resolved = resolve_task(
+            info, fields, mode=self.settings.trtc_memory_from, bot_ids=self.settings.bot_ids
+        )
+        if resolved.memory_id is None and fields.event == 902:
+            logger.warning(
+                "TRTC task %s ended before its memory id was known (mode %s); its deliveries wait "
+                "in the inbox (set CONVMEM_BOT_IDS or register the task)",
+                task_id,
+                self.settings.trtc_memory_from,
+            )
+        return resolved
 
     def _trtc_memory(self, row: Delivery, tasks: dict[str, TaskInfo]) -> str | None:
         if row.task_id:
