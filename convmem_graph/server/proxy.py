@@ -6,10 +6,15 @@ Put this URL in TRTC ``LLMConfig.APIUrl`` or an Agora ``llm.url`` (``vendor: cus
    ``LLMConfig.MetaInfo`` into the body, Agora merges ``llm.params``), ``body:MetaInfo.memory_id``,
    ``body:context.memory_id``,
    the OpenAI ``user`` field, then the ``X-User-Id`` header TRTC sends.
-2. The current memory block is added as a system message after the caller's own system messages
-   (which stay word for word; a stale ``<user_memory>`` message of the caller is replaced). When
-   the request carries no earlier turns (TRTC ``History`` 0), the block also holds the last stored
-   turns, what TRTC ``UserMessages`` would carry.
+   No memory id found: the request is forwarded without memory (``X-Convmem-Memory: none`` on the
+   answer, a WARNING once per caller) or, with ``proxy_require_memory``, refused with a 400.
+2. The current memory block is added once, as a system message after the caller's own system
+   messages. A ``<user_memory>...</user_memory>`` region the caller already sends (TRTC's call-start
+   ``SystemPrompt``, Agora ``system_messages``) is cut out of its message, the text around it kept
+   word for word, so the model sees one block. When the request carries no earlier turns (TRTC
+   ``History`` 0), the block also holds the last stored turns (what TRTC ``UserMessages`` would
+   carry; a stale ``<recent_turns>`` region is then replaced too), minus the turns the request
+   itself already holds.
 3. The request goes to ``CONVMEM_UPSTREAM_URL`` with ``Authorization: Bearer
    <CONVMEM_UPSTREAM_API_KEY>`` (never logged). The proxy waits for the upstream status line: an
    upstream error comes back with its status and an OpenAI-shaped body, also for ``stream: true``;
@@ -22,14 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import logging
+import secrets
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import httpx
 from fastapi import APIRouter, FastAPI, Request
@@ -41,16 +49,36 @@ from convmem_graph._time import now_ms
 from convmem_graph.errors import MemoryNotFoundError
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message
+from convmem_graph.payloads.memory_block import (
+    MemoryBlockOptions,
+    build_memory_block,
+    render_recent_turns,
+    select_recent_turns,
+)
 from convmem_graph.server._http import openai_error, read_capped_body
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.worker import WorkerHandle
 
-__all__ = ["BlockCache", "build_proxy_router", "find_memory_id", "inject_memory", "last_user_text"]
+__all__ = [
+    "MEMORY_HEADER",
+    "BlockCache",
+    "build_proxy_router",
+    "find_memory_id",
+    "inject_memory",
+    "last_user_text",
+    "strip_tagged",
+]
 
 logger = logging.getLogger(__name__)
 
-_MEMORY_TAG = "<user_memory>"
+#: Response header telling the caller whether the request was served with a memory: ``used`` (a
+#: memory id was found: its block injected, the turn stored) or ``none``.
+MEMORY_HEADER = "X-Convmem-Memory"
+_MEMORY_TAGS = ("<user_memory>", "</user_memory>")
+_TURNS_TAGS = ("<recent_turns>", "</recent_turns>")
+#: Callers already warned about a request without memory id (oldest forgotten first).
+_MAX_WARNED_CALLERS = 1024
 _SYSTEM_ROLES = ("system", "developer")
 #: Top-level keys only the proxy reads; OpenAI itself rejects unknown request fields.
 _PROXY_ONLY_KEYS = ("memory_id",)
@@ -106,37 +134,114 @@ def last_user_text(messages: list[Any]) -> str:
     return ""
 
 
-def inject_memory(messages: list[Any], block: str) -> list[Any]:
-    """Return ``messages`` with ``block`` as a system message after the caller's system messages.
+def strip_tagged(text: str, tags: tuple[str, str]) -> str:
+    r"""Return ``text`` without its ``open...close`` regions; the text around them is kept as it is.
 
-    A caller's system message that is itself a ``<user_memory>`` block (stale, from call start)
-    is replaced; every other message is kept unchanged and in order.
+    A region takes one newline next to it along (the one that joined it to its neighbours, as the
+    call-start payloads join persona, block and turns with ``"\n"``). An opening tag without a
+    closing one is left alone: it is not a block this library wrote.
 
     Example:
-        >>> inject_memory([{"role": "system", "content": "You are Rain."}, {"role": "user", "content": "hi"}],
-        ...               "<user_memory>x</user_memory>")[1]
-        {'role': 'system', 'content': '<user_memory>x</user_memory>'}
+        >>> strip_tagged("You are Rain.\n<m>old</m>\nBe brief.", ("<m>", "</m>"))
+        'You are Rain.\nBe brief.'
+        >>> strip_tagged("<m>old</m>", ("<m>", "</m>"))
+        ''
     """
-    if not block.strip():
-        return list(messages)
-    kept = [
-        m
-        for m in messages
-        if not (
-            isinstance(m, Mapping)
-            and m.get("role") in _SYSTEM_ROLES
-            and _text_of(m.get("content")).lstrip().startswith(_MEMORY_TAG)
-        )
-    ]
+    open_tag, close_tag = tags
+    out: list[str] = []
+    rest = text
+    while True:
+        start = rest.find(open_tag)
+        end = rest.find(close_tag, start + len(open_tag)) if start >= 0 else -1
+        if end < 0:
+            out.append(rest)
+            break
+        before, after = rest[:start], rest[end + len(close_tag) :]
+        if before.endswith("\n"):
+            before = before[:-1]
+        elif after.startswith("\n"):
+            after = after[1:]
+        out.append(before)
+        rest = after
+    return "".join(out)
+
+
+def _strip_content(content: Any, tags: Sequence[tuple[str, str]]) -> tuple[Any, bool]:
+    """Return ``(content without the tagged regions, whether anything was cut)``.
+
+    ``content`` is a string or a list of parts; only text parts are touched, and a part left with
+    whitespace only is dropped.
+    """
+
+    def cut(text: str) -> str:
+        for pair in tags:
+            text = strip_tagged(text, pair)
+        return text
+
+    if isinstance(content, str):
+        cleaned = cut(content)
+        return cleaned, cleaned != content
+    if not isinstance(content, list):
+        return content, False
+    parts: list[Any] = []
+    changed = False
+    for part in content:
+        text = part.get("text") if isinstance(part, Mapping) and part.get("type") in ("text", None) else None
+        if not isinstance(text, str):
+            parts.append(part)
+            continue
+        cleaned = cut(text)
+        if cleaned == text:
+            parts.append(part)
+            continue
+        changed = True
+        if cleaned.strip():
+            parts.append({**part, "text": cleaned})
+    return parts, changed
+
+
+def inject_memory(messages: list[Any], block: str, *, replace_turns: bool = False) -> list[Any]:
+    r"""Return ``messages`` with ``block`` as the one memory block, after the caller's system messages.
+
+    Every ``<user_memory>...</user_memory>`` region in a system or developer message (a stale block
+    from call start, alone or inside a persona, also in a list of content parts) is cut out; the
+    text around it stays word for word and a message left without text is dropped. With
+    ``replace_turns`` (the block carries the recent turns itself) stale ``<recent_turns>`` regions
+    go the same way. Every other message is kept unchanged and in order. An empty ``block`` (a new
+    or deleted memory) adds nothing, and the stale regions are still cut: the model never sees
+    memory the store no longer holds.
+
+    Example:
+        >>> sent = [{"role": "system", "content": "You are Rain.\n<user_memory>old</user_memory>"},
+        ...         {"role": "user", "content": "hi"}]
+        >>> [m["content"] for m in inject_memory(sent, "<user_memory>x</user_memory>")]
+        ['You are Rain.', '<user_memory>x</user_memory>', 'hi']
+    """
+    tags = [_MEMORY_TAGS, _TURNS_TAGS] if replace_turns else [_MEMORY_TAGS]
+    kept: list[Any] = []
+    for message in messages:
+        if not (isinstance(message, Mapping) and message.get("role") in _SYSTEM_ROLES):
+            kept.append(message)
+            continue
+        content, changed = _strip_content(message.get("content"), tags)
+        if not changed:
+            kept.append(message)
+        elif _text_of(content).strip() or (isinstance(content, list) and content):
+            kept.append({**message, "content": content})
     at = 0
     while at < len(kept) and isinstance(kept[at], Mapping) and kept[at].get("role") in _SYSTEM_ROLES:
         at += 1
+    if not block.strip():
+        return kept
     return [*kept[:at], {"role": "system", "content": block}, *kept[at:]]
 
 
+def _turn_count(messages: list[Any]) -> int:
+    return sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") in ("user", "assistant"))
+
+
 def _has_earlier_turns(messages: list[Any]) -> bool:
-    turns = [m for m in messages if isinstance(m, Mapping) and m.get("role") in ("user", "assistant")]
-    return len(turns) > 1
+    return _turn_count(messages) > 1
 
 
 def _upstream_error(status: int, raw: bytes) -> JSONResponse:
@@ -195,7 +300,10 @@ def _completion_text(raw: bytes) -> str:
     return content if isinstance(content, str) else ""
 
 
-class BlockCache:
+_T = TypeVar("_T")
+
+
+class BlockCache(Generic[_T]):
     """Memory blocks of recently active memories, rebuilt by the worker after each change.
 
     The proxy's first byte must not wait for a database read and a render (several ms), so the
@@ -209,14 +317,14 @@ class BlockCache:
         ('<m:10>', '<m:10>')
     """
 
-    def __init__(self, build: Callable[[str, int], str], *, max_entries: int = 10_000, ttl_s: float = 60.0):
+    def __init__(self, build: Callable[[str, int], _T], *, max_entries: int = 10_000, ttl_s: float = 60.0):
         self._build = build
         self._max = max_entries
         self._ttl = ttl_s
-        self._entries: OrderedDict[tuple[str, int], tuple[str, float]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, int], tuple[_T, float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def peek(self, memory_id: str, recent: int) -> str | None:
+    def peek(self, memory_id: str, recent: int) -> _T | None:
         """Return a fresh cached block without building one (``None`` on a miss)."""
         key = (memory_id, recent)
         with self._lock:
@@ -226,14 +334,14 @@ class BlockCache:
             self._entries.move_to_end(key)
             return entry[0]
 
-    def get(self, memory_id: str, recent: int) -> str:
+    def get(self, memory_id: str, recent: int) -> _T:
         """Return the block, building it on a miss."""
         found = self.peek(memory_id, recent)
         if found is not None:
             return found
         return self._put((memory_id, recent), self._build(memory_id, recent))
 
-    def _put(self, key: tuple[str, int], block: str) -> str:
+    def _put(self, key: tuple[str, int], block: _T) -> _T:
         with self._lock:
             self._entries[key] = (block, time.monotonic())
             self._entries.move_to_end(key)
@@ -248,6 +356,98 @@ class BlockCache:
             keys = [key for key in self._entries if key[0] in wanted]
         for key in keys:
             self._put(key, self._build(*key))
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class _MemoryParts:
+    """What the proxy injects for one memory, kept apart so the turns can be matched per request.
+
+    Attributes:
+        block: The ``<user_memory>`` block (``""`` for an empty or unknown memory).
+        language: The block's language, for the recent-turn labels.
+        recent: The newest stored turns the block carries, oldest first.
+        turns_text: ``recent`` rendered as a ``<recent_turns>`` block (``""`` without turns).
+    """
+
+    block: str = ""
+    language: str = "auto"
+    recent: tuple[Message, ...] = ()
+    turns_text: str = ""
+
+    def render(self, messages: list[Any], request_id: str | None) -> str:
+        """The text injected into a request whose messages are ``messages``.
+
+        Stored turns the request already carries are left out, so no turn reaches the model
+        twice: turns this very request stored before (a retry with the same ``X-Request-Id``),
+        and newest stored turns that are copies of the request's own turns (the current
+        sentence stored from a TRTC 903 before the LLM call).
+        """
+        turns = [
+            m for m in self.recent if not (request_id and m.metadata.get("proxy_request_id") == request_id)
+        ]
+        sent: dict[tuple[str, str], int] = {}
+        for message in messages:
+            if isinstance(message, Mapping) and message.get("role") in ("user", "assistant"):
+                key = (str(message["role"]), _norm(_text_of(message.get("content"))))
+                sent[key] = sent.get(key, 0) + 1
+        cut = len(turns)
+        while cut and sent.get((turns[cut - 1].role, _norm(turns[cut - 1].content)), 0) > 0:
+            sent[(turns[cut - 1].role, _norm(turns[cut - 1].content))] -= 1
+            cut -= 1
+        turns = turns[:cut]
+        if len(turns) == len(self.recent):
+            text = self.turns_text
+        else:
+            language = self.language if self.language in ("zh", "en") else "auto"
+            text = render_recent_turns(turns, n=len(turns), language=language)  # type: ignore[arg-type]
+        return "\n".join(p for p in (self.block, text) if p.strip())
+
+
+class _WarnedCallers:
+    """The callers already warned about a request without memory id, bounded (oldest forgotten).
+
+    A caller is the salted hash of its ``Authorization`` header when it sends one (TRTC ``APIKey``,
+    Agora ``api_key``: one configured agent, whatever egress address the vendor uses), else the
+    client's address. The salt is random per process, so a logged hash never lets a reader test
+    a guess of the key. A forgotten caller is warned again, which bounds the set, not the log.
+    """
+
+    def __init__(self, max_entries: int = _MAX_WARNED_CALLERS) -> None:
+        self._max = max_entries
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._salt = secrets.token_bytes(16)
+        self._lock = threading.Lock()
+
+    def caller(self, request: Request) -> str:
+        """Return the caller of ``request`` as logged: ``key <hash>`` or ``host <address>``."""
+        auth = request.headers.get("authorization")
+        if auth:
+            return (
+                "key "
+                + hmac.new(self._salt, auth.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:16]
+            )
+        return f"host {request.client.host if request.client else 'unknown'}"
+
+    def first(self, caller: str) -> bool:
+        """Record ``caller``; ``True`` the first time it is seen (while remembered)."""
+        with self._lock:
+            if caller in self._seen:
+                self._seen.move_to_end(caller)
+                return False
+            self._seen[caller] = None
+            while len(self._seen) > self._max:
+                self._seen.popitem(last=False)
+            return True
+
+
+def _inbox_key(memory_id: str, request_id: str) -> str:
+    """The inbox key of a proxied turn: scoped by memory and hashed, so never cut (70 characters)."""
+    digest = hashlib.sha256(f"{memory_id}\x00{request_id}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"proxy:{digest}"
 
 
 def build_proxy_router(
@@ -278,24 +478,35 @@ def build_proxy_router(
     app.state.on_close.append(client.aclose)
     upstream_key = settings.secret("upstream_api_key")
 
-    def memory_block(memory_id: str, recent: int, query: str = "") -> str:
+    def memory_parts(memory_id: str, recent: int, query: str = "", skip: int | None = None) -> _MemoryParts:
+        """Build what is injected for ``memory_id``: the block and the newest ``recent`` turns.
+
+        ``skip``: the newest stored turns the request carries anyway, never quoted in the block
+        (default ``recent``: the turns added below it).
+        """
         try:
-            llm_config = mem.payload(
-                memory_id,
-                "trtc-llmconfig",
-                query=query,
-                recent_turns=recent,
-                recent_placement="system_prompt",
+            snap = mem.query_snapshot(memory_id, query or None)
+            options = MemoryBlockOptions(
+                budget_tokens=mem.config.memory_block_budget_tokens,
+                query=query or None,
+                skip_recent_turns=recent if skip is None else skip,
+                now_ms=mem.lifecycle.clock(),
             )
+            block = build_memory_block(snap, options, list_all_dropped=False)
+            turns = tuple(select_recent_turns(snap.recent, recent, memory_id=memory_id))
+            language = block.language if block.text else "auto"
+            turns_text = render_recent_turns(turns, n=len(turns), language=language) if turns else ""
         except MemoryNotFoundError:
-            return ""
+            return _MemoryParts()
         except Exception:  # noqa: BLE001 - the call goes on without memory rather than failing
             logger.exception("proxy: no memory block for %s (forwarding without it)", memory_id)
-            return ""
-        return str(json.loads(llm_config).get("SystemPrompt") or "")
+            return _MemoryParts()
+        return _MemoryParts(block=block.text, language=language, recent=turns, turns_text=turns_text)
 
-    cache = BlockCache(memory_block, ttl_s=settings.proxy_cache_ttl_s)
+    cache: BlockCache[_MemoryParts] = BlockCache(memory_parts, ttl_s=settings.proxy_cache_ttl_s)
     worker.listeners.append(cache.refresh)
+    warned = _WarnedCallers()
+    looked_at = ", ".join(settings.proxy_memory_keys)
 
     def record(
         memory_id: str,
@@ -336,7 +547,7 @@ def build_proxy_router(
             return
         body = json.dumps({"messages": [m.model_dump(mode="json") for m in messages]}, ensure_ascii=False)
         try:
-            if inbox.add("proxy", f"proxy:{request_id}"[:128], body, memory_id=memory_id):
+            if inbox.add("proxy", _inbox_key(memory_id, request_id), body, memory_id=memory_id):
                 worker.wake()
         except Exception:  # noqa: BLE001 - a lost turn must not break the caller's answer
             logger.exception("proxy: could not store the turn of request %s", request_id)
@@ -365,21 +576,43 @@ def build_proxy_router(
         messages: list[Any] = body["messages"]
         memory_id = find_memory_id(body, request.headers, settings.proxy_memory_keys)
         user_text = last_user_text(messages)
-        if memory_id is not None:
+        given_request_id = request.headers.get("x-request-id") or request.headers.get("x-rquest-id")
+        request_id = given_request_id or uuid.uuid4().hex
+        # Every answer from here on says whether a memory served it (clients cannot tell otherwise).
+        tag = {MEMORY_HEADER: "used" if memory_id is not None else "none"}
+        if memory_id is None:
+            caller = warned.caller(request)
+            if warned.first(caller):
+                logger.warning(
+                    "proxy: a request from %s names no memory id (looked at %s); %s",
+                    caller,
+                    looked_at,
+                    "refused (proxy_require_memory)"
+                    if settings.proxy_require_memory
+                    else "forwarded without memory, turn not stored",
+                )
+            if settings.proxy_require_memory:
+                return openai_error(
+                    400,
+                    f"no memory id in the request; looked at {looked_at} (first match wins)",
+                    code="memory_id_required",
+                    headers=tag,
+                )
+        else:
             recent = 0 if _has_earlier_turns(messages) else settings.proxy_recent_turns
             if settings.proxy_rank_by_query:
-                block = await run_in_threadpool(memory_block, memory_id, recent, user_text)
+                # The request's own turns are the newest stored ones: do not quote them back.
+                skip = recent or _turn_count(messages)
+                parts = await run_in_threadpool(memory_parts, memory_id, recent, user_text, skip)
             else:
                 cached = cache.peek(memory_id, recent)
-                block = (
+                parts = (
                     cached if cached is not None else await run_in_threadpool(cache.get, memory_id, recent)
                 )
-            body["messages"] = inject_memory(messages, block)
+            block = parts.render(messages, given_request_id)
+            body["messages"] = inject_memory(messages, block, replace_turns=recent > 0)
         for key in _PROXY_ONLY_KEYS:
             body.pop(key, None)
-        request_id = (
-            request.headers.get("x-request-id") or request.headers.get("x-rquest-id") or uuid.uuid4().hex
-        )
         headers = {"Content-Type": "application/json"}
         if upstream_key:
             headers["Authorization"] = f"Bearer {upstream_key}"
@@ -393,11 +626,11 @@ def build_proxy_router(
         try:
             upstream = await client.send(upstream_request, stream=True)
         except httpx.TimeoutException:
-            return openai_error(504, "upstream model timed out", type_="upstream_error")
+            return openai_error(504, "upstream model timed out", type_="upstream_error", headers=tag)
         except httpx.HTTPError as exc:
             logger.warning("proxy: upstream unreachable: %s", type(exc).__name__)
             return openai_error(
-                502, f"upstream model unreachable ({type(exc).__name__})", type_="upstream_error"
+                502, f"upstream model unreachable ({type(exc).__name__})", type_="upstream_error", headers=tag
             )
         if upstream.status_code >= 400:
             try:
@@ -405,12 +638,15 @@ def build_proxy_router(
             finally:
                 await upstream.aclose()
             logger.info("proxy: upstream answered %d for memory %s", upstream.status_code, memory_id)
-            return _upstream_error(upstream.status_code, error_body)
+            answer = _upstream_error(upstream.status_code, error_body)
+            answer.headers.update(tag)
+            return answer
         passthrough = {
             k: v
             for k, v in upstream.headers.items()
             if k.lower() in ("content-type", "cache-control", "x-request-id")
         }
+        passthrough.update(tag)
         if not stream:
             try:
                 content = await upstream.aread()

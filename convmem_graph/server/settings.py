@@ -100,6 +100,11 @@ class ServeSettings(BaseSettings):
     proxy_cache_ttl_s: float = Field(
         default=60.0, gt=0, description="idle cached blocks are rebuilt after this"
     )
+    proxy_require_memory: bool = Field(
+        default=False,
+        description="refuse a proxy request naming no memory id (400, OpenAI error shape) instead of "
+        "forwarding it without memory",
+    )
     queue_max: int = Field(
         default=10_000, ge=1, description="pending work items before the proxy answers 503"
     )
