@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from convmem_graph._ids import IdentifierKind, check_identifier
 from convmem_graph.errors import ConvMemError, InvalidIdentifierError
+from convmem_graph.store.records import AuditAction, AuditKind
 
 __all__ = ["EXPORT_LIMITS", "ExportDocument", "ExportFormatError", "parse_export"]
 
@@ -142,9 +143,9 @@ class ExportAudit(_Row):
     """An audit row (no ``id``: the store numbers them)."""
 
     at: Ms
-    kind: Literal["fragment", "variable"]
+    kind: AuditKind
     object_id: Ident
-    action: Literal["add", "update", "supersede", "delete", "set_manual", "clear_manual", "infer"]
+    action: AuditAction
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     cause: ShortText = ""
