@@ -22,15 +22,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Serve TRTC/Agora webhooks and an OpenAI-compatible memory proxy over the store.",
         """CONVMEM_TRTC_CALLBACK_KEY=... CONVMEM_BOT_IDS=ai_xiaoyu_bot convmem serve --db convmem.db
 CONVMEM_UPSTREAM_URL=https://llm.example.com/v1/chat/completions convmem serve --port 9000
-convmem serve --host 0.0.0.0 --token "$CONVMEM_SERVE_TOKEN"   # beyond loopback only with a token""",
+convmem serve --host 0.0.0.0 --token-file /run/secrets/convmem-token   # beyond loopback only with a token""",
     )
     add_db_argument(p)
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default 8080; 0 picks a free one)")
-    p.add_argument(
+    tokens = p.add_mutually_exclusive_group()
+    tokens.add_argument(
         "--token",
         default=None,
-        help="bearer token for everything but the webhooks (default: $CONVMEM_SERVE_TOKEN)",
+        help="admin bearer token (visible in the process list: prefer --token-file or $CONVMEM_SERVE_TOKEN)",
+    )
+    tokens.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="file holding the admin token, trailing newline stripped (default: $CONVMEM_SERVE_TOKEN_FILE)",
     )
     p.add_argument("--bot-id", action="append", default=[], metavar="ID", help="a bot account id")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -52,8 +59,11 @@ def run(args: argparse.Namespace) -> int:
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
+    # A flag replaces the other source from the environment, so the two never clash.
     if args.token:
-        overrides["token"] = args.token
+        overrides.update(token=args.token, token_file=None)
+    if args.token_file:
+        overrides.update(token_file=args.token_file, token=None)
     if args.bot_id:
         overrides["bot_ids"] = args.bot_id
     try:
@@ -62,9 +72,13 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"convmem serve: bad settings: {exc}\n")
         return 2
     if not is_loopback(settings.host) and settings.secret("token") is None:
+        # A chat token alone would leave the viewer and the Bailian API open to the network.
+        chat_only = ""
+        if settings.secret("proxy_token"):
+            chat_only = " (the admin one: CONVMEM_PROXY_TOKEN alone leaves the viewer open)"
         sys.stderr.write(
-            f"convmem serve: refusing to bind {settings.host} without a token; "
-            "set --token or CONVMEM_SERVE_TOKEN (or bind 127.0.0.1)\n"
+            f"convmem serve: refusing to bind {settings.host} without a token{chat_only}; "
+            "set --token-file, CONVMEM_SERVE_TOKEN_FILE or CONVMEM_SERVE_TOKEN (or bind 127.0.0.1)\n"
         )
         return 2
     app = create_app(settings)

@@ -1,4 +1,8 @@
-"""Request helpers shared by the routers: capped body reads, bearer tokens, OpenAI-shaped errors."""
+"""Request helpers shared by the routers: body caps, bearer tokens, errors, security headers.
+
+Capped body reads, constant-time bearer checks, OpenAI-shaped errors, and the middleware adding the
+security headers every response carries.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,59 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["openai_error", "read_capped_body", "token_matches"]
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "SECURITY_HEADERS",
+    "SecurityHeadersMiddleware",
+    "openai_error",
+    "read_capped_body",
+    "token_matches",
+]
+
+#: The viewer's pages load one stylesheet and one script from ``/viewer/static`` and have no inline
+#: script, style or ``on*`` handler, so everything is ``'self'``; ``frame-ancestors 'none'`` keeps
+#: another site from framing a page (a click in a framed viewer cleared a variable).
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; object-src 'none'; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+
+#: Added to every response that does not set the header itself (``/docs`` sets its own CSP).
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode("ascii")),
+    (b"x-frame-options", b"DENY"),  # for browsers without frame-ancestors
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),  # memory ids in viewer URLs stay on this server
+)
+
+
+class SecurityHeadersMiddleware:
+    """ASGI middleware adding :data:`SECURITY_HEADERS` to every HTTP response.
+
+    Plain ASGI rather than ``BaseHTTPMiddleware``: it only touches the ``http.response.start``
+    message, so the proxy's streamed answers pass through unbuffered.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; add the headers the response does not already carry."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers.extend((name, value) for name, value in SECURITY_HEADERS if name not in present)
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 async def read_capped_body(request: Request, limit: int) -> bytes:

@@ -7,21 +7,30 @@ shutdown (SIGTERM drains the inbox worker through the lifespan).
 Routes: ``GET /healthz``, ``POST /webhooks/trtc``, ``POST /webhooks/agora`` (signed, no token),
 ``POST /v1/chat/completions`` (the memory proxy), ``POST /tasks/trtc`` (register a task's memory),
 plus, when installed, the viewer (``convmem_graph.viewer.routes``) and the Bailian-compatible API
-(``convmem_graph.server.bailian``). Everything but the webhooks and ``/healthz`` needs the bearer
-token when one is set.
+(``convmem_graph.server.bailian``), and ``GET /openapi.json`` / ``GET /docs``.
+
+Two token scopes: the admin token (``CONVMEM_SERVE_TOKEN``) opens everything but the webhooks and
+``/healthz``; the chat token (``CONVMEM_PROXY_TOKEN``, the one a vendor's console holds) opens only
+the proxy's chat route and gets 403 elsewhere. Every response carries a CSP without inline script,
+``X-Frame-Options: DENY``, ``nosniff`` and ``Referrer-Policy: no-referrer``; a ``Host`` header
+outside ``allowed_hosts`` gets 400 (DNS rebinding).
 
 Example:
     >>> from fastapi.testclient import TestClient
     >>> from convmem_graph.server.settings import ServeSettings
-    >>> with TestClient(create_app(ServeSettings(db="sqlite://", _env_file=None))) as client:
+    >>> app = create_app(ServeSettings(db="sqlite://", _env_file=None))
+    >>> with TestClient(app, base_url="http://127.0.0.1:8080") as client:  # a Host on the allow-list
     ...     client.get("/healthz").json()["status"]
     'ok'
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,18 +38,21 @@ from typing import Any
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
-from convmem_graph.server._http import token_matches
+from convmem_graph.server._http import SecurityHeadersMiddleware, token_matches
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.proxy import build_proxy_router
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import build_webhook_router
 from convmem_graph.server.worker import InboxWorker, WorkerHandle
 
-__all__ = ["OPTIONAL_ROUTERS", "create_app", "require_token"]
+__all__ = ["OPTIONAL_ROUTERS", "create_app", "require_chat_token", "require_token"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +60,61 @@ logger = logging.getLogger(__name__)
 OPTIONAL_ROUTERS = ("convmem_graph.viewer.routes", "convmem_graph.server.bailian")
 
 
+def _unauthorized() -> HTTPException:
+    return HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+
 def require_token(settings: ServeSettings) -> Callable[[Request], None]:
-    """Return a dependency that demands ``Authorization: Bearer <token>`` when a token is set."""
+    """Return a dependency demanding the admin token (``Authorization: Bearer``) when one is set.
+
+    The chat token gets 403 here: it is valid, but only for the proxy's chat route.
+    """
     token = settings.secret("token")
+    chat = settings.secret("proxy_token")
 
     def check(request: Request) -> None:
-        if token is not None and not token_matches(request.headers.get("authorization"), token):
-            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+        if token is None:
+            return
+        given = request.headers.get("authorization")
+        if token_matches(given, token):
+            return
+        if chat is not None and token_matches(given, chat):
+            raise HTTPException(403, "this token (CONVMEM_PROXY_TOKEN) may only call /v1/chat/completions")
+        raise _unauthorized()
 
     return check
+
+
+def require_chat_token(settings: ServeSettings) -> Callable[[Request], None]:
+    """Return the proxy's dependency: the chat token or the admin token, when either is set.
+
+    Without a chat token the proxy takes the admin token, as before the scopes were split.
+    """
+    accepted = [t for t in (settings.secret("proxy_token"), settings.secret("token")) if t is not None]
+
+    def check(request: Request) -> None:
+        given = request.headers.get("authorization")
+        if accepted and not any(token_matches(given, token) for token in accepted):
+            raise _unauthorized()
+
+    return check
+
+
+def _docs_page(title: str) -> HTMLResponse:
+    """Swagger UI with a CSP of its own: its CDN and the hash of its one inline script, no more."""
+    page = get_swagger_ui_html(openapi_url="/openapi.json", title=f"{title} - Swagger UI")
+    html = bytes(page.body).decode("utf-8")
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii") + "'"
+        for script in re.findall(r"<script>(.*?)</script>", html, flags=re.DOTALL)
+    )
+    cdn = "https://cdn.jsdelivr.net"
+    csp = (
+        f"default-src 'self'; script-src 'self' {cdn} {hashes}; style-src 'self' {cdn} 'unsafe-inline'; "
+        "img-src 'self' data: https://fastapi.tiangolo.com; object-src 'none'; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    )
+    return HTMLResponse(html, headers={"Content-Security-Policy": csp})
 
 
 class TaskRegistration(BaseModel):
@@ -131,13 +189,30 @@ def create_app(
         title="convmem serve",
         summary="Conversational memory for TRTC and Agora voice agents: webhooks and an LLM memory proxy.",
         lifespan=lifespan,
+        # Served below behind the admin token: the schema maps every route an attacker could try.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
+    # Added last = runs first: even the Host check's 400 carries the security headers.
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts, www_redirect=False)
+    app.add_middleware(SecurityHeadersMiddleware)
     app.state.settings = settings
     app.state.mem = mem
     app.state.inbox = inbox
     app.state.worker = worker
     app.state.on_close = []
     auth = [Depends(require_token(settings))]
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=auth)
+    def openapi_document() -> JSONResponse:
+        """The OpenAPI document (admin token)."""
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=auth)
+    def api_docs() -> HTMLResponse:
+        """Swagger UI over ``/openapi.json`` (admin token)."""
+        return _docs_page(app.title)
 
     @app.get("/healthz", tags=["service"])
     def healthz() -> dict[str, Any]:
@@ -153,7 +228,8 @@ def create_app(
 
     app.include_router(build_webhook_router(inbox, worker, settings))
     app.include_router(
-        build_proxy_router(mem, inbox, worker, settings, app, transport=upstream_transport), dependencies=auth
+        build_proxy_router(mem, inbox, worker, settings, app, transport=upstream_transport),
+        dependencies=[Depends(require_chat_token(settings))],
     )
     for router in _optional_routers(mem, settings):
         app.include_router(router, dependencies=auth)

@@ -1,9 +1,10 @@
 """Settings of ``convmem serve``: address, database, webhook keys, caps, memory-id mapping, upstream.
 
 Every field is read from the environment as ``CONVMEM_<FIELD>`` (for example
-``CONVMEM_TRTC_CALLBACK_KEY``); the bearer token is ``CONVMEM_SERVE_TOKEN`` and the database
-``CONVMEM_DB`` (shared with the CLI). Secrets are :class:`pydantic.SecretStr`, so they never show in
-a ``repr`` or a log line.
+``CONVMEM_TRTC_CALLBACK_KEY``); the admin bearer token is ``CONVMEM_SERVE_TOKEN`` (or read from
+the file ``CONVMEM_SERVE_TOKEN_FILE``), the chat-only token ``CONVMEM_PROXY_TOKEN`` and the database
+``CONVMEM_DB`` (shared with the CLI). Only these ``CONVMEM_*`` names are read: no bare ``TOKEN``.
+Secrets are :class:`pydantic.SecretStr`, so they never show in a ``repr`` or a log line.
 
 Example:
     >>> s = ServeSettings(bot_ids="ai_bot, ai_bot_2", _env_file=None)
@@ -14,12 +15,17 @@ Example:
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["DEFAULT_PROXY_MEMORY_KEYS", "ServeSettings", "is_loopback"]
+__all__ = ["DEFAULT_PROXY_MEMORY_KEYS", "LOOPBACK_HOSTS", "ServeSettings", "is_loopback", "read_token_file"]
+
+#: Host names a loopback client may send (``Host`` without port; IPv6 in brackets, as Starlette
+#: compares them): always allowed unless ``allowed_hosts`` is set explicitly.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 #: Where the proxy looks for the memory id, first match wins: ``body:<dotted path>`` in the request
 #: body (TRTC copies ``LLMConfig.MetaInfo`` keys into it, Agora merges ``llm.params`` into it), or
@@ -48,6 +54,32 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _host_name(entry: str) -> str:
+    """Normalize an allow-list entry to what Starlette compares: lower case, no port, IPv6 in brackets."""
+    entry = entry.strip().lower()
+    if entry.startswith("["):  # "[::1]" or "[::1]:8080"
+        return entry[: entry.index("]") + 1] if "]" in entry else entry
+    if entry.count(":") > 1:  # a bare IPv6 address ("::1")
+        return f"[{entry}]"
+    return entry.partition(":")[0]
+
+
+def read_token_file(path: Path) -> str:
+    """Return the token stored in ``path`` (trailing newline stripped).
+
+    Raises:
+        ValueError: The file cannot be read, is not UTF-8, or holds no token.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"CONVMEM_SERVE_TOKEN_FILE {str(path)!r} cannot be read: {exc}") from None
+    token = text.rstrip("\r\n")
+    if not token.strip():
+        raise ValueError(f"CONVMEM_SERVE_TOKEN_FILE {str(path)!r} is empty")
+    return token
+
+
 class ServeSettings(BaseSettings):
     """Configuration of the live service (environment ``CONVMEM_*`` or keyword arguments)."""
 
@@ -58,8 +90,25 @@ class ServeSettings(BaseSettings):
     db: str = Field(default="convmem.db", description="SQLite file or SQLAlchemy URL (as the CLI's --db)")
     token: SecretStr | None = Field(
         default=None,
-        validation_alias=AliasChoices("token", "CONVMEM_SERVE_TOKEN"),
-        description="Bearer token required on everything but the vendor webhooks and /healthz.",
+        # One documented name only: an alias without the prefix made a stray TOKEN variable the token.
+        validation_alias="CONVMEM_SERVE_TOKEN",
+        description="Admin bearer token: the viewer, the Bailian API, /tasks, /docs and the proxy "
+        "(everything but the vendor webhooks and /healthz)",
+    )
+    token_file: Path | None = Field(
+        default=None,
+        validation_alias="CONVMEM_SERVE_TOKEN_FILE",
+        description="file holding the admin token (keeps it out of argv and the environment)",
+    )
+    proxy_token: SecretStr | None = Field(
+        default=None,
+        description="chat-only bearer token (TRTC APIKey / Agora api_key): accepted on the proxy's "
+        "chat route only; unset, the proxy takes the admin token",
+    )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host header values served (comma-separated, port ignored); a foreign Host gets "
+        "400 (DNS rebinding); empty: the bind host plus localhost, 127.0.0.1 and [::1]",
     )
     trtc_callback_key: SecretStr | None = Field(default=None, description="TRTC console callback key")
     agora_webhook_secret: SecretStr | None = Field(default=None, description="Agora NCS secret")
@@ -122,7 +171,7 @@ class ServeSettings(BaseSettings):
         "streams never wait behind a run for the GIL; on a busy 2-core machine the thread was faster",
     )
 
-    @field_validator("bot_ids", "proxy_memory_keys", mode="before")
+    @field_validator("bot_ids", "proxy_memory_keys", "allowed_hosts", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -137,6 +186,32 @@ class ServeSettings(BaseSettings):
             if kind not in ("body", "header") or not name:
                 raise ValueError(f"proxy_memory_keys: {key!r} is not 'body:<path>' or 'header:<name>'")
         return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, value: list[str]) -> list[str]:
+        hosts = [_host_name(entry) for entry in value]
+        for host in hosts:
+            if host == "*":  # an explicit opt-out (a proxy in front checks the Host)
+                continue
+            if "*" in host[1:] or (host.startswith("*") and not host.startswith("*.")):
+                raise ValueError(f"allowed_hosts: {host!r} is not a host name or '*.domain'")
+        return hosts
+
+    @model_validator(mode="after")
+    def _resolve_tokens(self) -> Self:
+        if self.token_file is not None:
+            if self.secret("token") is not None:
+                raise ValueError("set CONVMEM_SERVE_TOKEN or CONVMEM_SERVE_TOKEN_FILE, not both")
+            self.token = SecretStr(read_token_file(self.token_file))
+        if self.secret("proxy_token") is not None and self.secret("proxy_token") == self.secret("token"):
+            # The same value would let the token given to a vendor delete memories again.
+            raise ValueError("proxy_token (CONVMEM_PROXY_TOKEN) must differ from the admin token")
+        if not self.allowed_hosts:
+            bind = _host_name(self.host)
+            wildcard = bind in ("0.0.0.0", "[::]", "")
+            self.allowed_hosts = [*LOOPBACK_HOSTS, *([] if wildcard or bind in LOOPBACK_HOSTS else [bind])]
+        return self
 
     def secret(self, name: str) -> str | None:
         """Return the plain value of a secret field (``None`` when unset or empty)."""

@@ -113,7 +113,14 @@ class WorkerProcess:
         parent, child = _ctx.Pipe(duplex=True)
         # The child needs no secret: it only reads the inbox and runs the lifecycle.
         settings_json = self.settings.model_dump_json(
-            exclude={"token", "trtc_callback_key", "agora_webhook_secret", "upstream_api_key"}
+            exclude={
+                "token",
+                "token_file",
+                "proxy_token",
+                "trtc_callback_key",
+                "agora_webhook_secret",
+                "upstream_api_key",
+            }
         )
         self._process = _ctx.Process(
             target=_child_main, args=(settings_json, child), name="convmem-serve-worker", daemon=True

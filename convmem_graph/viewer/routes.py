@@ -12,8 +12,9 @@ Pages (GET, plain HTML, links carry the memory id in their path):
 Edits (POST forms, answered with a 303 back to the page): ``/memories/{id}/variables``
 (``action=set|clear``), ``/memories/{id}/fragments/{fid}/edit`` and ``/delete``, and
 ``/memories/{id}/delete`` (the id typed again as ``confirm``). They go through ConvMemory and the
-store, so each is audited like a CLI edit. A POST whose ``Origin`` is another site is refused
-(another page open in the same browser must not edit a local memory).
+store, so each is audited like a CLI edit. A POST from another site (``Sec-Fetch-Site`` other than
+``same-origin``, or else an ``Origin`` of another host) is refused (another page open in the same
+browser must not edit a local memory).
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ async def _form(request: Request) -> dict[str, str]:
 
 
 def _same_origin(request: Request) -> bool:
+    # A browser's Sec-Fetch-Site cannot be set by a page; it is the only signal left on a same-origin
+    # POST, whose Origin is "null" under the server's Referrer-Policy: no-referrer.
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site == "same-origin"
     origin = request.headers.get("origin")
     if not origin or origin == "null":
         return origin is None

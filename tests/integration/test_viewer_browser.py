@@ -244,3 +244,38 @@ def test_delete_a_memory_needs_confirmation(page: Any, base_url: str) -> None:
     page.get_by_role("button", name="Delete memory").click()
     page.wait_for_url(re.compile(r"/\?notice="))
     assert page.get_by_role("link", name="dulemon_06", exact=True).count() == 0
+
+
+def test_a_framing_page_shows_nothing(page: Any, base_url: str) -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    target = base_url + "/memories/u_10086"
+    # Another origin on loopback (localhost vs 127.0.0.1, its own port) frames the viewer, as a
+    # clickjacking page would; frame-ancestors 'none' / X-Frame-Options: DENY must keep it blank.
+    framing = Starlette(
+        routes=[
+            Route(
+                "/",
+                lambda request: HTMLResponse(f'<!doctype html><iframe id="v" src="{target}"></iframe>'),
+            )
+        ]
+    )
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
+    with serve(framing) as other:
+        page.goto(other.replace("127.0.0.1", "localhost") + "/", wait_until="load")
+        page.wait_for_timeout(500)  # a blocked frame loads an error page right after the parent
+        frame = page.frame_locator("#v")
+        assert frame.locator("#timeline").count() == 0
+        shown = frame.locator("body").inner_text(timeout=5_000)
+        assert "u_10086" not in shown and "memories" not in shown  # Chromium's error page at most
+    child = next(f for f in page.frames if f is not page.main_frame)
+    assert not child.url.startswith(base_url)  # Chromium swapped in its error page
+    assert any(
+        "frame-ancestors" in text or "X-Frame-Options" in text for text in console
+    ) or child.url.startswith("chrome-error:")
+    # The same page loads fine on its own: the blank frame is the headers' doing.
+    page.goto(target)
+    assert page.locator("#timeline tr.message").count() > 10

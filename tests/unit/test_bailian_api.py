@@ -302,14 +302,14 @@ def test_served_by_convmem_serve_app(tmp_path: Path) -> None:
     from convmem_graph.server.settings import ServeSettings
 
     db = str(tmp_path / "served.db")
-    open_app = TestClient(create_app(ServeSettings(db=db, token=None)))
+    open_app = TestClient(create_app(ServeSettings(db=db, token=None)), base_url="http://127.0.0.1")
     body = {"user_id": "u_s", "custom_content": "用户喜欢喝茶。"}
     assert (
         open_app.post(f"{B}/add", json=body, headers={"Authorization": "Bearer sk-dashscope"}).status_code
         == 200
     )
     assert open_app.get("/memories/u_s").status_code == 200  # the viewer is there too
-    locked = TestClient(create_app(ServeSettings(db=db, token="t0k")))
+    locked = TestClient(create_app(ServeSettings(db=db, token="t0k")), base_url="http://127.0.0.1")
     assert locked.post(f"{B}/memory_nodes/search", json={"user_id": "u_s", "query": "茶"}).status_code == 401
     found = locked.post(
         f"{B}/memory_nodes/search",

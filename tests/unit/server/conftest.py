@@ -35,6 +35,8 @@ def make_settings(tmp_path: Path, **overrides: Any) -> ServeSettings:
         "bot_ids": [BOT],
         # The fixtures' deliveries were sent in January 2026: the replay window has its own test.
         "webhook_tolerance_ms": 0,
+        # Starlette's TestClient sends Host: testserver (the Host allow-list has its own tests).
+        "allowed_hosts": ["testserver"],
     }
     values.update(overrides)
     return ServeSettings(_env_file=None, **values)
