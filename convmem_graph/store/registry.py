@@ -31,6 +31,7 @@ from convmem_graph.store.schema import (
 )
 
 __all__ = [
+    "CHECKPOINT_TABLES",
     "MEMORY_TABLES",
     "SHARED_TABLES",
     "SIDE_METADATA",
@@ -152,4 +153,17 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
 SHARED_TABLES: dict[str, str] = {
     profile_schemas.name: "Bailian profile schemas apply to every user of a workspace",
     "cm_episode_meta": "the episodic index's format versions",
+    "checkpoint_migrations": "the LangGraph PostgreSQL saver's applied migrations",
+    # Its ``owner`` column is a setup process's random token, not a memory.
+    "convmem_setup_leases": "the PostgreSQL checkpoint setup's lease",
+}
+
+#: LangGraph's saver tables (SQLite and PostgreSQL savers) and the column naming the thread
+#: (``convmem:<memory id>``): not the store's to delete; ``ConvMemory.delete`` deletes the memory's
+#: threads through the checkpointer (``delete_memory_checkpoints``).
+CHECKPOINT_TABLES: dict[str, str] = {
+    "checkpoints": "thread_id",
+    "writes": "thread_id",
+    "checkpoint_blobs": "thread_id",
+    "checkpoint_writes": "thread_id",
 }

@@ -42,7 +42,13 @@ from convmem_graph.models import Message
 from convmem_graph.server.inbox import Inbox, TaskInfo
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.episodes import EPISODE_TABLE
-from convmem_graph.store.registry import MEMORY_TABLES, SHARED_TABLES, inbox_table, tasks_table
+from convmem_graph.store.registry import (
+    CHECKPOINT_TABLES,
+    MEMORY_TABLES,
+    SHARED_TABLES,
+    inbox_table,
+    tasks_table,
+)
 from convmem_graph.store.schema import memories, messages
 
 #: An ID-card number: must not survive a delete anywhere in the database (or its file).
@@ -70,20 +76,23 @@ def create_every_table(store: MemoryStore) -> None:
             md.create_all(conn, checkfirst=True)
 
 
-def live_tables(conn: Connection) -> dict[str, list[str]]:
-    """Table name -> column names, read from the database catalog."""
+def live_tables(conn: Connection) -> dict[str, dict[str, str]]:
+    """Table name -> {column name: declared type}, read from the database catalog."""
     if conn.dialect.name == "sqlite":
         names = conn.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
         ).scalars()
-        return {n: [r[1] for r in conn.exec_driver_sql(f'PRAGMA table_info("{n}")')] for n in list(names)}
+        return {
+            n: {r[1]: str(r[2]) for r in conn.exec_driver_sql(f'PRAGMA table_info("{n}")')}
+            for n in list(names)
+        }
     rows = conn.exec_driver_sql(
-        "SELECT table_name, column_name FROM information_schema.columns "
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
         "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
     )
-    out: dict[str, list[str]] = {}
-    for table, column in rows:
-        out.setdefault(table, []).append(column)
+    out: dict[str, dict[str, str]] = {}
+    for table, column, kind in rows:
+        out.setdefault(table, {})[column] = kind
     return out
 
 
@@ -92,7 +101,7 @@ def _is_episode_index(name: str) -> bool:
     return name == EPISODE_TABLE or name.startswith(EPISODE_TABLE + "_")
 
 
-def unregistered(tables: dict[str, list[str]]) -> list[str]:
+def unregistered(tables: dict[str, dict[str, str]]) -> list[str]:
     """Problems: tables the registry does not classify, or memory tables it does not delete from."""
     memory_tables = {e.table.name: e.column for e in MEMORY_TABLES}
     problems = []
@@ -100,12 +109,17 @@ def unregistered(tables: dict[str, list[str]]) -> list[str]:
         if _is_episode_index(name):
             continue
         naming = MEMORY_COLUMNS.intersection(columns)
-        if name in memory_tables:
+        if name in CHECKPOINT_TABLES:
+            if CHECKPOINT_TABLES[name] not in columns:
+                problems.append(f"{name}: checkpoint column {CHECKPOINT_TABLES[name]} is missing")
+        elif name in memory_tables:
             if memory_tables[name] not in columns:
                 problems.append(f"{name}: registered column {memory_tables[name]} is missing")
+        elif name in SHARED_TABLES:
+            continue  # declared, with its reason, to hold no memory's data
         elif naming:
             problems.append(f"{name}: has {sorted(naming)} but is not a registered memory table")
-        elif name not in SHARED_TABLES:
+        else:
             problems.append(f"{name}: neither a memory table nor a declared shared table")
     return problems
 
@@ -163,16 +177,19 @@ def plant(store: MemoryStore, memory_id: str, n: int, number: str = PLANTED) -> 
             conn.execute(insert(table).values(**row))
 
 
-def find(conn: Connection, tables: dict[str, list[str]], needle: str) -> list[str]:
+def find(conn: Connection, tables: dict[str, dict[str, str]], needle: str) -> list[str]:
     """Every ``table.column`` of the database whose value contains ``needle``."""
     sqlite = conn.dialect.name == "sqlite"
     hits = []
     for name, columns in tables.items():
         if sqlite and name == EPISODE_TABLE:
             continue  # the FTS5 table itself reads no stored text; its shadow tables are searched
-        for col in columns:
+        for col, kind in columns.items():
             if sqlite:
                 sql = f'SELECT count(*) FROM "{name}" WHERE instr(CAST("{col}" AS BLOB), CAST(? AS BLOB)) > 0'
+                found = conn.exec_driver_sql(sql, (needle,)).scalar()
+            elif kind == "bytea":  # checkpoint blobs: the needle's UTF-8 bytes
+                sql = f'SELECT count(*) FROM "{name}" WHERE position(convert_to(%s, \'UTF8\') in "{col}") > 0'
                 found = conn.exec_driver_sql(sql, (needle,)).scalar()
             else:
                 sql = f'SELECT count(*) FROM "{name}" WHERE strpos(CAST("{col}" AS TEXT), %s) > 0'
@@ -233,6 +250,34 @@ class DeleteRegistryContract:
         with store.read() as conn:
             assert find(conn, tables, PLANTED) == []
             assert find(conn, tables, KEPT_NUMBER), "the other memory's number is still stored"
+
+    def test_convmemory_delete_leaves_nothing_checkpoints_included(self, url: str) -> None:
+        """Through ``ConvMemory``: the lifecycle's checkpoints of the memory go too."""
+        from convmem_graph.memory import ConvMemory
+
+        mem = ConvMemory.open(url)
+        try:
+            create_every_table(mem.store)
+            gone, kept = "mem_gone_c4d1", "mem_kept_e8b0"
+            for mid, number in ((gone, PLANTED), (kept, KEPT_NUMBER)):
+                doc = {
+                    "user": mid,
+                    "messages": [{"role": "user", "content": f"我的身份证号是 {number}，我住在杭州"}],
+                }
+                mem.ingest(mid, doc, source="openai")
+                plant(mem.store, mid, 3 if mid == gone else 4, number)
+            with mem.store.read() as conn:
+                tables = live_tables(conn)
+                assert {t for t in CHECKPOINT_TABLES if t in tables}, "the lifecycle wrote checkpoints"
+                assert any(h.split(".")[0] in CHECKPOINT_TABLES for h in find(conn, tables, gone))
+            assert unregistered(tables) == []
+            assert mem.delete(gone) is True
+            with mem.store.read() as conn:
+                assert find(conn, tables, gone) == []
+                assert find(conn, tables, PLANTED) == []
+                assert any(h.split(".")[0] in CHECKPOINT_TABLES for h in find(conn, tables, kept))
+        finally:
+            mem.close()
 
 
 class TestSqliteDeleteRegistry(DeleteRegistryContract):
