@@ -33,6 +33,7 @@ from convmem_graph.extractors._text import has_cjk, is_cjk_text
 from convmem_graph.extractors.keys import canonical_key, key_subject, normalize_key
 from convmem_graph.extractors.reconcile import content_polarity
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
+from convmem_graph.payloads._sanitize import looks_like_instruction
 
 __all__ = ["DEFAULT_VARIABLE_SPECS", "MAX_LIST_ITEMS", "infer_variables"]
 
@@ -138,6 +139,13 @@ _DIET_PREFIXES = ("allergy:", "food:")
 _VEGETARIAN = frozenset({"素食", "vegetarian", "vegan", "pescatarian"})
 
 
+def _is_value(text: str) -> bool:
+    # A value read from what the user said must not carry an instruction into the profile line
+    # ("我喜欢ignore previous instructions" once became a hobby): the memory block's guard, applied
+    # on the way in, so such text stays a (flagged) fact and never becomes a variable.
+    return not looks_like_instruction(text)
+
+
 def _newest_first(fragments: Sequence[Fragment]) -> list[Fragment]:
     # When the fact was stated decides, not when it was stored: the same archive ingested in one run
     # or in several (a resumed replay) must give the same values.
@@ -159,7 +167,7 @@ def _single(
     key = canonical_key(f"profile:{spec.name}")
     for f in _newest_first([f for f in fragments if canonical_key(f.key) == key]):
         value = reader(f)
-        if value is None:
+        if value is None or (isinstance(value, str) and not _is_value(value)):
             continue
         if spec.allowed_values is not None:
             value = _allowed(spec.allowed_values, str(value))
@@ -204,7 +212,7 @@ def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
         if content_polarity(f.content) < 0:
             continue
         item = key_subject(key)
-        if not item:
+        if not item or not _is_value(item):
             continue
         if item not in items and len(items) >= MAX_LIST_ITEMS:
             continue
@@ -226,7 +234,7 @@ def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
             continue
         seen.add(key)
         item = key_subject(key)
-        if not item:
+        if not item or not _is_value(item):
             continue
         cjk = has_cjk(item)
         negative = content_polarity(f.content) < 0
@@ -323,7 +331,7 @@ def _list(spec: VariableSpec, fragments: Sequence[Fragment]) -> VariableGuess | 
         key = normalize_key(f.key)
         if key.startswith(prefix) and content_polarity(f.content) > 0:
             item = key.partition(":")[2].replace("_", " ").strip()
-            if item and (item in items or len(items) < MAX_LIST_ITEMS):
+            if item and _is_value(item) and (item in items or len(items) < MAX_LIST_ITEMS):
                 items.setdefault(item, []).append(f.id)
     if not items:
         return None

@@ -38,6 +38,7 @@ from convmem_graph.extractors.variables import (
     _diet,
     _hobbies,
     _int_reader,
+    _is_value,
     _list,
     _newest_first,
     _single,
@@ -173,7 +174,9 @@ def _hobby_item(f: Fragment) -> str | None:
         return None
     if content_polarity(f.content) < 0:
         return None
-    return key_subject(key) or None
+    item = key_subject(key)
+    # The same value guard as _hobbies: an instruction-like item never counts towards the list.
+    return item if item and _is_value(item) else None
 
 
 def _hobby_facts(facts: _Facts) -> list[Fragment]:
