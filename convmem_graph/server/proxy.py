@@ -45,6 +45,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from convmem_graph._text import normalize_text
 from convmem_graph._time import now_ms
 from convmem_graph.errors import MemoryNotFoundError
 from convmem_graph.memory import ConvMemory
@@ -358,10 +359,6 @@ class BlockCache(Generic[_T]):
             self._put(key, self._build(*key))
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
 @dataclass(frozen=True)
 class _MemoryParts:
     """What the proxy injects for one memory, kept apart so the turns can be matched per request.
@@ -392,11 +389,11 @@ class _MemoryParts:
         sent: dict[tuple[str, str], int] = {}
         for message in messages:
             if isinstance(message, Mapping) and message.get("role") in ("user", "assistant"):
-                key = (str(message["role"]), _norm(_text_of(message.get("content"))))
+                key = (str(message["role"]), normalize_text(_text_of(message.get("content"))))
                 sent[key] = sent.get(key, 0) + 1
         cut = len(turns)
-        while cut and sent.get((turns[cut - 1].role, _norm(turns[cut - 1].content)), 0) > 0:
-            sent[(turns[cut - 1].role, _norm(turns[cut - 1].content))] -= 1
+        while cut and sent.get(key := (turns[cut - 1].role, normalize_text(turns[cut - 1].content)), 0) > 0:
+            sent[key] -= 1
             cut -= 1
         turns = turns[:cut]
         if len(turns) == len(self.recent):

@@ -114,15 +114,7 @@ def _merge_round(
             "metadata": metadata,
         }
     )
-    unchanged = (
-        merged.content == stored.content
-        and merged.timestamp_ms == stored.timestamp_ms
-        and merged.interrupted == stored.interrupted
-        and merged.original == stored.original
-        and merged.source == stored.source
-        and sentences == old_sents
-    )
-    return None if unchanged else merged
+    return merged if adds_to(stored, merged) or sentences != old_sents else None
 
 
 def _merge_same_id(

@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, MetaData, Row, Table, delete, func, inspect, or_, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Inspector, make_url
 
 from convmem_graph._ids import check_identifier
 from convmem_graph._text import split_to_fit
@@ -655,8 +655,10 @@ class MemoryStore:
                     _secure_episode_deletes(conn)
                 # The episodic index first: its rows are found through the messages.
                 delete_message_episodes(conn, memory_id)
+                # One inspector: the side tables' existence is looked up once per delete.
+                schema = inspect(conn)
                 for entry in MEMORY_TABLES:
-                    deleted += self._delete_rows(conn, entry, memory_id)
+                    deleted += self._delete_rows(conn, schema, entry, memory_id)
                 if sqlite:
                     _purge_deleted_terms(conn)
             finally:
@@ -671,23 +673,22 @@ class MemoryStore:
         return deleted > 0
 
     @staticmethod
-    def _delete_rows(conn: Connection, entry: MemoryTable, memory_id: str) -> int:
+    def _delete_rows(conn: Connection, schema: Inspector, entry: MemoryTable, memory_id: str) -> int:
         """Delete one registered table's rows of a memory; a side table not created yet has none."""
         table = entry.table
         if entry.side:
             # Created on first use by the server, replay or pull (and older versions of a table
             # may lack its memory column, added by that module's own upgrade).
-            found = inspect(conn)
-            if not found.has_table(table.name):
+            if not schema.has_table(table.name):
                 return 0
-            present = {c["name"] for c in found.get_columns(table.name)}
+            present = {c["name"] for c in schema.get_columns(table.name)}
             if entry.column not in present:
                 return 0
         where = table.c[entry.column] == memory_id
         if entry.via is not None:
             column, parent, key = entry.via
             owned = select(parent.c[key]).where(parent.c[_registered_column(parent)] == memory_id)
-            if inspect(conn).has_table(parent.name):
+            if schema.has_table(parent.name):
                 where = or_(where, table.c[column].in_(owned))
         return int(conn.execute(delete(table).where(where)).rowcount or 0)
 
