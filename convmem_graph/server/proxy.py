@@ -17,8 +17,12 @@ Put this URL in TRTC ``LLMConfig.APIUrl`` or an Agora ``llm.url`` (``vendor: cus
    itself already holds.
 3. The request goes to ``CONVMEM_UPSTREAM_URL`` with ``Authorization: Bearer
    <CONVMEM_UPSTREAM_API_KEY>`` (never logged). The proxy waits for the upstream status line: an
-   upstream error comes back with its status and an OpenAI-shaped body, also for ``stream: true``;
-   otherwise the upstream bytes are passed through unchanged, chunk by chunk.
+   upstream error comes back with its status and an OpenAI-shaped body, also for ``stream: true``,
+   with secrets masked (the configured key, ``sk-...`` and ``Bearer ...``); otherwise the upstream
+   bytes are passed through unchanged. A non-stream answer is read up to
+   ``proxy_max_upstream_bytes`` (past it: a 502 naming the limit, nothing stored); a stream is
+   relayed line by line as its lines complete, in linear time, and one line longer than
+   ``proxy_max_sse_line_bytes`` ends it with an SSE error event rather than being buffered.
 4. The finished turn (the user's text verbatim and what was streamed, ``interrupted`` when the
    client went away first) is stored in the inbox and reaches the lifecycle in the worker.
 """
@@ -30,6 +34,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import secrets
 import threading
 import time
@@ -84,6 +89,12 @@ _SYSTEM_ROLES = ("system", "developer")
 #: Top-level keys only the proxy reads; OpenAI itself rejects unknown request fields.
 _PROXY_ONLY_KEYS = ("memory_id",)
 _MAX_ERROR_BYTES = 64 * 1024
+#: Shown instead of a secret in an upstream error body.
+_REDACTED = "[redacted]"
+#: Secrets an upstream may echo in an error body besides the configured key: OpenAI-style keys
+#: (also the half-starred form "sk-abc1****wxyz" OpenAI prints) and bearer credentials. ``\b`` keeps
+#: words that merely contain "sk-" ("task-queue", "disk-full") intact.
+_SECRET_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_*\-]{3,}|\b(bearer\s+)[^\s\"'`,;()<>\[\]{}\\]+", re.IGNORECASE)
 
 
 def find_memory_id(body: Mapping[str, Any], headers: Mapping[str, str], keys: list[str]) -> str | None:
@@ -245,47 +256,151 @@ def _has_earlier_turns(messages: list[Any]) -> bool:
     return _turn_count(messages) > 1
 
 
-def _upstream_error(status: int, raw: bytes) -> JSONResponse:
+def _mask_secrets(text: str, key: str | None) -> str:
+    """Return ``text`` with the upstream ``key`` and ``sk-...`` / ``Bearer ...`` secrets replaced.
+
+    Example:
+        >>> _mask_secrets("bad key sk-abc123 (Bearer tok.en)", None)
+        'bad key [redacted] (Bearer [redacted])'
+    """
+    if key:
+        text = text.replace(key, _REDACTED)
+    return _SECRET_PATTERN.sub(lambda found: (found.group(1) or "") + _REDACTED, text)
+
+
+def _mask_doc(value: Any, key: str | None) -> Any:
+    """Return a parsed JSON value with every string in it (object keys too) masked."""
+    if isinstance(value, str):
+        return _mask_secrets(value, key)
+    if isinstance(value, list):
+        return [_mask_doc(item, key) for item in value]
+    if isinstance(value, dict):
+        return {_mask_secrets(k, key): _mask_doc(v, key) for k, v in value.items()}
+    return value
+
+
+def _upstream_error(status: int, raw: bytes, key: str | None) -> JSONResponse:
+    """The caller's answer to an upstream error: its status, OpenAI-shaped, secrets masked.
+
+    An upstream may echo the key it was sent ("Incorrect API key provided: ..."): the body is
+    masked after parsing, so a key the upstream escaped in its JSON is found too, and a text body
+    before it is cut, so no half of a key survives the cut.
+    """
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        doc = None
-    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
-        return JSONResponse(doc, status_code=status)
-    text = raw.decode("utf-8", "replace")[:2000] or f"upstream answered HTTP {status}"
+        if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+            return JSONResponse(_mask_doc(doc, key), status_code=status)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        doc = None  # not JSON (or nested too deep to walk): shown as masked text
+    # Masked, then cut: a key across the cut is gone whole (the 64 KiB read cap lies past the cut).
+    text = _mask_secrets(raw.decode("utf-8", "replace"), key)[:2000] or f"upstream answered HTTP {status}"
     message = text
     if isinstance(doc, dict) and isinstance(doc.get("message"), str):
-        message = doc["message"]
+        message = _mask_secrets(doc["message"], key)
     return openai_error(status, message, type_="upstream_error", code=status)
 
 
-class _SSEText:
-    """Collects the assistant text of an OpenAI SSE stream as its bytes pass through."""
+class _UpstreamTooLarge(ValueError):
+    """An upstream answer (or one SSE line of it) is larger than a configured cap."""
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(self, what: str, limit: int, setting: str) -> None:
+        super().__init__(f"upstream {what} exceeds the {limit}-byte limit ({setting})")
+
+
+def _too_large_event(exc: _UpstreamTooLarge) -> bytes:
+    """The SSE event ending a stream that went past a cap (OpenAI SDKs raise on an ``error`` event)."""
+    error = {"message": str(exc), "type": "upstream_error", "param": None, "code": "upstream_too_large"}
+    return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+
+
+class _SSEText:
+    r"""Reads an OpenAI SSE stream line by line: what to relay, and the assistant text in it.
+
+    The unfinished last line is kept as a list of pieces and joined once, when its newline
+    arrives, so every byte is copied and scanned a bounded number of times: linear in the stream.
+    (``buffer += chunk`` then ``buffer.split`` re-copied and re-scanned the whole unfinished line
+    per chunk: 8 MiB without a newline in 4 KiB chunks took 10 s of CPU in the event loop.)
+
+    Args:
+        max_line_bytes: Longest line held back; past it :class:`_UpstreamTooLarge` (a
+            newline-less "stream" is not buffered without bound).
+        max_text_chars: Most assistant text collected (what is stored as the turn).
+
+    Example:
+        >>> reader = _SSEText(max_line_bytes=1024, max_text_chars=1024)
+        >>> reader.feed(b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\nda')
+        b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n'
+        >>> reader.feed(b"ta: [DONE]\n\n"), reader.text, reader.done
+        (b'data: [DONE]\n\n', 'hi', True)
+    """
+
+    def __init__(self, *, max_line_bytes: int, max_text_chars: int) -> None:
+        self._max_line = max_line_bytes
+        self._max_text = max_text_chars
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._text_size = 0
         self.parts: list[str] = []
         self.done = False
 
-    def feed(self, chunk: bytes) -> None:
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        for line in lines:
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                self.done = True
-                continue
-            try:
-                doc = json.loads(data)
-            except ValueError:
-                continue
-            for choice in doc.get("choices") or () if isinstance(doc, dict) else ():
-                delta = choice.get("delta") if isinstance(choice, dict) else None
-                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                    self.parts.append(delta["content"])
+    def feed(self, chunk: bytes) -> bytes:
+        """Take the next chunk; return the bytes whose lines are complete (to relay unchanged).
+
+        Raises:
+            _UpstreamTooLarge: The unfinished line, or the collected text, is past its cap.
+        """
+        # CR, LF and CRLF all end an SSE line; a CRLF split between chunks only adds an empty line.
+        cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r")) + 1
+        if not cut:
+            self._hold(chunk)
+            return b""
+        complete = b"".join([*self._pending, chunk[:cut]]) if self._pending else chunk[:cut]
+        self._pending, self._pending_size = [], 0
+        for line in complete.splitlines():  # bytes split on \r, \n and \r\n only
+            self._check_line(len(line))
+            self._read_line(line)
+        self._hold(chunk[cut:])
+        return complete
+
+    def flush(self) -> bytes:
+        """Return (and read) the unfinished last line at the end of the stream."""
+        rest = b"".join(self._pending)
+        self._pending, self._pending_size = [], 0
+        if rest:
+            self._read_line(rest)
+        return rest
+
+    def _hold(self, piece: bytes) -> None:
+        if piece:
+            self._pending.append(piece)
+            self._pending_size += len(piece)
+            self._check_line(self._pending_size)
+
+    def _check_line(self, size: int) -> None:
+        if size > self._max_line:
+            raise _UpstreamTooLarge("SSE line", self._max_line, "CONVMEM_PROXY_MAX_SSE_LINE_BYTES")
+
+    def _read_line(self, line: bytes) -> None:
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            return
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            self.done = True
+            return
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            return
+        for choice in doc.get("choices") or () if isinstance(doc, dict) else ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                self.parts.append(delta["content"])
+                self._text_size += len(delta["content"])
+                if self._text_size > self._max_text:
+                    raise _UpstreamTooLarge(
+                        "streamed text", self._max_text, "CONVMEM_PROXY_MAX_UPSTREAM_BYTES"
+                    )
 
     @property
     def text(self) -> str:
@@ -505,6 +620,12 @@ def build_proxy_router(
     warned = _WarnedCallers()
     looked_at = ", ".join(settings.proxy_memory_keys)
 
+    def record_completion(
+        memory_id: str, request_id: str, user_text: str, content: bytes, started: int, first: int
+    ) -> None:
+        # Parsed here, in the worker thread: a JSON answer of megabytes must not hold the event loop.
+        record(memory_id, request_id, user_text, _completion_text(content), started, first, False)
+
     def record(
         memory_id: str,
         request_id: str,
@@ -631,11 +752,12 @@ def build_proxy_router(
             )
         if upstream.status_code >= 400:
             try:
-                error_body = await _read_capped(upstream, _MAX_ERROR_BYTES)
+                error_body = await _read_error_body(upstream, _MAX_ERROR_BYTES)
             finally:
                 await upstream.aclose()
+            # The body is not logged: it may echo the key (the caller gets it masked).
             logger.info("proxy: upstream answered %d for memory %s", upstream.status_code, memory_id)
-            answer = _upstream_error(upstream.status_code, error_body)
+            answer = _upstream_error(upstream.status_code, error_body, upstream_key)
             answer.headers.update(tag)
             return answer
         passthrough = {
@@ -646,35 +768,55 @@ def build_proxy_router(
         passthrough.update(tag)
         if not stream:
             try:
-                content = await upstream.aread()
+                content = await _read_capped(upstream, settings.proxy_max_upstream_bytes)
+            except _UpstreamTooLarge as exc:
+                # A 64 MiB answer read whole took the server to 760 MB RSS: refuse it, store nothing.
+                logger.warning("proxy: %s (memory %s); answered 502", exc, memory_id)
+                return openai_error(
+                    502, str(exc), type_="upstream_error", code="upstream_too_large", headers=tag
+                )
             finally:
                 await upstream.aclose()
             task = None
             if memory_id is not None:
                 task = BackgroundTask(
                     run_in_threadpool,
-                    record,
+                    record_completion,
                     memory_id,
                     request_id,
                     user_text,
-                    _completion_text(content),
+                    content,
                     started,
                     now_ms(),
-                    False,
                 )
             return Response(content, status_code=upstream.status_code, headers=passthrough, background=task)
 
         async def relay() -> AsyncIterator[bytes]:
-            collected = _SSEText()
+            collected = _SSEText(
+                max_line_bytes=settings.proxy_max_sse_line_bytes,
+                max_text_chars=settings.proxy_max_upstream_bytes,
+            )
             first = 0
             finished = False
             try:
-                async for chunk in upstream.aiter_raw():
-                    if not first:
-                        first = now_ms()
-                    yield chunk
-                    collected.feed(chunk)
-                finished = True
+                try:
+                    # Decoded bytes: the relayed answer carries no Content-Encoding, and the reader
+                    # must see the text, not gzip.
+                    async for chunk in upstream.aiter_bytes():
+                        if not first:
+                            first = now_ms()
+                        complete = collected.feed(chunk)
+                        if complete:
+                            yield complete
+                    rest = collected.flush()
+                    if rest:
+                        yield rest
+                    finished = True
+                except _UpstreamTooLarge as exc:
+                    # The status line is sent: end the stream with an error event the caller's SDK
+                    # raises on; the overlong line itself never reaches the caller.
+                    logger.warning("proxy: %s (memory %s); stream ended", exc, memory_id)
+                    yield _too_large_event(exc)
             finally:
                 await upstream.aclose()
                 if memory_id is not None:
@@ -700,16 +842,41 @@ def build_proxy_router(
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    """Read a non-stream answer (decoded), at most ``limit`` bytes, in linear time.
+
+    Raises:
+        _UpstreamTooLarge: The answer is longer than ``limit``; reading stops there.
+    """
+    try:
+        body = response.content  # already read (a transport that buffers)
+    except httpx.ResponseNotRead:
+        pieces: list[bytes] = []
+        size = 0
+        async for piece in response.aiter_bytes():
+            size += len(piece)
+            if size > limit:
+                raise _UpstreamTooLarge("answer", limit, "CONVMEM_PROXY_MAX_UPSTREAM_BYTES") from None
+            pieces.append(piece)
+        body = b"".join(pieces)
+    if len(body) > limit:
+        raise _UpstreamTooLarge("answer", limit, "CONVMEM_PROXY_MAX_UPSTREAM_BYTES")
+    return body
+
+
+async def _read_error_body(response: httpx.Response, limit: int) -> bytes:
+    """Read at most ``limit`` bytes of an error answer (the rest is not needed to report it)."""
     try:
         return response.content[:limit]  # already read (a transport that buffers)
     except httpx.ResponseNotRead:
         pass
-    body = b""
-    async for piece in response.aiter_raw():
-        body += piece
-        if len(body) > limit:
+    pieces: list[bytes] = []
+    size = 0
+    async for piece in response.aiter_bytes():
+        pieces.append(piece)
+        size += len(piece)
+        if size > limit:
             break
-    return body[:limit]
+    return b"".join(pieces)[:limit]
 
 
 def _turn_id(request_id: str, role: str) -> str:

@@ -6,6 +6,12 @@ the file ``CONVMEM_SERVE_TOKEN_FILE``), the chat-only token ``CONVMEM_PROXY_TOKE
 ``CONVMEM_DB`` (shared with the CLI). Only these ``CONVMEM_*`` names are read: no bare ``TOKEN``.
 Secrets are :class:`pydantic.SecretStr`, so they never show in a ``repr`` or a log line.
 
+The proxy bounds what it reads from the upstream model: a non-stream answer over
+``CONVMEM_PROXY_MAX_UPSTREAM_BYTES`` (default 8 MiB, decoded) is a 502 naming the limit, nothing
+stored; a streamed answer is read line by line, and one SSE line over
+``CONVMEM_PROXY_MAX_SSE_LINE_BYTES`` (default 1 MiB), or streamed text over the first cap, ends the
+stream with an SSE error event.
+
 Example:
     >>> s = ServeSettings(bot_ids="ai_bot, ai_bot_2", _env_file=None)
     >>> s.bot_ids, s.max_body_bytes, s.trtc_memory_from
@@ -125,6 +131,18 @@ class ServeSettings(BaseSettings):
         description="Agora webhook cap: a 103 carries up to 1024 history items (llm.max_history)",
     )
     max_proxy_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    proxy_max_upstream_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description="cap of a non-stream upstream answer (decoded bytes; 502 past it, nothing stored) and "
+        "of the text of a streamed one (the stream ends with an SSE error event)",
+    )
+    proxy_max_sse_line_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="cap of one SSE line of a streamed upstream answer: a longer line (a newline-less "
+        "'stream') ends the stream with an SSE error event instead of being buffered",
+    )
     webhook_tolerance_ms: int = Field(
         default=5 * 60 * 1000,
         ge=0,
