@@ -17,9 +17,35 @@ merges), so it only sees two complete copies.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from convmem_graph.models import Message
 
-__all__ = ["adds_to", "merge_copies"]
+__all__ = ["IDENTITY_KEYS", "adds_to", "has_identity", "merge_copies", "two_utterances"]
+
+#: Metadata keys that carry a vendor's identity of an utterance (besides ``round_id``).
+IDENTITY_KEYS = ("msg_key", "agent_id", "proxy_request_id")
+
+
+def has_identity(round_id: str | None, metadata: Mapping[str, Any] | None) -> bool:
+    """Whether a message carries the identity its vendor gives it (a round, a message key ...)."""
+    return round_id is not None or any((metadata or {}).get(k) for k in IDENTITY_KEYS)
+
+
+def two_utterances(channel_a: str, identified_a: bool, channel_b: str, identified_b: bool) -> bool:
+    """Whether two same-text messages with different ids are certainly two utterances.
+
+    Inside one channel, two messages that both carry the vendor's identity and still got
+    different ids are two things said: the proxy's "好的" twice, two IM messages, two TRTC rounds
+    (also a welcome "好的" and a later round's "好的", whose sources differ). Only the text
+    window may take two copies without such an identity, or on two channels, for one.
+
+    Example:
+        >>> two_utterances("voice", True, "voice", True), two_utterances("voice", True, "api", True)
+        (True, False)
+    """
+    return channel_a == channel_b and identified_a and identified_b
 
 
 def _primary(a: Message, b: Message) -> tuple[Message, Message]:

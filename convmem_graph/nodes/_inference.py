@@ -4,8 +4,10 @@ Gives the same values as :func:`convmem_graph.extractors.variables.infer_variabl
 active fact (a property test checks it), with the rules of that module applied to index reads:
 
 - a single-valued variable reads the facts with key ``profile:<name>``;
-- ``hobbies`` walks the durable facts newest first and stops once it has its items (then reads the
-  older facts of those items for their ids);
+- ``hobbies`` walks the durable facts of its key families (``pref:``, ``habit:``) newest first,
+  keyset-paged through an index in that order, and stops once it has its items (then reads the
+  older facts of those items for their ids): the facts of other families, however many, are
+  never read;
 - ``diet`` reads the ``allergy:`` and ``food:`` facts, a custom list its own key prefix;
 - ``language`` counts Chinese and other facts in the database and reads the newest few.
 
@@ -46,6 +48,8 @@ from convmem_graph.extractors.variables import (
 )
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
+from convmem_graph.store._fact_queries import newest_hobby_rows
+from convmem_graph.store._fragments import row_to_fragment
 
 __all__ = ["affected_specs", "infer_from_store"]
 
@@ -149,6 +153,26 @@ class _Facts:
                 self.memory_id, now_ms=self.now_ms, start=len(self.page)
             )
 
+    def newest_hobby_family(self) -> Iterator[tuple[Fragment, str]]:
+        """Those of the hobby key families with their canonical keys, newest stated first.
+
+        The same facts in the same order as :meth:`newest` filtered by key family, but read from
+        the family's own index (``ix_cm_fragments_hobby``), keyset-paged: the walk costs what it
+        reads, not what the memory holds.
+        """
+        if self.complete:
+            for f in self.page:
+                key = canonical_key(f.key)
+                if key.startswith(_HOBBY_PREFIXES):
+                    yield f, key
+            return
+        # ``_read`` is the store's short-read context (as store/browse.py uses it): each page is
+        # one read, nothing is held while the walk looks at it.
+        read = self.store._read
+        for row in newest_hobby_rows(read, self.memory_id, now_ms=self.now_ms):
+            # ckey is canonical_key(key), written with the row (filled on open for older rows).
+            yield row_to_fragment(row), str(row.ckey)
+
 
 def _language(facts: _Facts) -> VariableGuess | None:
     for f in _newest_first(facts.with_keys(keys=["profile:language"])):
@@ -168,8 +192,9 @@ def _language(facts: _Facts) -> VariableGuess | None:
     return VariableGuess(value=code, fragment_ids=sorted(f.id for f in support))
 
 
-def _hobby_item(f: Fragment) -> str | None:
-    key = canonical_key(f.key)
+def _hobby_item(f: Fragment, key: str | None = None) -> str | None:
+    """The hobby item ``f`` counts towards, if any (``key``: its canonical key, when known)."""
+    key = canonical_key(f.key) if key is None else key
     if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
         return None
     if content_polarity(f.content) < 0:
@@ -180,15 +205,20 @@ def _hobby_item(f: Fragment) -> str | None:
 
 
 def _hobby_facts(facts: _Facts) -> list[Fragment]:
-    """The facts ``_hobbies`` would look at: the newest until its items are full, and their older facts."""
+    """The facts ``_hobbies`` would look at: the newest until its items are full, and their older facts.
+
+    Only facts of the hobby key families: ``_hobbies`` skips every other fact, so leaving them
+    out changes nothing it returns, and a memory of many ``like:`` or ``plan:`` facts (which
+    never fill the items) no longer makes the walk read all of them.
+    """
     seen: list[Fragment] = []
     items: set[str] = set()
     cutoff: int | None = None
-    for f in facts.newest():
+    for f, key in facts.newest_hobby_family():
         if cutoff is not None and f.observed_at < cutoff:
             break  # facts stated at the same time as the last item are ordered by more than time
         seen.append(f)
-        item = _hobby_item(f)
+        item = _hobby_item(f, key)
         if item is not None and cutoff is None:
             items.add(item)
             if len(items) >= MAX_LIST_ITEMS:

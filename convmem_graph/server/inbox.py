@@ -38,6 +38,7 @@ from convmem_graph._time import now_ms
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import execute_upsert, insert_ignore
 from convmem_graph.store.registry import SIDE_METADATA, inbox_table, tasks_table
+from convmem_graph.store.repository import add_missing_columns
 
 __all__ = ["Delivery", "Inbox", "TaskInfo", "inbox_table", "tasks_table"]
 
@@ -46,7 +47,9 @@ __all__ = ["Delivery", "Inbox", "TaskInfo", "inbox_table", "tasks_table"]
 
 # The columns of a Delivery, in its fields' order.
 _DELIVERIES = select(
-    *inbox_table.c["seq", "vendor", "received_ms", "event", "task_id", "memory_id", "status", "body"]
+    *inbox_table.c[
+        "seq", "vendor", "received_ms", "event", "task_id", "memory_id", "status", "body", "round_id"
+    ]
 )
 
 
@@ -62,6 +65,7 @@ class Delivery:
     memory_id: str | None
     status: str
     body: str
+    round_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,8 @@ class Inbox:
         self.store = store
         with store.schema_transaction() as conn:
             SIDE_METADATA.create_all(conn, tables=[inbox_table, tasks_table], checkfirst=True)
+            # An inbox made by an older version lacks the round column (and its index).
+            add_missing_columns(conn, [inbox_table, tasks_table])
         self._lock = threading.Lock()
         self._pending = self._count_pending()
 
@@ -96,9 +102,11 @@ class Inbox:
         memory_id: str | None = None,
         status: str = "pending",
         note: str | None = None,
+        round_id: str | None = None,
     ) -> bool:
         """Store one delivery durably; ``False`` when a delivery with the same key is already stored."""
         row = {
+            "round_id": round_id,
             "vendor": vendor,
             "delivery_key": delivery_key,
             "received_ms": now_ms(),
@@ -131,6 +139,26 @@ class Inbox:
         query = _DELIVERIES.where(
             inbox_table.c.task_id == task_id, inbox_table.c.status == "waiting"
         ).order_by(inbox_table.c.seq)
+        return self._deliveries(query)
+
+    def round_copies(
+        self, task_id: str, round_ids: Sequence[str], exclude: Sequence[int] = ()
+    ) -> list[Delivery]:
+        """Return the processed (``done``) deliveries of these rounds of a TRTC task, in seq order.
+
+        The worker reads them again with a round's later deliveries, so what a run stores for a
+        round is what all its deliveries say together (an interruption metric arriving after
+        the round's sentences marks it; a late sentence lands in its place).
+        """
+        if not round_ids:
+            return []
+        query = _DELIVERIES.where(
+            inbox_table.c.task_id == task_id,
+            inbox_table.c.round_id.in_(sorted(set(round_ids))),
+            inbox_table.c.status == "done",
+        ).order_by(inbox_table.c.seq)
+        if exclude:
+            query = query.where(inbox_table.c.seq.not_in(list(exclude)))
         return self._deliveries(query)
 
     def _deliveries(self, query: Select[Any]) -> list[Delivery]:
@@ -208,10 +236,16 @@ class Inbox:
         with self.store.transaction() as conn:
             execute_upsert(conn, tasks_table, ("task_id",), row)
 
-    def register_task(self, task_id: str, memory_id: str) -> None:
-        """Record that a TRTC task (started by us) belongs to ``memory_id``."""
+    def register_task(
+        self, task_id: str, memory_id: str, *, human_id: str | None = None, bot_id: str | None = None
+    ) -> None:
+        """Record that a TRTC task (started by us) belongs to ``memory_id``.
+
+        ``human_id`` and ``bot_id`` are the call's ``AgentConfig.TargetUserId`` and
+        ``AgentConfig.UserId``: with them every callback's speaker is known from the first one.
+        """
         known = self.task(task_id) or TaskInfo(task_id)
-        self.save_task(TaskInfo(task_id, memory_id, known.human_id, known.bot_id))
+        self.save_task(TaskInfo(task_id, memory_id, human_id or known.human_id, bot_id or known.bot_id))
         with self.store.transaction() as conn:
             # Deliveries parked for want of a memory id can go now.
             conn.execute(

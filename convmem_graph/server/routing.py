@@ -29,13 +29,21 @@ TrtcMode = Literal["user", "room", "task"]
 class TrtcFields:
     """The few fields of a TRTC callback body routing needs (absent ones are ``None``)."""
 
-    __slots__ = ("event", "room_id", "task_id", "user_id")
+    __slots__ = ("event", "room_id", "round_id", "task_id", "user_id")
 
-    def __init__(self, event: int | None, task_id: str | None, room_id: str | None, user_id: str | None):
+    def __init__(
+        self,
+        event: int | None,
+        task_id: str | None,
+        room_id: str | None,
+        user_id: str | None,
+        round_id: str | None = None,
+    ):
         self.event = event
         self.task_id = task_id
         self.room_id = room_id
         self.user_id = user_id
+        self.round_id = round_id
 
 
 def _text(value: Any) -> str | None:
@@ -47,7 +55,9 @@ def _text(value: Any) -> str | None:
 
 
 def trtc_fields(body: Mapping[str, Any]) -> TrtcFields:
-    """Pick ``EventType``, ``TaskId``, ``RoomId`` and ``Payload.UserId`` out of a callback body.
+    """Pick ``EventType``, ``TaskId``, ``RoomId``, ``Payload.UserId`` and the round out of a callback body.
+
+    The round is ``Payload.RoundId`` (903/904/905) or ``Payload.Tag.RoundId`` (906/908 metrics).
 
     Example:
         >>> f = trtc_fields({"EventType": 903, "EventInfo": {"TaskId": "t", "Payload": {"UserId": "u"}}})
@@ -60,8 +70,16 @@ def trtc_fields(body: Mapping[str, Any]) -> TrtcFields:
     payload = payload if isinstance(payload, Mapping) else {}
     event = body.get("EventType")
     event_int = int(event) if isinstance(event, int | str) and str(event).strip().isdigit() else None
+    tag = payload.get("Tag")
+    round_id = _text(payload.get("RoundId")) or (
+        _text(tag.get("RoundId")) if isinstance(tag, Mapping) else None
+    )
     return TrtcFields(
-        event_int, _text(info.get("TaskId")), _text(info.get("RoomId")), _text(payload.get("UserId"))
+        event_int,
+        _text(info.get("TaskId")),
+        _text(info.get("RoomId")),
+        _text(payload.get("UserId")),
+        round_id,
     )
 
 

@@ -98,6 +98,7 @@ def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSett
             text,
             event=fields.event,
             task_id=fields.task_id,
+            round_id=fields.round_id,
         )
         if added:
             worker.wake()

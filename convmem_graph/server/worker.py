@@ -252,7 +252,7 @@ class InboxWorker:
             memory_id = tasks[task_id].memory_id
             assert memory_id is not None
             plan.setdefault(memory_id, _Work()).deliveries.extend(self.inbox.waiting(task_id))
-        parked: list[int] = []
+        parked: list[Delivery] = []
         for row in fresh:
             if row.seq in failed_routing:
                 taken += 1
@@ -265,7 +265,7 @@ class InboxWorker:
             if row.vendor == "trtc":
                 memory_id = self._trtc_memory(row, tasks)
                 if memory_id is None:
-                    parked.append(row.seq)
+                    parked.append(row)
                     continue
             if not memory_id:
                 self.inbox.finish([row.seq], status="failed", note="no memory id")
@@ -274,9 +274,9 @@ class InboxWorker:
             if memory_id in held_memories:
                 continue  # this memory's deliveries stay in order behind the one waiting
             plan.setdefault(memory_id, _Work()).deliveries.append(row)
-        if parked:
-            self.inbox.finish(parked, status="waiting", note="memory id of the TRTC task not known yet")
-            taken += len(parked)
+        for note, seqs in _by_note(parked, tasks).items():
+            self.inbox.finish(seqs, status="waiting", note=note)
+            taken += len(seqs)
         changed: list[str] = []
         for memory_id, work in plan.items():
             work.deliveries.sort(key=lambda d: d.seq)
@@ -475,7 +475,7 @@ class InboxWorker:
                 )
                 tasks[task_id] = self._route_one_by_one(stored[task_id], by_task[task_id], failed)
         return [
-            t for t, before in stored.items() if before.memory_id is None and tasks[t].memory_id is not None
+            t for t, before in stored.items() if not self._routable(before) and self._routable(tasks[t])
         ], failed
 
     def _route_one_by_one(
@@ -500,18 +500,28 @@ class InboxWorker:
         resolved = resolve_task(
             info, fields, mode=self.settings.trtc_memory_from, bot_ids=self.settings.bot_ids
         )
-        if resolved.memory_id is None and fields.event == 902:
+        if not self._routable(resolved) and fields.event == 902:
             logger.warning(
-                "TRTC task %s ended before its memory id was known (mode %s); its deliveries wait "
-                "in the inbox (set CONVMEM_BOT_IDS or register the task)",
+                "TRTC task %s ended before its %s was known (mode %s); its deliveries wait "
+                "in the inbox (set CONVMEM_BOT_IDS or register the call)",
                 task_id,
+                "memory id" if resolved.memory_id is None else "bot",
                 self.settings.trtc_memory_from,
             )
         return resolved
 
+    def _routable(self, info: TaskInfo) -> bool:
+        """A task's deliveries can be read once its memory and which speaker is the bot are known.
+
+        Without the bot (``CONVMEM_BOT_IDS``, a 905's ``UserId``, the registered call) or the
+        human (a 904, the registered call), a bot's 903 would be read as the user's.
+        """
+        return info.memory_id is not None and bool(info.bot_id or info.human_id or self.settings.bot_ids)
+
     def _trtc_memory(self, row: Delivery, tasks: dict[str, TaskInfo]) -> str | None:
         if row.task_id:
-            return tasks[row.task_id].memory_id
+            info = tasks[row.task_id]
+            return info.memory_id if self._routable(info) else None
         # A callback without a TaskId cannot be routed through a task; read it on its own.
         fields = trtc_fields(_json_object(row.body))
         return fields.user_id if self.settings.trtc_memory_from == "user" else fields.room_id
@@ -519,10 +529,10 @@ class InboxWorker:
     def _inputs(self, deliveries: list[Delivery], tasks: dict[str, TaskInfo]) -> tuple[list[RawInput], bool]:
         inputs: list[RawInput] = []
         ended = False
-        by_task: dict[str, list[str]] = {}
+        by_task: dict[str, list[Delivery]] = {}
         for d in deliveries:
             if d.vendor == "trtc":
-                by_task.setdefault(d.task_id or "", []).append(d.body)
+                by_task.setdefault(d.task_id or "", []).append(d)
                 ended = ended or d.event == 902
             elif d.vendor == "agora":
                 # 103 is sent when the agent leaves: the session is over.
@@ -530,15 +540,34 @@ class InboxWorker:
                 ended = True
             elif d.vendor == "proxy":
                 inputs.append(RawInput(_proxy_turn(d), "openai", name=f"proxy turn {d.seq}"))
-        for task_id, bodies in by_task.items():
+        for task_id, rows in by_task.items():
             info = tasks.get(task_id) or self.inbox.task(task_id) or TaskInfo(task_id)
-            wrapper: dict[str, Any] = {"deliveries": bodies}
+            # A round's deliveries processed earlier are read again with its new ones: the run
+            # then stores the whole round (a lone 906/908 marks it interrupted, a 905 before the
+            # last 903 still ends up as the spoken text), whatever order they came in.
+            rounds = [d.round_id for d in rows if d.round_id] if task_id else []
+            earlier = self.inbox.round_copies(task_id, rounds, exclude=[d.seq for d in rows])
+            wrapper: dict[str, Any] = {"deliveries": [d.body for d in earlier] + [d.body for d in rows]}
             if info.bot_id:
                 wrapper["bot_user_id"] = info.bot_id
             if info.human_id:
                 wrapper["target_user_id"] = info.human_id
             inputs.insert(0, RawInput(wrapper, "trtc", name=f"trtc task {task_id}"))
         return inputs, ended
+
+
+def _by_note(parked: list[Delivery], tasks: dict[str, TaskInfo]) -> dict[str, list[int]]:
+    """Group parked TRTC deliveries by why they wait (the note an operator reads)."""
+    notes: dict[str, list[int]] = {}
+    for row in parked:
+        info = tasks.get(row.task_id or "")
+        note = (
+            "memory id of the TRTC task not known yet"
+            if info is None or info.memory_id is None
+            else "bot of the TRTC task not known yet (set CONVMEM_BOT_IDS or register the call)"
+        )
+        notes.setdefault(note, []).append(row.seq)
+    return notes
 
 
 def _json_object(text: str) -> dict[str, Any]:

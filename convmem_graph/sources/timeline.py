@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from convmem_graph._copies import merge_copies
+from convmem_graph._copies import has_identity, merge_copies, two_utterances
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message, ReadResult, SkippedItem
 
@@ -42,24 +42,21 @@ def _richness(m: Message) -> int:
 
 #: Metadata keys that name the vendor's own identity of an utterance: the IM ``MsgKey``, the
 #: Agora agent whose transcript it is, the proxy request that carried it.
-_IDENTITY_KEYS = ("msg_key", "agent_id", "proxy_request_id")
 
 
 def _identified(m: Message) -> bool:
-    return m.round_id is not None or any(m.metadata.get(k) for k in _IDENTITY_KEYS)
+    return has_identity(m.round_id, m.metadata)
 
 
 def _may_be_copies(a: Message, b: Message) -> bool:
     """Whether the text window may merge ``a`` and ``b`` (same role and words, close in time).
 
-    Across channels or sources it may. Inside one channel and source, two messages that both
+    Across channels it may. Inside one channel (whatever the source), two messages that both
     carry the vendor's identity and still got different ids are two utterances: the proxy's
     "好的" said twice, two IM messages, two TRTC rounds. Only a copy without such an identity
     (an Agora custom-LLM request has no agent id) is matched by its words.
     """
-    if (a.channel, a.source) != (b.channel, b.source):
-        return True
-    return not (_identified(a) and _identified(b))
+    return not two_utterances(a.channel, _identified(a), b.channel, _identified(b))
 
 
 def _path(m: Message) -> str:

@@ -10,8 +10,10 @@ Rules decided here:
   ``EventMsTs`` order (arrival order on ties) whatever the delivery order. Chinese sentences join
   without a separator; a space is inserted only between two Latin-script ends.
 - Assistant = a ``UserId`` in the bot ids, the wrapper's ``bot_user_id``, or the ``UserId`` of any
-  905 event ("bot finished speaking"). When no bot is known but the human (``target_user_id``) is,
-  every other speaker is the assistant.
+  905 event ("bot finished speaking"). When no bot is known but the human (``target_user_id``, or
+  the ``UserId`` of a 904 "speech started", which ASR sends for the human only) is, every other
+  speaker is the assistant. When neither is known a turn is skipped as ``speaker_unknown``, never
+  guessed to be the user's.
 - The bot's turn text is the 905 ``Text`` of its round when present (what was spoken), else the
   joined 903 sentences. A round named by an ``interruption`` metric (906/908) is ``interrupted``;
   when the 905 text differs from the generated sentences, those are kept in ``original``.
@@ -292,19 +294,24 @@ def _event_ms(body: Mapping[str, Any], info: Mapping[str, Any], path: str) -> in
     fail(SOURCE, join(join(path, "EventInfo"), "EventMsTs"), "missing (and no CallbackTs)")
 
 
-def _is_bot(state: _State, user: str) -> bool:
+def _is_bot(state: _State, user: str) -> bool | None:
+    """Whether ``user`` is the bot; ``None`` when nothing in the payload or the settings tells."""
     if state.bots:
         return user in state.bots
-    return bool(state.targets) and user not in state.targets
+    # A 904 (ASR heard speech start) is only ever sent for the human.
+    humans = set(state.targets) | {speaker for speaker, _ts in state.speech_starts}
+    if humans:
+        return user not in humans
+    return None
 
 
 def _turns(state: _State) -> list[Message]:
     human_times = [
         s.ts
         for (_task, _round, user), sents in state.groups.items()
-        if not _is_bot(state, user)
+        if _is_bot(state, user) is False
         for s in sents
-    ] + [ts for user, ts in state.speech_starts if not _is_bot(state, user)]
+    ] + [ts for user, ts in state.speech_starts if _is_bot(state, user) is False]
     first_human = min(human_times) if human_times else None
     keys = list(state.groups) + [k for k in state.finals if k not in state.groups]
     turns: list[tuple[int, int, Message]] = []
@@ -313,7 +320,17 @@ def _turns(state: _State) -> list[Message]:
         sentences = sorted(state.groups.get(key, []), key=lambda s: (s.ts, s.arrival))
         joined = join_sentences([s.text for s in sentences])
         final = state.finals.get(key)
-        bot = _is_bot(state, user)
+        role_known = _is_bot(state, user)
+        if role_known is None:
+            # Defaulting to the user would store the bot's words as the person's.
+            state.ctx.skip(
+                "speaker_unknown",
+                sentences[0].path if sentences else "$",
+                f"903 of {user!r} in round {round_id}: no bot known (set bot_ids, or read the "
+                "call with a 905 or 904 of it)",
+            )
+            continue
+        bot = role_known
         content = final[1] if bot and final and final[1] else joined
         if not content:
             continue

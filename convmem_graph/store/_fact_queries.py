@@ -13,7 +13,8 @@ only for the few rows they keep.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import (
@@ -30,10 +31,11 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    tuple_,
     union_all,
 )
 
-from convmem_graph.store.schema import fragments
+from convmem_graph.store.schema import HOBBY_KEYS, fragments
 
 __all__ = [
     "ANY_UNDERIVED",
@@ -47,7 +49,10 @@ __all__ = [
     "STRONGEST_OF_KIND",
     "ACTIVE_IN_RANGE",
     "PG_RELATED",
+    "NEWEST_HOBBY",
+    "NEWEST_HOBBY_AFTER",
     "key_range",
+    "newest_hobby_rows",
     "pg_context",
     "prefix_rows",
     "usable",
@@ -109,11 +114,27 @@ STRONGEST_OF_KIND = (
     .limit(bindparam("limit"))
 )
 
+#: Newest stated first: what inference's walks read, and the columns of ``ix_cm_fragments_hobby``.
+_NEWEST_ORDER = (_F.observed_at.desc(), _F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+
 #: Durable facts usable by inference, newest stated first (a walk that stops early).
-NEWEST_DURABLE = (
+NEWEST_DURABLE = select(fragments).where(_USABLE).order_by(*_NEWEST_ORDER)
+
+#: The first ``limit`` usable durable facts of the hobby key families in :data:`NEWEST_DURABLE`'s
+#: order: a range of the partial index ``ix_cm_fragments_hobby`` (its predicate repeated as written).
+NEWEST_HOBBY = select(fragments).where(_USABLE, HOBBY_KEYS).order_by(*_NEWEST_ORDER).limit(bindparam("limit"))
+#: The next page after the fact whose sort key is (``o``, ``u``, ``c``, ``i``): keyset paging, so a
+#: page deep in the walk costs what the first does (an OFFSET re-reads every row before it).
+NEWEST_HOBBY_AFTER = (
     select(fragments)
-    .where(_USABLE)
-    .order_by(_F.observed_at.desc(), _F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
+    .where(
+        _USABLE,
+        HOBBY_KEYS,
+        tuple_(_F.observed_at, _F.updated_at, _F.created_at, _F.id)
+        < tuple_(bindparam("o"), bindparam("u"), bindparam("c"), bindparam("i")),
+    )
+    .order_by(*_NEWEST_ORDER)
+    .limit(bindparam("limit"))
 )
 
 #: How many usable durable facts there are, and how many of them are mainly Chinese.
@@ -153,6 +174,40 @@ def prefix_rows(
         for row in conn.execute(ACTIVE_IN_RANGE, {"mid": memory_id, "lo": lo, "hi": hi}):
             if usable(row, now_ms):
                 yield row
+
+
+def newest_hobby_rows(
+    read: Callable[[], AbstractContextManager[Connection]],
+    memory_id: str,
+    *,
+    now_ms: int,
+    batch: int = 32,
+) -> Iterator[Row[Any]]:
+    """Usable durable facts of the hobby key families, newest stated first (stop iterating to stop).
+
+    Page by page, each page one short read through ``read`` (the store's ``_read``: no connection
+    or lock is held while the caller looks at a page), the next page starting after the last row
+    seen (keyset). Pages grow to 1024 rows: most walks stop within the first.
+    """
+    params: dict[str, Any] = {"mid": memory_id, "now": now_ms, "limit": batch}
+    stmt = NEWEST_HOBBY
+    while True:
+        with read() as conn:
+            rows = list(conn.execute(stmt, params))
+        yield from rows
+        if len(rows) < params["limit"]:
+            return
+        last = rows[-1]
+        params = {
+            "mid": memory_id,
+            "now": now_ms,
+            "limit": min(params["limit"] * 2, 1024),
+            "o": last.observed_at,
+            "u": last.updated_at,
+            "c": last.created_at,
+            "i": last.id,
+        }
+        stmt = NEWEST_HOBBY_AFTER
 
 
 @functools.cache

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, delete
 
-from convmem_graph._copies import adds_to, merge_copies
+from convmem_graph._copies import adds_to, has_identity, merge_copies, two_utterances
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
@@ -49,6 +49,8 @@ class _Seen:
     channel: str
     source: str
     timestamp_ms: int
+    #: Carries its vendor's identity (``convmem_graph._copies.has_identity``).
+    identified: bool
 
 
 def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int) -> bool:
@@ -195,10 +197,12 @@ def _load_metadata(raw: Any) -> dict[str, Any] | None:
 
 
 def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
+    identified = has_identity(msg.round_id, msg.metadata)
     for other in seen:
         if (
             other.role == msg.role
             and (other.channel, other.source) != (msg.channel, msg.source)
+            and not two_utterances(other.channel, other.identified, msg.channel, identified)
             and abs(other.timestamp_ms - msg.timestamp_ms) <= window_ms
         ):
             return True
@@ -325,11 +329,16 @@ def insert_messages(
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})
     for hpart in () if new_memory else chunked(wanted):
         same = _rows_in(
-            conn, "id, role, channel, source, timestamp_ms, content_hash", memory_id, "content_hash", hpart
+            conn,
+            "id, role, channel, source, timestamp_ms, content_hash, round_id, metadata",
+            memory_id,
+            "content_hash",
+            hpart,
         )
-        for rid, role, channel, source, ts, h in same:
+        for rid, role, channel, source, ts, h, round_id, meta in same:
             if rid not in replace:
-                seen.setdefault(h, []).append(_Seen(role, channel, source, ts))
+                identified = has_identity(round_id, _load_metadata(meta))
+                seen.setdefault(h, []).append(_Seen(role, channel, source, ts, identified))
 
     rows: list[tuple[Any, ...]] = []
     inserted: list[str] = []
@@ -339,7 +348,15 @@ def insert_messages(
             bucket = seen.setdefault(h, [])
             if bucket and _mirrored(msg, bucket, window_ms):
                 continue
-            bucket.append(_Seen(msg.role, msg.channel, msg.source, msg.timestamp_ms))
+            bucket.append(
+                _Seen(
+                    msg.role,
+                    msg.channel,
+                    msg.source,
+                    msg.timestamp_ms,
+                    has_identity(msg.round_id, msg.metadata),
+                )
+            )
         rows.append(
             (
                 memory_id,

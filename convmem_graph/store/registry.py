@@ -62,8 +62,12 @@ inbox_table = Table(
     Column("status", String(16), nullable=False),
     Column("note", Text, nullable=True),
     Column("body", Text, nullable=False),
+    # The TRTC round a delivery belongs to (903/904/905 RoundId, 906/908 Tag.RoundId): a round's
+    # earlier deliveries are read again with a later one, so the round comes out whole in any order.
+    Column("round_id", String(256), nullable=True),
     Index("ix_cm_serve_inbox_status_seq", "status", "seq"),
     Index("ix_cm_serve_inbox_task_id", "task_id"),
+    Index("ix_cm_serve_inbox_task_round", "task_id", "round_id"),
 )
 
 #: Per TRTC ``TaskId``: the memory and the two speakers once known.

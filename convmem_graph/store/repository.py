@@ -144,18 +144,21 @@ class Cursors(NamedTuple):
 _PARSED_SNAPSHOTS = 256
 
 
-def _add_missing_columns(conn: Connection) -> None:
-    """Bring a database made by an older version up to date by adding columns it lacks.
+def add_missing_columns(conn: Connection, tables: Sequence[Table] | None = None) -> None:
+    """Bring tables made by an older version up to date by adding the columns they lack.
 
     New columns are always nullable or carry a default, so adding them is enough; nothing is
     rewritten or dropped. A column whose default is computed in Python (the derived fragment
-    columns) is added nullable, and filled by :func:`upgrade_fragments`.
+    columns) is added nullable, and filled by :func:`upgrade_fragments`. ``tables`` defaults to
+    the store's own; the modules above the store pass their side tables (which must exist).
+    Indexes of the tables missing from the database are created too.
     """
     # One catalog read for every table (a read per table cost a round trip each on every open).
-    tables = METADATA.sorted_tables
+    tables = list(tables) if tables is not None else METADATA.sorted_tables
     found = inspect(conn).get_multi_columns(filter_names=[t.name for t in tables])
     for table in tables:
         present = {c["name"] for c in found.get((None, table.name), [])}
+        added = False
         for column in table.columns:
             if column.name in present:
                 continue
@@ -168,6 +171,10 @@ def _add_missing_columns(conn: Connection) -> None:
                 clause = f" NOT NULL DEFAULT {literal}"
             conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {ddl}{clause}')
             logger.info("added column %s.%s to an older database", table.name, column.name)
+            added = True
+        if added:
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
 
 
 #: Bump when what an open sets up changes in a way the tables do not show (an upgrade step).
@@ -279,7 +286,7 @@ class MemoryStore:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
                 add_postgres_options()
             METADATA.create_all(conn)
-            _add_missing_columns(conn)
+            add_missing_columns(conn)
             upgrade_fragments(conn)
             ensure_episode_index(conn)
             if self.dialect == "sqlite":

@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    ColumnElement,
     Float,
     ForeignKey,
     Index,
@@ -22,12 +23,17 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
+    literal_column,
+    or_,
     text,
 )
 
 from convmem_graph.store._derived import column_default
 
 __all__ = [
+    "HOBBY_KEYS",
+    "HOBBY_PREFIXES",
     "METADATA",
     "PER_MEMORY_TABLES",
     "add_postgres_options",
@@ -176,6 +182,40 @@ fragments = Table(
     Index("ix_cm_fragments_underived", "memory_id", sqlite_where=text("ckey IS NULL")),
 )
 
+#: Canonical-key prefixes of the facts the ``hobbies`` variable reads: ``_HOBBY_PREFIXES`` of
+#: :mod:`convmem_graph.extractors.variables` (a unit test keeps the two equal; not imported, so the
+#: schema does not pull in the extractors' rules).
+HOBBY_PREFIXES = ("habit:", "pref:")
+
+
+def _key_family(prefix: str) -> ColumnElement[bool]:
+    # Bytewise range [prefix, prefix with its last character incremented) of canonical keys.
+    # Literals, not bound parameters: a partial index serves only a query whose WHERE clause
+    # repeats its predicate as written, and neither SQLite nor a generic PostgreSQL plan can
+    # prove that from a parameter.
+    hi = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    ckey = fragments.c.ckey
+    return and_(ckey >= literal_column(f"'{prefix}'"), ckey < literal_column(f"'{hi}'"))
+
+
+#: The facts of the hobby key families (queries repeat this expression to use the index below).
+HOBBY_KEYS = or_(*(_key_family(p) for p in HOBBY_PREFIXES))
+
+# The hobby facts newest stated first, in exactly the ORDER BY of inference's walk, so that walk
+# is a keyset-paged index range that stops when the items are full. Partial: the other key
+# families (most facts) cost it nothing, neither in bytes nor in the walk.
+Index(
+    "ix_cm_fragments_hobby",
+    fragments.c.memory_id,
+    fragments.c.status,
+    fragments.c.transient,
+    fragments.c.observed_at.desc(),
+    fragments.c.updated_at.desc(),
+    fragments.c.created_at.desc(),
+    fragments.c.id.desc(),
+    sqlite_where=HOBBY_KEYS,
+)
+
 variable_specs = Table(
     "cm_variable_specs",
     METADATA,
@@ -274,3 +314,5 @@ def add_postgres_options() -> None:
     """
     underived = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_underived")
     underived.dialect_options["postgresql"]["where"] = text("ckey IS NULL")
+    hobby = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_hobby")
+    hobby.dialect_options["postgresql"]["where"] = HOBBY_KEYS

@@ -102,9 +102,22 @@ def test_bodies_raw_strings_and_single_body() -> None:
     raw = [d["raw_body"] for d in _wrapper()["deliveries"]]
     by_raw = read_payload(raw)
     assert [m.id for m in by_raw.messages] == [m.id for m in by_dicts.messages]
-    one = read_payload(bodies[4])
+    # One 903 alone names no bot: its speaker is not guessed to be the user.
+    alone = read_payload(bodies[4])
+    assert alone.messages == [] and [i.reason for i in alone.skipped] == ["speaker_unknown"]
+    one = read_payload(bodies[4], bot_ids=["ai_xiaoyu_bot"])
     assert [(m.role, m.content) for m in one.messages] == [("user", "我刚跑完步回来。")]
-    assert read_payload(raw[4]).messages[0].id == one.messages[0].id
+    assert read_payload(raw[4], bot_ids=["ai_xiaoyu_bot"]).messages[0].id == one.messages[0].id
+
+
+def test_a_904_names_the_human_so_the_other_speaker_is_the_bot() -> None:
+    events = [
+        _event(904, 1767272404000, {"UserId": "u_1", "RoundId": "r1"}),
+        _event(903, 1767272405000, {"UserId": "u_1", "Text": "我到家了。", "RoundId": "r1"}),
+        _event(903, 1767272406000, {"UserId": "bot_x", "Text": "欢迎回来！", "RoundId": "r1"}),
+    ]
+    result = read_payload(events)
+    assert [(m.role, m.speaker_id) for m in result.messages] == [("user", "u_1"), ("assistant", "bot_x")]
 
 
 def test_bot_ids_decide_roles_without_905() -> None:
@@ -113,7 +126,10 @@ def test_bot_ids_decide_roles_without_905() -> None:
         _event(903, 1767272404000, {"UserId": "human", "Text": "Hello.", "RoundId": "r2"}),
         _event(903, 1767272405000, {"UserId": "human", "Text": "How are you", "RoundId": "r2"}),
     ]
-    assert [m.role for m in read_payload(events).messages] == ["user", "user"]
+    # Without the bot's id nothing tells who is who: no turn is guessed to be the user's.
+    unknown = read_payload(events)
+    assert unknown.messages == []
+    assert [s.reason for s in unknown.skipped] == ["speaker_unknown", "speaker_unknown"]
     r = read_payload(events, bot_ids=["bot"])
     assert [(m.role, m.source, m.content) for m in r.messages] == [
         ("assistant", "greeting", "Hi there."),
@@ -143,7 +159,7 @@ def test_semantic_duplicate_with_new_callback_ts_is_dropped() -> None:
     first = _event(903, 1767272404000, {"UserId": "u", "Text": "你好", "RoundId": "r1"})
     retry = json.loads(json.dumps(first))
     retry["CallbackTs"] += 10_000
-    r = read_payload([first, retry])
+    r = read_payload([first, retry], bot_ids=["bot"])
     assert [s.reason for s in r.skipped] == ["duplicate_delivery"]
     assert [m.content for m in r.messages] == ["你好"]
 

@@ -1,0 +1,231 @@
+"""Issue 20, item 2: a live TRTC call comes out the same whatever order its webhooks arrive in.
+
+Scripted calls (a greeting or not, 1-4 rounds of 1-3 sentences a side, repeated short replies
+such as "好的", rounds cut short by an interruption metric sent as its own webhook - 906 or 908 -
+with a 905 naming what was spoken, noise metrics, vendor retries, 902) are delivered to the inbox
+in a random order, in batches of random sizes, and the real worker runs after each batch: one
+batch per webhook is how a live server sees them. Three deployments: ``CONVMEM_BOT_IDS`` set;
+the call registered at start (bot and human known, ``task`` mapping); nothing known (``room``
+mapping: the worker learns the bot from a 905 and the human from a 904 and parks the rest).
+
+The stored timeline is compared with the script, not with another read: every utterance once,
+the right role, the spoken text, the generated text as ``original`` when it was cut short,
+``interrupted``, the round and the first sentence's time. (The welcome-message label, guessed
+from the human speech a payload holds, is not compared.)
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from convmem_graph._text import join_sentences
+from convmem_graph.memory import ConvMemory
+from convmem_graph.server.inbox import Inbox
+from convmem_graph.server.routing import trtc_fields
+from convmem_graph.server.settings import ServeSettings
+from convmem_graph.server.webhooks import delivery_key
+from convmem_graph.server.worker import InboxWorker
+
+BOT, HUMAN, TASK, ROOM = "ai_bot_7", "u_778", "task-live-1", "room-778"
+T0 = 1_767_300_000_000
+HUMAN_SAYS = ["好的。", "嗯。", "对。", "我今天跑了五公里。", "明天要去上海出差。", "I like green tea.", "好的"]
+BOT_SAYS = ["好的。", "嗯嗯，", "那太棒了！", "记得多喝水。", "上海最近有点冷，", "Sounds great.", "好的"]
+
+Deployment = Literal["bot_ids", "registered", "unknown"]
+
+
+@dataclass
+class Round:
+    """One scripted round: the human's sentences (none for a greeting) and the bot's."""
+
+    round_id: str
+    human: list[str]
+    bot: list[str]
+    spoken: int  # bot sentences spoken before the end (== len(bot) unless interrupted)
+    has_905: bool
+    interrupted_by: int | None  # 906 or 908 carrying the interruption metric, or None
+
+
+def _body(event: int, ms: int, payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "EventGroupId": 9,
+        "EventType": event,
+        "CallbackTs": ms + 30,
+        "EventInfo": {"EventMsTs": ms, "TaskId": TASK, "RoomId": ROOM, "RoomIdType": 1, "Payload": payload},
+    }
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> list[Round]:
+    rounds: list[Round] = []
+    if draw(st.booleans()):
+        rounds.append(Round("r-welcome", [], [draw(st.sampled_from(BOT_SAYS))], 1, True, None))
+    for i in range(draw(st.integers(1, 4))):
+        bot = draw(st.lists(st.sampled_from(BOT_SAYS), min_size=1, max_size=3))
+        cut = draw(st.booleans()) and len(bot) > 1
+        rounds.append(
+            Round(
+                round_id=f"r-{i:03d}",
+                human=draw(st.lists(st.sampled_from(HUMAN_SAYS), min_size=1, max_size=3)),
+                bot=bot,
+                spoken=draw(st.integers(1, len(bot) - 1)) if cut else len(bot),
+                # An interrupted round always says what was spoken; a whole one may not.
+                has_905=cut or draw(st.booleans()),
+                interrupted_by=draw(st.sampled_from([906, 908])) if cut else None,
+            )
+        )
+    return rounds
+
+
+def deliveries(rounds: list[Round]) -> list[dict[str, Any]]:
+    """The call's webhook bodies, in the order TRTC would send them."""
+    out: list[dict[str, Any]] = []
+    ms = T0
+    for rnd in rounds:
+        if rnd.human:
+            ms += 700
+            out.append(_body(904, ms, {"UserId": HUMAN, "RoundId": rnd.round_id}))
+        for text in rnd.human:
+            ms += 900
+            out.append(_body(903, ms, {"UserId": HUMAN, "Text": text, "RoundId": rnd.round_id}))
+        ms += 150
+        out.append(_body(906, ms, {"Metric": "llm_first_token", "Value": 412, "Tag": {"RoundId": rnd.round_id}}))
+        for text in rnd.bot:
+            ms += 800
+            out.append(_body(903, ms, {"UserId": BOT, "Text": text, "RoundId": rnd.round_id}))
+        if rnd.has_905:
+            ms += 600
+            spoken = join_sentences(rnd.bot[: rnd.spoken])
+            out.append(_body(905, ms, {"UserId": BOT, "Text": spoken, "RoundId": rnd.round_id}))
+        if rnd.interrupted_by is not None:
+            ms += 40
+            tag = {"RoundId": rnd.round_id} | ({"Code": 0, "Message": ""} if rnd.interrupted_by == 908 else {})
+            out.append(_body(rnd.interrupted_by, ms, {"Metric": "interruption", "Value": 1, "Tag": tag}))
+    out.append(_body(902, ms + 5000, {"LeaveCode": 0}))
+    return out
+
+
+def expected(rounds: list[Round], bodies: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What happened, from the script: (role, spoken text, original, interrupted, round, time)."""
+    first: dict[tuple[str, str], int] = {}
+    for body in bodies:
+        payload = body["EventInfo"]["Payload"]
+        if body["EventType"] == 903:
+            first.setdefault((payload["RoundId"], payload["UserId"]), body["EventInfo"]["EventMsTs"])
+    rows: list[tuple[Any, ...]] = []
+    for rnd in rounds:
+        if rnd.human:
+            rows.append(
+                ("user", join_sentences(rnd.human), None, False, rnd.round_id, first[(rnd.round_id, HUMAN)])
+            )
+        generated = join_sentences(rnd.bot)
+        spoken = join_sentences(rnd.bot[: rnd.spoken]) if rnd.has_905 else generated
+        cut = rnd.interrupted_by is not None
+        original = generated if cut and generated != spoken else None
+        rows.append(("assistant", spoken, original, cut, rnd.round_id, first[(rnd.round_id, BOT)]))
+    return sorted(rows, key=lambda r: r[5])
+
+
+def run_live(
+    bodies: list[dict[str, Any]], order: list[int], sizes: list[int], deployment: Deployment
+) -> list[tuple[Any, ...]]:
+    """Deliver ``bodies[order]`` in batches of ``sizes`` (cycled); the worker runs after each."""
+    memory_id = {"bot_ids": HUMAN, "registered": "mem-778", "unknown": ROOM}[deployment]
+    with tempfile.TemporaryDirectory() as tmp:
+        serve = ServeSettings(
+            _env_file=None,
+            db=str(Path(tmp) / "live.db"),
+            bot_ids=[BOT] if deployment == "bot_ids" else [],
+            trtc_memory_from={"bot_ids": "user", "registered": "task", "unknown": "room"}[deployment],
+        )
+        mem = ConvMemory.open(serve.db)
+        try:
+            inbox = Inbox(mem.store)
+            if deployment == "registered":
+                inbox.register_task(TASK, memory_id, human_id=HUMAN, bot_id=BOT)
+            worker = InboxWorker(mem, inbox, serve)
+            pos, k = 0, 0
+            while pos < len(order):
+                size = sizes[k % len(sizes)]
+                for i in order[pos : pos + size]:
+                    raw = json.dumps(bodies[i], ensure_ascii=False)
+                    fields = trtc_fields(bodies[i])
+                    inbox.add(
+                        "trtc",
+                        delivery_key("trtc", bodies[i], raw.encode()),
+                        raw,
+                        event=fields.event,
+                        task_id=fields.task_id,
+                        round_id=fields.round_id,
+                    )
+                for _ in range(50):  # bounded: each pass takes what is pending
+                    if worker.run_once() == 0:
+                        break
+                pos, k = pos + size, k + 1
+            assert inbox.counts().get("pending", 0) == 0
+            assert inbox.counts().get("waiting", 0) == 0, "a delivery was left waiting"
+            stored = mem.store.recent_messages(memory_id, 1000)
+            return sorted(
+                (
+                    (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms)
+                    for m in stored
+                ),
+                key=lambda r: r[5],
+            )
+        finally:
+            mem.close()
+
+
+def _retried(bodies: list[dict[str, Any]], picks: list[int]) -> list[dict[str, Any]]:
+    """The bodies plus vendor retries of some (same event, a later CallbackTs)."""
+    out = list(bodies)
+    for i in picks:
+        retry = json.loads(json.dumps(bodies[i % len(bodies)]))
+        retry["CallbackTs"] += 10_000
+        out.append(retry)
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rounds=calls(),
+    deployment=st.sampled_from(["bot_ids", "registered", "unknown"]),
+    data=st.data(),
+)
+def test_a_live_call_is_stored_as_it_happened_in_any_arrival_order(
+    rounds: list[Round], deployment: Deployment, data: st.DataObject
+) -> None:
+    script = deliveries(rounds)
+    bodies = _retried(script, data.draw(st.lists(st.integers(0, 1000), max_size=3)))
+    order = data.draw(st.permutations(range(len(bodies))))
+    sizes = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    assert run_live(bodies, order, sizes, deployment) == expected(rounds, script)
+
+
+def test_an_interruption_metric_alone_marks_the_round_already_stored() -> None:
+    # The round's sentences and its 905 are stored first; the 908 comes alone, later.
+    rounds = [Round("r-000", ["讲个故事吧。"], ["从前有座山，", "山里有座庙。"], 1, True, 908)]
+    bodies = deliveries(rounds)
+    last = len(bodies) - 2  # the 908 (the 902 is last)
+    order = [i for i in range(len(bodies)) if i != last] + [last]
+    got = run_live(bodies, order, [len(bodies) - 1, 1], "bot_ids")
+    assert got == expected(rounds, bodies)
+    assert got[-1][2:4] == ("从前有座山，山里有座庙。", True)
+
+
+def test_without_any_bot_id_the_bot_is_never_stored_as_the_user() -> None:
+    # Bot sentences first, each alone, before the 905 and 904 that tell who is who.
+    rounds = [Round("r-000", ["我到家了。"], ["欢迎回来！", "今天累吗？"], 2, True, None)]
+    bodies = deliveries(rounds)
+    bot_first = sorted(
+        range(len(bodies)), key=lambda i: bodies[i]["EventInfo"]["Payload"].get("UserId") != BOT
+    )
+    got = run_live(bodies, bot_first, [1], "unknown")
+    assert [(r[0], r[1]) for r in got] == [("user", "我到家了。"), ("assistant", "欢迎回来！今天累吗？")]
