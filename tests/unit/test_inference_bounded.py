@@ -1,0 +1,244 @@
+"""The hobby walk reads only the hobby key families, through their index, and infers what it did before.
+
+Issue 24 item 1: ``_hobby_facts`` walked every durable fact (LIMIT/OFFSET on an ORDER BY no index
+covered) when fewer than 20 hobby items existed. It now walks the ``pref:``/``habit:`` facts
+alone, keyset-paged through ``ix_cm_fragments_hobby``. These tests compare it with a copy of the
+old walk on generated memories of many key families, and check the index and its upgrade.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest.mock import patch
+
+import pytest
+
+from convmem_graph.extractors.variables import (
+    _HOBBY_PREFIXES,
+    DEFAULT_VARIABLE_SPECS,
+    MAX_LIST_ITEMS,
+    _hobbies,
+    infer_variables,
+)
+from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
+from convmem_graph.nodes import _inference
+from convmem_graph.nodes._inference import _Facts, _hobby_item, infer_from_store
+from convmem_graph.store import MemoryStore
+from convmem_graph.store import _fact_queries as FQ
+from convmem_graph.store.schema import HOBBY_PREFIXES
+
+NOW = 1_767_000_000_000
+DAY = 86_400_000
+HOBBIES = [s for s in DEFAULT_VARIABLE_SPECS if s.name == "hobbies"]
+
+#: family -> (category, Chinese wording, English wording); several families share a category.
+FAMILIES = {
+    "pref": ("preference", "用户喜欢{}。", "User likes {}."),
+    "pref_neg": ("preference", "用户不喜欢{}。", "User doesn't like {}."),
+    "pref_fav": ("preference", "用户最喜欢的颜色是{}。", "User's favorite color is {}."),
+    "habit": ("habit", "用户每周都{}。", "User goes {} every week."),
+    "hobby": ("preference", "用户爱好{}。", "User's hobby is {}."),  # legacy prefix, read as pref:
+    "like": ("preference", "用户很喜欢{}。", "User really likes {}."),
+    "dislike": ("preference", "用户讨厌{}。", "User dislikes {}."),
+    "plan": ("event", "用户打算{}。", "User plans to {}."),
+    "family": ("relation", "用户的朋友叫{}。", "User's friend is called {}."),
+    "food": ("preference", "用户爱吃{}。", "User loves eating {}."),
+    "profile": ("profile", "用户住在{}。", "User lives in {}."),
+}
+SUBJECTS_ZH = ["芒果", "跑步", "西湖", "猫", "成都", "咖啡", "围棋", "寿司", "摄影", "瑜伽"]
+SUBJECTS_EN = ["coffee", "hiking", "guitar", "sushi", "chess", "tennis", "jazz", "pottery"]
+
+
+def _key(family: str, subject: str) -> str:
+    if family == "pref_neg":
+        return f"pref:{subject}"
+    if family == "pref_fav":
+        return f"pref:favorite_{subject}"
+    return f"{family}:{subject}"
+
+
+def generated_ops(seed: int, count: int, weights: dict[str, int]) -> list[FragmentOp]:
+    """``count`` facts drawn with ``weights`` over the families, Chinese and English, with ties.
+
+    Observed times repeat (ties broken by more than time, across page boundaries), some facts are
+    temporary or expired, and some subjects repeat under two families (older facts of an item).
+    """
+    rng = random.Random(seed)
+    families = [f for f, w in weights.items() for _ in range(w)]
+    ops = []
+    for j in range(count):
+        family = rng.choice(families)
+        category, zh, en = FAMILIES[family]
+        chinese = rng.random() < 0.6
+        base = rng.choice(SUBJECTS_ZH if chinese else SUBJECTS_EN)
+        # A small pool of subjects for hobbies (repeats), a large one elsewhere.
+        subject = f"{base}{rng.randrange(30) if family in ('pref', 'habit', 'hobby') else j}"
+        transient = rng.random() < 0.1
+        expiry = rng.choice([None, None, -2 * DAY, 30 * DAY]) if transient or rng.random() < 0.05 else None
+        ops.append(
+            FragmentOp(
+                op="add",
+                candidate=FragmentCandidate(
+                    content=(zh if chinese else en).format(subject),
+                    category=category,
+                    key=_key(family, subject),
+                    transient=transient,
+                    expires_at=None if expiry is None else NOW + expiry,
+                    observed_at=NOW - rng.randrange(count // 4 + 1) * 1000,
+                ),
+            )
+        )
+    return ops
+
+
+def old_hobby_facts(facts: _Facts) -> list[Fragment]:
+    """A copy of the walk before issue 24: every durable fact, newest first (the reference)."""
+    seen: list[Fragment] = []
+    items: set[str] = set()
+    cutoff: int | None = None
+    for f in facts.newest():
+        if cutoff is not None and f.observed_at < cutoff:
+            break
+        seen.append(f)
+        item = _hobby_item(f)
+        if item is not None and cutoff is None:
+            items.add(item)
+            if len(items) >= MAX_LIST_ITEMS:
+                cutoff = f.observed_at
+    if cutoff is None:
+        return seen
+    keys = [f"{p}{item.replace(' ', '_')}" for p in _HOBBY_PREFIXES for item in items]
+    older = facts.with_keys(keys=keys)
+    known = {f.id for f in seen}
+    return seen + [f for f in older if f.id not in known]
+
+
+@pytest.fixture()
+def store() -> Iterator[MemoryStore]:
+    s = MemoryStore.from_url("sqlite://")
+    yield s
+    s.close()
+
+
+#: Shapes: (name, count, weights). Few hobby items (the old full walk), many, only other families,
+#: only hobbies mostly negative or favourite slots (a walk to the end), and small memories.
+SHAPES = [
+    (
+        "few-hobbies",
+        600,
+        {"like": 5, "dislike": 5, "plan": 5, "family": 5, "food": 5, "profile": 5, "pref": 1},
+    ),
+    ("mixed", 400, {f: 1 for f in FAMILIES}),
+    ("no-hobbies", 300, {"like": 1, "dislike": 1, "plan": 1, "family": 1, "food": 1, "profile": 1}),
+    ("negative-hobbies", 500, {"pref_neg": 6, "pref_fav": 3, "habit": 1, "plan": 1}),
+    ("hobby-heavy", 700, {"pref": 3, "habit": 3, "hobby": 1, "like": 1}),
+    ("small", 20, {f: 1 for f in FAMILIES}),
+    ("page", 45, {"pref": 2, "like": 2, "family": 1}),
+]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("shape", "count", "weights"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_new_hobby_walk_infers_what_the_old_walk_did(
+    store: MemoryStore, shape: str, count: int, weights: dict[str, int], seed: int
+) -> None:
+    memory_id = f"{shape}_{seed}"
+    store.commit_extraction(memory_id, generated_ops(seed, count, weights), upto_seq=0, now_ms=NOW - DAY)
+    facts = _Facts(store, memory_id, NOW)
+    new = _hobbies(_inference._hobby_facts(facts))
+    old = _hobbies(old_hobby_facts(facts))
+    assert new == old
+    every = store.list_fragments(memory_id, status="active")
+    assert new == infer_variables(HOBBIES, every, now_ms=NOW).get("hobbies")
+    # The whole inference too, every variable (the old walk swapped in for the reference run).
+    specs = list(DEFAULT_VARIABLE_SPECS)
+    current = infer_from_store(store, memory_id, specs, now_ms=NOW)
+    with patch.object(_inference, "_hobby_facts", old_hobby_facts):
+        assert current == infer_from_store(store, memory_id, specs, now_ms=NOW)
+    # And with every rule asking the database (no small-memory shortcut).
+    with patch.object(_inference, "_FEW", 0):
+        assert infer_from_store(store, memory_id, specs, now_ms=NOW) == current
+
+
+def test_the_walk_reads_only_hobby_families_and_never_the_offset_walk(store: MemoryStore) -> None:
+    ops = generated_ops(7, 3000, {"like": 1, "dislike": 1, "plan": 1, "family": 1, "food": 1, "pref": 0})
+    hobby = generated_ops(8, 6, {"pref": 1, "habit": 1})
+    store.commit_extraction("m", ops + hobby, upto_seq=0, now_ms=NOW - DAY)
+    read_rows: list[str] = []
+    real = FQ.newest_hobby_rows
+
+    def counting(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for row in real(*args, **kwargs):
+            read_rows.append(row.ckey)
+            yield row
+
+    def forbidden(*args: Any, **kwargs: Any) -> Iterator[Fragment]:
+        raise AssertionError("the hobby walk read every durable fact")
+
+    facts = _Facts(store, "m", NOW)
+    with (
+        patch.object(_inference, "newest_hobby_rows", counting),
+        patch.object(store, "newest_durable_fragments", forbidden),
+    ):
+        result = _inference._hobby_facts(facts)
+    assert read_rows and all(k.startswith(_HOBBY_PREFIXES) for k in read_rows)
+    assert len(read_rows) <= len(hobby)
+    assert _hobbies(result) == _hobbies(old_hobby_facts(facts))
+
+
+def test_keyset_pages_cover_every_fact_once_in_order_across_ties(store: MemoryStore) -> None:
+    # 700 hobby facts on 5 observed times: every page boundary falls inside a tie.
+    ops = [
+        FragmentOp(
+            op="add",
+            candidate=FragmentCandidate(
+                content=f"用户不喜欢活动{j}。", key=f"pref:活动{j}", observed_at=NOW - (j % 5) * 1000
+            ),
+        )
+        for j in range(700)
+    ]
+    store.commit_extraction("t", ops, upto_seq=0, now_ms=NOW - DAY)
+    keyset = [r.id for r in FQ.newest_hobby_rows(store._read, "t", now_ms=NOW, batch=7)]
+    offset = [f.id for f in store.newest_durable_fragments("t", now_ms=NOW, batch=7)]
+    assert keyset == offset and len(set(keyset)) == 700
+
+
+def test_the_hobby_read_uses_its_index_in_order(store: MemoryStore) -> None:
+    values: dict[str, object] = {"mid": "m", "now": NOW, "limit": 32, "o": NOW, "u": NOW, "c": NOW, "i": "x"}
+    with store._read() as conn:
+        for stmt in (FQ.NEWEST_HOBBY, FQ.NEWEST_HOBBY_AFTER):
+            compiled = stmt.compile(dialect=conn.dialect)
+            names = compiled.positiontup or []
+            params = tuple(values.get(k, "active" if k.startswith("status") else 0) for k in names)
+            plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", params).fetchall()
+            details = " ".join(str(row[-1]) for row in plan)
+            # The partial index, in the ORDER BY's order: no sort of every hobby fact per page.
+            assert "ix_cm_fragments_hobby" in details, details
+            assert "TEMP B-TREE" not in details, details
+
+
+def test_the_index_prefixes_are_the_hobby_rule_prefixes() -> None:
+    assert sorted(HOBBY_PREFIXES) == sorted(_HOBBY_PREFIXES)
+
+
+def test_an_older_database_gains_the_hobby_index_on_open(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    store = MemoryStore.from_url(str(db))
+    store.commit_extraction("m", generated_ops(3, 50, {"pref": 1, "like": 1}), upto_seq=0, now_ms=NOW)
+    before = infer_from_store(store, "m", HOBBIES, now_ms=NOW)
+    store.close()
+    with sqlite3.connect(db) as conn:  # as the version before the index left it
+        conn.execute("DROP INDEX ix_cm_fragments_hobby")
+        conn.execute("PRAGMA user_version = 1698406020")
+    store = MemoryStore.from_url(str(db))
+    try:
+        with sqlite3.connect(db) as conn:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "ix_cm_fragments_hobby" in names
+        assert infer_from_store(store, "m", HOBBIES, now_ms=NOW) == before
+    finally:
+        store.close()
