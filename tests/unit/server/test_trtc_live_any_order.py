@@ -7,6 +7,8 @@ in a random order, in batches of random sizes, and the real worker runs after ea
 batch per webhook is how a live server sees them. Three deployments: ``CONVMEM_BOT_IDS`` set;
 the call registered at start (bot and human known, ``task`` mapping); nothing known (``room``
 mapping: the worker learns the bot from a 905 and the human from a 904 and parks the rest).
+2,000 examples run the real worker with each run stopping at the stored timeline (one database
+per deployment, new ids per call, ~50 ms an example); 40 more run the whole lifecycle.
 
 The stored timeline is compared with the script, not with another read: every utterance once,
 the right role, the spoken text, the generated text as ``original`` when it was cut short,
@@ -16,29 +18,65 @@ from the human speech a payload holds, is not compared.)
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convmem_graph._text import join_sentences
+from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
-from convmem_graph.server.inbox import Inbox
+from convmem_graph.server.inbox import Delivery, Inbox, TaskInfo
 from convmem_graph.server.routing import trtc_fields
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import delivery_key
 from convmem_graph.server.worker import InboxWorker
+from convmem_graph.sources import merge_timeline, read_payload
 
-BOT, HUMAN, TASK, ROOM = "ai_bot_7", "u_778", "task-live-1", "room-778"
+BOT = "ai_bot_7"
+_CALLS = itertools.count()
 T0 = 1_767_300_000_000
-HUMAN_SAYS = ["好的。", "嗯。", "对。", "我今天跑了五公里。", "明天要去上海出差。", "I like green tea.", "好的"]
+HUMAN_SAYS = [
+    "好的。",
+    "嗯。",
+    "对。",
+    "我今天跑了五公里。",
+    "明天要去上海出差。",
+    "I like green tea.",
+    "好的",
+]
 BOT_SAYS = ["好的。", "嗯嗯，", "那太棒了！", "记得多喝水。", "上海最近有点冷，", "Sounds great.", "好的"]
 
 Deployment = Literal["bot_ids", "registered", "unknown"]
+
+
+@dataclass(frozen=True)
+class CallIds:
+    """The ids of one call (new for every example, so examples can share a database)."""
+
+    n: int = field(default_factory=lambda: next(_CALLS))
+
+    @property
+    def human(self) -> str:
+        return f"u_{self.n}"
+
+    @property
+    def task(self) -> str:
+        return f"task-{self.n}"
+
+    @property
+    def room(self) -> str:
+        return f"room-{self.n}"
+
+    def memory_id(self, deployment: Deployment) -> str:
+        return {"bot_ids": self.human, "registered": f"mem-{self.n}", "unknown": self.room}[deployment]
 
 
 @dataclass
@@ -53,13 +91,9 @@ class Round:
     interrupted_by: int | None  # 906 or 908 carrying the interruption metric, or None
 
 
-def _body(event: int, ms: int, payload: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "EventGroupId": 9,
-        "EventType": event,
-        "CallbackTs": ms + 30,
-        "EventInfo": {"EventMsTs": ms, "TaskId": TASK, "RoomId": ROOM, "RoomIdType": 1, "Payload": payload},
-    }
+def _body(ids: CallIds, event: int, ms: int, payload: dict[str, Any]) -> dict[str, Any]:
+    info = {"EventMsTs": ms, "TaskId": ids.task, "RoomId": ids.room, "RoomIdType": 1, "Payload": payload}
+    return {"EventGroupId": 9, "EventType": event, "CallbackTs": ms + 30, "EventInfo": info}
 
 
 @st.composite
@@ -84,35 +118,39 @@ def calls(draw: st.DrawFn) -> list[Round]:
     return rounds
 
 
-def deliveries(rounds: list[Round]) -> list[dict[str, Any]]:
+def deliveries(rounds: list[Round], ids: CallIds) -> list[dict[str, Any]]:
     """The call's webhook bodies, in the order TRTC would send them."""
     out: list[dict[str, Any]] = []
     ms = T0
     for rnd in rounds:
         if rnd.human:
             ms += 700
-            out.append(_body(904, ms, {"UserId": HUMAN, "RoundId": rnd.round_id}))
+            out.append(_body(ids, 904, ms, {"UserId": ids.human, "RoundId": rnd.round_id}))
         for text in rnd.human:
             ms += 900
-            out.append(_body(903, ms, {"UserId": HUMAN, "Text": text, "RoundId": rnd.round_id}))
+            out.append(_body(ids, 903, ms, {"UserId": ids.human, "Text": text, "RoundId": rnd.round_id}))
         ms += 150
-        out.append(_body(906, ms, {"Metric": "llm_first_token", "Value": 412, "Tag": {"RoundId": rnd.round_id}}))
+        out.append(
+            _body(ids, 906, ms, {"Metric": "llm_first_token", "Value": 412, "Tag": {"RoundId": rnd.round_id}})
+        )
         for text in rnd.bot:
             ms += 800
-            out.append(_body(903, ms, {"UserId": BOT, "Text": text, "RoundId": rnd.round_id}))
+            out.append(_body(ids, 903, ms, {"UserId": BOT, "Text": text, "RoundId": rnd.round_id}))
         if rnd.has_905:
             ms += 600
             spoken = join_sentences(rnd.bot[: rnd.spoken])
-            out.append(_body(905, ms, {"UserId": BOT, "Text": spoken, "RoundId": rnd.round_id}))
+            out.append(_body(ids, 905, ms, {"UserId": BOT, "Text": spoken, "RoundId": rnd.round_id}))
         if rnd.interrupted_by is not None:
             ms += 40
-            tag = {"RoundId": rnd.round_id} | ({"Code": 0, "Message": ""} if rnd.interrupted_by == 908 else {})
-            out.append(_body(rnd.interrupted_by, ms, {"Metric": "interruption", "Value": 1, "Tag": tag}))
-    out.append(_body(902, ms + 5000, {"LeaveCode": 0}))
+            tag = {"RoundId": rnd.round_id} | (
+                {"Code": 0, "Message": ""} if rnd.interrupted_by == 908 else {}
+            )
+            out.append(_body(ids, rnd.interrupted_by, ms, {"Metric": "interruption", "Value": 1, "Tag": tag}))
+    out.append(_body(ids, 902, ms + 5000, {"LeaveCode": 0}))
     return out
 
 
-def expected(rounds: list[Round], bodies: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) -> list[tuple[Any, ...]]:
     """What happened, from the script: (role, spoken text, original, interrupted, round, time)."""
     first: dict[tuple[str, str], int] = {}
     for body in bodies:
@@ -123,7 +161,14 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]]) -> list[tuple[An
     for rnd in rounds:
         if rnd.human:
             rows.append(
-                ("user", join_sentences(rnd.human), None, False, rnd.round_id, first[(rnd.round_id, HUMAN)])
+                (
+                    "user",
+                    join_sentences(rnd.human),
+                    None,
+                    False,
+                    rnd.round_id,
+                    first[(rnd.round_id, ids.human)],
+                )
             )
         generated = join_sentences(rnd.bot)
         spoken = join_sentences(rnd.bot[: rnd.spoken]) if rnd.has_905 else generated
@@ -133,51 +178,82 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]]) -> list[tuple[An
     return sorted(rows, key=lambda r: r[5])
 
 
-def run_live(
-    bodies: list[dict[str, Any]], order: list[int], sizes: list[int], deployment: Deployment
+class TimelineWorker(InboxWorker):
+    """The real worker (routing, parking, round re-reads), each run stopping at the stored timeline.
+
+    A run is the lifecycle's ingest and normalize steps - read every input, merge the batch,
+    store it - without extraction and summaries, which read the timeline and never change it:
+    ~10x cheaper, so thousands of arrival orders fit in CI's budget.
+    """
+
+    def _ingest(self, memory_id: str, deliveries: list[Delivery], tasks: dict[str, TaskInfo]) -> None:
+        inputs, _ended = self._inputs(deliveries, tasks)
+        config = self.mem.config
+        read = [read_payload(i.data, i.source, bot_ids=config.bot_ids, config=config) for i in inputs]
+        messages, _dropped = merge_timeline(read, dedupe_window_ms=config.dedupe_window_ms)
+        for m in messages:
+            m.memory_id = memory_id
+        self.mem.store.add_messages(memory_id, messages, dedupe_window_ms=config.dedupe_window_ms)
+
+
+def _serve_settings(db: str, deployment: Deployment) -> ServeSettings:
+    return ServeSettings(
+        _env_file=None,
+        db=db,
+        bot_ids=[BOT] if deployment == "bot_ids" else [],
+        trtc_memory_from={"bot_ids": "user", "registered": "task", "unknown": "room"}[deployment],
+    )
+
+
+def _open(serve: ServeSettings) -> ConvMemory:
+    return ConvMemory.open(serve.db, config=MemoryConfig(bot_ids=list(serve.bot_ids)))  # as the server does
+
+
+def deliver(
+    mem: ConvMemory,
+    worker: InboxWorker,
+    ids: CallIds,
+    deployment: Deployment,
+    bodies: list[dict[str, Any]],
+    order: list[int],
+    sizes: list[int],
 ) -> list[tuple[Any, ...]]:
     """Deliver ``bodies[order]`` in batches of ``sizes`` (cycled); the worker runs after each."""
-    memory_id = {"bot_ids": HUMAN, "registered": "mem-778", "unknown": ROOM}[deployment]
+    inbox = worker.inbox
+    memory_id = ids.memory_id(deployment)
+    if deployment == "registered":
+        inbox.register_task(ids.task, memory_id, human_id=ids.human, bot_id=BOT)
+    pos, k = 0, 0
+    while pos < len(order):
+        size = sizes[k % len(sizes)]
+        for i in order[pos : pos + size]:
+            raw = json.dumps(bodies[i], ensure_ascii=False)
+            fields = trtc_fields(bodies[i])
+            key = delivery_key("trtc", bodies[i], raw.encode())
+            inbox.add("trtc", key, raw, event=fields.event, task_id=fields.task_id, round_id=fields.round_id)
+        for _ in range(50):  # bounded: each pass takes what is pending
+            if worker.run_once() == 0:
+                break
+        pos, k = pos + size, k + 1
+    assert inbox.pending() == []
+    assert inbox.waiting(ids.task) == [], "a delivery was left waiting"
+    stored = mem.store.recent_messages(memory_id, 1000)
+    return sorted(
+        ((m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms) for m in stored),
+        key=lambda r: r[5],
+    )
+
+
+def run_live(
+    ids: CallIds, bodies: list[dict[str, Any]], order: list[int], sizes: list[int], deployment: Deployment
+) -> list[tuple[Any, ...]]:
+    """:func:`deliver` into a new database, through the whole lifecycle (the server's worker)."""
     with tempfile.TemporaryDirectory() as tmp:
-        serve = ServeSettings(
-            _env_file=None,
-            db=str(Path(tmp) / "live.db"),
-            bot_ids=[BOT] if deployment == "bot_ids" else [],
-            trtc_memory_from={"bot_ids": "user", "registered": "task", "unknown": "room"}[deployment],
-        )
-        mem = ConvMemory.open(serve.db)
+        serve = _serve_settings(str(Path(tmp) / "live.db"), deployment)
+        mem = _open(serve)
         try:
-            inbox = Inbox(mem.store)
-            if deployment == "registered":
-                inbox.register_task(TASK, memory_id, human_id=HUMAN, bot_id=BOT)
-            worker = InboxWorker(mem, inbox, serve)
-            pos, k = 0, 0
-            while pos < len(order):
-                size = sizes[k % len(sizes)]
-                for i in order[pos : pos + size]:
-                    raw = json.dumps(bodies[i], ensure_ascii=False)
-                    fields = trtc_fields(bodies[i])
-                    inbox.add(
-                        "trtc",
-                        delivery_key("trtc", bodies[i], raw.encode()),
-                        raw,
-                        event=fields.event,
-                        task_id=fields.task_id,
-                        round_id=fields.round_id,
-                    )
-                for _ in range(50):  # bounded: each pass takes what is pending
-                    if worker.run_once() == 0:
-                        break
-                pos, k = pos + size, k + 1
-            assert inbox.counts().get("pending", 0) == 0
-            assert inbox.counts().get("waiting", 0) == 0, "a delivery was left waiting"
-            stored = mem.store.recent_messages(memory_id, 1000)
-            return sorted(
-                (
-                    (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms)
-                    for m in stored
-                ),
-                key=lambda r: r[5],
+            return deliver(
+                mem, InboxWorker(mem, Inbox(mem.store), serve), ids, deployment, bodies, order, sizes
             )
         finally:
             mem.close()
@@ -193,39 +269,75 @@ def _retried(bodies: list[dict[str, Any]], picks: list[int]) -> list[dict[str, A
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    rounds=calls(),
-    deployment=st.sampled_from(["bot_ids", "registered", "unknown"]),
-    data=st.data(),
-)
-def test_a_live_call_is_stored_as_it_happened_in_any_arrival_order(
-    rounds: list[Round], deployment: Deployment, data: st.DataObject
-) -> None:
-    script = deliveries(rounds)
+def _draw_arrivals(rounds: list[Round], ids: CallIds, data: st.DataObject) -> tuple[Any, ...]:
+    script = deliveries(rounds, ids)
     bodies = _retried(script, data.draw(st.lists(st.integers(0, 1000), max_size=3)))
     order = data.draw(st.permutations(range(len(bodies))))
     sizes = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
-    assert run_live(bodies, order, sizes, deployment) == expected(rounds, script)
+    return script, bodies, order, sizes
+
+
+_DEPLOYMENTS = st.sampled_from(["bot_ids", "registered", "unknown"])
+_SHARED: dict[str, tuple[ConvMemory, TimelineWorker]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_databases() -> Iterator[None]:
+    """One database per deployment for the many examples (each example's call has new ids)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for deployment in ("bot_ids", "registered", "unknown"):
+            serve = _serve_settings(str(Path(tmp) / f"{deployment}.db"), deployment)  # type: ignore[arg-type]
+            mem = _open(serve)
+            _SHARED[deployment] = (mem, TimelineWorker(mem, Inbox(mem.store), serve))
+        try:
+            yield
+        finally:
+            for mem, _worker in _SHARED.values():
+                mem.close()
+            _SHARED.clear()
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds=calls(), deployment=_DEPLOYMENTS, data=st.data())
+def test_a_live_call_is_stored_as_it_happened_in_any_arrival_order(
+    rounds: list[Round], deployment: Deployment, data: st.DataObject
+) -> None:
+    ids = CallIds()
+    script, bodies, order, sizes = _draw_arrivals(rounds, ids, data)
+    mem, worker = _SHARED[deployment]
+    got = deliver(mem, worker, ids, deployment, bodies, order, sizes)
+    assert got == expected(rounds, script, ids)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds=calls(), deployment=_DEPLOYMENTS, data=st.data())
+def test_the_whole_lifecycle_stores_the_same_timeline(
+    rounds: list[Round], deployment: Deployment, data: st.DataObject
+) -> None:
+    ids = CallIds()
+    script, bodies, order, sizes = _draw_arrivals(rounds, ids, data)
+    assert run_live(ids, bodies, order, sizes, deployment) == expected(rounds, script, ids)
 
 
 def test_an_interruption_metric_alone_marks_the_round_already_stored() -> None:
     # The round's sentences and its 905 are stored first; the 908 comes alone, later.
     rounds = [Round("r-000", ["讲个故事吧。"], ["从前有座山，", "山里有座庙。"], 1, True, 908)]
-    bodies = deliveries(rounds)
+    ids = CallIds()
+    bodies = deliveries(rounds, ids)
     last = len(bodies) - 2  # the 908 (the 902 is last)
     order = [i for i in range(len(bodies)) if i != last] + [last]
-    got = run_live(bodies, order, [len(bodies) - 1, 1], "bot_ids")
-    assert got == expected(rounds, bodies)
+    got = run_live(ids, bodies, order, [len(bodies) - 1, 1], "bot_ids")
+    assert got == expected(rounds, bodies, ids)
     assert got[-1][2:4] == ("从前有座山，山里有座庙。", True)
 
 
 def test_without_any_bot_id_the_bot_is_never_stored_as_the_user() -> None:
     # Bot sentences first, each alone, before the 905 and 904 that tell who is who.
     rounds = [Round("r-000", ["我到家了。"], ["欢迎回来！", "今天累吗？"], 2, True, None)]
-    bodies = deliveries(rounds)
+    ids = CallIds()
+    bodies = deliveries(rounds, ids)
     bot_first = sorted(
         range(len(bodies)), key=lambda i: bodies[i]["EventInfo"]["Payload"].get("UserId") != BOT
     )
-    got = run_live(bodies, bot_first, [1], "unknown")
+    got = run_live(ids, bodies, bot_first, [1], "unknown")
     assert [(r[0], r[1]) for r in got] == [("user", "我到家了。"), ("assistant", "欢迎回来！今天累吗？")]
