@@ -2,8 +2,12 @@
 
 It pulls the user's latest IM turns first when IM is configured (``CONVMEM_IM_SDKAPPID`` and
 ``--im-bot``), builds the payload from the memory exactly as ``convmem inject`` prints it, calls the
-vendor and prints the task id (TRTC) or agent id (Agora). A TRTC task is also registered to the
-memory in the store, so ``convmem serve`` routes its callbacks there whatever the mapping.
+vendor and prints the task id (TRTC) or agent id (Agora). The call is registered to the memory
+in the store (:mod:`convmem_graph.server.calls`: TRTC task with its bot and human, Agora agent),
+so ``convmem serve`` routes its callbacks and 103 there whatever the mapping, and the memory id
+is written where the vendor copies it into every LLM request (TRTC ``LLMConfig.MetaInfo``, Agora
+``llm.params``; the memory proxy takes it out before the model sees the request) and into Agora
+``labels`` (``--no-memory-tag`` leaves the options as they are).
 
 Credentials come from the environment and are never printed:
 
@@ -20,7 +24,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, subcommand
 
@@ -50,6 +54,11 @@ convmem call start --vendor agora --memory u_10086 --options agora_join.json --i
     p.add_argument("--persona", default="", help="persona text placed before the memory block")
     p.add_argument("--im-user", default=None, help="IM UserID to pull first (default: the memory id)")
     p.add_argument("--im-bot", default=None, help="IM bot UserID: pull the latest IM turns first")
+    p.add_argument(
+        "--no-memory-tag",
+        action="store_true",
+        help="do not add memory_id to MetaInfo / llm.params / labels (an LLM URL that is not the proxy)",
+    )
     add_db_argument(p)
     p.set_defaults(func=run)
 
@@ -61,8 +70,16 @@ def _env(name: str, default: str | None = None) -> str:
     return value
 
 
-def start_call(mem: Any, vendor: str, memory_id: str, options: dict[str, Any], *, client: Any = None) -> str:
-    """Build the vendor body from ``memory_id`` and start the agent; return the task or agent id.
+def start_call(
+    mem: Any,
+    vendor: Literal["trtc", "agora"],
+    memory_id: str,
+    options: dict[str, Any],
+    *,
+    client: Any = None,
+    tag: bool = True,
+) -> str:
+    """Build the vendor body from ``memory_id``, start the agent and register the call.
 
     Args:
         mem: The open :class:`~convmem_graph.memory.ConvMemory`.
@@ -70,12 +87,27 @@ def start_call(mem: Any, vendor: str, memory_id: str, options: dict[str, Any], *
         memory_id: The memory to inject.
         options: Vendor options (see :func:`convmem_graph.payloads.render.render_payload`).
         client: A TRTC or Agora client (default: built from the environment).
+        tag: Write the memory id where the vendor passes it on (see the module docstring).
+
+    Returns:
+        The TRTC task id or the Agora agent id.
     """
+    from convmem_graph.server.calls import register_call, tag_call_options
+    from convmem_graph.server.inbox import Inbox
+
     mem.store.ensure_memory(memory_id)  # a first call of a new user starts with an empty memory
+    if tag:
+        options = tag_call_options(vendor, options, memory_id)
     body = mem.payload(memory_id, vendor, **options)
+    started = _start(vendor, body, client)
+    # The callbacks, 103 and LLM requests of this call belong to this memory, whatever the mapping.
+    register_call(Inbox(mem.store), vendor, body, started, memory_id)
+    return started
+
+
+def _start(vendor: str, body: dict[str, Any], client: Any) -> str:
     if vendor == "trtc":
         from convmem_graph.clients.trtc import TRTCClient
-        from convmem_graph.server.inbox import Inbox
 
         client = client or TRTCClient(
             _env("CONVMEM_TRTC_SECRET_ID"),
@@ -85,8 +117,6 @@ def start_call(mem: Any, vendor: str, memory_id: str, options: dict[str, Any], *
             scheme=os.environ.get("CONVMEM_TRTC_SCHEME", "https"),
         )
         task_id: str = client.start_ai_conversation(body)
-        # The callbacks of this task belong to this memory, whatever the server's mapping.
-        Inbox(mem.store).register_task(task_id, memory_id)
         return task_id
     from convmem_graph.clients.agora import AgoraConvoAIClient
 
@@ -131,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
                 from convmem_graph.cli.pull import pull_im
 
                 pull_im(mem, args.im_user or args.memory, args.im_bot, memory_id=args.memory)
-            started = start_call(mem, args.vendor, args.memory, options)
+            started = start_call(mem, args.vendor, args.memory, options, tag=not args.no_memory_tag)
         except (VendorError, ValueError) as exc:
             print(f"convmem call start: {exc}", file=sys.stderr)
             return 2

@@ -5,7 +5,8 @@ OpenAPI description at ``/docs`` comes for free, and uvicorn handles streaming a
 shutdown (SIGTERM drains the inbox worker through the lifespan).
 
 Routes: ``GET /healthz``, ``POST /webhooks/trtc``, ``POST /webhooks/agora`` (signed, no token),
-``POST /v1/chat/completions`` (the memory proxy), ``POST /tasks/trtc`` (register a task's memory),
+``POST /v1/chat/completions`` (the memory proxy), ``POST /tasks/trtc`` and ``POST /tasks/agora``
+(register a call to its memory),
 plus, when installed, the viewer (``convmem_graph.viewer.routes``) and the Bailian-compatible API
 (``convmem_graph.server.bailian``), and ``GET /openapi.json`` / ``GET /docs``.
 
@@ -40,12 +41,13 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.server._http import SecurityHeadersMiddleware, token_matches
+from convmem_graph.server.calls import agora_task_id
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.proxy import build_proxy_router
 from convmem_graph.server.settings import ServeSettings
@@ -118,9 +120,24 @@ def _docs_page(title: str) -> HTMLResponse:
 
 
 class TaskRegistration(BaseModel):
-    """Body of ``POST /tasks/trtc``: the memory a TRTC task belongs to."""
+    """Body of ``POST /tasks/trtc``: the memory a TRTC task belongs to, and its two speakers."""
+
+    model_config = ConfigDict(extra="forbid")
 
     task_id: str = Field(min_length=1, max_length=256)
+    memory_id: str = Field(min_length=1, max_length=256)
+    human_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="AgentConfig.TargetUserId"
+    )
+    bot_id: str | None = Field(default=None, min_length=1, max_length=256, description="AgentConfig.UserId")
+
+
+class AgentRegistration(BaseModel):
+    """Body of ``POST /tasks/agora``: the memory an Agora agent (its ``agent_id``) belongs to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str = Field(min_length=1, max_length=200)
     memory_id: str = Field(min_length=1, max_length=256)
 
 
@@ -221,10 +238,20 @@ def create_app(
 
     @app.post("/tasks/trtc", tags=["service"], dependencies=auth)
     def register_trtc_task(body: TaskRegistration) -> dict[str, str]:
-        """Record which memory a TRTC task belongs to (for ``CONVMEM_TRTC_MEMORY_FROM=task``)."""
-        inbox.register_task(body.task_id, body.memory_id)
+        """Record which memory a TRTC task belongs to, and which speaker is the bot.
+
+        With ``bot_id`` or ``human_id`` every callback's speaker is known from the first one;
+        the task's webhooks and its LLM requests (``X-Task-Id``) go to ``memory_id``.
+        """
+        inbox.register_task(body.task_id, body.memory_id, human_id=body.human_id, bot_id=body.bot_id)
         worker.wake()
         return {"task_id": body.task_id, "memory_id": body.memory_id}
+
+    @app.post("/tasks/agora", tags=["service"], dependencies=auth)
+    def register_agora_agent(body: AgentRegistration) -> dict[str, str]:
+        """Record which memory an Agora agent belongs to: its 103 then needs no memory label."""
+        inbox.register_task(agora_task_id(body.agent_id), body.memory_id)
+        return {"agent_id": body.agent_id, "memory_id": body.memory_id}
 
     app.include_router(build_webhook_router(inbox, worker, settings))
     app.include_router(

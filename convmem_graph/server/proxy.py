@@ -2,7 +2,9 @@
 
 Put this URL in TRTC ``LLMConfig.APIUrl`` or an Agora ``llm.url`` (``vendor: custom``). Per request:
 
-1. The memory id is the first of ``proxy_memory_keys`` found: ``body:memory_id`` (TRTC copies
+1. The memory id is the one of the call registered for the ``X-Task-Id`` header TRTC sends
+   (``convmem call start``, ``POST /tasks/trtc``), else the first of ``proxy_memory_keys`` found:
+   ``body:memory_id`` (TRTC copies
    ``LLMConfig.MetaInfo`` into the body, Agora merges ``llm.params``), ``body:MetaInfo.memory_id``,
    ``body:context.memory_id``,
    the OpenAI ``user`` field, then the ``X-User-Id`` header TRTC sends.
@@ -618,7 +620,7 @@ def build_proxy_router(
     cache: BlockCache[_MemoryParts] = BlockCache(memory_parts, ttl_s=settings.proxy_cache_ttl_s)
     worker.listeners.append(cache.refresh)
     warned = _WarnedCallers()
-    looked_at = ", ".join(settings.proxy_memory_keys)
+    looked_at = ", ".join(["the call registered for header:x-task-id", *settings.proxy_memory_keys])
 
     def record_completion(
         memory_id: str, request_id: str, user_text: str, content: bytes, started: int, first: int
@@ -692,7 +694,15 @@ def build_proxy_router(
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return openai_error(400, "'messages' must be a list", code="invalid_messages")
         messages: list[Any] = body["messages"]
-        memory_id = find_memory_id(body, request.headers, settings.proxy_memory_keys)
+        memory_id: str | None = None
+        task_id = (request.headers.get("x-task-id") or "").strip()
+        if task_id:
+            # TRTC sends X-Task-Id with every LLM request: a call registered at start names the
+            # memory more surely than X-User-Id (an RTC id) or ``user``.
+            registered = await run_in_threadpool(inbox.task, task_id)
+            memory_id = registered.memory_id if registered is not None else None
+        if memory_id is None:
+            memory_id = find_memory_id(body, request.headers, settings.proxy_memory_keys)
         user_text = last_user_text(messages)
         given_request_id = request.headers.get("x-request-id") or request.headers.get("x-rquest-id")
         request_id = given_request_id or uuid.uuid4().hex

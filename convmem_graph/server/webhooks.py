@@ -21,6 +21,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
 from convmem_graph.server._http import read_capped_body
+from convmem_graph.server.calls import agora_task_id
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.routing import trtc_fields
 from convmem_graph.server.settings import ServeSettings
@@ -136,10 +137,19 @@ def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSett
         payload = doc.get("payload")
         labels = payload.get("labels") if isinstance(payload, dict) else None
         memory_id = labels.get(settings.agora_memory_label) if isinstance(labels, dict) else None
+        agent_id = payload.get("agent_id") if isinstance(payload, dict) else None
+        if (
+            (not isinstance(memory_id, str) or not memory_id.strip())
+            and isinstance(agent_id, str)
+            and agent_id
+        ):
+            # No label: the agent registered at call start (convmem call start) names the memory.
+            registered = await run_in_threadpool(inbox.task, agora_task_id(agent_id))
+            memory_id = registered.memory_id if registered is not None else None
         text = raw.decode("utf-8")
         key = delivery_key("agora", doc, raw)
         if not isinstance(memory_id, str) or not memory_id.strip():
-            note = f"103 without payload.labels.{settings.agora_memory_label}"
+            note = f"103 without payload.labels.{settings.agora_memory_label} of an agent not registered"
             logger.warning("Agora delivery kept as failed: %s", note)
             await run_in_threadpool(inbox.add, "agora", key, text, event=103, status="failed", note=note)
             return _ACK
