@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 from convmem_graph.cli._common import add_db_argument, open_memory, subcommand
 from convmem_graph.store.registry import SIDE_METADATA, pull_cursors
+from convmem_graph.store.repository import add_missing_columns
 
 __all__ = ["pull_im", "register"]
 
@@ -90,6 +91,7 @@ def pull_im(
     store = mem.store
     with store.schema_transaction() as conn:  # pulls starting together on a fresh database
         SIDE_METADATA.create_all(conn, tables=[pull_cursors], checkfirst=True)
+        add_missing_columns(conn, [pull_cursors])  # the memory column of older versions
     now = int(time.time())
     if since is None:
         with store.read() as conn:
@@ -122,7 +124,7 @@ def pull_im(
                 conn,
                 pull_cursors,
                 ("user_id", "bot_id"),
-                {"user_id": user, "bot_id": bot, "last_time": newest},
+                {"user_id": user, "bot_id": bot, "last_time": newest, "memory_id": memory_id or user},
             )
     return len(pages), stored
 

@@ -256,7 +256,8 @@ class InboxWorker:
         for row in fresh:
             if row.seq in failed_routing:
                 taken += 1
-                if not self._fail(row, row.memory_id, failed_routing[row.seq]) and row.task_id:
+                owner = self._owner_of(row, tasks)
+                if not self._fail(row, owner, failed_routing[row.seq]) and row.task_id:
                     held_tasks.add(row.task_id)
                 continue
             if row.vendor == "trtc" and row.task_id in held_tasks:
@@ -517,6 +518,27 @@ class InboxWorker:
         human (a 904, the registered call), a bot's 903 would be read as the user's.
         """
         return info.memory_id is not None and bool(info.bot_id or info.human_id or self.settings.bot_ids)
+
+    def _owner_of(self, row: Delivery, tasks: dict[str, TaskInfo]) -> str | None:
+        """Whose a delivery that failed before its memory was known is, so a delete finds its dead letter.
+
+        The task's memory when known, else what the mapping would make of the body: the human's
+        ``UserId`` (not a bot) or the ``RoomId``. An id the store refuses owns nothing (see
+        :meth:`_dead_letter`).
+        """
+        if row.memory_id or row.vendor != "trtc":
+            return row.memory_id
+        info = tasks.get(row.task_id or "")
+        if info is not None and info.memory_id:
+            return info.memory_id
+        fields = trtc_fields(_json_object(row.body))
+        mode = self.settings.trtc_memory_from
+        if mode == "room":
+            return fields.room_id
+        bots = {*self.settings.bot_ids, *([info.bot_id] if info is not None and info.bot_id else [])}
+        if mode == "user" and fields.user_id and fields.user_id not in bots and fields.event != 905:
+            return fields.user_id
+        return None
 
     def _trtc_memory(self, row: Delivery, tasks: dict[str, TaskInfo]) -> str | None:
         if row.task_id:

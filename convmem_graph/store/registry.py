@@ -93,13 +93,16 @@ replay_progress = Table(
     Column("memory_id", String, nullable=True, index=True),
 )
 
-#: ``convmem pull im``: the newest message time pulled per (user, bot).
+#: ``convmem pull im``: the newest message time pulled per (user, bot), and the memory it fed.
 pull_cursors = Table(
     "cm_im_pull_cursors",
     SIDE_METADATA,
     Column("user_id", String(256), primary_key=True),
     Column("bot_id", String(256), primary_key=True),
     Column("last_time", Integer, nullable=False),
+    # A pull into another memory id than the user's: deleting that memory forgets the cursor.
+    # Rows of older versions have none; the user id (a pull's default memory id) stands in.
+    Column("memory_id", String(256), nullable=True, index=True),
 )
 
 #: Bailian profile schemas: one per workspace, shared by every user (no memory's data).
@@ -120,6 +123,7 @@ class MemoryTable:
         table: The table.
         column: The column whose value is the memory id.
         side: True for a side table (created by a module above the store; may not exist yet).
+        fallback: Optional column standing in for ``column`` in rows written before it existed.
         via: Optional ``(column, parent, parent_column)``: rows whose ``column`` is a key of the
             memory's rows in ``parent`` belong to the memory too (TRTC deliveries stored before
             their task was mapped carry only the ``task_id``). ``parent`` must come later in
@@ -130,6 +134,8 @@ class MemoryTable:
     column: str
     side: bool = False
     via: tuple[str, Table, str] | None = None
+    #: A column naming the memory where ``column`` is NULL or absent (rows of older versions).
+    fallback: str | None = None
 
 
 #: Every table holding a memory's data, children first (the delete order of a memory). The
@@ -147,9 +153,7 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
     MemoryTable(inbox_table, "memory_id", side=True, via=("task_id", tasks_table, "task_id")),
     MemoryTable(tasks_table, "memory_id", side=True),
     MemoryTable(replay_progress, "memory_id", side=True),
-    # A pull's default memory id is the IM user id; a cursor of a pull into another memory id is
-    # keyed by the user only (the table has no memory column).
-    MemoryTable(pull_cursors, "user_id", side=True),
+    MemoryTable(pull_cursors, "memory_id", side=True, fallback="user_id"),
     MemoryTable(memories, "memory_id"),
 )
 

@@ -19,7 +19,20 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, MetaData, Row, Table, delete, func, inspect, or_, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    MetaData,
+    Row,
+    Table,
+    and_,
+    delete,
+    func,
+    inspect,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.engine import Inspector, make_url
 
 from convmem_graph._ids import check_identifier
@@ -690,8 +703,14 @@ class MemoryStore:
                 return 0
             present = {c["name"] for c in schema.get_columns(table.name)}
             if entry.column not in present:
-                return 0
+                if entry.fallback is None or entry.fallback not in present:
+                    return 0
+                # A table of an older version: its rows name the memory in the fallback column.
+                where_old = table.c[entry.fallback] == memory_id
+                return int(conn.execute(delete(table).where(where_old)).rowcount or 0)
         where = table.c[entry.column] == memory_id
+        if entry.fallback is not None:
+            where = or_(where, and_(table.c[entry.column].is_(None), table.c[entry.fallback] == memory_id))
         if entry.via is not None:
             column, parent, key = entry.via
             owned = select(parent.c[key]).where(parent.c[_registered_column(parent)] == memory_id)

@@ -333,3 +333,30 @@ def _no_serve_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for var in ("CONVMEM_BOT_IDS", "CONVMEM_WORKER_MAX_ATTEMPTS", "CONVMEM_WORKER_BATCH"):
         monkeypatch.delenv(var, raising=False)
     yield
+
+
+def test_a_delivery_failing_before_its_memory_is_known_is_the_users_dead_letter(db: str) -> None:
+    """Issue 20 item 6: the dead letter is attributed from the TRTC UserId, so a delete finds it."""
+    from sqlalchemy.exc import DataError
+
+    settings = serve_settings(db)
+    with open_memory(db) as mem:
+        inbox = Inbox(mem.store)
+        add_trtc(inbox, "task_refused", "tu_refused", 1)  # its task row is refused (NUL in a RoomId, say)
+        add_trtc(inbox, "task_fine", "tu_fine", 2)
+        real = inbox.save_task
+
+        def refuse(info: Any) -> None:
+            if info.task_id == "task_refused":
+                raise DataError("INSERT ...", {}, ValueError("invalid byte sequence: 0x00"))
+            real(info)
+
+        inbox.save_task = refuse  # type: ignore[method-assign]
+        worker = InboxWorker(mem, inbox, settings)
+        while worker.run_once():
+            pass
+        [letter] = mem.store.list_dead_letters()
+        assert letter.memory_id == "tu_refused" and "0x00" in letter.error
+        assert mem.store.count_messages("tu_fine") == 1
+        mem.delete("tu_refused")
+        assert mem.store.list_dead_letters() == []
