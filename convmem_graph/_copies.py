@@ -20,9 +20,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from convmem_graph._text import normalize_text
 from convmem_graph.models import Message
 
-__all__ = ["IDENTITY_KEYS", "adds_to", "has_identity", "merge_copies", "two_utterances"]
+__all__ = [
+    "IDENTITY_KEYS",
+    "adds_to",
+    "call_task",
+    "has_identity",
+    "merge_copies",
+    "same_call_utterance",
+    "two_utterances",
+]
 
 #: Metadata keys that carry a vendor's identity of an utterance (besides ``round_id``).
 IDENTITY_KEYS = ("msg_key", "agent_id", "proxy_request_id")
@@ -89,3 +98,32 @@ def adds_to(stored: Message, merged: Message) -> bool:
         or merged.interrupted != stored.interrupted
         or merged.original != stored.original
     )
+
+
+def call_task(metadata: Mapping[str, Any] | None) -> str | None:
+    """The voice call (TRTC ``TaskId``) a message belongs to: its voice copy and its proxy copy say so."""
+    task = (metadata or {}).get("task_id")
+    return task if isinstance(task, str) and task else None
+
+
+def same_call_utterance(voice_texts: tuple[str | None, ...], proxy_text: str) -> bool:
+    """Whether a proxy copy's text is what a voice round of the same call and speaker says.
+
+    The voice copy may hold only the round's first sentences (903s arrive one at a time) or only
+    what was spoken before an interruption (905), so one text being the start of the other counts,
+    after the timeline's normalization (width, case, punctuation, spaces).
+
+    Example:
+        >>> same_call_utterance(("哇，八公里！", None), "哇，八公里！六分半的配速很稳呀。")
+        True
+        >>> same_call_utterance(("好的。", None), "不好。")
+        False
+    """
+    proxy = normalize_text(proxy_text)
+    if not proxy:
+        return False
+    for text in voice_texts:
+        voice = normalize_text(text or "")
+        if voice and (proxy.startswith(voice) or voice.startswith(proxy)):
+            return True
+    return False

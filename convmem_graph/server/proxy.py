@@ -44,7 +44,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import httpx
 from fastapi import APIRouter, FastAPI, Request
@@ -62,6 +62,13 @@ from convmem_graph.payloads.memory_block import (
     build_memory_block,
     render_recent_turns,
     select_recent_turns,
+)
+from convmem_graph.server._boundary import (
+    BoundaryError,
+    BoundaryRoute,
+    check_id,
+    openai_boundary_error,
+    parse_json,
 )
 from convmem_graph.server._http import openai_error, read_capped_body
 from convmem_graph.server.inbox import Inbox
@@ -97,6 +104,28 @@ _REDACTED = "[redacted]"
 #: (also the half-starred form "sk-abc1****wxyz" OpenAI prints) and bearer credentials. ``\b`` keeps
 #: words that merely contain "sk-" ("task-queue", "disk-full") intact.
 _SECRET_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_*\-]{3,}|\b(bearer\s+)[^\s\"'`,;()<>\[\]{}\\]+", re.IGNORECASE)
+
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The upstream's answer (JSON, or an SSE stream with stream: true)"},
+    400: {"description": "Not a chat request, a bad value (param names it), or no memory id"},
+    401: {"description": "Missing or wrong bearer token"},
+    413: {"description": "Body over the size limit"},
+    502: {"description": "Upstream unreachable or its answer too large"},
+    503: {"description": "Memory backlog full (Retry-After) or no upstream configured"},
+    504: {"description": "Upstream timed out"},
+}
+
+
+class _ProxyRoute(BoundaryRoute):
+    """The proxy reads its body under its own cap and checks it in the handler; errors OpenAI-shaped."""
+
+    check_body = False
+    default_responses: ClassVar[Mapping[int | str, dict[str, Any]]] = {}
+
+    def boundary_response(self, request: Request, exc: BoundaryError) -> Response:
+        """An OpenAI-shaped 400 whose ``param`` names the field."""
+        return openai_boundary_error(exc)
 
 
 def find_memory_id(body: Mapping[str, Any], headers: Mapping[str, str], keys: list[str]) -> str | None:
@@ -583,7 +612,7 @@ def build_proxy_router(
         app: The application (its shutdown closes the upstream client).
         transport: An httpx transport for the upstream (tests); ``None`` uses the network.
     """
-    router = APIRouter(tags=["proxy"])
+    router = APIRouter(tags=["proxy"], route_class=_ProxyRoute, responses=_RESPONSES)
     client = httpx.AsyncClient(
         timeout=httpx.Timeout(settings.upstream_timeout_s, connect=10.0),
         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
@@ -623,10 +652,16 @@ def build_proxy_router(
     looked_at = ", ".join(["the call registered for header:x-task-id", *settings.proxy_memory_keys])
 
     def record_completion(
-        memory_id: str, request_id: str, user_text: str, content: bytes, started: int, first: int
+        memory_id: str,
+        request_id: str,
+        user_text: str,
+        content: bytes,
+        started: int,
+        first: int,
+        task_id: str = "",
     ) -> None:
         # Parsed here, in the worker thread: a JSON answer of megabytes must not hold the event loop.
-        record(memory_id, request_id, user_text, _completion_text(content), started, first, False)
+        record(memory_id, request_id, user_text, _completion_text(content), started, first, False, task_id)
 
     def record(
         memory_id: str,
@@ -636,7 +671,12 @@ def build_proxy_router(
         started: int,
         first: int,
         interrupted: bool,
+        task_id: str = "",
     ) -> None:
+        # The TRTC task of the call: the store lets the call's voice copy of these turns win.
+        meta: dict[str, Any] = {"proxy_request_id": request_id}
+        if task_id:
+            meta["task_id"] = task_id
         messages = []
         if user_text.strip():
             messages.append(
@@ -647,7 +687,7 @@ def build_proxy_router(
                     channel="api",
                     source="message",
                     timestamp_ms=started,
-                    metadata={"proxy_request_id": request_id},
+                    metadata=dict(meta),
                 )
             )
         if answer.strip():
@@ -660,7 +700,7 @@ def build_proxy_router(
                     source="llm",
                     timestamp_ms=max(first, started + 1),
                     interrupted=interrupted,
-                    metadata={"proxy_request_id": request_id},
+                    metadata=dict(meta),
                 )
             )
         if not messages:
@@ -687,22 +727,25 @@ def build_proxy_router(
                 503, "no upstream model configured (CONVMEM_UPSTREAM_URL)", type_="server_error"
             )
         raw = await read_capped_body(request, settings.max_proxy_body_bytes)
-        try:
-            body = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            return openai_error(400, "request body is not UTF-8 JSON")
+        # The boundary: depth and number limits, no NUL or lone surrogate in any string (a lone
+        # surrogate cannot be sent upstream or stored; NUL stopped the PostgreSQL queue).
+        body = parse_json(raw)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return openai_error(400, "'messages' must be a list", code="invalid_messages")
         messages: list[Any] = body["messages"]
         memory_id: str | None = None
         task_id = (request.headers.get("x-task-id") or "").strip()
         if task_id:
+            check_id(task_id, "X-Task-Id")
             # TRTC sends X-Task-Id with every LLM request: a call registered at start names the
             # memory more surely than X-User-Id (an RTC id) or ``user``.
             registered = await run_in_threadpool(inbox.task, task_id)
             memory_id = registered.memory_id if registered is not None else None
         if memory_id is None:
             memory_id = find_memory_id(body, request.headers, settings.proxy_memory_keys)
+            if memory_id is not None:
+                # Found under one of proxy_memory_keys: the same identifier rule as everywhere.
+                check_id(memory_id, "memory_id", "memory_id")
         user_text = last_user_text(messages)
         given_request_id = request.headers.get("x-request-id") or request.headers.get("x-rquest-id")
         request_id = given_request_id or uuid.uuid4().hex
@@ -798,6 +841,7 @@ def build_proxy_router(
                     content,
                     started,
                     now_ms(),
+                    task_id,
                 )
             return Response(content, status_code=upstream.status_code, headers=passthrough, background=task)
 
@@ -842,6 +886,7 @@ def build_proxy_router(
                         started,
                         first or now_ms(),
                         interrupted,
+                        task_id,
                     )
 
         passthrough.setdefault("content-type", "text/event-stream")

@@ -40,10 +40,6 @@ def _richness(m: Message) -> int:
     return 1 if (m.turn_id is not None or m.round_id is not None) else 0
 
 
-#: Metadata keys that name the vendor's own identity of an utterance: the IM ``MsgKey``, the
-#: Agora agent whose transcript it is, the proxy request that carried it.
-
-
 def _identified(m: Message) -> bool:
     return has_identity(m.round_id, m.metadata)
 

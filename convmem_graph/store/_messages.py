@@ -9,9 +9,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, delete, select
 
-from convmem_graph._copies import adds_to, has_identity, merge_copies, two_utterances
+from convmem_graph._copies import (
+    adds_to,
+    call_task,
+    has_identity,
+    merge_copies,
+    same_call_utterance,
+    two_utterances,
+)
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
@@ -249,6 +256,75 @@ def _rows_in(conn: Connection, columns: str, memory_id: str, key: str, values: S
     return conn.exec_driver_sql(sql, (memory_id, *values))
 
 
+@dataclass(slots=True)
+class _CallCopy:
+    """A copy of an utterance of a voice call, on the voice channel or through the proxy."""
+
+    id: str
+    seq: int | None  # None: in the batch being stored
+    role: str
+    channel: str
+    content: str
+    original: str | None
+    timestamp_ms: int
+    task: str
+
+
+def _absorb_proxy_copies(
+    conn: Connection, memory_id: str, unique: dict[str, Message], window_ms: int, new_memory: bool
+) -> dict[str, tuple[int, str]]:
+    """The voice copy of a call's utterance wins over the memory proxy's copy of it, in any order.
+
+    A TRTC call through the proxy says everything twice: the voice channel (903/905, a round id;
+    the spoken text, interrupted from 906/908) and the proxy's copy (the LLM request's user
+    text and the generated answer, ``task_id`` from ``X-Task-Id``). A proxy copy of the same call
+    and speaker, within ``window_ms`` of a voice copy whose text starts it or is started by it
+    (:func:`~convmem_graph._copies.same_call_utterance`), is that utterance again: a proxy copy in
+    the batch is not stored, a stored one is deleted (returned as ``{id: (seq, content)}``).
+    """
+    batch = [m for m in unique.values() if m.channel in ("voice", "api") and call_task(m.metadata)]
+    if not batch:
+        return {}
+    copies = [
+        _CallCopy(
+            m.id, None, m.role, m.channel, m.content, m.original, m.timestamp_ms, call_task(m.metadata) or ""
+        )
+        for m in batch
+    ]
+    tasks = {c.task for c in copies}
+    if not new_memory:
+        lo = min(c.timestamp_ms for c in copies) - window_ms
+        hi = max(c.timestamp_ms for c in copies) + window_ms
+        query = select(
+            *messages.c["id", "seq", "role", "channel", "content", "original", "timestamp_ms", "metadata"]
+        ).where(
+            messages.c.memory_id == memory_id,
+            messages.c.timestamp_ms.between(lo, hi),
+            messages.c.channel.in_(("voice", "api")),
+        )
+        for mid, seq, role, channel, content, original, ts, meta in conn.execute(query):
+            task = call_task(_load_metadata(meta))
+            if task in tasks and mid not in unique:
+                copies.append(
+                    _CallCopy(mid, int(seq), role, channel, content or "", original, int(ts), task or "")
+                )
+    voices = [c for c in copies if c.channel == "voice"]
+    absorbed: dict[str, tuple[int, str]] = {}
+    for proxy in (c for c in copies if c.channel == "api"):
+        if any(
+            v.task == proxy.task
+            and v.role == proxy.role
+            and abs(v.timestamp_ms - proxy.timestamp_ms) <= window_ms
+            and same_call_utterance((v.content, v.original), proxy.content)
+            for v in voices
+        ):
+            if proxy.seq is None:
+                del unique[proxy.id]
+            else:
+                absorbed[proxy.id] = (proxy.seq, proxy.content)
+    return absorbed
+
+
 def insert_messages(
     conn: Connection,
     memory_id: str,
@@ -324,6 +400,10 @@ def insert_messages(
                 replace.add(mid)
                 old_rows[mid] = (int(seq), content or "")
                 hashes[mid] = content_hash(merged.role, merged.content)
+
+    absorbed = _absorb_proxy_copies(conn, memory_id, unique, window_ms, new_memory)
+    old_rows.update(absorbed)
+    replace.update(absorbed)  # deleted below: not a copy the text window may keep instead
 
     seen: dict[int, list[_Seen]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})

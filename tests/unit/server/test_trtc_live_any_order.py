@@ -1,6 +1,6 @@
 """Issue 20, item 2: a live TRTC call comes out the same whatever order its webhooks arrive in.
 
-Scripted calls (a greeting or not, 1-4 rounds of 1-3 sentences a side, repeated short replies
+Scripted calls (a greeting or not, 1-3 rounds of 1-2 human and 1-3 bot sentences, repeated short replies
 such as "好的", rounds cut short by an interruption metric sent as its own webhook - 906 or 908 -
 with a 905 naming what was spoken, noise metrics, vendor retries, 902) are delivered to the inbox
 in a random order, in batches of random sizes, and the real worker runs after each batch: one
@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from convmem_graph._text import join_sentences
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
+from convmem_graph.models import Message, ReadResult
 from convmem_graph.server.inbox import Delivery, Inbox, TaskInfo
 from convmem_graph.server.routing import trtc_fields
 from convmem_graph.server.settings import ServeSettings
@@ -101,13 +102,13 @@ def calls(draw: st.DrawFn) -> list[Round]:
     rounds: list[Round] = []
     if draw(st.booleans()):
         rounds.append(Round("r-welcome", [], [draw(st.sampled_from(BOT_SAYS))], 1, True, None))
-    for i in range(draw(st.integers(1, 4))):
+    for i in range(draw(st.integers(1, 3))):
         bot = draw(st.lists(st.sampled_from(BOT_SAYS), min_size=1, max_size=3))
         cut = draw(st.booleans()) and len(bot) > 1
         rounds.append(
             Round(
                 round_id=f"r-{i:03d}",
-                human=draw(st.lists(st.sampled_from(HUMAN_SAYS), min_size=1, max_size=3)),
+                human=draw(st.lists(st.sampled_from(HUMAN_SAYS), min_size=1, max_size=2)),
                 bot=bot,
                 spoken=draw(st.integers(1, len(bot) - 1)) if cut else len(bot),
                 # An interrupted round always says what was spoken; a whole one may not.
@@ -118,8 +119,38 @@ def calls(draw: st.DrawFn) -> list[Round]:
     return rounds
 
 
-def deliveries(rounds: list[Round], ids: CallIds) -> list[dict[str, Any]]:
-    """The call's webhook bodies, in the order TRTC would send them."""
+def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int) -> dict[str, Any]:
+    """The memory proxy's copy of a round (TRTC sent the LLM request through it), as it stores it."""
+    request_id = f"req-{ids.n}-{rnd.round_id}"
+    meta = {"proxy_request_id": request_id, "task_id": ids.task}
+    cut = rnd.interrupted_by is not None
+    messages = [
+        Message(
+            id=f"proxy-{request_id}-user",
+            role="user",
+            content=join_sentences(rnd.human),
+            channel="api",
+            source="message",
+            timestamp_ms=user_ms,
+            metadata=dict(meta),
+        ),
+        Message(
+            # The generated answer as streamed; cut short when TRTC hung up on an interruption.
+            id=f"proxy-{request_id}-assistant",
+            role="assistant",
+            content=join_sentences(rnd.bot[: rnd.spoken + 1] if cut else rnd.bot),
+            channel="api",
+            source="llm",
+            timestamp_ms=answer_ms,
+            interrupted=cut,
+            metadata=dict(meta),
+        ),
+    ]
+    return {"proxy": {"messages": [m.model_dump(mode="json") for m in messages]}, "request_id": request_id}
+
+
+def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> list[dict[str, Any]]:
+    """The call's webhook bodies in the order TRTC would send them (and the proxy's copies)."""
     out: list[dict[str, Any]] = []
     ms = T0
     for rnd in rounds:
@@ -133,6 +164,8 @@ def deliveries(rounds: list[Round], ids: CallIds) -> list[dict[str, Any]]:
         out.append(
             _body(ids, 906, ms, {"Metric": "llm_first_token", "Value": 412, "Tag": {"RoundId": rnd.round_id}})
         )
+        if proxy and rnd.human:
+            out.append(_proxy_turn(ids, rnd, user_ms=ms + 60, answer_ms=ms + 500))
         for text in rnd.bot:
             ms += 800
             out.append(_body(ids, 903, ms, {"UserId": BOT, "Text": text, "RoundId": rnd.round_id}))
@@ -154,6 +187,8 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
     """What happened, from the script: (role, spoken text, original, interrupted, round, time)."""
     first: dict[tuple[str, str], int] = {}
     for body in bodies:
+        if "proxy" in body:
+            continue  # a copy: what happened is what the call's voice channel says
         payload = body["EventInfo"]["Payload"]
         if body["EventType"] == 903:
             first.setdefault((payload["RoundId"], payload["UserId"]), body["EventInfo"]["EventMsTs"])
@@ -189,7 +224,13 @@ class TimelineWorker(InboxWorker):
     def _ingest(self, memory_id: str, deliveries: list[Delivery], tasks: dict[str, TaskInfo]) -> None:
         inputs, _ended = self._inputs(deliveries, tasks)
         config = self.mem.config
-        read = [read_payload(i.data, i.source, bot_ids=config.bot_ids, config=config) for i in inputs]
+        # As the ingest node does: a proxy turn comes already read.
+        read = [
+            i.data
+            if isinstance(i.data, ReadResult)
+            else read_payload(i.data, i.source, bot_ids=config.bot_ids, config=config)
+            for i in inputs
+        ]
         messages, _dropped = merge_timeline(read, dedupe_window_ms=config.dedupe_window_ms)
         for m in messages:
             m.memory_id = memory_id
@@ -227,6 +268,10 @@ def deliver(
     while pos < len(order):
         size = sizes[k % len(sizes)]
         for i in order[pos : pos + size]:
+            if "proxy" in bodies[i]:
+                turn = json.dumps(bodies[i]["proxy"], ensure_ascii=False)
+                inbox.add("proxy", f"proxy:{bodies[i]['request_id']}", turn, memory_id=memory_id)
+                continue
             raw = json.dumps(bodies[i], ensure_ascii=False)
             fields = trtc_fields(bodies[i])
             key = delivery_key("trtc", bodies[i], raw.encode())
@@ -262,18 +307,20 @@ def run_live(
 def _retried(bodies: list[dict[str, Any]], picks: list[int]) -> list[dict[str, Any]]:
     """The bodies plus vendor retries of some (same event, a later CallbackTs)."""
     out = list(bodies)
+    webhooks = [b for b in bodies if "proxy" not in b]
     for i in picks:
-        retry = json.loads(json.dumps(bodies[i % len(bodies)]))
+        retry = json.loads(json.dumps(webhooks[i % len(webhooks)]))
         retry["CallbackTs"] += 10_000
         out.append(retry)
     return out
 
 
 def _draw_arrivals(rounds: list[Round], ids: CallIds, data: st.DataObject) -> tuple[Any, ...]:
-    script = deliveries(rounds, ids)
+    # Every LLM turn through the memory proxy (the README's recipe), or the voice channel alone.
+    script = deliveries(rounds, ids, proxy=data.draw(st.booleans()))
     bodies = _retried(script, data.draw(st.lists(st.integers(0, 1000), max_size=3)))
     order = data.draw(st.permutations(range(len(bodies))))
-    sizes = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    sizes = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))
     return script, bodies, order, sizes
 
 
