@@ -45,16 +45,23 @@ def has_identity(round_id: str | None, metadata: Mapping[str, Any] | None) -> bo
 def two_utterances(channel_a: str, identified_a: bool, channel_b: str, identified_b: bool) -> bool:
     """Whether two same-text messages with different ids are certainly two utterances.
 
-    Inside one channel, two messages that both carry the vendor's identity and still got
-    different ids are two things said: the proxy's "好的" twice, two IM messages, two TRTC rounds
-    (also a welcome "好的" and a later round's "好的", whose sources differ). Only the text
-    window may take two copies without such an identity, or on two channels, for one.
+    Two messages that both carry their vendor's identity and still got different ids are two
+    things said: the proxy's "好的" twice, two IM messages, two TRTC rounds (also a welcome "好的"
+    and a later round's "好的", whose sources differ), a line typed in IM and the same words said
+    in a call. A proxy copy (channel ``api``) is the exception across channels: its request id
+    names the request, not the utterance, which the voice channel also carries. Only the text
+    window may take the others for one utterance: copies without such an identity, or a proxy
+    copy and another channel's.
 
     Example:
-        >>> two_utterances("voice", True, "voice", True), two_utterances("voice", True, "api", True)
+        >>> two_utterances("voice", True, "im", True), two_utterances("voice", True, "api", True)
+        (True, False)
+        >>> two_utterances("api", True, "api", True), two_utterances("voice", True, "im", False)
         (True, False)
     """
-    return channel_a == channel_b and identified_a and identified_b
+    if not (identified_a and identified_b):
+        return False
+    return channel_a == channel_b or "api" not in (channel_a, channel_b)
 
 
 def _primary(a: Message, b: Message) -> tuple[Message, Message]:

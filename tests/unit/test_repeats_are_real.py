@@ -81,3 +81,40 @@ def test_six_identical_replies_store_six_in_any_order(data: st.DataObject) -> No
         assert sorted(m.id for m in stored) == sorted(m.id for k in range(6) for m in _proxy_turn(k).messages)
     finally:
         mem.close()
+
+
+def test_a_line_typed_in_im_and_said_in_a_call_are_two_messages() -> None:
+    """Both copies carry their vendor's identity (an IM MsgKey, a TRTC round): two things said."""
+    typed = Message(
+        id="im_k1",
+        role="user",
+        content="好的",
+        channel="im",
+        source="message",
+        timestamp_ms=T0,
+        metadata={"msg_key": "k1"},
+    )
+    said = Message(
+        id="trtc_r7",
+        role="user",
+        content="好的。",
+        channel="voice",
+        source="asr",
+        timestamp_ms=T0 + 3_000,
+        round_id="r7",
+        metadata={"task_id": "t1", "sentences": [[T0 + 3_000, "好的。"]]},
+    )
+    messages, skipped = merge_timeline(
+        [ReadResult(source="tencent_im", messages=[typed]), ReadResult(source="trtc", messages=[said])]
+    )
+    assert [m.id for m in messages] == ["im_k1", "trtc_r7"] and not skipped
+    mem = ConvMemory.open(":memory:")
+    try:
+        for result in (
+            ReadResult(source="trtc", messages=[said]),
+            ReadResult(source="tencent_im", messages=[typed]),
+        ):
+            mem.ingest("u_1", [RawInput(result, result.source, name=result.source)])
+        assert sorted(m.id for m in mem.store.recent_messages("u_1", 10)) == ["im_k1", "trtc_r7"]
+    finally:
+        mem.close()
