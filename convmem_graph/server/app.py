@@ -4,17 +4,24 @@ FastAPI on uvicorn: request and settings models are pydantic v2 like the rest of
 OpenAPI description at ``/docs`` comes for free, and uvicorn handles streaming and graceful
 shutdown (SIGTERM drains the inbox worker through the lifespan).
 
-Routes: ``GET /healthz``, ``POST /webhooks/trtc``, ``POST /webhooks/agora`` (signed, no token),
-``POST /v1/chat/completions`` (the memory proxy), ``POST /tasks/trtc`` and ``POST /tasks/agora``
-(register a call to its memory),
-plus, when installed, the viewer (``convmem_graph.viewer.routes``) and the Bailian-compatible API
+Routes: ``GET /healthz`` and ``GET /readyz``, ``GET /livez``, ``POST /webhooks/trtc``,
+``POST /webhooks/agora`` (signed, no token), ``POST /v1/chat/completions`` (the memory proxy),
+``POST /tasks/trtc`` and ``POST /tasks/agora`` (register a call to its memory), plus, when
+installed, the viewer (``convmem_graph.viewer.routes``) and the Bailian-compatible API
 (``convmem_graph.server.bailian``), and ``GET /openapi.json`` / ``GET /docs``.
 
 Two token scopes: the admin token (``CONVMEM_SERVE_TOKEN``) opens everything but the webhooks and
-``/healthz``; the chat token (``CONVMEM_PROXY_TOKEN``, the one a vendor's console holds) opens only
+the health routes; the chat token (``CONVMEM_PROXY_TOKEN``, the one a vendor's console holds) opens only
 the proxy's chat route and gets 403 elsewhere. Every response carries a CSP without inline script,
 ``X-Frame-Options: DENY``, ``nosniff`` and ``Referrer-Policy: no-referrer``; a ``Host`` header
 outside ``allowed_hosts`` gets 400 (DNS rebinding).
+
+Health: ``/livez`` is liveness (the process answers; it never touches the store, so a database
+outage does not get the server restarted); ``/healthz`` and its alias ``/readyz`` are readiness:
+a cheap store read bounded by ``CONVMEM_HEALTH_TIMEOUT_S``, 200 when it answered, 503 when it
+failed or timed out (a load balancer sees a PostgreSQL outage). Every request's store writes wait
+at most ``CONVMEM_SERVE_WRITE_TIMEOUT_S`` for a lock and are answered 503 with ``Retry-After``
+past it, nothing stored (see :mod:`convmem_graph.server.health`); reads never wait for writers.
 
 Example:
     >>> from fastapi.testclient import TestClient
@@ -48,11 +55,13 @@ from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.server._http import SecurityHeadersMiddleware, token_matches
 from convmem_graph.server.calls import agora_task_id
+from convmem_graph.server.health import BoundedWritesMiddleware, StoreProbe, store_busy_response
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.proxy import build_proxy_router
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import build_webhook_router
 from convmem_graph.server.worker import InboxWorker, WorkerHandle
+from convmem_graph.store.write_gate import WriteTimeout
 
 __all__ = ["OPTIONAL_ROUTERS", "create_app", "require_chat_token", "require_token"]
 
@@ -212,13 +221,16 @@ def create_app(
         openapi_url=None,
     )
     # Added last = runs first: even the Host check's 400 carries the security headers.
+    app.add_middleware(BoundedWritesMiddleware, timeout_s=settings.serve_write_timeout_s)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts, www_redirect=False)
     app.add_middleware(SecurityHeadersMiddleware)
+    app.add_exception_handler(WriteTimeout, store_busy_response)
     app.state.settings = settings
     app.state.mem = mem
     app.state.inbox = inbox
     app.state.worker = worker
     app.state.on_close = []
+    probe = app.state.probe = StoreProbe(mem.store, settings.health_timeout_s)
     auth = [Depends(require_token(settings))]
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=auth)
@@ -231,10 +243,34 @@ def create_app(
         """Swagger UI over ``/openapi.json`` (admin token)."""
         return _docs_page(app.title)
 
-    @app.get("/healthz", tags=["service"])
-    def healthz() -> dict[str, Any]:
-        """200 once the store is open, with the inbox backlog."""
-        return {"status": "ok", "store": served.store.dialect, "pending": inbox.pending_count}
+    # Async, and the read on the probe's own thread: requests waiting for a lock can fill the
+    # request threadpool, and the health check must answer within its timeout all the same.
+    async def health() -> JSONResponse:
+        result = await probe.check()
+        body: dict[str, Any] = {
+            "status": "ok" if result.error is None else "unavailable",
+            "store": served.store.dialect,
+            "pending": inbox.pending_count,
+            "check_ms": round(result.elapsed_ms, 1),
+        }
+        if result.error is not None:
+            body["error"] = result.error
+        return JSONResponse(body, status_code=200 if result.error is None else 503)
+
+    @app.get("/healthz", tags=["service"], responses={503: {"description": "the store did not answer"}})
+    async def healthz() -> JSONResponse:
+        """Readiness: 200 when a store read answered within the health timeout, else 503."""
+        return await health()
+
+    @app.get("/readyz", tags=["service"], responses={503: {"description": "the store did not answer"}})
+    async def readyz() -> JSONResponse:
+        """Readiness, as ``/healthz`` (the name Kubernetes probes use)."""
+        return await health()
+
+    @app.get("/livez", tags=["service"])
+    async def livez() -> dict[str, str]:
+        """Liveness: the process answers; the store is not read (an outage is not a restart)."""
+        return {"status": "ok"}
 
     @app.post("/tasks/trtc", tags=["service"], dependencies=auth)
     def register_trtc_task(body: TaskRegistration) -> dict[str, str]:

@@ -183,6 +183,21 @@ class ServeSettings(BaseSettings):
         description="attempts of a delivery failing with an unexpected error before it goes to dead letters "
         "(a data error goes at once; a database outage is not counted)",
     )
+    serve_write_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="longest wait of a request's store write for a lock (the SQLite write gate or another "
+        "process's BEGIN IMMEDIATE, a memory's run); past it the request gets 503 with Retry-After, nothing "
+        "stored (CONVMEM_SERVE_WRITE_TIMEOUT_S)",
+    )
+    health_timeout_s: float = Field(
+        default=0.8,
+        gt=0,
+        le=30,
+        description="longest wait of /healthz and /readyz for their store read; past it, or on an error, "
+        "they answer 503 (CONVMEM_HEALTH_TIMEOUT_S)",
+    )
     worker_process: bool = Field(
         default=False,
         description="run the lifecycle in a child process (a file or PostgreSQL database only) so proxied "

@@ -4,6 +4,12 @@ SQLite gets WAL, a busy timeout, foreign keys and ``synchronous=NORMAL`` on ever
 transactions are begun by us (``BEGIN IMMEDIATE`` for writes) instead of by the ``sqlite3`` module:
 a write transaction that reads first (find existing ids, then insert) must hold the write lock from
 its start, or a concurrent writer makes its commit fail with a busy-snapshot error.
+
+Inside :func:`~convmem_graph.store.write_gate.bounded_writes` the ``BEGIN IMMEDIATE`` of a write
+waits at most that bound for another process's write lock (a program that does not pass the
+write gate) and raises :class:`~convmem_graph.store.write_gate.WriteTimeout`; elsewhere the busy
+timeout is 30 s. In WAL mode only ``BEGIN IMMEDIATE`` can meet that lock: a commit does not wait
+and a reader never does.
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.dml import Insert
 
 from convmem_graph.store.urls import is_memory_sqlite
+from convmem_graph.store.write_gate import WriteTimeout, remaining_wait, write_timeout
 
 __all__ = [
     "IN_CHUNK",
@@ -220,8 +228,35 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
         # Writers take the write lock up front (no read-then-upgrade deadlocks). Readers run each
         # statement in autocommit: every store read is one statement, consistent by itself, and
         # skipping BEGIN/ROLLBACK halves the round trips of a lifecycle run.
-        if conn.get_execution_options().get(WRITE_OPTION):
+        if not conn.get_execution_options().get(WRITE_OPTION):
+            return
+        left = remaining_wait()
+        if left is None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        _begin_bounded(conn, left, write_timeout() or left)
+
+
+def _begin_bounded(conn: Connection, left: float, timeout: float) -> None:
+    """``BEGIN IMMEDIATE`` waiting at most ``left`` seconds for another process's write lock.
+
+    ``left`` is what the write gate's wait left of the bound ``timeout`` (one bound for both).
+    The busy timeout is lowered for this one statement and put back, so the connection (pooled,
+    shared with the unbounded worker) keeps the usual 30 s.
+    """
+    conn.exec_driver_sql(f"PRAGMA busy_timeout={max(1, int(left * 1000))}")
+    try:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    except OperationalError as exc:
+        message = str(exc.orig).lower()
+        if "locked" not in message and "busy" not in message:
+            raise
+        logger.warning("BEGIN IMMEDIATE gave up after %.1f s: another process holds the write lock", timeout)
+        raise WriteTimeout(
+            f"the database is locked by another process; gave up after {timeout:g} s", timeout
+        ) from exc
+    finally:
+        conn.exec_driver_sql(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
 
 
 def advisory_key(memory_id: str) -> int:

@@ -5,6 +5,10 @@ lock is re-entrant within a thread, so a node holding it may call code that take
 the store passes ``hold``: the outermost hold of a thread opens the run's transaction on its
 pinned connection and takes ``pg_advisory_xact_lock`` there (see ``MemoryStore.memory_lock``), so
 no session-level lock and no second connection exist, and the lock ends with the transaction.
+
+Inside :func:`~convmem_graph.store.write_gate.bounded_writes` (a request of ``convmem serve``) the
+in-process wait is bounded too: a request for a memory whose run waits behind another process's
+write lock answers 503 instead of queueing behind that run.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+
+from convmem_graph.store.write_gate import WriteTimeout, write_timeout
 
 __all__ = ["memory_lock"]
 
@@ -50,13 +56,22 @@ def memory_lock(
         if entry is None:
             entry = _REGISTRY[key] = _Entry()
         entry.users += 1
+    timeout = write_timeout()
     try:
-        with entry.lock, ExitStack() as stack:
-            entry.depth += 1
-            stack.callback(_leave, entry)
-            if entry.depth == 1 and hold is not None:
-                stack.enter_context(hold(memory_id))
-            yield
+        if not entry.lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise WriteTimeout(
+                f"memory {memory_id!r} is busy (a run of it is in progress); gave up after {timeout:g} s",
+                timeout or 0.0,
+            )
+        try:
+            with ExitStack() as stack:
+                entry.depth += 1
+                stack.callback(_leave, entry)
+                if entry.depth == 1 and hold is not None:
+                    stack.enter_context(hold(memory_id))
+                yield
+        finally:
+            entry.lock.release()
     finally:
         with _GUARD:
             entry.users -= 1

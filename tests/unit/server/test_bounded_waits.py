@@ -1,0 +1,449 @@
+"""Bounded waits (issue 21 item 3): a held write lock never hangs ``convmem serve``.
+
+A foreign writer (another file descriptor's ``flock`` on the write gate, another connection's
+``BEGIN IMMEDIATE``, a subprocess holding either) makes a request's write give up after
+``serve_write_timeout_s`` with a 503 and ``Retry-After``; reads and ``/healthz`` do not wait; a 503'd
+webhook stored nothing and its retry after the lock is stored once. ``/healthz`` reports an
+unreachable PostgreSQL (a loopback port nothing listens on, or one that never answers) with 503.
+Everything is loopback; subprocesses live at most their hold plus a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi", reason="the server extra is not installed (pip install -e '.[server]')")
+
+from fastapi.testclient import TestClient  # noqa: E402
+from pytest_socket import enable_socket, socket_allow_hosts  # noqa: E402
+
+from convmem_graph.server.app import create_app  # noqa: E402
+from convmem_graph.server.health import ProbeResult, StoreProbe, store_busy_response  # noqa: E402
+from convmem_graph.signatures import sign_trtc  # noqa: E402
+from convmem_graph.store import MemoryStore  # noqa: E402
+from convmem_graph.store.engine import create_store_engine  # noqa: E402
+from convmem_graph.store.locks import memory_lock  # noqa: E402
+from convmem_graph.store.write_gate import WriteTimeout, bounded_writes, write_gate  # noqa: E402
+from tests.integration.live_server import free_port, serve  # noqa: E402
+from tests.unit.server.conftest import TRTC_KEY, make_settings  # noqa: E402
+
+_DELIVERY = {
+    "EventGroupId": 9,
+    "EventType": 903,
+    "CallbackTs": 1767272403440,
+    "EventInfo": {
+        "EventMsTs": 1767272403400,
+        "TaskId": "v2_bounded_waits_task",
+        "RoomId": "convmem_bounded_room",
+        "RoomIdType": 1,
+        "Payload": {
+            "UserId": "user_bounded",
+            "Text": "hello",
+            "StartTimeMs": 900,
+            "EndTimeMs": 2850,
+            "RoundId": "r-0001",
+        },
+    },
+}
+
+
+@pytest.fixture
+def loopback() -> Iterator[None]:
+    """Sockets again, connecting to 127.0.0.1 only (tests/unit disables them)."""
+    enable_socket()
+    connect = socket.socket.connect
+    socket_allow_hosts(["127.0.0.1"], allow_unix_socket=True)
+    try:
+        yield
+    finally:
+        socket.socket.connect = connect  # type: ignore[method-assign]
+
+
+def _delivery(i: int) -> bytes:
+    doc = json.loads(json.dumps(_DELIVERY))
+    doc["EventInfo"]["EventMsTs"] += i
+    doc["EventInfo"]["Payload"]["Text"] = f"message number {i}"
+    doc["EventInfo"]["Payload"]["RoundId"] = f"r-{i:04d}"
+    return json.dumps(doc, ensure_ascii=False).encode("utf-8")
+
+
+def _trtc_headers(body: bytes) -> dict[str, str]:
+    return {"Content-Type": "application/json", "SdkAppId": "1400000000", "Sign": sign_trtc(body, TRTC_KEY)}
+
+
+# -- the write gate, the busy timeout and the memory lock ------------------------------------
+@contextmanager
+def _foreign_flock(db: Path) -> Iterator[None]:
+    """The gate's lock file locked on a descriptor of its own: for flock, another process."""
+    import fcntl
+
+    fd = os.open(os.path.realpath(db) + "-convmem.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def test_gate_wait_is_bounded_and_unbounded_outside(tmp_path: Path) -> None:
+    db = tmp_path / "gate.db"
+    gate = write_gate(str(db))
+    with _foreign_flock(db):
+        started = time.monotonic()
+        with pytest.raises(WriteTimeout) as caught, bounded_writes(0.3), gate.hold():
+            pass
+        waited = time.monotonic() - started
+        assert 0.25 <= waited < 1.0
+        assert caught.value.timeout_s == 0.3
+        # Outside a bound the gate waits as before: this thread only gets it once it is free.
+        got = threading.Event()
+
+        def writer() -> None:
+            with gate.hold():
+                got.set()
+
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        assert not got.wait(0.5)
+    assert got.wait(5)
+    thread.join(5)
+    with bounded_writes(0.3), gate.hold():  # free again: taken at once
+        pass
+
+
+def test_gate_wait_behind_a_thread_of_this_process_is_bounded(tmp_path: Path) -> None:
+    gate = write_gate(str(tmp_path / "inproc.db"))
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with gate.hold():
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder, daemon=True)
+    thread.start()
+    assert held.wait(5)
+    try:
+        with pytest.raises(WriteTimeout, match="this process"), bounded_writes(0.2), gate.hold():
+            pass
+    finally:
+        release.set()
+        thread.join(5)
+
+
+def test_begin_immediate_behind_a_foreign_writer_is_bounded(tmp_path: Path) -> None:
+    db = tmp_path / "busy.db"
+    store = MemoryStore.from_url(str(db))
+    foreign = sqlite3.connect(db, isolation_level=None)
+    try:
+        foreign.execute("BEGIN IMMEDIATE")  # a program that does not pass the write gate
+        started = time.monotonic()
+        with pytest.raises(WriteTimeout), bounded_writes(0.4), store.transaction() as conn:
+            conn.exec_driver_sql("CREATE TABLE never (k TEXT)")
+        assert 0.35 <= time.monotonic() - started < 1.5
+        # Readers do not wait for the writer (WAL).
+        started = time.monotonic()
+        with store.read() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM cm_memories").scalar() == 0
+        assert time.monotonic() - started < 0.2
+        foreign.execute("ROLLBACK")
+        # The connection got its 30 s busy timeout back, and writes work again.
+        with store.transaction() as conn:
+            conn.exec_driver_sql("CREATE TABLE after_lock (k TEXT)")
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
+    finally:
+        foreign.close()
+        store.close()
+
+
+def test_memory_lock_wait_is_bounded() -> None:
+    held, release = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with memory_lock("scope-bounded", "mem_1"):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert held.wait(5)
+    try:
+        with pytest.raises(WriteTimeout, match="mem_1"), bounded_writes(0.2):
+            with memory_lock("scope-bounded", "mem_1"):
+                pass
+        with bounded_writes(0.2), memory_lock("scope-bounded", "mem_2"):  # other memories: no wait
+            pass
+    finally:
+        release.set()
+        thread.join(5)
+
+
+# -- the app: 503 with Retry-After, /healthz -----------------------------------------------
+def test_webhook_and_task_writes_answer_503_behind_the_gate_and_store_nothing(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, serve_write_timeout_s=0.5)
+    body = _delivery(1)
+    with TestClient(create_app(settings)) as client:
+        with _foreign_flock(tmp_path / "serve.db"):
+            started = time.monotonic()
+            answer = client.post("/webhooks/trtc", content=body, headers=_trtc_headers(body))
+            assert time.monotonic() - started < 2.0
+            assert answer.status_code == 503
+            assert answer.headers["Retry-After"] == "1"
+            assert answer.json()["code"] == 503
+            task = client.post("/tasks/trtc", json={"task_id": "t-1", "memory_id": "mem_1"})
+            assert task.status_code == 503
+            assert task.json()["code"] == "Store.Busy"
+            bailian = client.post(
+                "/api/v2/apps/memory/add",
+                json={"user_id": "u1", "messages": [{"role": "user", "content": "我叫林晓"}]},
+            )
+            assert bailian.status_code == 503, bailian.text
+            assert bailian.json()["code"] == "Store.Busy"
+            assert bailian.headers["Retry-After"] == "1"
+            health = client.get("/healthz")
+            assert health.status_code == 200, health.text
+            assert client.get("/livez").json() == {"status": "ok"}
+            assert client.app.state.inbox.counts() == {}  # type: ignore[attr-defined]
+        retry = client.post("/webhooks/trtc", content=body, headers=_trtc_headers(body))
+        assert retry.status_code == 200
+        again = client.post("/webhooks/trtc", content=body, headers=_trtc_headers(body))
+        assert again.status_code == 200
+        counts = client.app.state.inbox.counts()  # type: ignore[attr-defined]
+        assert sum(counts.values()) == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/v1/chat/completions", {"error": {"type": "server_busy", "code": "store_busy"}}),
+        ("/webhooks/agora", {"code": 503}),
+        ("/api/v2/apps/memory/add", {"code": "Store.Busy"}),
+    ],
+)
+def test_the_503_comes_in_the_callers_error_shape(path: str, expected: dict[str, Any]) -> None:
+    from starlette.requests import Request
+
+    request = Request({"type": "http", "method": "POST", "path": path, "headers": [], "query_string": b""})
+    answer = asyncio.run(store_busy_response(request, WriteTimeout("locked", 2.5)))
+    assert answer.status_code == 503
+    assert answer.headers["Retry-After"] == "3"
+    body = json.loads(bytes(answer.body))
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            assert value.items() <= body[key].items()
+        else:
+            assert body[key] == value
+    assert "message" in (body["error"] if "error" in body else body)
+
+
+@contextmanager
+def _pg_engine_store(port: int) -> Iterator[MemoryStore]:
+    """A stand-in store whose reads go to PostgreSQL on a loopback port (engines connect lazily)."""
+    engine = create_store_engine(f"postgresql+psycopg://convmem:x@127.0.0.1:{port}/convmem")
+
+    class _Store:
+        dialect = "postgresql"
+
+        @contextmanager
+        def read(self) -> Iterator[Any]:
+            with engine.connect() as conn:
+                yield conn
+
+    try:
+        yield cast(MemoryStore, _Store())
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.usefixtures("loopback")
+def test_healthz_reports_an_unreachable_postgres(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there: connection refused
+    with TestClient(create_app(make_settings(tmp_path))) as client, _pg_engine_store(port) as down:
+        assert client.get("/healthz").status_code == 200
+        client.app.state.probe.store = down  # type: ignore[attr-defined]
+        started = time.monotonic()
+        for path in ("/healthz", "/readyz"):
+            answer = client.get(path)
+            assert answer.status_code == 503
+            assert answer.json()["status"] == "unavailable"
+            assert "OperationalError" in answer.json()["error"]
+        assert time.monotonic() - started < 2.0
+        assert client.get("/livez").status_code == 200
+
+
+@pytest.mark.usefixtures("loopback")
+def test_healthz_answers_within_its_timeout_when_the_database_never_answers() -> None:
+    # A listener that accepts and never speaks: a connect that hangs, like a host gone silent.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        with _pg_engine_store(silent.getsockname()[1]) as hung:
+            probe = StoreProbe(hung, timeout_s=0.3)
+
+            async def twice() -> tuple[ProbeResult, ProbeResult]:
+                # The second check joins the probe in flight and starts no second connect.
+                return await probe.check(), await probe.check()
+
+            started = time.monotonic()
+            first, second = asyncio.run(twice())
+            assert time.monotonic() - started < 1.5
+            assert first.error is not None and "did not answer" in first.error
+            assert second.error is not None
+
+
+# -- end to end: a foreign process holds the lock for 8 s -----------------------------------
+_HOLDERS = {
+    "gate": (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1] + '-convmem.lock', os.O_RDWR | os.O_CREAT, 0o644)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(float(sys.argv[2]))\n"
+    ),
+    "begin": (
+        "import sqlite3, sys, time\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute('BEGIN IMMEDIATE')\n"
+        "print('held', flush=True)\n"
+        "time.sleep(float(sys.argv[2]))\n"
+        "conn.execute('ROLLBACK')\n"
+    ),
+}
+_HOLD_S = 8.0
+#: Clients sending at once, past the 40 threads of Starlette's threadpool (60 retried like TRTC).
+_CLIENTS = 60
+#: Seconds each client waits between two requests.
+_THINK_S = 0.2
+
+
+@contextmanager
+def _foreign_process(kind: str, db: Path, seconds: float) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDERS[kind], os.path.realpath(db), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def _client_main(base: str, seconds: float, clients: int) -> None:
+    """Entry point of the client process: ``clients`` threads cycling through the routes.
+
+    The clients run in a process of their own, as a vendor's do: in the server's process their
+    threads would compete with it for the GIL and measure that instead. Prints one JSON document
+    ``{"results": [[kind, status, elapsed_s, end_unix_s], ...], "sent": [i, ...]}``.
+    """
+    results: list[tuple[str, int, float, float]] = []
+    sent: list[int] = []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def call(client: httpx.Client, kind: str, method: str, url: str, **kw: Any) -> None:
+        started = time.monotonic()
+        answer = client.request(method, url, **kw)
+        with lock:
+            results.append((kind, answer.status_code, time.monotonic() - started, time.time()))
+            if kind == "healthz":  # the server's own measure of its store read
+                results.append(("healthz_check", answer.status_code, answer.json()["check_ms"] / 1000, 0.0))
+
+    def loop(worker: int) -> None:
+        n = 0
+        with httpx.Client(base_url=base, timeout=30) as client:
+            while time.monotonic() < stop_at:
+                # A pause between requests, as a vendor's retries have: without it 60 clients
+                # looping on instant 503s measure this (often loaded) 2-core machine's CPU.
+                time.sleep(_THINK_S)
+                i = worker * 1000 + n
+                step = n % 4
+                n += 1
+                if step == 0:
+                    body = _delivery(i)
+                    with lock:
+                        sent.append(i)
+                    call(
+                        client, "webhook", "POST", "/webhooks/trtc", content=body, headers=_trtc_headers(body)
+                    )
+                elif step == 1:
+                    call(client, "healthz", "GET", "/healthz")
+                elif step == 2:
+                    call(client, "viewer", "GET", "/")
+                else:
+                    call(client, "task", "POST", "/tasks/trtc", json={"task_id": f"t{i}", "memory_id": "m1"})
+
+    threads = [threading.Thread(target=loop, args=(w,), daemon=True) for w in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    print(json.dumps({"results": results, "sent": sent}))
+
+
+@pytest.mark.usefixtures("loopback")
+@pytest.mark.parametrize("kind", ["gate", "begin"])
+def test_foreign_lock_for_8_s_every_request_answered_in_time_nothing_lost(kind: str, tmp_path: Path) -> None:
+    settings = make_settings(
+        tmp_path, serve_write_timeout_s=2.0, health_timeout_s=0.8, allowed_hosts=["127.0.0.1"]
+    )
+    app = create_app(settings)
+    with serve(app) as base:
+        with _foreign_process(kind, tmp_path / "serve.db", _HOLD_S):
+            held_until = time.time() + _HOLD_S - 0.2  # the holder printed "held" just now
+            # Stop sending while the lock is surely still held (a 2xx then proves nothing about it).
+            code = f"from tests.unit.server.test_bounded_waits import _client_main; _client_main({base!r}, "
+            code += f"{_HOLD_S - 3.0}, {_CLIENTS})"
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=Path(__file__).resolve().parents[3],
+                check=True,
+            )
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+        results = [(str(k), int(st), float(e), float(end)) for k, st, e, end in report["results"]]
+        sent = [int(i) for i in report["sent"]]
+        # After the lock: a vendor's retries of every delivery; each is stored once.
+        with httpx.Client(base_url=base, timeout=30) as client:
+            for i in sent:
+                body = _delivery(i)
+                retry = client.post("/webhooks/trtc", content=body, headers=_trtc_headers(body))
+                assert retry.status_code == 200
+        counts = app.state.inbox.counts()
+
+    assert results
+    by_kind: dict[str, list[tuple[int, float]]] = {}
+    for kind_, status, elapsed, _ in results:
+        by_kind.setdefault(kind_, []).append((status, elapsed))
+    print(
+        f"{kind}: {len(results)} requests from {_CLIENTS} clients, {len(sent)} deliveries; max s per kind: "
+        + ", ".join(f"{k} {max(e for _, e in v):.2f}" for k, v in sorted(by_kind.items()))
+    )
+    for kind_, answers in by_kind.items():
+        assert {s for s, _ in answers} <= {200, 503}, (kind_, {s for s, _ in answers})
+        assert max(e for _, e in answers) < 5.0, (kind_, max(e for _, e in answers))
+    assert all(s == 200 and e < 1.0 for s, e in by_kind["healthz"]), by_kind["healthz"]
+    assert all(s == 200 for s, _ in by_kind["viewer"])  # reads never wait behind the gate
+    # Nothing could be written while the lock was held: every webhook answered then is a 503.
+    assert all(s == 503 for k, s, _, end in results if k == "webhook" and end < held_until)
+    assert sum(counts.values()) == len(sent)  # and each one's retry was stored, once
