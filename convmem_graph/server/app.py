@@ -53,6 +53,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
+from convmem_graph.server._boundary import BoundaryRoute
 from convmem_graph.server._http import SecurityHeadersMiddleware, token_matches
 from convmem_graph.server.calls import agora_task_id
 from convmem_graph.server.health import BoundedWritesMiddleware, StoreProbe, store_busy_response
@@ -220,6 +221,8 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
+    # The input boundary (ids, NUL, depth) for the routes defined below: /tasks/trtc, /tasks/agora.
+    app.router.route_class = BoundaryRoute
     # Added last = runs first: even the Host check's 400 carries the security headers.
     app.add_middleware(BoundedWritesMiddleware, timeout_s=settings.serve_write_timeout_s)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts, www_redirect=False)

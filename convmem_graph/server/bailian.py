@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
-from typing import Any, Literal
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, ClassVar, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
@@ -36,6 +35,7 @@ from convmem_graph.errors import InvalidIdentifierError, MemoryNotFoundError, No
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import FRAGMENT_MAX_CHARS, Fragment, VariableSpec
 from convmem_graph.payloads.relevance import lexical_scores
+from convmem_graph.server._boundary import MAX_QUERY_INT, BoundaryError, BoundaryRoute
 from convmem_graph.server._http import token_matches
 from convmem_graph.server.bailian_schemas import ProfileSchema, ProfileSchemaStore, variable_name
 from convmem_graph.store.browse import count_memories, find_fragment, set_description
@@ -87,8 +87,29 @@ def _validation_message(exc: RequestValidationError | ValidationError) -> str:
     return "; ".join(parts)
 
 
-class _BailianRoute(APIRoute):
-    """Answers validation and store errors in Bailian's shapes instead of FastAPI's 422."""
+#: Generation A's names of the path parameters, in its error messages.
+_GEN_A_NAMES = {"memory_id": "memoryId", "memory_node_id": "memoryNodeId", "workspace_id": "workspaceId"}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Success"},
+    400: {"description": "InvalidParameter (the message names the field) or content invalid"},
+    401: {"description": "InvalidApiKey: bearer token missing or wrong"},
+    403: {"description": "A token of another scope (CONVMEM_PROXY_TOKEN)"},
+    404: {"description": "Memory, node or profile schema not found"},
+}
+
+
+class _BailianRoute(BoundaryRoute):
+    """Answers boundary, validation and store errors in Bailian's shapes instead of FastAPI's 422."""
+
+    default_responses: ClassVar[Mapping[int | str, dict[str, Any]]] = {}
+
+    def boundary_response(self, request: Request, exc: BoundaryError) -> Response:
+        """``InvalidParameter`` in the caller's generation's shape, naming the field."""
+        return _error_response(request, BailianError(400, "InvalidParameter", str(exc)))
+
+    def field_name(self, request: Request, name: str) -> str:
+        """Generation A says ``memoryId`` where the path says ``memory_id``."""
+        return name if request.url.path.startswith(API_PREFIX) else _GEN_A_NAMES.get(name, name)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -419,7 +440,7 @@ def _offset(next_token: str | None) -> int:
         value = int(next_token)
     except ValueError:
         value = -1
-    if value < 0:
+    if value < 0 or value > MAX_QUERY_INT:  # a huge offset overflows SQLite's 64-bit OFFSET
         raise BailianError(400, "InvalidParameter", f"nextToken {next_token!r} was not issued by this server")
     return value
 
@@ -442,7 +463,7 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
         >>> mem.close()
     """
     api = _Api(mem, settings)
-    router = APIRouter(route_class=_BailianRoute, tags=["Bailian-compatible memory"])
+    router = APIRouter(route_class=_BailianRoute, tags=["Bailian-compatible memory"], responses=_RESPONSES)
 
     async def call(request: Request, fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
         api.check_auth(request)

@@ -8,6 +8,12 @@ genuine delivery gets 200, also events we do not use (a vendor retries a non-2xx
 Exact retries: TRTC resends the same body; its key is the SHA-256 of the body without the
 send-time fields (``CallbackTs``/``CallbackMsTs``). Agora's ``notifyMs`` changes on every retry,
 so its key is the ``noticeId``.
+
+Input boundary (:mod:`convmem_graph.server._boundary`), after the signature: a signed delivery
+whose body is nested too deep, holds NUL or a lone surrogate, an ``EventType`` that is no 32-bit
+number, or an id (TRTC ``TaskId``/``RoomId``/``UserId``/``RoundId``, Agora ``agent_id`` and memory
+label) outside the identifier rule is kept in the inbox as ``failed`` with a note naming the field,
+and answered 200: it is genuine, a retry cannot fix it, and nothing of it reaches the queue.
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
+from convmem_graph.server._boundary import BoundaryError, BoundaryRoute, check_id, parse_json, safe_text
 from convmem_graph.server._http import read_capped_body
 from convmem_graph.server.calls import agora_task_id
 from convmem_graph.server.inbox import Inbox
@@ -34,6 +42,28 @@ logger = logging.getLogger(__name__)
 
 _SEND_TIME_FIELDS = ("CallbackTs", "CallbackMsTs", "notifyMs")
 _ACK = {"code": 0, "message": "ok"}
+#: The ``Integer`` column ``cm_serve_inbox.event`` holds 32 bits; TRTC event types have 3 digits.
+_MAX_EVENT = 2**31 - 1
+#: TRTC id fields (``EventInfo`` and ``EventInfo.Payload``) stored in ``varchar(256)`` columns.
+_TRTC_IDS = (
+    ("TaskId",),
+    ("RoomId",),
+    ("Payload", "UserId"),
+    ("Payload", "RoundId"),
+    ("Payload", "Tag", "RoundId"),
+)
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Stored, a retry of a stored delivery, an event not used, or kept as failed"},
+    401: {"description": "Missing or wrong signature, a stale send time, or no secret configured"},
+    413: {"description": "Body over the size limit"},
+}
+
+
+class _WebhookRoute(BoundaryRoute):
+    """Webhooks read their body themselves (capped, signature first): no body check here."""
+
+    check_body = False
+    default_responses: ClassVar[Mapping[int | str, dict[str, Any]]] = {}
 
 
 def delivery_key(vendor: str, doc: Any, raw: bytes) -> str:
@@ -55,15 +85,60 @@ def delivery_key(vendor: str, doc: Any, raw: bytes) -> str:
 
 
 def _parse(raw: bytes) -> tuple[Any, str | None]:
+    """Return ``(the body's JSON object, None)`` or ``(None, why it is unusable)``."""
     try:
-        return json.loads(raw.decode("utf-8")), None
-    except (UnicodeDecodeError, ValueError) as exc:
-        return None, f"body is not UTF-8 JSON ({type(exc).__name__})"
+        doc = parse_json(raw)
+    except BoundaryError as exc:
+        return None, str(exc)
+    if not isinstance(doc, dict):
+        return None, "body is not a JSON object"
+    return doc, None
+
+
+def _trtc_problem(doc: Mapping[str, Any]) -> str | None:
+    """Return why a TRTC body cannot be routed (a bad ``EventType`` or id), or None."""
+    event = doc.get("EventType")
+    digits = event.strip() if isinstance(event, str) else None
+    if isinstance(event, int) and not isinstance(event, bool):
+        ok = 0 <= event <= _MAX_EVENT
+    elif digits is not None:
+        # "²".isdigit() is True but int("²") fails; 5,000 digits fail int() too: ASCII, 10 at most.
+        ok = not digits or (
+            digits.isascii() and digits.isdigit() and len(digits) <= 10 and int(digits) <= _MAX_EVENT
+        )
+    else:
+        ok = event is None
+    if not ok:
+        return f"EventType: must be an event number (0-{_MAX_EVENT}), got {str(event)[:40]!r}"
+    info = doc.get("EventInfo")
+    for path in _TRTC_IDS:
+        value: Any = info
+        for part in path:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip():
+            continue  # absent: routing treats it as missing
+        try:
+            check_id(str(value).strip(), "EventInfo." + ".".join(path))
+        except BoundaryError as exc:
+            return str(exc)
+    return None
+
+
+def _agora_problem(memory_id: Any, agent_id: Any, label: str) -> str | None:
+    """Return why an Agora 103's memory label or agent id breaks the identifier rule, or None."""
+    try:
+        if isinstance(memory_id, str) and memory_id.strip():
+            check_id(memory_id.strip(), f"payload.labels.{label}", "memory_id")
+        if isinstance(agent_id, str) and agent_id:
+            check_id(agent_id, "payload.agent_id")
+    except BoundaryError as exc:
+        return str(exc)
+    return None
 
 
 def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSettings) -> APIRouter:
     """Return the router with the TRTC and Agora webhooks."""
-    router = APIRouter(tags=["webhooks"])
+    router = APIRouter(tags=["webhooks"], route_class=_WebhookRoute, responses=_RESPONSES)
 
     @router.post("/webhooks/trtc", summary="TRTC AI-conversation callbacks (EventGroupId 9)")
     async def trtc_webhook(request: Request) -> dict[str, Any]:
@@ -82,14 +157,17 @@ def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSett
             logger.warning("TRTC delivery refused: missing or wrong Sign header, or a stale CallbackTs")
             raise HTTPException(401, "missing or wrong Sign header, or CallbackTs outside the replay window")
         doc, problem = _parse(raw)
-        text = raw.decode("utf-8", "replace")
-        if problem is not None or not isinstance(doc, dict):
-            # Signed but unreadable: keep it for a human, answer 200 (a retry cannot fix it).
+        # NUL bytes of an unparsable body would not fit a PostgreSQL text column.
+        text = safe_text(raw.decode("utf-8", "replace"))
+        if problem is None and doc is not None:
+            problem = _trtc_problem(doc)
+        if problem is not None or doc is None:
+            # Signed but unusable: keep it for a human, answer 200 (a retry cannot fix it).
             note = problem or "body is not a JSON object"
             logger.warning("TRTC delivery kept as failed: %s", note)
-            await run_in_threadpool(
-                inbox.add, "trtc", delivery_key("trtc", None, raw), text, status="failed", note=note
-            )
+            # A parsed body keeps the retry-stable key: TRTC's retries of it store one failed row.
+            key = delivery_key("trtc", doc, raw)
+            await run_in_threadpool(inbox.add, "trtc", key, text, status="failed", note=note)
             return _ACK
         fields = trtc_fields(doc)
         added = await run_in_threadpool(
@@ -127,8 +205,13 @@ def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSett
                 "missing or wrong Agora-Signature-V2 / Agora-Signature, or notifyMs outside the window",
             )
         doc, problem = _parse(raw)
-        if problem is not None or not isinstance(doc, dict):
-            logger.warning("Agora delivery ignored: %s", problem or "body is not a JSON object")
+        if problem is not None or doc is None:
+            # Signed but unusable: kept for a human like TRTC's, answered 200.
+            note = problem or "body is not a JSON object"
+            logger.warning("Agora delivery kept as failed: %s", note)
+            text = safe_text(raw.decode("utf-8", "replace"))
+            key = delivery_key("agora", None, raw)
+            await run_in_threadpool(inbox.add, "agora", key, text, status="failed", note=note)
             return _ACK
         event = doc.get("eventType")
         if event != 103:
@@ -138,6 +221,14 @@ def build_webhook_router(inbox: Inbox, worker: WorkerHandle, settings: ServeSett
         labels = payload.get("labels") if isinstance(payload, dict) else None
         memory_id = labels.get(settings.agora_memory_label) if isinstance(labels, dict) else None
         agent_id = payload.get("agent_id") if isinstance(payload, dict) else None
+        problem = _agora_problem(memory_id, agent_id, settings.agora_memory_label)
+        if problem is not None:
+            logger.warning("Agora delivery kept as failed: %s", problem)
+            key = delivery_key("agora", doc, raw)
+            await run_in_threadpool(
+                inbox.add, "agora", key, raw.decode("utf-8"), event=103, status="failed", note=problem
+            )
+            return _ACK
         if (
             (not isinstance(memory_id, str) or not memory_id.strip())
             and isinstance(agent_id, str)

@@ -15,13 +15,18 @@ Edits (POST forms, answered with a 303 back to the page): ``/memories/{id}/varia
 store, so each is audited like a CLI edit. A POST from another site (``Sec-Fetch-Site`` other than
 ``same-origin``, or else an ``Origin`` of another host) is refused (another page open in the same
 browser must not edit a local memory).
+
+Every value goes through the server's input boundary (:mod:`convmem_graph.server._boundary`):
+memory and fragment ids by the identifier rule, no NUL in a query or form value, pages at most
+``MAX_QUERY_INT``; a failure is a 400 page naming the field.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Request
@@ -31,6 +36,7 @@ from starlette.concurrency import run_in_threadpool
 from convmem_graph.errors import MemoryNotFoundError, NotFoundError
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import FRAGMENT_MAX_CHARS, VariableValueType
+from convmem_graph.server._boundary import BoundaryError, BoundaryRoute, string_problem
 from convmem_graph.viewer._html import STATIC_PREFIX, esc, layout, memory_url, query_url
 from convmem_graph.viewer.inject import inject_page
 from convmem_graph.viewer.lifecycle import lifecycle_page
@@ -55,10 +61,34 @@ def _error_page(status: int, message: str) -> HTMLResponse:
     return HTMLResponse(layout(title, body), status_code=status)
 
 
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "An HTML page"},
+    303: {"description": "An edit was made: back to the page"},
+    400: {"description": "A bad value (the page names the field)"},
+    403: {"description": "A form sent from another site, or a token of another scope"},
+    404: {"description": "No such memory or fact"},
+}
+
+
+class _ViewerRoute(BoundaryRoute):
+    """Boundary failures as the viewer's 400 page."""
+
+    default_responses: ClassVar[Mapping[int | str, dict[str, Any]]] = {}
+
+    def boundary_response(self, request: Request, exc: BoundaryError) -> Response:
+        """The viewer's error page naming the field."""
+        return _error_page(400, str(exc))
+
+
 async def _form(request: Request) -> dict[str, str]:
-    # Plain urlencoded forms: no multipart parser needed.
+    """Read a plain urlencoded form (no multipart parser needed); NUL in a field is refused."""
     raw = (await request.body()).decode("utf-8", "replace")
-    return {k: v[-1] for k, v in parse_qs(raw, keep_blank_values=True).items()}
+    form = {k: v[-1] for k, v in parse_qs(raw, keep_blank_values=True).items()}
+    for name, value in form.items():
+        problem = string_problem(name) or string_problem(value)
+        if problem is not None:
+            raise BoundaryError(name, problem)
+    return form
 
 
 def _same_origin(request: Request) -> bool:
@@ -106,7 +136,7 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
         True
         >>> mem.close()
     """
-    router = APIRouter(tags=["viewer"])
+    router = APIRouter(tags=["viewer"], route_class=_ViewerRoute, responses=_RESPONSES)
 
     async def render(fn: Any, *args: Any, **kwargs: Any) -> Response:
         try:
