@@ -42,7 +42,14 @@ def has_identity(round_id: str | None, metadata: Mapping[str, Any] | None) -> bo
     return round_id is not None or any((metadata or {}).get(k) for k in IDENTITY_KEYS)
 
 
-def two_utterances(channel_a: str, identified_a: bool, channel_b: str, identified_b: bool) -> bool:
+def two_utterances(
+    channel_a: str,
+    identified_a: bool,
+    channel_b: str,
+    identified_b: bool,
+    call_a: str | None = None,
+    call_b: str | None = None,
+) -> bool:
     """Whether two same-text messages with different ids are certainly two utterances.
 
     Two messages that both carry their vendor's identity and still got different ids are two
@@ -53,12 +60,28 @@ def two_utterances(channel_a: str, identified_a: bool, channel_b: str, identifie
     window may take the others for one utterance: copies without such an identity, or a proxy
     copy and another channel's.
 
+    A proxy copy of a voice call's turn (``call_a``/``call_b``: its TRTC task) stands only for
+    that call's voice copy, never for an IM line or another call's words.
+
     Example:
         >>> two_utterances("voice", True, "im", True), two_utterances("voice", True, "api", True)
         (True, False)
         >>> two_utterances("api", True, "api", True), two_utterances("voice", True, "im", False)
         (True, False)
+        >>> two_utterances("api", True, "im", False, call_a="t1")
+        True
     """
+    for channel, call, other_channel, other_call in (
+        (channel_a, call_a, channel_b, call_b),
+        (channel_b, call_b, channel_a, call_a),
+    ):
+        if (
+            channel == "api"
+            and call
+            and other_channel != "api"
+            and (other_channel, other_call) != ("voice", call)
+        ):
+            return True
     if not (identified_a and identified_b):
         return False
     return channel_a == channel_b or "api" not in (channel_a, channel_b)

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from convmem_graph._copies import has_identity, merge_copies, two_utterances
+from convmem_graph._copies import call_task, has_identity, merge_copies, two_utterances
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message, ReadResult, SkippedItem
 
@@ -52,7 +52,9 @@ def _may_be_copies(a: Message, b: Message) -> bool:
     "好的" said twice, two IM messages, two TRTC rounds. Only a copy without such an identity
     (an Agora custom-LLM request has no agent id) is matched by its words.
     """
-    return not two_utterances(a.channel, _identified(a), b.channel, _identified(b))
+    return not two_utterances(
+        a.channel, _identified(a), b.channel, _identified(b), call_task(a.metadata), call_task(b.metadata)
+    )
 
 
 def _path(m: Message) -> str:

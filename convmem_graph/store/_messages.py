@@ -58,6 +58,8 @@ class _Seen:
     timestamp_ms: int
     #: Carries its vendor's identity (``convmem_graph._copies.has_identity``).
     identified: bool
+    #: The voice call (TRTC task) it belongs to (``convmem_graph._copies.call_task``).
+    call: str | None
 
 
 def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int) -> bool:
@@ -209,7 +211,9 @@ def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
         if (
             other.role == msg.role
             and (other.channel, other.source) != (msg.channel, msg.source)
-            and not two_utterances(other.channel, other.identified, msg.channel, identified)
+            and not two_utterances(
+                other.channel, other.identified, msg.channel, identified, other.call, call_task(msg.metadata)
+            )
             and abs(other.timestamp_ms - msg.timestamp_ms) <= window_ms
         ):
             return True
@@ -417,8 +421,11 @@ def insert_messages(
         )
         for rid, role, channel, source, ts, h, round_id, meta in same:
             if rid not in replace:
-                identified = has_identity(round_id, _load_metadata(meta))
-                seen.setdefault(h, []).append(_Seen(role, channel, source, ts, identified))
+                meta_doc = _load_metadata(meta)
+                identified = has_identity(round_id, meta_doc)
+                seen.setdefault(h, []).append(
+                    _Seen(role, channel, source, ts, identified, call_task(meta_doc))
+                )
 
     rows: list[tuple[Any, ...]] = []
     inserted: list[str] = []
@@ -435,6 +442,7 @@ def insert_messages(
                     msg.source,
                     msg.timestamp_ms,
                     has_identity(msg.round_id, msg.metadata),
+                    call_task(msg.metadata),
                 )
             )
         rows.append(

@@ -183,16 +183,46 @@ def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> lis
     return out
 
 
+IM_BOT = "@RBT#xiaoyu"
+
+
+def im_pages(ids: CallIds, lines: list[tuple[int, bool, str]]) -> list[dict[str, Any]]:
+    """One IM ``admin_getroammsg`` pull per line typed around the call: (second offset, by bot, text)."""
+    out = []
+    for k, (offset_s, by_bot, text) in enumerate(lines):
+        ts = T0 // 1000 + offset_s
+        sender, peer = (IM_BOT, ids.human) if by_bot else (ids.human, IM_BOT)
+        item = {
+            "From_Account": sender,
+            "To_Account": peer,
+            "MsgSeq": 100 + k,
+            "MsgRandom": 7000 + k,
+            "MsgTimeStamp": ts,
+            "MsgKey": f"{100 + k}_{7000 + k}_{ts}",
+            "MsgBody": [{"MsgType": "TIMTextElem", "MsgContent": {"Text": text}}],
+        }
+        response = {"ActionStatus": "OK", "ErrorCode": 0, "ErrorInfo": "", "Complete": 1, "MsgList": [item]}
+        request = {"Operator_Account": ids.human, "Peer_Account": IM_BOT, "MaxCnt": 100}
+        out.append(
+            {"im": {"pages": [{"request": request, "response": response}]}, "line": (ts, by_bot, text)}
+        )
+    return out
+
+
 def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) -> list[tuple[Any, ...]]:
     """What happened, from the script: (role, spoken text, original, interrupted, round, time)."""
     first: dict[tuple[str, str], int] = {}
+    rows: list[tuple[Any, ...]] = []
     for body in bodies:
+        if "im" in body:
+            ts, by_bot, text = body["line"]
+            rows.append(("assistant" if by_bot else "user", text, None, False, None, ts * 1000))
+            continue
         if "proxy" in body:
             continue  # a copy: what happened is what the call's voice channel says
         payload = body["EventInfo"]["Payload"]
         if body["EventType"] == 903:
             first.setdefault((payload["RoundId"], payload["UserId"]), body["EventInfo"]["EventMsTs"])
-    rows: list[tuple[Any, ...]] = []
     for rnd in rounds:
         if rnd.human:
             rows.append(
@@ -210,7 +240,7 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
         cut = rnd.interrupted_by is not None
         original = generated if cut and generated != spoken else None
         rows.append(("assistant", spoken, original, cut, rnd.round_id, first[(rnd.round_id, BOT)]))
-    return sorted(rows, key=lambda r: r[5])
+    return sorted(rows, key=lambda r: (r[5], r[0], r[1]))
 
 
 class TimelineWorker(InboxWorker):
@@ -223,13 +253,17 @@ class TimelineWorker(InboxWorker):
 
     def _ingest(self, memory_id: str, deliveries: list[Delivery], tasks: dict[str, TaskInfo]) -> None:
         inputs, _ended = self._inputs(deliveries, tasks)
+        self.store_inputs(memory_id, [(i.data, i.source) for i in inputs])
+
+    def store_inputs(self, memory_id: str, inputs: list[tuple[Any, str | None]]) -> None:
+        """Read, merge and store ``(payload, source)`` inputs as the lifecycle's first two steps do."""
         config = self.mem.config
         # As the ingest node does: a proxy turn comes already read.
         read = [
-            i.data
-            if isinstance(i.data, ReadResult)
-            else read_payload(i.data, i.source, bot_ids=config.bot_ids, config=config)
-            for i in inputs
+            data
+            if isinstance(data, ReadResult)
+            else read_payload(data, source, bot_ids=config.bot_ids, config=config)
+            for data, source in inputs
         ]
         messages, _dropped = merge_timeline(read, dedupe_window_ms=config.dedupe_window_ms)
         for m in messages:
@@ -268,6 +302,13 @@ def deliver(
     while pos < len(order):
         size = sizes[k % len(sizes)]
         for i in order[pos : pos + size]:
+            if "im" in bodies[i]:
+                # A pull (convmem pull im) runs the lifecycle itself, between the webhooks.
+                if isinstance(worker, TimelineWorker):
+                    worker.store_inputs(memory_id, [(bodies[i]["im"], "tencent_im")])
+                else:
+                    mem.ingest(memory_id, bodies[i]["im"], source="tencent_im")
+                continue
             if "proxy" in bodies[i]:
                 turn = json.dumps(bodies[i]["proxy"], ensure_ascii=False)
                 inbox.add("proxy", f"proxy:{bodies[i]['request_id']}", turn, memory_id=memory_id)
@@ -285,7 +326,7 @@ def deliver(
     stored = mem.store.recent_messages(memory_id, 1000)
     return sorted(
         ((m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms) for m in stored),
-        key=lambda r: r[5],
+        key=lambda r: (r[5], r[0], r[1]),
     )
 
 
@@ -307,7 +348,7 @@ def run_live(
 def _retried(bodies: list[dict[str, Any]], picks: list[int]) -> list[dict[str, Any]]:
     """The bodies plus vendor retries of some (same event, a later CallbackTs)."""
     out = list(bodies)
-    webhooks = [b for b in bodies if "proxy" not in b]
+    webhooks = [b for b in bodies if "proxy" not in b and "im" not in b]
     for i in picks:
         retry = json.loads(json.dumps(webhooks[i % len(webhooks)]))
         retry["CallbackTs"] += 10_000
@@ -318,6 +359,9 @@ def _retried(bodies: list[dict[str, Any]], picks: list[int]) -> list[dict[str, A
 def _draw_arrivals(rounds: list[Round], ids: CallIds, data: st.DataObject) -> tuple[Any, ...]:
     # Every LLM turn through the memory proxy (the README's recipe), or the voice channel alone.
     script = deliveries(rounds, ids, proxy=data.draw(st.booleans()))
+    # Lines typed in IM around the call, also the same short words within seconds of a round.
+    lines = st.tuples(st.integers(-5, 25), st.booleans(), st.sampled_from(HUMAN_SAYS + BOT_SAYS))
+    script += im_pages(ids, data.draw(st.lists(lines, max_size=3, unique_by=lambda line: line[0])))
     bodies = _retried(script, data.draw(st.lists(st.integers(0, 1000), max_size=3)))
     order = data.draw(st.permutations(range(len(bodies))))
     sizes = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))
