@@ -1,4 +1,4 @@
-"""Issue 20, item 2: a live TRTC call comes out the same whatever order its webhooks arrive in.
+"""Issue 20, items 1-2: a live TRTC call comes out the same whatever order its copies arrive in.
 
 Scripted calls (a greeting or not, 1-3 rounds of 1-2 human and 1-3 bot sentences, repeated short replies
 such as "好的", rounds cut short by an interruption metric sent as its own webhook - 906 or 908 -
@@ -7,7 +7,10 @@ in a random order, in batches of random sizes, and the real worker runs after ea
 batch per webhook is how a live server sees them. Three deployments: ``CONVMEM_BOT_IDS`` set;
 the call registered at start (bot and human known, ``task`` mapping); nothing known (``room``
 mapping: the worker learns the bot from a 905 and the human from a 904 and parks the rest).
-2,000 examples run the real worker with each run stopping at the stored timeline (one database
+In half of the calls every round also goes through the memory proxy (its copy of the user's
+text and of the streamed answer, cut when interrupted, carrying the task id), and up to three
+lines are typed in IM around the call (one pull each, the same short words within seconds of a
+round): all copies are shuffled together. 2,000 examples run the real worker with each run stopping at the stored timeline (one database
 per deployment, new ids per call, ~50 ms an example); 40 more run the whole lifecycle.
 
 The stored timeline is compared with the script, not with another read: every utterance once,
