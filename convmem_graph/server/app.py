@@ -199,6 +199,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         worker.start()
+        # The proxy's spooled turns first (a crash or an outage left them), then its flusher.
+        spool = getattr(app.state, "proxy_spool", None)
+        if spool is not None:
+            await run_in_threadpool(spool.start)
         logger.info(
             "convmem serve: store %s open, %d deliveries pending", served.store.safe_url, inbox.pending_count
         )
@@ -206,6 +210,8 @@ def create_app(
             yield
         finally:
             # SIGTERM: uvicorn stops accepting requests, then this drains what was acknowledged.
+            if spool is not None:
+                await run_in_threadpool(spool.stop)
             await run_in_threadpool(worker.stop)
             for close in getattr(app.state, "on_close", []):
                 await close()

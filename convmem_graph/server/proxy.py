@@ -26,7 +26,11 @@ Put this URL in TRTC ``LLMConfig.APIUrl`` or an Agora ``llm.url`` (``vendor: cus
    relayed line by line as its lines complete, in linear time, and one line longer than
    ``proxy_max_sse_line_bytes`` ends it with an SSE error event rather than being buffered.
 4. The finished turn (the user's text verbatim and what was streamed, ``interrupted`` when the
-   client went away first) is stored in the inbox and reaches the lifecycle in the worker.
+   client went away first) is stored in the inbox and reaches the lifecycle in the worker. When
+   the inbox cannot take it (a database outage, a lock past the bounded wait) it is appended to
+   the turn spool (:mod:`convmem_graph.server.spool`, ``CONVMEM_PROXY_SPOOL_DIR``) and moved into
+   the inbox, with the same key, once the database answers: an answered turn is delayed, never
+   dropped.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from sqlalchemy import select
 from starlette.background import BackgroundTask
 
 from convmem_graph._text import normalize_text
@@ -73,7 +78,9 @@ from convmem_graph.server._boundary import (
 from convmem_graph.server._http import openai_error, read_capped_body
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.settings import ServeSettings
+from convmem_graph.server.spool import SpooledTurn, SpoolFlusher, TurnSpool, default_spool_dir
 from convmem_graph.server.worker import WorkerHandle
+from convmem_graph.store.schema import memories as memories_table
 
 __all__ = [
     "MEMORY_HEADER",
@@ -450,47 +457,91 @@ def _completion_text(raw: bytes) -> str:
 _T = TypeVar("_T")
 
 
+#: Stands for a change stamp that could not be read: never equal to a stamp read later.
+_UNKNOWN_STAMP = object()
+
+
 class BlockCache(Generic[_T]):
     """Memory blocks of recently active memories, rebuilt by the worker after each change.
 
     The proxy's first byte must not wait for a database read and a render (several ms), so the
     block of a memory is built once, served from here, and rebuilt off the request path when the
     worker has processed new deliveries of that memory (``refresh``). Entries idle for ``ttl_s``
-    are built again on their next use (a change made by another process shows within that time).
+    are built again on their next use.
+
+    With ``stamp`` (a cheap read of the memory's change stamp, ``None`` when the memory does not
+    exist) :meth:`get` compares the stamp read when the block was built with the current one on
+    every hit and rebuilds on a difference: a change made by another process (``convmem delete``
+    from the CLI, the viewer of another server) shows on the next request, not after the TTL. A
+    stamp that cannot be read (the database is down) serves the cached block.
 
     Example:
         >>> cache = BlockCache(lambda mid, recent: f"<{mid}:{recent}>", ttl_s=60)
         >>> cache.get("m", 10), cache.get("m", 10)
         ('<m:10>', '<m:10>')
+        >>> stamps = {"m": 1}
+        >>> cache = BlockCache(lambda mid, recent: f"<{mid}@{stamps.get(mid)}>", stamp=stamps.get)
+        >>> cache.get("m", 0), stamps.pop("m"), cache.get("m", 0)
+        ('<m@1>', 1, '<m@None>')
     """
 
-    def __init__(self, build: Callable[[str, int], _T], *, max_entries: int = 10_000, ttl_s: float = 60.0):
+    def __init__(
+        self,
+        build: Callable[[str, int], _T],
+        *,
+        max_entries: int = 10_000,
+        ttl_s: float = 60.0,
+        stamp: Callable[[str], object] | None = None,
+    ):
         self._build = build
         self._max = max_entries
         self._ttl = ttl_s
-        self._entries: OrderedDict[tuple[str, int], tuple[_T, float]] = OrderedDict()
+        self._stamp = stamp
+        self._entries: OrderedDict[tuple[str, int], tuple[_T, float, object]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def peek(self, memory_id: str, recent: int) -> _T | None:
-        """Return a fresh cached block without building one (``None`` on a miss)."""
-        key = (memory_id, recent)
+    def _fresh(self, key: tuple[str, int]) -> tuple[_T, float, object] | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or time.monotonic() - entry[1] > self._ttl:
                 return None
             self._entries.move_to_end(key)
-            return entry[0]
+            return entry
+
+    def _read_stamp(self, memory_id: str) -> object:
+        if self._stamp is None:
+            return None
+        try:
+            return self._stamp(memory_id)
+        except Exception as exc:  # noqa: BLE001 - an unreadable stamp must not fail the request
+            logger.debug("proxy: change stamp of %s unreadable (%s)", memory_id, type(exc).__name__)
+            return _UNKNOWN_STAMP
+
+    def peek(self, memory_id: str, recent: int) -> _T | None:
+        """Return a fresh cached block without building one or reading the stamp (``None`` on a miss)."""
+        entry = self._fresh((memory_id, recent))
+        return None if entry is None else entry[0]
 
     def get(self, memory_id: str, recent: int) -> _T:
-        """Return the block, building it on a miss."""
-        found = self.peek(memory_id, recent)
-        if found is not None:
-            return found
-        return self._put((memory_id, recent), self._build(memory_id, recent))
+        """Return the block, building it on a miss or when the memory's change stamp moved."""
+        key = (memory_id, recent)
+        entry = self._fresh(key)
+        if entry is not None:
+            if self._stamp is None:
+                return entry[0]
+            current = self._read_stamp(memory_id)
+            if current is _UNKNOWN_STAMP or current == entry[2]:
+                return entry[0]
+            logger.debug("proxy: memory %s changed in the store; its cached block is rebuilt", memory_id)
+        return self._rebuild(key)
 
-    def _put(self, key: tuple[str, int], block: _T) -> _T:
+    def _rebuild(self, key: tuple[str, int]) -> _T:
+        # The stamp is read before the build: a change landing during the build moves the stamp
+        # past the one kept, so the next hit builds again rather than keeping a stale block.
+        stamp = self._read_stamp(key[0])
+        block = self._build(*key)
         with self._lock:
-            self._entries[key] = (block, time.monotonic())
+            self._entries[key] = (block, time.monotonic(), stamp)
             self._entries.move_to_end(key)
             while len(self._entries) > self._max:
                 self._entries.popitem(last=False)
@@ -502,7 +553,7 @@ class BlockCache(Generic[_T]):
         with self._lock:
             keys = [key for key in self._entries if key[0] in wanted]
         for key in keys:
-            self._put(key, self._build(*key))
+            self._rebuild(key)
 
 
 @dataclass(frozen=True)
@@ -646,9 +697,34 @@ def build_proxy_router(
             return _MemoryParts()
         return _MemoryParts(block=block.text, language=language, recent=turns, turns_text=turns_text)
 
-    cache: BlockCache[_MemoryParts] = BlockCache(memory_parts, ttl_s=settings.proxy_cache_ttl_s)
+    def memory_stamp(memory_id: str) -> tuple[int, int] | None:
+        """The memory's change stamp: one primary-key read; ``None`` once it is deleted.
+
+        ``updated_at`` moves with every change of what the block shows (the store stamps it when
+        it drops the memory's snapshot), ``created_at`` tells a memory deleted and made again.
+        """
+        with mem.store.read() as conn:
+            row = conn.execute(
+                select(memories_table.c.created_at, memories_table.c.updated_at).where(
+                    memories_table.c.memory_id == memory_id
+                )
+            ).first()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    cache: BlockCache[_MemoryParts] = BlockCache(
+        memory_parts, ttl_s=settings.proxy_cache_ttl_s, stamp=memory_stamp
+    )
     worker.listeners.append(cache.refresh)
     warned = _WarnedCallers()
+    # Turns the inbox could not take; app.py starts the flusher (after a flush) with the lifespan.
+    spool = TurnSpool(settings.proxy_spool_dir or default_spool_dir(mem.store.url))
+    flusher = SpoolFlusher(
+        spool,
+        lambda turn: inbox.add(turn.vendor, turn.key, turn.body, memory_id=turn.memory_id),
+        on_stored=worker.wake,
+        retry_s=settings.proxy_spool_retry_s,
+    )
+    app.state.proxy_spool = flusher
     looked_at = ", ".join(["the call registered for header:x-task-id", *settings.proxy_memory_keys])
 
     def record_completion(
@@ -706,11 +782,27 @@ def build_proxy_router(
         if not messages:
             return
         body = json.dumps({"messages": [m.model_dump(mode="json") for m in messages]}, ensure_ascii=False)
+        key = _inbox_key(memory_id, request_id)
+        # While turns wait in the spool, new ones queue behind them: a memory's turns reach the
+        # inbox in the order they were answered, and an outage is not hit once per turn.
+        if not spool.pending:
+            try:
+                if inbox.add("proxy", key, body, memory_id=memory_id):
+                    worker.wake()
+                return
+            except Exception as exc:  # noqa: BLE001 - the caller was answered: keep the turn on disk
+                logger.warning(
+                    "proxy: inbox unavailable for the turn of request %s (%s); spooling it",
+                    request_id,
+                    type(exc).__name__,
+                )
         try:
-            if inbox.add("proxy", _inbox_key(memory_id, request_id), body, memory_id=memory_id):
-                worker.wake()
-        except Exception:  # noqa: BLE001 - a lost turn must not break the caller's answer
-            logger.exception("proxy: could not store the turn of request %s", request_id)
+            spool.append(SpooledTurn(vendor="proxy", key=key, body=body, memory_id=memory_id))
+        except OSError:
+            # Both the database and the spool directory failed: the one case a turn is lost.
+            logger.exception("proxy: the turn of request %s is lost (inbox and spool failed)", request_id)
+            return
+        flusher.wake()
 
     @router.post("/v1/chat/completions", summary="OpenAI-compatible chat completions with memory")
     async def chat_completions(request: Request) -> Response:
@@ -776,10 +868,9 @@ def build_proxy_router(
                 skip = recent or _turn_count(messages)
                 parts = await run_in_threadpool(memory_parts, memory_id, recent, user_text, skip)
             else:
-                cached = cache.peek(memory_id, recent)
-                parts = (
-                    cached if cached is not None else await run_in_threadpool(cache.get, memory_id, recent)
-                )
+                # In the threadpool even on a hit: the hit reads the memory's change stamp, so a
+                # delete by another process (the CLI) is seen by the very next request.
+                parts = await run_in_threadpool(cache.get, memory_id, recent)
             block = parts.render(messages, given_request_id)
             body["messages"] = inject_memory(messages, block, replace_turns=recent > 0)
         for key in _PROXY_ONLY_KEYS:

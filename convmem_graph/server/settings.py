@@ -12,6 +12,15 @@ stored; a streamed answer is read line by line, and one SSE line over
 ``CONVMEM_PROXY_MAX_SSE_LINE_BYTES`` (default 1 MiB), or streamed text over the first cap, ends the
 stream with an SSE error event.
 
+A finished proxy turn the inbox cannot take (a database outage, a lock past
+``CONVMEM_SERVE_WRITE_TIMEOUT_S``) is appended, fsynced, to a spool file in
+``CONVMEM_PROXY_SPOOL_DIR`` and moved into the inbox by a background flusher every
+``CONVMEM_PROXY_SPOOL_RETRY_S`` (backing off to 5 s while it fails), with the same inbox key, so
+it is stored once; the spool is flushed first at start-up (see :mod:`convmem_graph.server.spool`).
+Unset, the directory is ``<sqlite file>.proxy-spool`` next to a SQLite file, a private temporary
+directory for an in-memory database, and ``$XDG_STATE_HOME/convmem/proxy-spool/<hash of the URL>``
+(default ``~/.local/state``) for PostgreSQL; set it to a persistent volume in a container.
+
 Example:
     >>> s = ServeSettings(bot_ids="ai_bot, ai_bot_2", _env_file=None)
     >>> s.bot_ids, s.max_body_bytes, s.trtc_memory_from
@@ -166,6 +175,14 @@ class ServeSettings(BaseSettings):
     )
     proxy_cache_ttl_s: float = Field(
         default=60.0, gt=0, description="idle cached blocks are rebuilt after this"
+    )
+    proxy_spool_dir: Path | None = Field(
+        default=None,
+        description="directory of the proxy's turn spool (turns the inbox could not take, fsynced); "
+        "unset: <sqlite file>.proxy-spool, or $XDG_STATE_HOME/convmem/proxy-spool/<url hash> for PostgreSQL",
+    )
+    proxy_spool_retry_s: float = Field(
+        default=1.0, gt=0, le=60, description="wait between the spool flusher's passes while turns wait"
     )
     proxy_require_memory: bool = Field(
         default=False,
