@@ -10,8 +10,11 @@ mapping: the worker learns the bot from a 905 and the human from a 904 and parks
 In half of the calls every round also goes through the memory proxy (its copy of the user's
 text and of the streamed answer, cut when interrupted, carrying the task id), and up to three
 lines are typed in IM around the call (one pull each, the same short words within seconds of a
-round): all copies are shuffled together. 2,000 examples run the real worker with each run stopping at the stored timeline (one database
-per deployment, new ids per call, ~50 ms an example); 40 more run the whole lifecycle.
+round), and in a third of them the same person's earlier Agora call (its GET history, pulled,
+and its 103, a webhook; checked against one run over both, as their own test does): all copies
+are shuffled together. 2,000 examples run the real worker with each run stopping at the stored
+timeline (one database per deployment, new ids per call, ~50 ms an example); 40 more run the
+whole lifecycle.
 
 The stored timeline is compared with the script, not with another read: every utterance once,
 the right role, the spoken text, the generated text as ``original`` when it was cut short,
@@ -43,6 +46,7 @@ from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import delivery_key
 from convmem_graph.server.worker import InboxWorker
 from convmem_graph.sources import merge_timeline, read_payload
+from convmem_graph.state import RawInput
 
 BOT = "ai_bot_7"
 _CALLS = itertools.count()
@@ -187,6 +191,26 @@ def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> lis
 
 
 IM_BOT = "@RBT#xiaoyu"
+_VENDORS = Path(__file__).resolve().parents[2] / "fixtures"
+#: An earlier Agora call of the same person: its GET history (pulled) and its 103 (a webhook).
+AGORA_HISTORY = json.loads((_VENDORS / "agora_history_response.json").read_text(encoding="utf-8"))
+AGORA_103 = json.loads((_VENDORS / "agora_webhook_103_agent_history.json").read_text(encoding="utf-8"))
+
+
+def _agora_reference() -> list[tuple[Any, ...]]:
+    """The Agora call's messages from one run over both documents (their own test checks that run)."""
+    mem = ConvMemory.open(":memory:")
+    try:
+        mem.ingest("u_agora", [RawInput(AGORA_HISTORY, "agora"), RawInput(AGORA_103, "agora")])
+        return [
+            (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms)
+            for m in mem.store.recent_messages("u_agora", 1_000)
+        ]
+    finally:
+        mem.close()
+
+
+AGORA_ROWS = _agora_reference()
 
 
 def im_pages(ids: CallIds, lines: list[tuple[int, bool, str]]) -> list[dict[str, Any]]:
@@ -217,6 +241,10 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
     first: dict[tuple[str, str], int] = {}
     rows: list[tuple[Any, ...]] = []
     for body in bodies:
+        if "agora" in body:
+            if body["kind"] == "history":
+                rows.extend(AGORA_ROWS)
+            continue
         if "im" in body:
             ts, by_bot, text = body["line"]
             rows.append(("assistant" if by_bot else "user", text, None, False, None, ts * 1000))
@@ -243,7 +271,7 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
         cut = rnd.interrupted_by is not None
         original = generated if cut and generated != spoken else None
         rows.append(("assistant", spoken, original, cut, rnd.round_id, first[(rnd.round_id, BOT)]))
-    return sorted(rows, key=lambda r: (r[5], r[0], r[1]))
+    return sorted(rows, key=lambda r: (r[5], r[0], r[1], r[4] or ""))
 
 
 class TimelineWorker(InboxWorker):
@@ -305,6 +333,18 @@ def deliver(
     while pos < len(order):
         size = sizes[k % len(sizes)]
         for i in order[pos : pos + size]:
+            if "agora" in bodies[i]:
+                doc = bodies[i]["agora"]
+                if bodies[i]["kind"] == "103":  # the webhook: through the inbox and the worker
+                    key = f"agora:notice:{doc['noticeId']}"
+                    inbox.add(
+                        "agora", key, json.dumps(doc, ensure_ascii=False), event=103, memory_id=memory_id
+                    )
+                elif isinstance(worker, TimelineWorker):  # GET history, pulled by the app
+                    worker.store_inputs(memory_id, [(doc, "agora")])
+                else:
+                    mem.ingest(memory_id, doc, source="agora")
+                continue
             if "im" in bodies[i]:
                 # A pull (convmem pull im) runs the lifecycle itself, between the webhooks.
                 if isinstance(worker, TimelineWorker):
@@ -329,7 +369,7 @@ def deliver(
     stored = mem.store.recent_messages(memory_id, 1000)
     return sorted(
         ((m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms) for m in stored),
-        key=lambda r: (r[5], r[0], r[1]),
+        key=lambda r: (r[5], r[0], r[1], r[4] or ""),
     )
 
 
@@ -351,7 +391,7 @@ def run_live(
 def _retried(bodies: list[dict[str, Any]], picks: list[int]) -> list[dict[str, Any]]:
     """The bodies plus vendor retries of some (same event, a later CallbackTs)."""
     out = list(bodies)
-    webhooks = [b for b in bodies if "proxy" not in b and "im" not in b]
+    webhooks = [b for b in bodies if "proxy" not in b and "im" not in b and "agora" not in b]
     for i in picks:
         retry = json.loads(json.dumps(webhooks[i % len(webhooks)]))
         retry["CallbackTs"] += 10_000
@@ -365,6 +405,10 @@ def _draw_arrivals(rounds: list[Round], ids: CallIds, data: st.DataObject) -> tu
     # Lines typed in IM around the call, also the same short words within seconds of a round.
     lines = st.tuples(st.integers(-5, 25), st.booleans(), st.sampled_from(HUMAN_SAYS + BOT_SAYS))
     script += im_pages(ids, data.draw(st.lists(lines, max_size=3, unique_by=lambda line: line[0])))
+    if data.draw(st.integers(0, 2)) == 0:
+        # The same person's earlier Agora call: history and 103 overlap almost completely.
+        hook = {**AGORA_103, "noticeId": f"{AGORA_103['noticeId']}-{ids.n}"}  # a notice per call
+        script += [{"agora": AGORA_HISTORY, "kind": "history"}, {"agora": hook, "kind": "103"}]
     bodies = _retried(script, data.draw(st.lists(st.integers(0, 1000), max_size=3)))
     order = data.draw(st.permutations(range(len(bodies))))
     sizes = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))
