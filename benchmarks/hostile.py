@@ -17,6 +17,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -95,7 +96,11 @@ def _gunzip_seconds(path: Path) -> float:
 def run_one(args: list[str], db: Path, timeout: float = 600.0) -> dict[str, Any]:
     """Run ``convmem ARGS --db DB`` in a child process; wall time, peak RSS, exit code, stderr."""
     for old in db.parent.glob(db.name + "*"):
-        old.unlink()
+        # The database, its WAL files and its directory of per-memory lock files.
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
     takes_db = args[0] != "normalize"
     cmd = [sys.executable, "-m", "convmem_graph", *args, *(["--db", str(db)] if takes_db else [])]
     started = time.perf_counter()

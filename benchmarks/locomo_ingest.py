@@ -43,7 +43,7 @@ def _counts(db: Path) -> dict[str, int]:
 def _disk(db: Path) -> int:
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
 
 
 def _ingest(lifecycle: Lifecycle, conversations: list[list[list[dict[str, object]]]]) -> tuple[float, int]:

@@ -29,6 +29,7 @@ import multiprocessing as mp
 import os
 import re
 import resource
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -117,11 +118,15 @@ def build_archive(
 def _remove_db(db: Path) -> None:
     """Start a phase from an empty database (a repeated round must not find the last one's)."""
     for p in db.parent.glob(db.name + "*"):
-        p.unlink()
+        # The database, its WAL files and its directory of per-memory lock files.
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def _disk_bytes(db: Path) -> int:
-    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
 
 
 def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int, episodic: bool = True) -> None:
