@@ -281,8 +281,10 @@ def test_healthz_reports_an_unreachable_postgres(tmp_path: Path) -> None:
             answer = client.get(path)
             assert answer.status_code == 503
             assert answer.json()["status"] == "unavailable"
-            assert "OperationalError" in answer.json()["error"]
-        assert time.monotonic() - started < 2.0
+            # Refused at once, or (a loaded machine still importing the driver) past the probe's bound.
+            error = answer.json()["error"]
+            assert "OperationalError" in error or "did not answer" in error
+        assert time.monotonic() - started < 3.0  # two checks of at most 0.8 s each, and the requests
         assert client.get("/livez").status_code == 200
 
 
