@@ -121,10 +121,17 @@ def test_the_episodic_search_is_the_stores(db: Path) -> None:
         assert reader.load_snapshot("nobody") is None
 
 
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every path under ``root`` (the database, its WAL files, the lock directory) and its bytes."""
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"<dir>" for p in sorted(root.rglob("*"))
+    }
+
+
 def test_reading_writes_nothing(db: Path, no_store: None, capsys: pytest.CaptureFixture[str]) -> None:
-    before = {p.name: p.read_bytes() for p in db.parent.iterdir()}
+    before = _tree(db.parent)
     assert _cli(capsys, "inject", "m1", "--vendor", "openai", "--query", "芒果", "--db", str(db))[0] == 0
-    assert {p.name: p.read_bytes() for p in db.parent.iterdir()} == before
+    assert _tree(db.parent) == before
 
 
 @pytest.mark.parametrize("case", ["missing", "directory", "not sqlite", "other stamp", "empty sqlite"])
