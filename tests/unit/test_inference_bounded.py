@@ -8,6 +8,7 @@ old walk on generated memories of many key families, and check the index and its
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import sqlite3
 from collections.abc import Iterator
@@ -20,13 +21,12 @@ import pytest
 from convmem_graph.extractors.variables import (
     _HOBBY_PREFIXES,
     DEFAULT_VARIABLE_SPECS,
-    MAX_LIST_ITEMS,
     _hobbies,
     infer_variables,
 )
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
 from convmem_graph.nodes import _inference
-from convmem_graph.nodes._inference import _Facts, _hobby_item, infer_from_store
+from convmem_graph.nodes._inference import _Facts, infer_from_store
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store.schema import HOBBY_PREFIXES
@@ -95,26 +95,18 @@ def generated_ops(seed: int, count: int, weights: dict[str, int]) -> list[Fragme
     return ops
 
 
-def old_hobby_facts(facts: _Facts) -> list[Fragment]:
-    """A copy of the walk before issue 24: every durable fact, newest first (the reference)."""
-    seen: list[Fragment] = []
-    items: set[str] = set()
-    cutoff: int | None = None
-    for f in facts.newest():
-        if cutoff is not None and f.observed_at < cutoff:
-            break
-        seen.append(f)
-        item = _hobby_item(f)
-        if item is not None and cutoff is None:
-            items.add(item)
-            if len(items) >= MAX_LIST_ITEMS:
-                cutoff = f.observed_at
-    if cutoff is None:
-        return seen
-    keys = [f"{p}{item.replace(' ', '_')}" for p in _HOBBY_PREFIXES for item in items]
-    older = facts.with_keys(keys=keys)
-    known = {f.id for f in seen}
-    return seen + [f for f in older if f.id not in known]
+def _load_benchmark() -> Any:
+    """``benchmarks/facts_cliff.py``, which keeps the one copy of the walk before issue 24."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "facts_cliff.py"
+    spec = importlib.util.spec_from_file_location("facts_cliff", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The walk before issue 24 (every durable fact, newest first): the reference the new walk must match.
+old_hobby_facts = _load_benchmark().old_hobby_facts
 
 
 @pytest.fixture()
