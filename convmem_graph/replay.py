@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import inspect, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -48,7 +48,7 @@ from convmem_graph.sources._common import BOT_PREFIX, clean_text
 from convmem_graph.sources.files import DEFAULT_LIMITS
 from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
 from convmem_graph.store import MemoryStore
-from convmem_graph.store.registry import SIDE_METADATA, replay_progress
+from convmem_graph.store.registry import replay_progress
 from convmem_graph.store.schema import dead_letters
 
 if TYPE_CHECKING:
@@ -191,12 +191,6 @@ def _documents(path: Path) -> Iterator[tuple[str, Any]]:
             raise SourceFormatError("json", f"{name}:{lineno + 1}", f"corrupt gzip data: {exc}") from None
 
 
-def _add_progress_memory_column(conn: Any) -> None:
-    """Add ``memory_id`` to a progress table made by an older version (nullable, nothing rewritten)."""
-    if "memory_id" not in {c["name"] for c in inspect(conn).get_columns(replay_progress.name)}:
-        conn.exec_driver_sql(f"ALTER TABLE {replay_progress.name} ADD COLUMN memory_id VARCHAR")
-
-
 def _storable(text: str) -> str:
     return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
@@ -296,10 +290,7 @@ def forget_replay_rows(store: MemoryStore, memory_id: str) -> int:
     Called by ``ConvMemory.delete`` (and so ``convmem delete``): progress rows keep file paths,
     which often name the user. A later replay of such a file reads it again.
     """
-    with store.transaction() as conn:
-        if not inspect(conn).has_table(replay_progress.name):
-            return 0
-        _add_progress_memory_column(conn)
+    with store.transaction() as conn:  # the table is the store's (made by its migrations)
         return int(
             conn.execute(replay_progress.delete().where(replay_progress.c.memory_id == memory_id)).rowcount
         )
@@ -314,11 +305,7 @@ def forget_replay_file(store: MemoryStore, path: str | Path) -> int:
     name = str(path)
     like = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     with store.transaction() as conn:
-        deleted = 0
-        if inspect(conn).has_table(replay_progress.name):
-            deleted += int(
-                conn.execute(replay_progress.delete().where(replay_progress.c.path == name)).rowcount
-            )
+        deleted = int(conn.execute(replay_progress.delete().where(replay_progress.c.path == name)).rowcount)
         stmt = dead_letters.delete().where(
             dead_letters.c.memory_id.is_(None),
             or_(
@@ -423,9 +410,6 @@ class Replayer:
         self.batch_messages = max(1, batch_messages)
         self.max_buffered = max(self.batch_messages, max_buffered)
         self.on_progress = on_progress
-        with self.store.schema_transaction() as conn:
-            SIDE_METADATA.create_all(conn, tables=[replay_progress], checkfirst=True)
-            _add_progress_memory_column(conn)
         self._report_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1)
         self._tails: dict[str, Future[None]] = {}

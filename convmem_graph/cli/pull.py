@@ -20,8 +20,7 @@ from typing import Any
 from sqlalchemy import select
 
 from convmem_graph.cli._common import add_db_argument, open_memory, subcommand
-from convmem_graph.store.registry import SIDE_METADATA, pull_cursors
-from convmem_graph.store.repository import add_missing_columns
+from convmem_graph.store.registry import pull_cursors
 
 __all__ = ["pull_im", "register"]
 
@@ -89,9 +88,6 @@ def pull_im(
             environment).
     """
     store = mem.store
-    with store.schema_transaction() as conn:  # pulls starting together on a fresh database
-        SIDE_METADATA.create_all(conn, tables=[pull_cursors], checkfirst=True)
-        add_missing_columns(conn, [pull_cursors])  # the memory column of older versions
     now = int(time.time())
     if since is None:
         with store.read() as conn:

@@ -2,8 +2,8 @@
 
 A Bailian profile schema (``CreateProfileSchema``) is a named list of attributes that applies to
 every user of a workspace; a convmem variable schema belongs to one memory. A schema is therefore
-stored once here (table ``cm_bailian_profile_schemas``, created on first use like the replay's
-progress table) and, when ``AddMemory`` names it, its attributes are added to that user's variable
+stored once here (table ``cm_bailian_profile_schemas``, declared in the store's registry and
+created by its migrations) and, when ``AddMemory`` names it, its attributes are added to that user's variable
 schema. Attribute names map to variable names: a label of the default schema (``城市``, ``City``)
 is that variable (``city``); another identifier-like name is kept; any other name becomes
 ``attr_<digest>``.
@@ -19,7 +19,6 @@ import hashlib
 import json
 import re
 import secrets
-import threading
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,7 +28,7 @@ from convmem_graph._time import now_ms
 from convmem_graph.errors import NotFoundError
 from convmem_graph.payloads.memory_block import VARIABLE_LABELS
 from convmem_graph.store import MemoryStore
-from convmem_graph.store.registry import SIDE_METADATA, profile_schemas
+from convmem_graph.store.registry import profile_schemas
 
 __all__ = ["ProfileAttribute", "ProfileSchema", "ProfileSchemaStore", "variable_name"]
 
@@ -77,21 +76,11 @@ class ProfileSchemaStore:
     """
 
     def __init__(self, store: MemoryStore) -> None:
+        # The table is the store's (created by its migrations when it opened).
         self.store = store
-        self._ready = False
-        self._lock = threading.Lock()
-
-    def _ensure_table(self) -> None:
-        with self._lock:
-            if self._ready:
-                return
-            with self.store.schema_transaction() as conn:
-                SIDE_METADATA.create_all(conn, tables=[profile_schemas], checkfirst=True)
-            self._ready = True
 
     def create(self, schema: ProfileSchema) -> str:
         """Store a schema and return its new id (``ps_`` + 24 hex digits)."""
-        self._ensure_table()
         schema_id = f"ps_{secrets.token_hex(12)}"
         body = json.dumps(schema.model_dump(), ensure_ascii=False)
         with self.store.transaction() as conn:
@@ -104,7 +93,6 @@ class ProfileSchemaStore:
         Raises:
             NotFoundError: If there is no schema with this id.
         """
-        self._ensure_table()
         with self.store.read() as conn:
             row = conn.execute(
                 select(profile_schemas.c.body).where(profile_schemas.c.id == schema_id)

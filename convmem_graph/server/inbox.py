@@ -37,8 +37,7 @@ from sqlalchemy import (
 from convmem_graph._time import now_ms
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import execute_upsert, insert_ignore
-from convmem_graph.store.registry import SIDE_METADATA, inbox_table, tasks_table
-from convmem_graph.store.repository import add_missing_columns
+from convmem_graph.store.registry import inbox_table, tasks_table
 
 __all__ = ["Delivery", "Inbox", "TaskInfo", "inbox_table", "tasks_table"]
 
@@ -82,11 +81,8 @@ class Inbox:
     """Durable delivery rows and TRTC task routing, in the memory store's database."""
 
     def __init__(self, store: MemoryStore) -> None:
+        # The tables are the store's (created and upgraded by its migrations when it opened).
         self.store = store
-        with store.schema_transaction() as conn:
-            SIDE_METADATA.create_all(conn, tables=[inbox_table, tasks_table], checkfirst=True)
-            # An inbox made by an older version lacks the round column (and its index).
-            add_missing_columns(conn, [inbox_table, tasks_table])
         self._lock = threading.Lock()
         self._pending = self._count_pending()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["SCHEMA_STAMP"]
 
 #: A digest of the tables, columns, indexes and open-time steps this version expects
-#: (:func:`convmem_graph.store.repository.schema_digest`); a SQLite file set up by this version
+#: (:func:`convmem_graph.store.migrations.schema_digest`); a SQLite file set up by this version
 #: carries it as ``PRAGMA user_version``. A unit test fails when the tables change and this is not
 #: updated, and prints the new value.
-SCHEMA_STAMP = 751579786
+SCHEMA_STAMP = 1336308067

@@ -1,15 +1,18 @@
-"""The one registry of every table that holds a memory's data, and the tables declared beside the store.
+"""The one registry of the database's tables: which column names the memory, which hold none.
 
 :func:`convmem_graph.store.MemoryStore.delete_memory` deletes from every table listed in
-:data:`MEMORY_TABLES`, in that order, in one transaction; a unit test scans the live schema (SQLite
-and PostgreSQL) and fails when a table with a memory-naming column is not listed here, so a new table
-cannot keep a deleted memory's rows by omission.
+:data:`MEMORY_TABLES`, in that order, in one transaction, and
+:func:`convmem_graph.store.transfer.export_memory` exports the ones whose entry says how
+(:attr:`MemoryTable.export`); a unit test scans the live schema (SQLite and PostgreSQL) and fails
+when a table with a memory-naming column is not listed here, so a new table cannot keep a deleted
+memory's rows by omission.
 
 The *side tables* below belong to layers above the store (the server's inbox and task map, the
 replay's progress, the IM pull's cursors, Bailian's profile schemas). Their definitions live here,
-on :data:`SIDE_METADATA`, so that the store can delete from them without importing those layers
-(layers import downward). They are not part of the store's schema stamp: each module creates its
-own tables on first use, as before, and a delete skips a side table that does not exist yet.
+on :data:`SIDE_METADATA`, so that the store can create and delete them without importing those
+layers (layers import downward). Every table, side tables included, is created by the store's
+numbered migrations (:mod:`convmem_graph.store.migrations`) when the store opens, and the applied
+migrations are recorded in :data:`schema_migrations`.
 """
 
 from __future__ import annotations
@@ -34,19 +37,35 @@ __all__ = [
     "CHECKPOINT_TABLES",
     "MEMORY_TABLES",
     "SHARED_TABLES",
+    "MIGRATIONS_METADATA",
     "SIDE_METADATA",
+    "SIDE_TABLES",
+    "ExportPart",
     "MemoryTable",
     "inbox_table",
     "profile_schemas",
     "pull_cursors",
     "replay_progress",
+    "schema_migrations",
     "tasks_table",
 ]
 
 _Seq = BigInteger().with_variant(Integer(), "sqlite")
 
-#: Tables created on first use by the modules above the store (not by the store's open).
+#: Tables of the modules above the store (created by the store's migrations, like its own).
 SIDE_METADATA = MetaData()
+
+#: The record of applied migrations (apart: it must exist before migration 1 runs).
+MIGRATIONS_METADATA = MetaData()
+
+#: One row per applied migration of :data:`convmem_graph.store.migrations.MIGRATIONS`.
+schema_migrations = Table(
+    "cm_schema_migrations",
+    MIGRATIONS_METADATA,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("name", String(64), nullable=False),
+    Column("applied_at", _Seq, nullable=False),
+)
 
 #: ``convmem serve``'s durable inbox: raw webhook bodies and finished proxy turns.
 inbox_table = Table(
@@ -114,6 +133,24 @@ profile_schemas = Table(
     Column("created_at", Integer, nullable=False),
 )
 
+#: The side tables, in creation order.
+SIDE_TABLES: tuple[Table, ...] = (inbox_table, tasks_table, replay_progress, pull_cursors, profile_schemas)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportPart:
+    """How a memory table's rows appear in an export document.
+
+    Attributes:
+        key: The document key.
+        order: Columns ordering the rows (none: at most one row, exported as an object or null).
+        drop: Database-local columns left out (seqs, the memory id, keys recomputed on import).
+    """
+
+    key: str
+    order: tuple[str, ...]
+    drop: frozenset[str]
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryTable:
@@ -122,7 +159,8 @@ class MemoryTable:
     Attributes:
         table: The table.
         column: The column whose value is the memory id.
-        side: True for a side table (created by a module above the store; may not exist yet).
+        export: How an export carries its rows, or ``None`` with the reason in ``not_exported``.
+        not_exported: Why the table is left out of an export (derived data, server plumbing).
         fallback: Optional column standing in for ``column`` in rows written before it existed.
         via: Optional ``(column, parent, parent_column)``: rows whose ``column`` is a key of the
             memory's rows in ``parent`` belong to the memory too (TRTC deliveries stored before
@@ -132,7 +170,8 @@ class MemoryTable:
 
     table: Table
     column: str
-    side: bool = False
+    export: ExportPart | None = None
+    not_exported: str = ""
     via: tuple[str, Table, str] | None = None
     #: A column naming the memory where ``column`` is NULL or absent (rows of older versions).
     fallback: str | None = None
@@ -141,25 +180,34 @@ class MemoryTable:
 #: Every table holding a memory's data, children first (the delete order of a memory). The
 #: episodic index (``cm_episodes``: FTS5 on SQLite, keyed by message seq) is not listed: it is found
 #: through the messages and deleted first, by :func:`~convmem_graph.store.episodes.delete_message_episodes`.
+_PLUMBING = "server or ingestion bookkeeping of this database, not the memory's content"
+_MEMORY_ONLY = frozenset({"memory_id"})
+
 MEMORY_TABLES: tuple[MemoryTable, ...] = (
-    MemoryTable(messages, "memory_id"),
-    MemoryTable(fragments, "memory_id"),
-    MemoryTable(variable_specs, "memory_id"),
-    MemoryTable(variables, "memory_id"),
-    MemoryTable(summaries, "memory_id"),
-    MemoryTable(snapshots, "memory_id"),
-    MemoryTable(audit, "memory_id"),
-    MemoryTable(dead_letters, "memory_id"),
-    MemoryTable(inbox_table, "memory_id", side=True, via=("task_id", tasks_table, "task_id")),
-    MemoryTable(tasks_table, "memory_id", side=True),
-    MemoryTable(replay_progress, "memory_id", side=True),
-    MemoryTable(pull_cursors, "memory_id", side=True, fallback="user_id"),
-    MemoryTable(memories, "memory_id"),
+    MemoryTable(messages, "memory_id", ExportPart("messages", ("seq",), frozenset({"seq", "memory_id"}))),
+    MemoryTable(fragments, "memory_id", ExportPart("fragments", ("id",), _MEMORY_ONLY)),
+    MemoryTable(variable_specs, "memory_id", ExportPart("variable_specs", ("position",), _MEMORY_ONLY)),
+    MemoryTable(variables, "memory_id", ExportPart("variables", ("name", "origin"), _MEMORY_ONLY)),
+    MemoryTable(summaries, "memory_id", ExportPart("summary", (), _MEMORY_ONLY)),
+    MemoryTable(snapshots, "memory_id", not_exported="derived data: rebuilt from the rest on the next read"),
+    MemoryTable(audit, "memory_id", ExportPart("audit", ("id",), frozenset({"id", "memory_id"}))),
+    # item_key is recomputed on import from the target memory id and the raw item.
+    MemoryTable(
+        dead_letters,
+        "memory_id",
+        ExportPart("dead_letters", ("id",), frozenset({"id", "memory_id", "item_key"})),
+    ),
+    MemoryTable(inbox_table, "memory_id", not_exported=_PLUMBING, via=("task_id", tasks_table, "task_id")),
+    MemoryTable(tasks_table, "memory_id", not_exported=_PLUMBING),
+    MemoryTable(replay_progress, "memory_id", not_exported=_PLUMBING),
+    MemoryTable(pull_cursors, "memory_id", not_exported=_PLUMBING, fallback="user_id"),
+    MemoryTable(memories, "memory_id", not_exported="the document's head (``memory``), written apart"),
 )
 
 #: Tables known to hold no memory's data, with the reason (the schema scan accepts only these).
 SHARED_TABLES: dict[str, str] = {
     profile_schemas.name: "Bailian profile schemas apply to every user of a workspace",
+    schema_migrations.name: "the store's applied schema migrations",
     "cm_episode_meta": "the episodic index's format versions",
     "checkpoint_migrations": "the LangGraph PostgreSQL saver's applied migrations",
     # Its ``owner`` column is a setup process's random token, not a memory.

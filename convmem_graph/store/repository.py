@@ -8,7 +8,6 @@ parts of the run's one transaction instead, which holds the memory's ``pg_adviso
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import sqlite3
@@ -22,18 +21,16 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 from sqlalchemy import (
     Connection,
     Engine,
-    MetaData,
     Row,
     Table,
     and_,
     delete,
     func,
-    inspect,
     or_,
     select,
     text,
 )
-from sqlalchemy.engine import Inspector, make_url
+from sqlalchemy.engine import make_url
 
 from convmem_graph._ids import check_identifier
 from convmem_graph._text import split_to_fit
@@ -88,7 +85,6 @@ from convmem_graph.store.engine import (
 )
 from convmem_graph.store.episodes import (
     EPISODE_TABLE,
-    INDEX_VERSION,
     delete_episodes,
     delete_message_episodes,
     ensure_episode_index,
@@ -97,10 +93,10 @@ from convmem_graph.store.episodes import (
     search_episodes,
 )
 from convmem_graph.store.locks import memory_lock as _memory_lock
+from convmem_graph.store.migrations import apply_migrations
 from convmem_graph.store.records import AuditEntry, DeadLetter, dead_letter_key
 from convmem_graph.store.registry import MEMORY_TABLES, MemoryTable
 from convmem_graph.store.schema import (
-    METADATA,
     add_postgres_options,
     audit,
     dead_letters,
@@ -155,65 +151,6 @@ class Cursors(NamedTuple):
 
 #: Parsed call-start snapshots kept in process (least recently used are dropped).
 _PARSED_SNAPSHOTS = 256
-
-
-def add_missing_columns(conn: Connection, tables: Sequence[Table] | None = None) -> None:
-    """Bring tables made by an older version up to date by adding the columns they lack.
-
-    New columns are always nullable or carry a default, so adding them is enough; nothing is
-    rewritten or dropped. A column whose default is computed in Python (the derived fragment
-    columns) is added nullable, and filled by :func:`upgrade_fragments`. ``tables`` defaults to
-    the store's own; the modules above the store pass their side tables (which must exist).
-    Indexes of the tables missing from the database are created too.
-    """
-    # One catalog read for every table (a read per table cost a round trip each on every open).
-    tables = list(tables) if tables is not None else METADATA.sorted_tables
-    found = inspect(conn).get_multi_columns(filter_names=[t.name for t in tables])
-    for table in tables:
-        present = {c["name"] for c in found.get((None, table.name), [])}
-        added = False
-        for column in table.columns:
-            if column.name in present:
-                continue
-            ddl = column.type.compile(dialect=conn.dialect)
-            scalar = column.default is not None and column.default.is_scalar
-            default = getattr(column.default, "arg", None) if scalar else None
-            clause = ""
-            if default is not None:
-                literal = f"'{default}'" if isinstance(default, str) else str(int(default))
-                clause = f" NOT NULL DEFAULT {literal}"
-            conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {ddl}{clause}')
-            logger.info("added column %s.%s to an older database", table.name, column.name)
-            added = True
-        if added:
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
-
-
-#: Bump when what an open sets up changes in a way the tables do not show (an upgrade step).
-_SETUP_REVISION = 1
-
-
-def schema_digest() -> int:
-    """A 31-bit digest of the tables, columns, indexes and open-time steps this version expects.
-
-    :data:`~convmem_graph.store._stamp.SCHEMA_STAMP` holds it (a test keeps the two equal). A
-    SQLite database set up by this version carries the stamp as ``PRAGMA user_version``; an open
-    that finds it there skips the set-up (table checks, column upgrades, index checks: nine
-    catalog reads and the write lock, which a call start would otherwise wait for behind a
-    running replay). A version with any other schema finds another stamp and sets up as before.
-    """
-    return _stamp_of(METADATA, f"setup {_SETUP_REVISION}", f"episodes {INDEX_VERSION}")
-
-
-def _stamp_of(metadata: MetaData, *steps: str) -> int:
-    parts = list(steps)
-    for table in metadata.sorted_tables:
-        parts.append(f"table {table.name}")
-        parts += [f"  {c.name} {type(c.type).__name__} null={c.nullable}" for c in table.columns]
-        parts += sorted(f"  index {i.name} {[str(e) for e in i.expressions]}" for i in table.indexes)
-    digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") & 0x7FFFFFFF or 1
 
 
 #: FTS5 ``secure-delete`` (SQLite 3.42+) removes a deleted row's terms from the index pages at once.
@@ -298,8 +235,8 @@ class MemoryStore:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
                 add_postgres_options()
-            METADATA.create_all(conn)
-            add_missing_columns(conn)
+            apply_migrations(conn)
+            # Facts an older version wrote since (no derived columns), and indexes it dropped.
             upgrade_fragments(conn)
             ensure_episode_index(conn)
             if self.dialect == "sqlite":
@@ -675,10 +612,8 @@ class MemoryStore:
                     _secure_episode_deletes(conn)
                 # The episodic index first: its rows are found through the messages.
                 delete_message_episodes(conn, memory_id)
-                # One inspector: the side tables' existence is looked up once per delete.
-                schema = inspect(conn)
                 for entry in MEMORY_TABLES:
-                    deleted += self._delete_rows(conn, schema, entry, memory_id)
+                    deleted += self._delete_rows(conn, entry, memory_id)
                 if sqlite:
                     _purge_deleted_terms(conn)
             finally:
@@ -693,29 +628,17 @@ class MemoryStore:
         return deleted > 0
 
     @staticmethod
-    def _delete_rows(conn: Connection, schema: Inspector, entry: MemoryTable, memory_id: str) -> int:
-        """Delete one registered table's rows of a memory; a side table not created yet has none."""
+    def _delete_rows(conn: Connection, entry: MemoryTable, memory_id: str) -> int:
+        """Delete one registered table's rows of a memory (the open's migrations made every table)."""
         table = entry.table
-        if entry.side:
-            # Created on first use by the server, replay or pull (and older versions of a table
-            # may lack its memory column, added by that module's own upgrade).
-            if not schema.has_table(table.name):
-                return 0
-            present = {c["name"] for c in schema.get_columns(table.name)}
-            if entry.column not in present:
-                if entry.fallback is None or entry.fallback not in present:
-                    return 0
-                # A table of an older version: its rows name the memory in the fallback column.
-                where_old = table.c[entry.fallback] == memory_id
-                return int(conn.execute(delete(table).where(where_old)).rowcount or 0)
         where = table.c[entry.column] == memory_id
         if entry.fallback is not None:
+            # Rows of an older version, from before the table had its memory column.
             where = or_(where, and_(table.c[entry.column].is_(None), table.c[entry.fallback] == memory_id))
         if entry.via is not None:
             column, parent, key = entry.via
             owned = select(parent.c[key]).where(parent.c[_registered_column(parent)] == memory_id)
-            if schema.has_table(parent.name):
-                where = or_(where, table.c[column].in_(owned))
+            where = or_(where, table.c[column].in_(owned))
         return int(conn.execute(delete(table).where(where)).rowcount or 0)
 
     # -- messages -------------------------------------------------------------------------------

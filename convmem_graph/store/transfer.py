@@ -23,6 +23,7 @@ from convmem_graph.store._messages import content_hash
 from convmem_graph.store.engine import insert_ignore
 from convmem_graph.store.episodes import delete_message_episodes, index_episodes
 from convmem_graph.store.records import dead_letter_key
+from convmem_graph.store.registry import MEMORY_TABLES
 from convmem_graph.store.repository import MemoryStore
 from convmem_graph.store.schema import (
     audit,
@@ -42,16 +43,10 @@ logger = logging.getLogger(__name__)
 EXPORT_FORMAT = "convmem-memory"
 EXPORT_VERSION = 1
 
-# Table -> (document key, ordering columns, columns that are database-local and left out).
-_PARTS: tuple[tuple[Table, str, tuple[str, ...], frozenset[str]], ...] = (
-    (messages, "messages", ("seq",), frozenset({"seq", "memory_id"})),
-    (fragments, "fragments", ("id",), frozenset({"memory_id"})),
-    (variable_specs, "variable_specs", ("position",), frozenset({"memory_id"})),
-    (variables, "variables", ("name", "origin"), frozenset({"memory_id"})),
-    (summaries, "summary", (), frozenset({"memory_id"})),
-    (audit, "audit", ("id",), frozenset({"id", "memory_id"})),
-    # item_key is recomputed on import from the target memory id and the raw item.
-    (dead_letters, "dead_letters", ("id",), frozenset({"id", "memory_id", "item_key"})),
+# Table -> (document key, ordering columns, columns that are database-local and left out): every
+# registered memory table that says how it is exported (the registry gives the others' reasons).
+_PARTS: tuple[tuple[Table, str, tuple[str, ...], frozenset[str]], ...] = tuple(
+    (e.table, e.export.key, e.export.order, e.export.drop) for e in MEMORY_TABLES if e.export is not None
 )
 
 

@@ -123,6 +123,7 @@ def test_an_older_database_gains_the_piece_columns(tmp_path: Path) -> None:
         conn.execute("ALTER TABLE cm_fragments DROP COLUMN part_of")
         conn.execute("ALTER TABLE cm_fragments DROP COLUMN part")
         conn.execute("PRAGMA user_version = 0")  # versions before the schema stamp set none
+        conn.execute("DROP TABLE cm_schema_migrations")  # nor a record of migrations
     with ConvMemory.open(str(db)) as mem:
         assert [f.part_of for f in mem.fragments("u1")] == [None]
         assert len(mem.add_long_fragment("u1", EN_STORY)) == 2

@@ -2,11 +2,13 @@
 
 ``convmem pull im --memory X`` keeps the newest pulled time per (user, bot); the cursor row now
 names ``X``. A database of an older version (no memory column, cursors keyed by the user only)
-is upgraded on the next pull, and a delete before that still finds the user's cursor.
+is upgraded when the store opens (migration 1), and a delete still finds the user's cursor rows.
 """
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -46,24 +48,19 @@ def test_a_pull_into_another_memory_is_forgotten_with_that_memory(tmp_path: Path
 
 
 def test_an_older_cursor_table_is_upgraded_and_its_rows_deleted_by_user(tmp_path: Path) -> None:
-    db = str(tmp_path / "old.db")
-    with ConvMemory.open(db) as mem:
-        with mem.store.schema_transaction() as conn:
-            # The table as an older version made it: no memory column.
-            conn.execute(
-                text(
-                    "CREATE TABLE cm_im_pull_cursors (user_id VARCHAR(256) NOT NULL, bot_id VARCHAR(256) "
-                    "NOT NULL, last_time INTEGER NOT NULL, PRIMARY KEY (user_id, bot_id))"
-                )
-            )
-            conn.execute(
-                text("INSERT INTO cm_im_pull_cursors VALUES ('u_old', 'bot', 1), (:u, :b, 2)"),
-                {"u": USER, "b": BOT},
-            )
-        mem.delete("u_old")  # before any upgrade: found by the user id
+    db = tmp_path / "old.db"
+    with closing(sqlite3.connect(db)) as conn, conn:
+        # The table as an older version made it: no memory column.
+        conn.execute(
+            "CREATE TABLE cm_im_pull_cursors (user_id VARCHAR(256) NOT NULL, bot_id VARCHAR(256) "
+            "NOT NULL, last_time INTEGER NOT NULL, PRIMARY KEY (user_id, bot_id))"
+        )
+        conn.execute("INSERT INTO cm_im_pull_cursors VALUES ('u_old', 'bot', 1), (?, ?, 2)", (USER, BOT))
+    with ConvMemory.open(str(db)) as mem:  # migration 1 adds the memory column, NULL in these rows
+        mem.delete("u_old")  # found by the user id
         with mem.store.read() as conn:
             assert [r[0] for r in conn.execute(text("SELECT user_id FROM cm_im_pull_cursors"))] == [USER]
-        pull_im(mem, USER, BOT, since=0, until=1767268799, client=FakeIM())  # upgrades the table
+        pull_im(mem, USER, BOT, since=0, until=1767268799, client=FakeIM())
         assert _cursors(mem) == [(USER, BOT, USER)]
         mem.delete(USER)
         assert _cursors(mem) == []

@@ -28,6 +28,7 @@ from convmem_graph.models import (
 )
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _audit as audit_module
+from convmem_graph.store.registry import SIDE_TABLES
 from convmem_graph.store.schema import METADATA, PER_MEMORY_TABLES, messages
 from tests.unit.test_checkpoints import build_counter_graph, cfg
 
@@ -794,9 +795,10 @@ def test_tables_are_created_once_and_reopen(tmp_path: Path) -> None:
     assert again.count_messages("m") == 1
     with again.engine.connect() as conn:
         names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
-    # The store's tables, plus the episodic index (an FTS5 table and its shadow tables).
+    # The store's tables, the side tables of the layers above, the migration record, plus the
+    # episodic index (an FTS5 table and its shadow tables).
     ours = {t for t in names if t.startswith("cm_") and not t.startswith("cm_episode")}
-    assert ours == set(METADATA.tables)
+    assert ours == set(METADATA.tables) | {t.name for t in SIDE_TABLES} | {"cm_schema_migrations"}
     assert {"cm_episodes", "cm_episode_meta"} <= names
     again.close()
 

@@ -11,7 +11,8 @@ from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text
 
 from convmem_graph.store import MemoryStore
 from convmem_graph.store._stamp import SCHEMA_STAMP
-from convmem_graph.store.repository import _stamp_of, schema_digest
+from convmem_graph.store.migrations import schema_digest
+from convmem_graph.store.migrations import stamp_of as _stamp_of
 
 _DERIVED = ("ckey", "norm_hash", "cjk")
 
@@ -31,6 +32,7 @@ def test_an_older_database_gains_the_derived_columns_filled(tmp_path: Path) -> N
         for column in _DERIVED:
             conn.execute(f"ALTER TABLE cm_fragments DROP COLUMN {column}")
         conn.execute("PRAGMA user_version = 0")  # versions before the schema stamp set none
+        conn.execute("DROP TABLE cm_schema_migrations")  # nor had a record of migrations
 
     store = MemoryStore.from_url(str(db))  # failed: a Python-computed default is no SQL literal
     try:

@@ -1,0 +1,236 @@
+"""Numbered schema migrations of the store's database, each applied once and recorded.
+
+Like LangGraph's savers: :data:`MIGRATIONS` is an ordered list; :func:`apply_migrations` runs the
+ones the database has not recorded in ``cm_schema_migrations`` (one row per version), inside the
+store's set-up transaction, so a migration and its record commit together or not at all.
+
+Migration 1 is the schema of the last release before this list existed: every table of the
+registry (:mod:`convmem_graph.store.registry`), the side tables of the server, replay and pull
+included, plus the ``ALTER TABLE ... ADD COLUMN`` upgrades of files older still. It only creates
+what is missing, so a file of any earlier version opens and is brought up to date; on such a file
+it is recorded as applied without having rewritten anything.
+
+A later change of the schema is a new :class:`Migration` appended with the next number: create a
+new table with :func:`create_tables`, add columns with :func:`add_columns`. Steps must be safe on
+a database where they already took effect (a newer file reopened by an older version and set up
+again, then by this one), which both helpers are. The schema stamp (:func:`schema_digest`) covers
+the tables and the migration list: a SQLite file stamped by this version opens without taking the
+write lock; any other stamp makes the open run the pending migrations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
+
+from convmem_graph._time import now_ms
+from convmem_graph.store.episodes import INDEX_VERSION
+from convmem_graph.store.registry import SIDE_TABLES, schema_migrations
+from convmem_graph.store.schema import METADATA
+
+__all__ = [
+    "MIGRATIONS",
+    "SETUP_REVISION",
+    "Migration",
+    "add_columns",
+    "add_missing_columns",
+    "applied_versions",
+    "apply_migrations",
+    "create_tables",
+    "schema_digest",
+    "stamp_of",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered step of the schema.
+
+    Attributes:
+        version: Its number: 1, 2, ... in list order.
+        name: A short name, recorded with the number.
+        apply: The step; runs in the set-up transaction of the store's open.
+    """
+
+    version: int
+    name: str
+    apply: Callable[[Connection], None]
+
+
+def add_missing_columns(conn: Connection, tables: Sequence[Table] | None = None) -> None:
+    """Bring tables made by an older version up to date by adding the columns they lack.
+
+    New columns are always nullable or carry a default, so adding them is enough; nothing is
+    rewritten or dropped. A column whose default is computed in Python (the derived fragment
+    columns) is added nullable, and filled by the store's open
+    (:func:`~convmem_graph.store._fragments.upgrade_fragments`). ``tables`` defaults to the
+    store's own. Indexes of the tables missing from the database are created too.
+    """
+    # One catalog read for every table (a read per table cost a round trip each on every open).
+    tables = list(tables) if tables is not None else METADATA.sorted_tables
+    found = inspect(conn).get_multi_columns(filter_names=[t.name for t in tables])
+    for table in tables:
+        present = {c["name"] for c in found.get((None, table.name), [])}
+        added = False
+        for column in table.columns:
+            if column.name in present:
+                continue
+            ddl = column.type.compile(dialect=conn.dialect)
+            scalar = column.default is not None and column.default.is_scalar
+            default = getattr(column.default, "arg", None) if scalar else None
+            clause = ""
+            if default is not None:
+                literal = f"'{default}'" if isinstance(default, str) else str(int(default))
+                clause = f" NOT NULL DEFAULT {literal}"
+            conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {ddl}{clause}')
+            logger.info("added column %s.%s to an older database", table.name, column.name)
+            added = True
+        if added:
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
+
+
+def create_tables(*tables: Table) -> Callable[[Connection], None]:
+    """A migration step creating ``tables`` (and their indexes) where they do not exist yet."""
+
+    def step(conn: Connection) -> None:
+        # One catalog read per metadata (a check per table cost a round trip each).
+        by_metadata: dict[int, tuple[MetaData, list[Table]]] = {}
+        for table in tables:
+            by_metadata.setdefault(id(table.metadata), (table.metadata, []))[1].append(table)
+        for metadata, listed in by_metadata.values():
+            metadata.create_all(conn, tables=listed, checkfirst=True)
+
+    return step
+
+
+def add_columns(*tables: Table) -> Callable[[Connection], None]:
+    """A migration step adding the declared columns ``tables`` lack (see :func:`add_missing_columns`)."""
+
+    def step(conn: Connection) -> None:
+        add_missing_columns(conn, tables)
+
+    return step
+
+
+#: The store's own tables and the side tables as of migration 1 (frozen: a table added later is
+#: created by its own migration, not here).
+_V1_STORE = (
+    "cm_memories",
+    "cm_messages",
+    "cm_fragments",
+    "cm_variable_specs",
+    "cm_variables",
+    "cm_summaries",
+    "cm_snapshots",
+    "cm_audit",
+    "cm_dead_letters",
+)
+_V1_SIDE = (
+    "cm_serve_inbox",
+    "cm_serve_tasks",
+    "cm_replay_progress",
+    "cm_im_pull_cursors",
+    "cm_bailian_profile_schemas",
+)
+
+
+def _v1_tables() -> list[Table]:
+    side = {t.name: t for t in SIDE_TABLES}
+    return [METADATA.tables[name] for name in _V1_STORE] + [side[name] for name in _V1_SIDE]
+
+
+def _initial_schema(conn: Connection) -> None:
+    """Migration 1: the schema of the last release without migrations, from nothing or from any older file."""
+    tables = _v1_tables()
+    create_tables(*tables)(conn)
+    # Files of older versions: tables that exist but lack later columns (derived fact columns,
+    # the inbox's round, the replay progress' and pull cursors' memory column).
+    add_missing_columns(conn, tables)
+
+
+#: Every migration, in order. Append only; never renumber or edit an applied one.
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _initial_schema),)
+
+
+def applied_versions(conn: Connection) -> set[int]:
+    """The migration versions recorded in the database (empty when it has no record table)."""
+    if not inspect(conn).has_table(schema_migrations.name):
+        return set()
+    return set(conn.execute(select(schema_migrations.c.version)).scalars())
+
+
+def apply_migrations(conn: Connection, migrations: Iterable[Migration] = MIGRATIONS) -> list[int]:
+    """Apply the migrations the database has not recorded, in order, and record each one.
+
+    Runs inside the caller's transaction (the store's set-up, which holds the write lock on
+    SQLite and the schema lock on PostgreSQL), so concurrent opens take turns.
+
+    Returns:
+        The versions applied now.
+    """
+    migrations = list(migrations)
+    _check_order(migrations)
+    schema_migrations.create(conn, checkfirst=True)
+    done = set(conn.execute(select(schema_migrations.c.version)).scalars())
+    known = {m.version for m in migrations}
+    if done - known:
+        logger.warning(
+            "the database has schema migrations %s this version does not know (written by a newer version)",
+            sorted(done - known),
+        )
+    applied = []
+    for migration in migrations:
+        if migration.version in done:
+            continue
+        migration.apply(conn)
+        conn.execute(
+            insert(schema_migrations).values(
+                version=migration.version, name=migration.name, applied_at=now_ms()
+            )
+        )
+        logger.info("applied schema migration %d (%s)", migration.version, migration.name)
+        applied.append(migration.version)
+    return applied
+
+
+def _check_order(migrations: Sequence[Migration]) -> None:
+    numbers = [m.version for m in migrations]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ValueError(f"schema migrations must be numbered 1, 2, ... in order, got {numbers}")
+
+
+def stamp_of(tables: MetaData | Iterable[Table], *steps: str) -> int:
+    """A 31-bit digest of tables (columns, types, nullability, indexes) and named steps."""
+    parts = list(steps)
+    listed = tables.sorted_tables if isinstance(tables, MetaData) else sorted(tables, key=lambda t: t.name)
+    for table in listed:
+        parts.append(f"table {table.name}")
+        parts += [f"  {c.name} {type(c.type).__name__} null={c.nullable}" for c in table.columns]
+        parts += sorted(f"  index {i.name} {[str(e) for e in i.expressions]}" for i in table.indexes)
+    digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF or 1
+
+
+#: Bump when what an open sets up changes in a way neither the tables nor the migrations show.
+SETUP_REVISION = 1
+
+
+def schema_digest() -> int:
+    """A 31-bit digest of every registered table, of :data:`MIGRATIONS` and of the open-time steps.
+
+    :data:`~convmem_graph.store._stamp.SCHEMA_STAMP` holds it (a test keeps the two equal). A
+    SQLite database set up by this version carries the stamp as ``PRAGMA user_version``; an open
+    that finds it there skips the set-up (the migration record, column and index checks: catalog
+    reads and the write lock, which a call start would otherwise wait for behind a running
+    replay). A file with any other stamp is set up: its pending migrations run.
+    """
+    tables = [*METADATA.sorted_tables, *SIDE_TABLES, schema_migrations]
+    named = [f"migration {m.version} {m.name}" for m in MIGRATIONS]
+    return stamp_of(tables, *named, f"setup {SETUP_REVISION}", f"episodes {INDEX_VERSION}")
