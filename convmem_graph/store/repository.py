@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -28,7 +27,6 @@ from sqlalchemy import (
     func,
     or_,
     select,
-    text,
 )
 from sqlalchemy.engine import make_url
 
@@ -72,10 +70,8 @@ from convmem_graph.store._messages import (
     prepare_messages,
     row_to_message,
 )
-from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.engine import (
     WRITE_OPTION,
-    advisory_key,
     chunked,
     create_store_engine,
     end_read,
@@ -84,7 +80,6 @@ from convmem_graph.store.engine import (
     upsert,
 )
 from convmem_graph.store.episodes import (
-    EPISODE_TABLE,
     delete_episodes,
     delete_message_episodes,
     ensure_episode_index,
@@ -94,10 +89,10 @@ from convmem_graph.store.episodes import (
 )
 from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.migrations import apply_migrations
+from convmem_graph.store.postgres import PostgresBackend
 from convmem_graph.store.records import AuditEntry, DeadLetter, dead_letter_key
 from convmem_graph.store.registry import MEMORY_TABLES, MemoryTable
 from convmem_graph.store.schema import (
-    add_postgres_options,
     audit,
     dead_letters,
     fragments,
@@ -108,8 +103,8 @@ from convmem_graph.store.schema import (
     variable_specs,
     variables,
 )
-from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url, sqlite_path
-from convmem_graph.store.write_gate import write_gate
+from convmem_graph.store.sqlite import SqliteBackend
+from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -118,7 +113,6 @@ __all__ = ["MemoryStore"]
 
 logger = logging.getLogger(__name__)
 
-_SCHEMA_LOCK_KEY = 0x636D5F736368656D  # "cm_schem": serializes table creation across processes
 _T = TypeVar("_T")
 #: Kinds of the run's read cache (``MemoryStore._cached``).
 _CACHED = frozenset({"specs", "summary", "variables"})
@@ -129,7 +123,6 @@ _SAME_MESSAGES = frozenset({"tail"})
 _UNKNOWN: Any = object()
 #: ``object_id`` of the audit entries a retention purge of messages writes.
 PURGE_OBJECT_ID = "messages"
-_XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
 
 
 def _read_summary(conn: Connection, memory_id: str) -> Summary | None:
@@ -153,30 +146,6 @@ class Cursors(NamedTuple):
 _PARSED_SNAPSHOTS = 256
 
 
-#: FTS5 ``secure-delete`` (SQLite 3.42+) removes a deleted row's terms from the index pages at once.
-_FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
-
-
-def _secure_episode_deletes(conn: Connection) -> None:
-    """Turn FTS5 ``secure-delete`` on for the episodic index where SQLite has it (a stored setting)."""
-    if _FTS_SECURE_DELETE:
-        conn.exec_driver_sql(
-            f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rank) VALUES ('secure-delete', 1)"
-        )
-
-
-def _purge_deleted_terms(conn: Connection) -> None:
-    """Without ``secure-delete``, rewrite the episodic index so a deleted memory's terms leave the file.
-
-    A contentless FTS5 delete only appends tombstones: the deleted terms stay in the older index
-    segments (an ID-card number was found 8 times in the file after a checkpoint). ``optimize``
-    merges every segment into one, dropping them; its cost grows with the whole index, paid once
-    per deleted memory (deletes are rare; the retention purge of old messages does not call it).
-    """
-    if not _FTS_SECURE_DELETE:
-        conn.exec_driver_sql(f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}) VALUES ('optimize')")
-
-
 def _registered_column(table: Table) -> str:
     """The column naming the memory in a registered table."""
     return next(e.column for e in MEMORY_TABLES if e.table is table)
@@ -185,11 +154,6 @@ def _registered_column(table: Table) -> str:
 def _check_id(memory_id: str) -> str:
     # One validation of identifiers everywhere (convmem_graph._ids); raises a ValueError subclass.
     return check_identifier(memory_id, "memory_id")
-
-
-def _int32_pair(key: int) -> tuple[int, int]:
-    hi, lo = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
-    return (hi - (1 << 32) if hi >= 1 << 31 else hi), (lo - (1 << 32) if lo >= 1 << 31 else lo)
 
 
 class MemoryStore:
@@ -226,36 +190,22 @@ class MemoryStore:
         self._parsed_lock = threading.Lock()
         # The connection of the current thread's pinned() block, if any.
         self._pin = threading.local()
-        # Writers of a SQLite file queue here instead of sleeping in SQLite's busy handler.
-        self._gate = None if memory or self.dialect != "sqlite" else write_gate(sqlite_path(self.url))
-        if not memory and self._stamped():
+        # Where the two databases differ in what they must do: store/sqlite.py, store/postgres.py.
+        self._backend: SqliteBackend | PostgresBackend = (
+            SqliteBackend(self.url, memory=memory) if self.dialect == "sqlite" else PostgresBackend()
+        )
+        self._gate = self._backend.gate
+        if self._backend.is_set_up(self.engine):
             logger.debug("memory store opened at %s (schema current)", self.safe_url)
             return
         with self._write() as conn:
-            if self.dialect == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
-                add_postgres_options()
+            self._backend.begin_setup(conn)
             apply_migrations(conn)
             # Facts an older version wrote since (no derived columns), and indexes it dropped.
             upgrade_fragments(conn)
             ensure_episode_index(conn)
-            if self.dialect == "sqlite":
-                # Part of the transaction: the stamp is there only if the set-up committed.
-                conn.exec_driver_sql(f"PRAGMA user_version = {SCHEMA_STAMP}")
+            self._backend.end_setup(conn)
         logger.debug("memory store opened at %s", self.safe_url)
-
-    def _stamped(self) -> bool:
-        """Whether this SQLite file was set up by a version with this schema and needs nothing filled in.
-
-        Facts an older version wrote since (without the derived columns) are found by the
-        partial index on them: one indexed probe, and the full set-up only when there are any.
-        """
-        if self.dialect != "sqlite":
-            return False
-        with self.engine.connect() as conn:
-            if conn.exec_driver_sql("PRAGMA user_version").scalar() != SCHEMA_STAMP:
-                return False
-            return conn.execute(FQ.ANY_UNDERIVED).first() is None
 
     @classmethod
     def from_url(cls, url: str | None = None, *, echo: bool = False) -> MemoryStore:
@@ -354,8 +304,7 @@ class MemoryStore:
             ...     _ = conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS mine (k TEXT)")
         """
         with self.transaction() as conn:
-            if self.dialect == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+            self._backend.schema_lock(conn)
             yield conn
 
     @contextmanager
@@ -389,8 +338,7 @@ class MemoryStore:
         locked: set[str] = self._pin.locked
         if memory_id in locked:
             return
-        hi, lo = _int32_pair(advisory_key(memory_id))
-        conn.execute(_XACT_LOCK, {"a": hi, "b": lo})
+        self._backend.lock_memory(conn, memory_id)
         locked.add(memory_id)
 
     @contextmanager
@@ -406,7 +354,7 @@ class MemoryStore:
         if pinned is not None and getattr(self._pin, "writing", False):
             # A write inside a write of this thread joins it (a second transaction on one
             # connection cannot be begun, and on another one would wait for this one forever).
-            if memory_id is not None and self.dialect == "postgresql":
+            if memory_id is not None and self._backend.locks_memories:
                 self._lock_in(pinned, memory_id)
             try:
                 yield pinned
@@ -425,7 +373,7 @@ class MemoryStore:
                 self._begun(conn)
                 try:
                     with conn.begin():
-                        if memory_id is not None and self.dialect == "postgresql":
+                        if memory_id is not None and self._backend.locks_memories:
                             self._lock_in(conn, memory_id)
                         yield conn
                 finally:
@@ -506,12 +454,7 @@ class MemoryStore:
     def _touch(self, conn: Connection, memory_id: str, now: int, *, facts_dirty: int | None = None) -> None:
         # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds
         # it. One statement on PostgreSQL (a round trip each counts); facts_dirty rides along.
-        params = {"mid": memory_id, "now": now, "dirty": facts_dirty}
-        if self.dialect == "postgresql":
-            conn.execute(Q.PG_TOUCH, params)
-            return
-        conn.execute(Q.DROP_SNAPSHOT, {"mid": memory_id})
-        conn.execute(Q.SET_UPDATED_AT if facts_dirty is None else Q.SET_UPDATED_AT_DIRTY, params)
+        self._backend.touch(conn, {"mid": memory_id, "now": now, "dirty": facts_dirty})
 
     # -- memories -------------------------------------------------------------------------------
     def ensure_memory(self, memory_id: str, description: str = "") -> MemoryInfo:
@@ -603,22 +546,11 @@ class MemoryStore:
         # Not the identifier rule: ids stored by older versions (300 characters, NUL) must be deletable.
         deleted = 0
         with self._write(memory_id) as conn:
-            sqlite = conn.dialect.name == "sqlite"
-            if sqlite:
-                # Freed cells are zeroed, so deleted text does not linger in free pages of the file.
-                conn.exec_driver_sql("PRAGMA secure_delete=ON")
-            try:
-                if sqlite:
-                    _secure_episode_deletes(conn)
+            with self._backend.deleting(conn):
                 # The episodic index first: its rows are found through the messages.
                 delete_message_episodes(conn, memory_id)
                 for entry in MEMORY_TABLES:
                     deleted += self._delete_rows(conn, entry, memory_id)
-                if sqlite:
-                    _purge_deleted_terms(conn)
-            finally:
-                if sqlite:
-                    conn.exec_driver_sql("PRAGMA secure_delete=OFF")
             ensured = getattr(self._pin, "ensured", None)
             if ensured is not None:
                 ensured[1].discard(memory_id)
@@ -1656,7 +1588,7 @@ class MemoryStore:
             'mem_1'
         """
         _check_id(memory_id)
-        hold = self._run_transaction if self.dialect == "postgresql" else None
+        hold = self._run_transaction if self._backend.locks_memories else None
         return _memory_lock(self._lock_scope, memory_id, hold=hold)
 
     @contextmanager

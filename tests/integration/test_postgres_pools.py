@@ -30,7 +30,7 @@ from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import advisory_key
-from convmem_graph.store.repository import _int32_pair
+from convmem_graph.store.postgres import int32_pair as _int32_pair
 from convmem_graph.store.urls import libpq_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]

@@ -201,7 +201,7 @@ def test_schema_transactions_take_turns_across_processes(pg_url: str) -> None:
     store's schema lock: concurrent ``CREATE TABLE IF NOT EXISTS`` can fail on the catalog."""
     import threading
 
-    from convmem_graph.store.repository import _SCHEMA_LOCK_KEY
+    from convmem_graph.store.postgres import SCHEMA_LOCK_KEY as _SCHEMA_LOCK_KEY
 
     store = MemoryStore.from_url(pg_url)
     done: list[bool] = []

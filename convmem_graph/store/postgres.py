@@ -1,0 +1,71 @@
+"""PostgreSQL's policy for the memory store: the schema lock and per-memory advisory locks.
+
+Every lock is transaction-scoped (``pg_advisory_xact_lock``), so the store works behind a
+transaction-mode pooler (PgBouncer). :mod:`convmem_graph.store.sqlite` is the other backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, text
+
+from convmem_graph.store import _queries as Q
+from convmem_graph.store.engine import advisory_key
+from convmem_graph.store.schema import add_postgres_options
+
+__all__ = ["SCHEMA_LOCK_KEY", "PostgresBackend", "int32_pair"]
+
+#: "cm_schem": serializes table creation across processes (one bigint key).
+SCHEMA_LOCK_KEY = 0x636D5F736368656D
+_SCHEMA_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+# Two-int key space for memories: never meets the one-bigint schema and setup locks.
+_XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
+
+
+def int32_pair(key: int) -> tuple[int, int]:
+    """Split a 64-bit advisory key into the two signed 32-bit halves of the two-int lock space."""
+    hi, lo = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
+    return (hi - (1 << 32) if hi >= 1 << 31 else hi), (lo - (1 << 32) if lo >= 1 << 31 else lo)
+
+
+class PostgresBackend:
+    """What the store does differently on PostgreSQL."""
+
+    name = "postgresql"
+    #: Writers of one memory take turns on its transaction-scoped advisory lock.
+    locks_memories = True
+    #: No write gate: the server orders writers.
+    gate = None
+
+    def is_set_up(self, engine: Engine) -> bool:
+        """Always set up on open, under the schema lock: the pending migrations are read there."""
+        return False
+
+    def begin_setup(self, conn: Connection) -> None:
+        """Take the schema lock and set the table options only PostgreSQL's DDL reads."""
+        self.schema_lock(conn)
+        add_postgres_options()
+
+    def end_setup(self, conn: Connection) -> None:
+        """Nothing to stamp: the migration record is the state."""
+
+    def schema_lock(self, conn: Connection) -> None:
+        """Serialize schema changes across processes (two concurrent ``CREATE TABLE`` can fail)."""
+        conn.execute(_SCHEMA_LOCK, {"k": SCHEMA_LOCK_KEY})
+
+    def lock_memory(self, conn: Connection, memory_id: str) -> None:
+        """Take the memory's ``pg_advisory_xact_lock`` in the current transaction."""
+        hi, lo = int32_pair(advisory_key(memory_id))
+        conn.execute(_XACT_LOCK, {"a": hi, "b": lo})
+
+    def touch(self, conn: Connection, params: dict[str, Any]) -> None:
+        """Drop the cached snapshot and move ``updated_at``: one statement (a round trip each counts)."""
+        conn.execute(Q.PG_TOUCH, params)
+
+    @contextmanager
+    def deleting(self, conn: Connection) -> Iterator[None]:
+        """Nothing around a delete: freed tuples are not readable through the server."""
+        yield

@@ -1,0 +1,105 @@
+"""SQLite's policy for the memory store: the write gate, the schema stamp and secure deletes.
+
+The repository (:class:`convmem_graph.store.MemoryStore`) asks its backend wherever the two
+databases differ in what they must do, not only in SQL text; :mod:`convmem_graph.store.postgres`
+is the other backend.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from convmem_graph.store import _fact_queries as FQ
+from convmem_graph.store import _queries as Q
+from convmem_graph.store._stamp import SCHEMA_STAMP
+from convmem_graph.store.episodes import EPISODE_TABLE
+from convmem_graph.store.urls import sqlite_path
+from convmem_graph.store.write_gate import WriteGate, write_gate
+
+__all__ = ["FTS_SECURE_DELETE", "SqliteBackend"]
+
+#: FTS5 ``secure-delete`` (SQLite 3.42+) removes a deleted row's terms from the index pages at once.
+FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
+
+
+class SqliteBackend:
+    """What the store does differently on SQLite (a file, or ``:memory:``).
+
+    Args:
+        url: The store's SQLite URL.
+        memory: Whether it is an in-memory database (no file: no gate, no stamp).
+    """
+
+    name = "sqlite"
+    #: No transaction-scoped advisory locks: writers of a file take turns at the write gate.
+    locks_memories = False
+
+    def __init__(self, url: str, *, memory: bool) -> None:
+        self.memory = memory
+        # Writers of a SQLite file queue here instead of sleeping in SQLite's busy handler.
+        self.gate: WriteGate | None = None if memory else write_gate(sqlite_path(url))
+
+    def is_set_up(self, engine: Engine) -> bool:
+        """Whether this file was set up by a version with this schema and needs nothing filled in.
+
+        A read of ``PRAGMA user_version`` (no write lock). Facts an older version wrote since
+        (without the derived columns) are found by the partial index on them: one indexed probe,
+        and the full set-up only when there are any. An in-memory database is always new.
+        """
+        if self.memory:
+            return False
+        with engine.connect() as conn:
+            if conn.exec_driver_sql("PRAGMA user_version").scalar() != SCHEMA_STAMP:
+                return False
+            return conn.execute(FQ.ANY_UNDERIVED).first() is None
+
+    def begin_setup(self, conn: Connection) -> None:
+        """Nothing to do first: the set-up's transaction already holds the file's write lock."""
+
+    def end_setup(self, conn: Connection) -> None:
+        """Stamp the file; part of the set-up's transaction, so there only if the set-up committed."""
+        conn.exec_driver_sql(f"PRAGMA user_version = {SCHEMA_STAMP}")
+
+    def schema_lock(self, conn: Connection) -> None:
+        """Nothing to take: a write transaction on SQLite already excludes every other writer."""
+
+    def lock_memory(self, conn: Connection, memory_id: str) -> None:
+        """Nothing to take: see :attr:`locks_memories`."""
+
+    def touch(self, conn: Connection, params: dict[str, Any]) -> None:
+        """Drop the memory's cached snapshot and move its ``updated_at`` (and ``facts_dirty``)."""
+        conn.execute(Q.DROP_SNAPSHOT, {"mid": params["mid"]})
+        conn.execute(Q.SET_UPDATED_AT if params["dirty"] is None else Q.SET_UPDATED_AT_DIRTY, params)
+
+    @contextmanager
+    def deleting(self, conn: Connection) -> Iterator[None]:
+        """Around a memory's delete: leave none of its bytes in free pages or the episodic index."""
+        # Freed cells are zeroed, so deleted text does not linger in free pages of the file.
+        conn.exec_driver_sql("PRAGMA secure_delete=ON")
+        try:
+            if FTS_SECURE_DELETE:
+                # FTS5 ``secure-delete``: a stored setting of the index.
+                conn.exec_driver_sql(
+                    f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rank) VALUES ('secure-delete', 1)"
+                )
+            yield
+            if not FTS_SECURE_DELETE:
+                _purge_deleted_terms(conn)
+        finally:
+            conn.exec_driver_sql("PRAGMA secure_delete=OFF")
+
+
+def _purge_deleted_terms(conn: Connection) -> None:
+    """Without ``secure-delete``, rewrite the episodic index so a deleted memory's terms leave the file.
+
+    A contentless FTS5 delete only appends tombstones: the deleted terms stay in the older index
+    segments (an ID-card number was found 8 times in the file after a checkpoint). ``optimize``
+    merges every segment into one, dropping them; its cost grows with the whole index, paid once
+    per deleted memory (deletes are rare; the retention purge of old messages does not call it).
+    """
+    conn.exec_driver_sql(f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}) VALUES ('optimize')")
