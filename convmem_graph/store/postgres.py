@@ -6,12 +6,13 @@ transaction-mode pooler (PgBouncer). :mod:`convmem_graph.store.sqlite` is the ot
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, Row, text
 
+from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
 from convmem_graph.store.engine import advisory_key
 from convmem_graph.store.schema import add_postgres_options
@@ -64,6 +65,30 @@ class PostgresBackend:
     def touch(self, conn: Connection, params: dict[str, Any]) -> None:
         """Drop the cached snapshot and move ``updated_at``: one statement (a round trip each counts)."""
         conn.execute(Q.PG_TOUCH, params)
+
+    def related_fact_rows(
+        self, conn: Connection, memory_id: str, ckeys: Sequence[str], hashes: Sequence[int]
+    ) -> list[Row[Any]]:
+        """Active facts with one of the canonical keys or content hashes (a fact may come twice).
+
+        One round trip for both index lookups (each arm is still one).
+        """
+        params = {"mid": memory_id, "ckeys": list(ckeys), "hashes": list(hashes)}
+        return list(conn.execute(FQ.PG_RELATED, params))
+
+    def context_fact_rows(
+        self, conn: Connection, memory_id: str, limit: int, ranges: Sequence[tuple[str, str]], per_prefix: int
+    ) -> list[Row[Any]]:
+        """The ``limit`` most recently updated active facts, then up to ``per_prefix`` in each key range.
+
+        One round trip for every range (arms in that order: newest, then by range).
+        """
+        if limit <= 0 and not ranges:
+            return []
+        params: dict[str, Any] = {"mid": memory_id, "limit": limit, "per_prefix": per_prefix}
+        for k, (lo, hi) in enumerate(ranges, start=1):
+            params[f"lo{k}"], params[f"hi{k}"] = lo, hi
+        return list(conn.execute(FQ.pg_context(limit > 0, len(ranges)), params))
 
     @contextmanager
     def deleting(self, conn: Connection) -> Iterator[None]:

@@ -885,14 +885,7 @@ class MemoryStore:
         ckeys = sorted({canonical_key(k) for k in keys})
         hashes = sorted({norm_hash(c) for c in contents})
         with self._read() as conn:
-            if self.dialect == "postgresql":
-                # One round trip for both index lookups (each arm is still one).
-                params = {"mid": memory_id, "ckeys": ckeys, "hashes": hashes}
-                return _first_of_each(conn.execute(FQ.PG_RELATED, params))
-            # Two statements, not one with OR: each is then an index lookup.
-            rows = list(conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys}))
-            rows += conn.execute(FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes})
-            return _first_of_each(rows)
+            return _first_of_each(self._backend.related_fact_rows(conn, memory_id, ckeys, hashes))
 
     def context_fragments(
         self, memory_id: str, *, limit: int, prefixes: Sequence[str] = ("pet:", "plan:"), per_prefix: int = 50
@@ -904,21 +897,7 @@ class MemoryStore:
         """
         ranges = [FQ.key_range(p) for p in prefixes] if per_prefix > 0 else []
         with self._read() as conn:
-            if self.dialect == "postgresql" and (limit > 0 or ranges):
-                # One round trip for every range (arms in the order below: newest, then by prefix).
-                params: dict[str, Any] = {"mid": memory_id, "limit": limit, "per_prefix": per_prefix}
-                for k, (lo, hi) in enumerate(ranges, start=1):
-                    params[f"lo{k}"], params[f"hi{k}"] = lo, hi
-                return _first_of_each(conn.execute(FQ.pg_context(limit > 0, len(ranges)), params))
-            rows = (
-                list(conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit}))
-                if limit > 0
-                else []
-            )
-            for lo, hi in ranges:
-                params = {"mid": memory_id, "lo": lo, "hi": hi, "limit": per_prefix}
-                rows += conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params)
-            return _first_of_each(rows)
+            return _first_of_each(self._backend.context_fact_rows(conn, memory_id, limit, ranges, per_prefix))
 
     def strongest_fragments(
         self, memory_id: str, *, limit: int, now_ms: int, transient: bool | None = None

@@ -8,11 +8,11 @@ is the other backend.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Row
 
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
@@ -75,6 +75,29 @@ class SqliteBackend:
         """Drop the memory's cached snapshot and move its ``updated_at`` (and ``facts_dirty``)."""
         conn.execute(Q.DROP_SNAPSHOT, {"mid": params["mid"]})
         conn.execute(Q.SET_UPDATED_AT if params["dirty"] is None else Q.SET_UPDATED_AT_DIRTY, params)
+
+    def related_fact_rows(
+        self, conn: Connection, memory_id: str, ckeys: Sequence[str], hashes: Sequence[int]
+    ) -> list[Row[Any]]:
+        """Active facts with one of the canonical keys or content hashes (a fact may come twice).
+
+        Two statements, not one with OR: each is then an index lookup.
+        """
+        rows = list(conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys}))
+        rows += conn.execute(FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes})
+        return rows
+
+    def context_fact_rows(
+        self, conn: Connection, memory_id: str, limit: int, ranges: Sequence[tuple[str, str]], per_prefix: int
+    ) -> list[Row[Any]]:
+        """The ``limit`` most recently updated active facts, then up to ``per_prefix`` in each key range."""
+        rows = (
+            list(conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit})) if limit > 0 else []
+        )
+        for lo, hi in ranges:
+            params = {"mid": memory_id, "lo": lo, "hi": hi, "limit": per_prefix}
+            rows += conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params)
+        return rows
 
     @contextmanager
     def deleting(self, conn: Connection) -> Iterator[None]:
