@@ -90,6 +90,17 @@ class PostgresBackend:
             params[f"lo{k}"], params[f"hi{k}"] = lo, hi
         return list(conn.execute(FQ.pg_context(limit > 0, len(ranges)), params))
 
+    def advance_extracted(
+        self, conn: Connection, memory_id: str, upto_seq: int, now_ms: int, *, changed: bool, facts: bool
+    ) -> None:
+        """Move the extraction cursor and touch the memory when facts changed: one statement."""
+        params = {"mid": memory_id, "upto": upto_seq, "now": now_ms, "changed": changed}
+        conn.execute(Q.PG_EXTRACTED, params | {"dirty": 1 if changed and facts else None})
+
+    def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
+        """Write the summary row, move the summary cursor and touch the memory: one statement."""
+        conn.execute(Q.PG_SUMMARIZED, {"mid": row["memory_id"], "upto": upto_seq, **row})
+
     @contextmanager
     def deleting(self, conn: Connection) -> Iterator[None]:
         """Nothing around a delete: freed tuples are not readable through the server."""

@@ -99,7 +99,6 @@ from convmem_graph.store.schema import (
     memories,
     messages,
     snapshots,
-    summaries,
     variable_specs,
     variables,
 )
@@ -1114,12 +1113,7 @@ class MemoryStore:
             changed = writer.changed
             writer.flush()
             facts = bool(counts["add"] or counts["update"] or counts["supersede"])
-            if self.dialect == "postgresql":
-                dirty = 1 if changed and facts else None
-                params = {"mid": memory_id, "upto": upto_seq, "now": now_ms, "changed": changed}
-                conn.execute(Q.PG_EXTRACTED, params | {"dirty": dirty})
-            else:
-                self._advance_extracted(conn, memory_id, upto_seq, now_ms, changed=changed, facts=facts)
+            self._backend.advance_extracted(conn, memory_id, upto_seq, now_ms, changed=changed, facts=facts)
         if before is not None:
             # The run's next cursor read needs no round trip: what PG_EXTRACTED did is known.
             moved = before._replace(extracted_seq=max(before.extracted_seq, upto_seq))
@@ -1127,16 +1121,6 @@ class MemoryStore:
                 moved = moved._replace(facts_dirty=True)
             self._remember("cursors", memory_id, moved)
         return counts
-
-    def _advance_extracted(
-        self, conn: Connection, memory_id: str, upto_seq: int, now_ms: int, *, changed: bool, facts: bool
-    ) -> None:
-        # SQLite's part of commit_extraction: PG_EXTRACTED's three effects in up to three statements.
-        cursor = conn.execute(Q.ADVANCE_EXTRACTED, {"mid": memory_id, "upto": upto_seq})
-        if changed:
-            self._touch(conn, memory_id, now_ms, facts_dirty=1 if facts else None)
-        elif cursor.rowcount:
-            conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
 
     def extracted_seq(self, memory_id: str) -> int:
         """Return the extraction cursor of a memory (0 when unknown)."""
@@ -1444,12 +1428,7 @@ class MemoryStore:
                 origin=origin,
             )
             row = {"memory_id": memory_id, **summary.model_dump()}
-            if self.dialect == "postgresql":
-                conn.execute(Q.PG_SUMMARIZED, {"mid": memory_id, "upto": upto_seq, **row})
-            else:
-                execute_upsert(conn, summaries, ("memory_id",), row)
-                conn.execute(Q.ADVANCE_SUMMARIZED, {"mid": memory_id, "upto": upto_seq})
-                self._touch(conn, memory_id, now_ms)
+            self._backend.store_summary(conn, row, upto_seq=upto_seq, now_ms=now_ms)
         # What the run reads next (inject's snapshot, the next chunk's cursor) is known.
         self._remember("summary", memory_id, summary.model_copy())
         if before is not None:

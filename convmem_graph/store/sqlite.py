@@ -17,7 +17,9 @@ from sqlalchemy import Connection, Engine, Row
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._stamp import SCHEMA_STAMP
+from convmem_graph.store.engine import execute_upsert
 from convmem_graph.store.episodes import EPISODE_TABLE
+from convmem_graph.store.schema import summaries
 from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
 
@@ -98,6 +100,22 @@ class SqliteBackend:
             params = {"mid": memory_id, "lo": lo, "hi": hi, "limit": per_prefix}
             rows += conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params)
         return rows
+
+    def advance_extracted(
+        self, conn: Connection, memory_id: str, upto_seq: int, now_ms: int, *, changed: bool, facts: bool
+    ) -> None:
+        """Move the extraction cursor; touch the memory when facts changed (up to three statements)."""
+        cursor = conn.execute(Q.ADVANCE_EXTRACTED, {"mid": memory_id, "upto": upto_seq})
+        if changed:
+            self.touch(conn, {"mid": memory_id, "now": now_ms, "dirty": 1 if facts else None})
+        elif cursor.rowcount:
+            conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
+
+    def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
+        """Write the summary row, move the summary cursor and touch the memory."""
+        execute_upsert(conn, summaries, ("memory_id",), row)
+        conn.execute(Q.ADVANCE_SUMMARIZED, {"mid": row["memory_id"], "upto": upto_seq})
+        self.touch(conn, {"mid": row["memory_id"], "now": now_ms, "dirty": None})
 
     @contextmanager
     def deleting(self, conn: Connection) -> Iterator[None]:
