@@ -38,6 +38,8 @@ class PostgresBackend:
     name = "postgresql"
     #: Writers of one memory take turns on its transaction-scoped advisory lock.
     locks_memories = True
+    #: ``add_messages`` inserts with ``RETURNING`` (the new seqs, indexed in the same statement).
+    returns_rows = True
     #: No write gate: the server orders writers.
     gate = None
 

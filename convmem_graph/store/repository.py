@@ -608,7 +608,7 @@ class MemoryStore:
             # A memory created here holds no message yet (messages reference their memory).
             created = self._ensure(conn, memory_id, now)
             # PostgreSQL's insert returns the new rows' seqs; SQLite's executemany cannot.
-            returns = self.dialect == "postgresql"
+            returns = self._backend.returns_rows
             before = 0
             if index and not returns and not created:
                 before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
@@ -1603,7 +1603,7 @@ class MemoryStore:
         Inside :meth:`memory_lock` on PostgreSQL, the DBAPI connection whose transaction holds the
         memory's lock; the lifecycle writes its checkpoints on it so they commit with the store.
         """
-        if self.dialect != "postgresql" or not getattr(self._pin, "writing", False):
+        if not self._backend.locks_memories or not getattr(self._pin, "writing", False):
             return None
         conn: Connection | None = getattr(self._pin, "conn", None)
         if conn is None:

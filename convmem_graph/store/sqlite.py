@@ -40,6 +40,8 @@ class SqliteBackend:
     name = "sqlite"
     #: No transaction-scoped advisory locks: writers of a file take turns at the write gate.
     locks_memories = False
+    #: ``add_messages`` reads the new seqs back: SQLite's executemany cannot return rows.
+    returns_rows = False
 
     def __init__(self, url: str, *, memory: bool) -> None:
         self.memory = memory
