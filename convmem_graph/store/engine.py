@@ -303,7 +303,7 @@ def _install_postgres_hooks(engine: Engine) -> None:
             )
         if context.is_disconnect or context.connection is None:
             # The database is unreachable (or went away mid-request): the caller retries later.
-            logger.warning("the database is unreachable within %.1f s: %s", bound, type(original).__name__)
+            logger.warning("a request gave up on the database (%s)", type(original).__name__)
             return WriteTimeout(f"the database did not answer; gave up after {bound:g} s", bound)
         return None
 
