@@ -112,6 +112,29 @@ _CONNECT_DEFAULT_S = 10
 _CONNECT_MIN_S = 2
 #: SQLSTATE of a lock wait ended by ``lock_timeout`` (lock_not_available).
 _LOCK_NOT_AVAILABLE = "55P03"
+#: ``Connection.info`` key: the ``lock_timeout`` still to set in this transaction (None: none).
+_LOCK_TIMEOUT_KEY = "convmem_lock_timeout"
+
+
+def _may_wait_for_a_lock(statement: str) -> bool:
+    """Whether a statement can wait for a lock another session holds (a write, an advisory lock).
+
+    A plain SELECT reads a snapshot and waits for no row lock, so it runs without the timeout.
+
+    Example:
+        >>> _may_wait_for_a_lock("SELECT a FROM t WHERE k = %(k)s")
+        False
+        >>> _may_wait_for_a_lock("SELECT pg_advisory_xact_lock(%(a)s, %(b)s)")
+        True
+        >>> _may_wait_for_a_lock("UPDATE t SET a = 1")
+        True
+    """
+    head = statement.lstrip()[:6].upper()
+    if head != "SELECT":
+        return True
+    return "pg_advisory" in statement or " FOR UPDATE" in statement or " FOR SHARE" in statement
+
+
 _retired_warned: set[str] = set()
 
 
@@ -282,13 +305,22 @@ def _install_postgres_hooks(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        # SET LOCAL: the timeout ends with this transaction, the pooled connection keeps none
-        # (the worker sharing it waits for locks as long as it takes).
+        # A transaction begun in a bounded context bounds its lock waits; noted here, set before
+        # its first statement that can wait for a lock (below), so reads pay no round trip.
         left = remaining_wait()
-        if left is not None:
-            conn.exec_driver_sql(
-                "SELECT set_config('lock_timeout', %(ms)s, true)", {"ms": f"{max(1, int(left * 1000))}ms"}
-            )
+        conn.info[_LOCK_TIMEOUT_KEY] = None if left is None else f"{max(1, int(left * 1000))}ms"
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _before_execute(
+        conn: Connection, cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
+    ) -> None:
+        timeout = conn.info.get(_LOCK_TIMEOUT_KEY)
+        if timeout is None or not _may_wait_for_a_lock(statement):
+            return
+        conn.info[_LOCK_TIMEOUT_KEY] = None
+        # SET LOCAL (set_config(..., true)): it ends with this transaction, and the pooled
+        # connection, shared with the unbounded worker, keeps no timeout. Same cursor, run first.
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", (timeout,))
 
     @event.listens_for(engine, "handle_error")
     def _on_error(context: ExceptionContext) -> BaseException | None:
