@@ -14,9 +14,10 @@ and a reader never does.
 On PostgreSQL the same bound covers the waits a request can meet there: a pool checkout (the
 pool's own timeout stays 30 s for background work), a connect (libpq ``connect_timeout``, at
 least 2 s, ``CONVMEM_PG_CONNECT_TIMEOUT_S`` outside a bound) and, through ``lock_timeout`` set
-for each transaction begun in a bounded context, a memory's advisory lock or a row lock another
-session holds. Each ends with :class:`~convmem_graph.store.write_gate.WriteTimeout` (the server's
-503 with ``Retry-After``), and so does a connection lost or refused inside a bound.
+before the first statement of a bounded transaction that can wait for a lock (reads pay nothing),
+a memory's advisory lock or a row lock another session holds. Each ends with
+:class:`~convmem_graph.store.write_gate.WriteTimeout` (the server's 503 with ``Retry-After``), and
+so does a connection lost or refused inside a bound.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ _CONNECT_MIN_S = 2
 _LOCK_NOT_AVAILABLE = "55P03"
 #: ``Connection.info`` key: the ``lock_timeout`` still to set in this transaction (None: none).
 _LOCK_TIMEOUT_KEY = "convmem_lock_timeout"
+_retired_warned: set[str] = set()
 
 
 def _may_wait_for_a_lock(statement: str) -> bool:
@@ -133,9 +135,6 @@ def _may_wait_for_a_lock(statement: str) -> bool:
     if head != "SELECT":
         return True
     return "pg_advisory" in statement or " FOR UPDATE" in statement or " FOR SHARE" in statement
-
-
-_retired_warned: set[str] = set()
 
 
 def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
