@@ -152,7 +152,7 @@ def own_cluster(port: int | None = None) -> Iterator[Cluster]:
 
 
 @contextmanager
-def _convmem_serve(url: str, upstream: str, spool: Path) -> Iterator[str]:
+def _convmem_serve(url: str, upstream: str, spool: Path, log: Path) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMEM_")}
     env.update(
@@ -161,11 +161,15 @@ def _convmem_serve(url: str, upstream: str, spool: Path) -> Iterator[str]:
         CONVMEM_UPSTREAM_API_KEY=UPSTREAM_KEY,
         CONVMEM_PROXY_SPOOL_DIR=str(spool),
     )
+    # Its log (a warning per request that meets the outage) goes to a file, not the caller's output.
+    log_file = log.open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "convmem_graph", "serve", "--db", url, "--port", str(port)]
         + ["--log-level", "error"],
         cwd=ROOT,
         env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -187,6 +191,7 @@ def _convmem_serve(url: str, upstream: str, spool: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+        log_file.close()
 
 
 def _text(i: int) -> str:
@@ -301,7 +306,8 @@ def run(
     """
     with own_cluster() as cluster, ChatUpstream(key=UPSTREAM_KEY, lifetime_s=600) as upstream:
         spool = cluster.root / "spool"
-        with _convmem_serve(cluster.url, upstream.url, spool) as base:
+        serve_log = cluster.root / "serve.log"
+        with _convmem_serve(cluster.url, upstream.url, spool, serve_log) as base:
             load, health = _Load(base, rate), _Health(base)
             health.start()
             load.start()
@@ -326,6 +332,8 @@ def run(
                     break
                 time.sleep(0.5)
             health.stop()
+        # Kept only when a turn is missing: the server's own account of it (the directory goes).
+        log_tail = serve_log.read_text("utf-8", "replace").splitlines()[-40:] if expected - stored else []
     statuses: dict[str, int] = {}
     for _, status, _, _ in load.results:
         statuses[str(status)] = statuses.get(str(status), 0) + 1
@@ -351,6 +359,7 @@ def run(
             "503": sum(1 for st, _ in during if st == 503),
             "max_s": round(max((s for _, s in during), default=0.0), 2),
         },
+        "serve_log_tail": log_tail,
     }
 
 
