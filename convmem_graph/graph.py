@@ -66,7 +66,8 @@ def _after_extract(state: MemoryState) -> Literal["update_variables", "summarize
 
 
 def _after_variables(state: MemoryState) -> Literal["summarize", "inject"]:
-    return "summarize" if state.get("summary_due") else "inject"
+    # A changed variable refreshes the summary that names it, however few tokens the run brought.
+    return "summarize" if state.get("summary_due") or state.get("variables_changed") else "inject"
 
 
 def build_memory_graph(

@@ -1,7 +1,11 @@
 """``summarize``: fold the previous summary and the new messages into a new summary.
 
-Runs only when enough new content arrived or the session ended (see ``normalize``). The result
-always fits the configured token budget, counted with the project's CJK-aware counter.
+Runs when enough new content arrived or the session ended (see ``normalize``), and when the run
+changed a variable: the summary names the variables, so a run that moved ``city`` with one short
+sentence would otherwise leave a summary naming the old city until enough other words arrived
+(two replays of one archive on one SQLite file split a memory's messages between them, and a
+memory's last run was often such a run). The result always fits the configured token budget,
+counted with the project's CJK-aware counter.
 """
 
 from __future__ import annotations
@@ -76,6 +80,10 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     calls_before = getattr(ctx.summarizer, "calls", 0)
     version = 0
     previous = store.get_summary(memory_id)
+    # Here only because a variable changed: a summary naming it is refreshed; none is started early.
+    refresh = bool(state.get("variables_changed")) and not state.get("summary_due")
+    if refresh and previous is None:
+        return {"summary_due": False}
     if (
         not uses_messages
         and cursor < last
@@ -95,7 +103,7 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
             origin=previous.origin,
         )
         return {"summarized_seq": last, "summary_version": previous.version, "summary_due": False}
-    if not uses_messages and cursor < last:
+    if not uses_messages and (cursor < last or refresh):
         # The summary is rebuilt from variables and fragments; only the newest messages matter
         # (language, recency), so the backlog is not read.
         version = _commit(ctx, memory_id, store.recent_messages(memory_id, _RECENT), last, budget).version

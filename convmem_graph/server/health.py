@@ -2,8 +2,10 @@
 
 A request's store writes run inside :func:`~convmem_graph.store.write_gate.bounded_writes`
 (:class:`BoundedWritesMiddleware`, ``CONVMEM_SERVE_WRITE_TIMEOUT_S``): behind a write lock another
-process holds (the SQLite write gate, a ``BEGIN IMMEDIATE``) or a memory's run in progress, a
-write gives up before writing anything and the request is answered 503 with ``Retry-After``
+process holds (the SQLite write gate, a ``BEGIN IMMEDIATE``; on PostgreSQL a memory's advisory
+lock or a row lock another session holds, a pool with every connection in use, a connect that
+does not answer) or a memory's run in progress, a write gives up before writing anything and the
+request is answered 503 with ``Retry-After``
 (:func:`store_busy_response`), in the caller's error shape. A vendor retries a non-2xx webhook,
 which is right: nothing was stored, and a retry of a stored delivery is recognized by its key.
 
@@ -70,7 +72,7 @@ async def store_busy_response(request: Request, exc: Exception) -> JSONResponse:
     (Bailian's fields, and FastAPI's ``detail`` for the viewer).
     """
     timeout = exc.timeout_s if isinstance(exc, WriteTimeout) else 1.0
-    message = f"the memory store is busy (a write lock is held); retry shortly ({exc})"
+    message = f"the memory store is busy or unreachable; retry shortly ({exc})"
     headers = {"Retry-After": str(max(1, math.ceil(timeout)))}
     path = request.url.path
     logger.warning("503 on %s %s: %s", request.method, path, exc)

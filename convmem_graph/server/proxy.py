@@ -717,7 +717,9 @@ def build_proxy_router(
     worker.listeners.append(cache.refresh)
     warned = _WarnedCallers()
     # Turns the inbox could not take; app.py starts the flusher (after a flush) with the lifespan.
-    spool = TurnSpool(settings.proxy_spool_dir or default_spool_dir(mem.store.url))
+    spool = TurnSpool(
+        settings.proxy_spool_dir or default_spool_dir(mem.store.url), max_turns=settings.proxy_spool_max_turns
+    )
     flusher = SpoolFlusher(
         spool,
         lambda turn: inbox.add(turn.vendor, turn.key, turn.body, memory_id=turn.memory_id),
@@ -812,6 +814,17 @@ def build_proxy_router(
                 503,
                 "memory backlog is full; retry shortly",
                 type_="server_busy",
+                headers={"Retry-After": "5"},
+            )
+        if spool.full:
+            # The store has been unreachable for a while: a turn answered now could not be kept, so
+            # the caller is told to retry before anything is asked of the upstream.
+            return openai_error(
+                503,
+                f"the memory store is unavailable and {spool.pending} answered turns wait in the "
+                "spool (CONVMEM_PROXY_SPOOL_MAX_TURNS); retry shortly",
+                type_="server_busy",
+                code="store_busy",
                 headers={"Retry-After": "5"},
             )
         if not settings.upstream_url:

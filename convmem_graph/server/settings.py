@@ -19,7 +19,9 @@ A finished proxy turn the inbox cannot take (a database outage, a lock past
 it is stored once; the spool is flushed first at start-up (see :mod:`convmem_graph.server.spool`).
 Unset, the directory is ``<sqlite file>.proxy-spool`` next to a SQLite file, a private temporary
 directory for an in-memory database, and ``$XDG_STATE_HOME/convmem/proxy-spool/<hash of the URL>``
-(default ``~/.local/state``) for PostgreSQL; set it to a persistent volume in a container.
+(default ``~/.local/state``) for PostgreSQL; set it to a persistent volume in a container. With
+``CONVMEM_PROXY_SPOOL_MAX_TURNS`` turns spooled, new proxy requests are answered 503 before the
+upstream is called: a turn is only answered when it can be kept.
 
 Example:
     >>> s = ServeSettings(bot_ids="ai_bot, ai_bot_2", _env_file=None)
@@ -183,6 +185,13 @@ class ServeSettings(BaseSettings):
     )
     proxy_spool_retry_s: float = Field(
         default=1.0, gt=0, le=60, description="wait between the spool flusher's passes while turns wait"
+    )
+    proxy_spool_max_turns: int = Field(
+        default=10_000,
+        ge=1,
+        description="spooled proxy turns at which the proxy answers new requests 503 store_busy (with "
+        "Retry-After) before calling the upstream, so no answered turn is lost "
+        "(CONVMEM_PROXY_SPOOL_MAX_TURNS)",
     )
     proxy_require_memory: bool = Field(
         default=False,

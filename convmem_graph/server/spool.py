@@ -217,11 +217,15 @@ class TurnSpool:
     Args:
         directory: Where the spool files are (created with the first spooled turn, mode 0700).
         max_per_pass: Most turns one :meth:`flush` moves, so a pass stays short.
+        max_turns: Spooled turns at which :attr:`full` says so (``None``: never full). The spool
+            itself never refuses a turn: a turn reaching :meth:`append` was answered already, so
+            the caller checks :attr:`full` before it answers (the proxy: before the upstream call).
     """
 
-    def __init__(self, directory: Path, *, max_per_pass: int = 2000) -> None:
+    def __init__(self, directory: Path, *, max_per_pass: int = 2000, max_turns: int | None = None) -> None:
         self.directory = directory
         self.max_per_pass = max_per_pass
+        self.max_turns = max_turns
         self._lock = threading.Lock()  # guards _active and _sealed
         self._flushing = threading.Lock()  # one flush pass at a time
         self._active: _File | None = None
@@ -234,6 +238,21 @@ class TurnSpool:
         with self._lock:
             active = self._active.lines if self._active is not None else 0
             return active + sum(f.lines for f in self._sealed)
+
+    @property
+    def full(self) -> bool:
+        """Whether this process holds ``max_turns`` spooled turns or more (new turns should wait).
+
+        Example:
+            >>> import tempfile
+            >>> spool = TurnSpool(Path(tempfile.mkdtemp()), max_turns=1)
+            >>> spool.full
+            False
+            >>> spool.append(SpooledTurn(vendor="proxy", key="proxy:k1", body="{}"))
+            >>> spool.full
+            True
+        """
+        return self.max_turns is not None and self.pending >= self.max_turns
 
     def append(self, turn: SpooledTurn) -> None:
         """Append ``turn`` to this process's spool file and fsync it before returning.

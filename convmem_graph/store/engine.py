@@ -10,6 +10,14 @@ waits at most that bound for another process's write lock (a program that does n
 write gate) and raises :class:`~convmem_graph.store.write_gate.WriteTimeout`; elsewhere the busy
 timeout is 30 s. In WAL mode only ``BEGIN IMMEDIATE`` can meet that lock: a commit does not wait
 and a reader never does.
+
+On PostgreSQL the same bound covers the waits a request can meet there: a pool checkout (the
+pool's own timeout stays 30 s for background work), a connect (libpq ``connect_timeout``, at
+least 2 s, ``CONVMEM_PG_CONNECT_TIMEOUT_S`` outside a bound) and, through ``lock_timeout`` set
+before the first statement of a bounded transaction that can wait for a lock (reads pay nothing),
+a memory's advisory lock or a row lock another session holds. Each ends with
+:class:`~convmem_graph.store.write_gate.WriteTimeout` (the server's 503 with ``Retry-After``), and
+so does a connection lost or refused inside a bound.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import time
@@ -25,9 +34,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool, StaticPool
 from sqlalchemy.sql.dml import Insert
 
 from convmem_graph.store.urls import is_memory_sqlite
@@ -40,6 +50,7 @@ __all__ = [
     "PoolSettings",
     "advisory_key",
     "chunked",
+    "connect_timeout",
     "create_store_engine",
     "dumps",
     "end_read",
@@ -94,7 +105,36 @@ _PREPARE_ENV = "CONVMEM_PG_PREPARE_THRESHOLD"
 #: Settings of the session advisory-lock pool, which no longer exists (the lock lives in the run's
 #: transaction): setting them is reported once, not an error.
 _RETIRED_ENV = ("CONVMEM_PG_LOCK_POOL_SIZE", "CONVMEM_PG_LOCK_MAX_OVERFLOW")
+_CONNECT_ENV = "CONVMEM_PG_CONNECT_TIMEOUT_S"
+#: libpq's connect timeout outside a bounded context: a database host gone silent fails a
+#: background connect after this instead of never (libpq's default), and the caller retries.
+_CONNECT_DEFAULT_S = 10
+#: libpq (and psycopg) treat a connect timeout under 2 s as 2 s.
+_CONNECT_MIN_S = 2
+#: SQLSTATE of a lock wait ended by ``lock_timeout`` (lock_not_available).
+_LOCK_NOT_AVAILABLE = "55P03"
+#: ``Connection.info`` key: the ``lock_timeout`` still to set in this transaction (None: none).
+_LOCK_TIMEOUT_KEY = "convmem_lock_timeout"
 _retired_warned: set[str] = set()
+
+
+def _may_wait_for_a_lock(statement: str) -> bool:
+    """Whether a statement can wait for a lock another session holds (a write, an advisory lock).
+
+    A plain SELECT reads a snapshot and waits for no row lock, so it runs without the timeout.
+
+    Example:
+        >>> _may_wait_for_a_lock("SELECT a FROM t WHERE k = %(k)s")
+        False
+        >>> _may_wait_for_a_lock("SELECT pg_advisory_xact_lock(%(a)s, %(b)s)")
+        True
+        >>> _may_wait_for_a_lock("UPDATE t SET a = 1")
+        True
+    """
+    head = statement.lstrip()[:6].upper()
+    if head != "SELECT":
+        return True
+    return "pg_advisory" in statement or " FOR UPDATE" in statement or " FOR SHARE" in statement
 
 
 def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
@@ -139,6 +179,70 @@ def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
     return PoolSettings(**values)
 
 
+def connect_timeout(environ: Mapping[str, str] | None = None) -> int:
+    """Return libpq's ``connect_timeout`` in seconds for connects outside a bounded context.
+
+    ``CONVMEM_PG_CONNECT_TIMEOUT_S`` (default 10; at least 2, libpq's floor). Inside
+    :func:`~convmem_graph.store.write_gate.bounded_writes` the bound, rounded up, is used when it
+    is shorter.
+
+    Raises:
+        ValueError: The variable is not an integer of at least 2 (the message names it).
+
+    Example:
+        >>> connect_timeout({})
+        10
+        >>> connect_timeout({"CONVMEM_PG_CONNECT_TIMEOUT_S": "3"})
+        3
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(_CONNECT_ENV, "").strip()
+    if not raw:
+        return _CONNECT_DEFAULT_S
+    if not raw.isdigit() or int(raw) < _CONNECT_MIN_S:
+        raise ValueError(f"{_CONNECT_ENV} must be an integer of at least {_CONNECT_MIN_S}, got {raw!r}")
+    return int(raw)
+
+
+class _BoundedQueuePool(QueuePool):
+    """A ``QueuePool`` whose checkout waits at most the bounded context's wait.
+
+    Background work (the worker, replays) keeps the pool's timeout; a request inside
+    :func:`~convmem_graph.store.write_gate.bounded_writes` that finds every connection in use (held
+    by runs waiting for a lock, say) gives up after its bound with
+    :class:`~convmem_graph.store.write_gate.WriteTimeout` instead of 30 s of ``QueuePool`` limit.
+    """
+
+    @property
+    def _timeout(self) -> float:
+        left = remaining_wait()
+        return self._base_timeout if left is None else min(self._base_timeout, left)
+
+    @_timeout.setter
+    def _timeout(self, value: float) -> None:
+        self._base_timeout = value
+
+    def recreate(self) -> QueuePool:
+        """The pool's replacement after ``dispose()``, with the pool's own timeout (never a bound)."""
+        pool = super().recreate()
+        pool._timeout = self._base_timeout
+        return pool
+
+    def _do_get(self) -> ConnectionPoolEntry:
+        try:
+            return super()._do_get()
+        except PoolTimeout as exc:
+            bound = write_timeout()
+            if bound is None:
+                raise
+            logger.warning(
+                "no free PostgreSQL connection within %.1f s (pool of %d in use)", bound, self.size()
+            )
+            raise WriteTimeout(
+                f"every database connection is in use; gave up after {bound:g} s", bound
+            ) from exc
+
+
 def dumps(value: Any) -> str:
     """Serialize JSON compactly and keep non-ASCII text as is (CJK would triple in size escaped)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -174,15 +278,65 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         _install_sqlite_hooks(engine, wal=not memory)
         return engine
     pools = pool_settings()
-    return create_engine(
+    engine = create_engine(
         url,
         echo=echo,
         json_serializer=dumps,
         pool_pre_ping=True,
+        poolclass=_BoundedQueuePool,
         pool_size=pools.store_size,
         max_overflow=pools.store_overflow,
-        connect_args={"prepare_threshold": pools.prepare_threshold},
+        connect_args={"prepare_threshold": pools.prepare_threshold, "connect_timeout": connect_timeout()},
     )
+    _install_postgres_hooks(engine)
+    return engine
+
+
+def _install_postgres_hooks(engine: Engine) -> None:
+    """Bound a request's connects and lock waits on PostgreSQL (see the module docstring)."""
+
+    @event.listens_for(engine, "do_connect")
+    def _on_connect(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        left = remaining_wait()
+        if left is not None:
+            bounded = max(_CONNECT_MIN_S, math.ceil(left))
+            cparams["connect_timeout"] = min(int(cparams.get("connect_timeout") or bounded), bounded)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # A transaction begun in a bounded context bounds its lock waits; noted here, set before
+        # its first statement that can wait for a lock (below), so reads pay no round trip.
+        left = remaining_wait()
+        conn.info[_LOCK_TIMEOUT_KEY] = None if left is None else f"{max(1, int(left * 1000))}ms"
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _before_execute(
+        conn: Connection, cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
+    ) -> None:
+        timeout = conn.info.get(_LOCK_TIMEOUT_KEY)
+        if timeout is None or not _may_wait_for_a_lock(statement):
+            return
+        conn.info[_LOCK_TIMEOUT_KEY] = None
+        # SET LOCAL (set_config(..., true)): it ends with this transaction, and the pooled
+        # connection, shared with the unbounded worker, keeps no timeout. Same cursor, run first.
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", (timeout,))
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> BaseException | None:
+        bound = write_timeout()
+        if bound is None or context.is_pre_ping:
+            return None
+        original = context.original_exception
+        if getattr(original, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+            logger.warning("a lock wait gave up after %.1f s: another session holds the lock", bound)
+            return WriteTimeout(
+                f"the memory is locked by another database session; gave up after {bound:g} s", bound
+            )
+        if context.is_disconnect or context.connection is None:
+            # The database is unreachable (or went away mid-request): the caller retries later.
+            logger.warning("a request gave up on the database (%s)", type(original).__name__)
+            return WriteTimeout(f"the database did not answer; gave up after {bound:g} s", bound)
+        return None
 
 
 def _enable_wal(cursor: Any) -> None:

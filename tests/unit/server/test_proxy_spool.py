@@ -221,3 +221,49 @@ def test_a_turn_the_database_refuses_is_quarantined_not_retried_forever(tmp_path
     result = spool.flush(add)
     assert (result.stored, result.quarantined, result.left) == (1, 1, 0)
     assert spool.flush(add).stored == 0
+
+
+def test_a_full_spool_answers_503_before_the_upstream_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CONVMEM_PROXY_SPOOL_MAX_TURNS: with 3 turns spooled the 4th request is refused before the
+    # upstream sees it (an answer that could not be kept is never given); after recovery all 3 are
+    # stored and requests are answered again.
+    cap = 3
+    settings = make_settings(
+        tmp_path,
+        upstream_url=UPSTREAM,
+        upstream_api_key=UPSTREAM_KEY,
+        proxy_spool_retry_s=0.05,
+        proxy_spool_max_turns=cap,
+    )
+    upstream = FakeUpstream()
+    app = create_app(settings, upstream_transport=httpx.MockTransport(upstream.handler))
+    with TestClient(app) as client:
+        outage = Outage(client.app.state.inbox, monkeypatch)  # type: ignore[attr-defined]
+        flusher = client.app.state.proxy_spool  # type: ignore[attr-defined]
+        _send(client, cap)
+        assert _wait(lambda: flusher.spool.pending == cap) and flusher.spool.full
+        seen = len(upstream.requests)
+        refused = client.post("/v1/chat/completions", json=_request(cap), headers={"X-Request-Id": "req-x"})
+        assert refused.status_code == 503
+        assert refused.headers["Retry-After"] == "5"
+        error = refused.json()["error"]
+        assert error["code"] == "store_busy" and "CONVMEM_PROXY_SPOOL_MAX_TURNS" in error["message"]
+        assert len(upstream.requests) == seen, "the upstream was not called for the refused request"
+        assert flusher.spool.pending == cap
+        outage.recover()
+        assert _wait(lambda: flusher.spool.pending == 0 and _inbox_rows(client) == cap)
+        assert not flusher.spool.full
+        _send(client, 1, first=cap)  # answered again once the spool drained
+        assert _wait(lambda: _inbox_rows(client) == cap + 1)
+        expected = [_request(i)["messages"][0]["content"] for i in range(cap + 1)]
+        assert _stored_user_texts(client) == expected
+
+
+def test_the_cap_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVMEM_PROXY_SPOOL_MAX_TURNS", "7")
+    assert ServeSettings(_env_file=None).proxy_spool_max_turns == 7  # type: ignore[call-arg]
+    monkeypatch.setenv("CONVMEM_PROXY_SPOOL_MAX_TURNS", "0")
+    with pytest.raises(ValueError, match="proxy_spool_max_turns"):
+        ServeSettings(_env_file=None)  # type: ignore[call-arg]
