@@ -80,7 +80,9 @@ import logging
 import re
 from collections.abc import Sequence
 
+from convmem_graph.extractors._clauses import mark_discourse, normalize_clause, strip_fillers
 from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
+from convmem_graph.extractors._families import could_state_family, family_facts, merge_family_facts
 from convmem_graph.extractors._noise import looks_like_noise
 from convmem_graph.extractors._rules_en import could_state, extract_en_clause
 from convmem_graph.extractors._rules_zh import extract_zh_sentence
@@ -183,8 +185,8 @@ class HeuristicExtractor:
             if not text:
                 continue
             cjk = has_cjk(text)
-            if not cjk and not could_state(text, ctx):  # nothing first-person anywhere
-                continue
+            if not cjk and not could_state(text, ctx) and not could_state_family(text):
+                continue  # nothing first-person anywhere
             offset = self._offset_for(message, cjk)
             ctx.ts_ms = message.timestamp_ms
             ctx.offset_minutes = offset
@@ -222,8 +224,19 @@ def _eligible(message: Message) -> bool:
 
 
 def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
+    """Facts of one message: clauses broken at discourse markers, families read, then the rules."""
+    text = mark_discourse(text)
+    clauses = split_clauses(text, lambda s: could_state(s, ctx) or could_state_family(s), cjk=cjk)
+    extra: list[Fact] = []
+    for n, clause in enumerate(clauses):
+        if not clause.question:
+            extra.extend(family_facts(strip_fillers(clause.text, zh=clause.zh), zh=clause.zh, ctx=ctx))
+        clauses[n] = clause._replace(text=normalize_clause(clause.text, zh=clause.zh))
+    return merge_family_facts(_rule_facts(clauses, ctx, cjk), extra)
+
+
+def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact]:
     facts: list[Fact] = []
-    clauses = split_clauses(text, lambda sentence: could_state(sentence, ctx), cjk=cjk)
     if not cjk:  # fast path: every clause is English
         for clause in clauses:
             facts.extend(extract_en_clause(clause, ctx))
