@@ -55,6 +55,9 @@ _ZH_QUIT = re.compile(
     rf"|^{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
     r"|^(?:已经|早就|现在)?(?:不再|不|没再)(?P<act>抽烟|吸烟|喝酒)了$"
 )
+_ZH_NOT_VEGETARIAN = re.compile(
+    r"^(?:现在|已经|早就)?(?:不再|不|没再)(?:吃素|是素食者?)了?$|^(?:现在|已经)?(?:开荤|破戒吃肉)了$"
+)
 _ZH_ACT_TO_QUIT = {"抽烟": "抽烟", "吸烟": "抽烟", "喝酒": "喝酒"}
 # "会弹古筝", "在学拉小提琴" (learning is read by the ongoing rule), "喜欢打网球" (by the likes rule).
 _ZH_FREQUENCY = re.compile(r"平时|平常|经常|常常|每|周末|通常|一般|总是")
@@ -77,6 +80,8 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
     if m is None:
         return []
     body = text[m.end() :].rstrip("。！!，,")
+    if _ZH_NOT_VEGETARIAN.match(body):  # the key of "我吃素" (food:素食), not food:素
+        return [Fact("用户不再吃素。", "diet", "food:素食", "素食", polarity=-1, confidence=0.8)]
     hit = _ZH_EATS_NOW.match(body)
     if hit and not hit["obj"].startswith("素") and "不" not in hit["obj"]:
         obj = hit["obj"]
@@ -164,9 +169,10 @@ _EN_QUIT = re.compile(
     r"(?:\s+(?:last \w+|.{1,15} ago|in \d{4}|for good))?$"
     r"|^I no longer (?P<act2>smoke|drink|vape)$"
 )
-_EN_ACT = {"smoking": "smoking", "smoke": "smoking", "drinking": "drinking", "drink": "drinking"}
-_EN_ACT |= {"vaping": "vaping", "vape": "vaping"}
-_EN_ACT_SAY = {"smoking": "smokes", "drinking": "drinks alcohol", "vaping": "vapes"}
+# The key is the plain verb, as the habit rules write it ("I smoke every day" -> ``habit:smoke``).
+_EN_ACT = {"smoking": "smoke", "smoke": "smoke", "drinking": "drink", "drink": "drink"}
+_EN_ACT |= {"vaping": "vape", "vape": "vape"}
+_EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
 # "I play the cello", "I can play the guitar", "I play tennis", "I've played piano for years".
 _EN_PLAYS = re.compile(
     r"^I\s+(?P<mod>can\s+|also\s+|still\s+|often\s+|sometimes\s+|mostly\s+)?"
@@ -280,7 +286,20 @@ def merge_family_facts(facts: list[Fact], extra: Sequence[Fact]) -> list[Fact]:
     """
     if not extra:
         return facts
-    keys = {f.key for f in extra}
     quits = any(f.polarity < 0 and f.content.startswith("用户不再") for f in extra)
-    kept = [f for f in facts if f.key not in keys and not (quits and _QUITTING_STATE.match(f.key))]
+    kept = [
+        f
+        for f in facts
+        if not any(_same_subject(f.key, e.key) for e in extra)
+        and not (quits and _QUITTING_STATE.match(f.key))
+    ]
     return kept + list(extra)
+
+
+def _same_subject(a: str, b: str) -> bool:
+    """One key, or one prefix with one subject inside the other (``food:素`` and ``food:素食``)."""
+    if a == b:
+        return True
+    pa, _, sa = a.partition(":")
+    pb, _, sb = b.partition(":")
+    return pa == pb and bool(sa) and bool(sb) and ":" not in sa + sb and (sa in sb or sb in sa)

@@ -84,6 +84,7 @@ from convmem_graph.extractors._clauses import mark_discourse, normalize_clause, 
 from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
 from convmem_graph.extractors._families import could_state_family, family_facts, merge_family_facts
 from convmem_graph.extractors._noise import looks_like_noise
+from convmem_graph.extractors._precision import carries_fact
 from convmem_graph.extractors._rules_en import could_state, extract_en_clause
 from convmem_graph.extractors._rules_zh import extract_zh_sentence
 from convmem_graph.extractors._text import Clause, clean_text, has_cjk, split_clauses
@@ -199,6 +200,8 @@ class HeuristicExtractor:
                 if fact.transient and fact.expires_at is not None and fact.expires_at <= now_ms:
                     continue
                 if (fact.key, fact.content) in seen or len(fact.content) > FRAGMENT_MAX_CHARS:
+                    continue
+                if not carries_fact(fact):  # "用户每周两次。", "用户每天下班回来。"
                     continue
                 seen.add((fact.key, fact.content))
                 candidates.append(_candidate(fact, message.id))

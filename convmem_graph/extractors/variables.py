@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from convmem_graph.extractors._precision import fits_variable
+from convmem_graph.extractors._taxonomy import DIETS_EN, DIETS_ZH
 from convmem_graph.extractors._text import has_cjk, is_cjk_text
 from convmem_graph.extractors.keys import canonical_key, key_subject, normalize_key
 from convmem_graph.extractors.reconcile import content_polarity
@@ -136,7 +138,8 @@ _LANG_WORDS = (
 _HOBBY_PREFIXES = ("pref:", "habit:")
 _FAVORITE_PREFIXES = ("pref:favorite_", "pref:favourite_", "pref:最喜欢的", "pref:最爱的")
 _DIET_PREFIXES = ("allergy:", "food:")
-_VEGETARIAN = frozenset({"素食", "vegetarian", "vegan", "pescatarian"})
+#: Diets (not foods): "吃素", "gluten-free", "清真"; a diet given up is left out, never "avoids vegan".
+_VEGETARIAN = frozenset({"素食", *DIETS_EN.values(), *DIETS_ZH.values()})
 
 
 def _is_value(text: str) -> bool:
@@ -167,7 +170,9 @@ def _single(
     key = canonical_key(f"profile:{spec.name}")
     for f in _newest_first([f for f in fragments if canonical_key(f.key) == key]):
         value = reader(f)
-        if value is None or (isinstance(value, str) and not _is_value(value)):
+        if value is None or (
+            isinstance(value, str) and not (_is_value(value) and fits_variable(spec.name, value))
+        ):
             continue
         if spec.allowed_values is not None:
             value = _allowed(spec.allowed_values, str(value))
@@ -212,7 +217,7 @@ def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
         if content_polarity(f.content) < 0:
             continue
         item = key_subject(key)
-        if not item or not _is_value(item):
+        if not item or not _is_value(item) or not fits_variable("hobbies", item):
             continue
         if item not in items and len(items) >= MAX_LIST_ITEMS:
             continue
@@ -243,6 +248,8 @@ def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
                 continue
             rank, text = 0, f"对{item}过敏" if cjk else f"allergic to {item}"
         elif item in _VEGETARIAN:
+            if negative:
+                continue
             rank, text = 1, "吃素" if item == "素食" else item
         elif negative:
             rank, text = 2, f"不吃{item}" if cjk else f"avoids {item}"
