@@ -30,7 +30,7 @@ _ZH_MARKERS = re.compile(
 # English: a new first-person statement after a conjunction, also when "now" / "also" leads it.
 # The change word is dropped with the break: the clause splitter breaks before "but I", not "but now I".
 _EN_MARKERS = re.compile(
-    r"(?<=[a-z0-9)])\s+(and|but|so|also|plus|though)\s+(?:now|also|then|these days)\s+"
+    r"(?<=[a-z0-9)]),?\s+(and|but|so|also|plus|though)\s+(?:now|also|then|these days)\s+"
     r"(?=(?:I|I'm|I've|my|we)\b)"
 )
 
@@ -39,7 +39,12 @@ _ZH_FILLERS = re.compile(
     r"[，,、\s]*)+"
 )
 # After the subject: words that only mark the statement as new or current.
-_ZH_CHANGE_AFTER_SUBJECT = re.compile(r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿)(?=[\u4e00-\u9fff])")
+_ZH_CHANGE_AFTER_SUBJECT = re.compile(
+    r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|业余时间|空闲时间|闲暇时|有空的时候|有空时|没事的时候)+"
+    r"(?=[\u4e00-\u9fff])"
+)
+# "叫它团团", "给它起名叫X": the pronoun is the pet just mentioned, not part of its name.
+_ZH_CALL_IT = re.compile(r"(叫|叫做|名叫)(?:它|他|她)(?=[\u4e00-\u9fffA-Za-z])")
 _EN_FILLERS = re.compile(
     r"^(?:(?:well|um+|uh+|erm|hmm+|oh|ah|so|and|but|also|plus|anyway|anyways|actually|honestly|basically|"
     r"like|ok(?:ay)?|yeah|yes|right|you know|by the way|btw|fun fact|guess what|now|these days|nowadays|"
@@ -62,6 +67,15 @@ _EN_SEVERITY = {
     "mild": "mildly ",
     "slight": "mildly ",
 }
+# Tails that add no fact: a relative clause on the whole statement, when the user has time.
+_EN_TAIL = re.compile(
+    r"\s*,\s*which (?:is|was|makes|means) .*$"
+    r"|\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
+    r"|whenever I can)$",
+    re.IGNORECASE,
+)
+# Adverbs after "I" that the rules' patterns do not expect and that change nothing.
+_EN_ADVERB = re.compile(r"^I (?:also|still|really|totally|absolutely|definitely) (?=\w)")
 _EN_NOW_TAIL = re.compile(r"\s*,?\s+(?:now|these days|nowadays)$")
 _EN_WE_GOT = re.compile(
     rf"^[Ww]e(?:'ve| have)?\s+(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
@@ -111,6 +125,7 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     if zh:
         out = _ZH_FILLERS.sub("", text)
         out = _ZH_CHANGE_AFTER_SUBJECT.sub(r"\1", out)
+        out = _ZH_CALL_IT.sub(r"\1", out)
         return out or text
     out = _EN_FILLERS.sub("", text).strip()
     if not out:
@@ -121,6 +136,8 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     m = _EN_ALLERGY_NOUN.match(out.rstrip("."))
     if m:
         out = f"I'm {_EN_SEVERITY.get((m['sev'] or '').lower(), '')}allergic to {m['obj']}"
+    out = _EN_TAIL.sub("", out)
+    out = _EN_ADVERB.sub("I ", out)
     out = _EN_NOW_TAIL.sub("", out)
     out = _EN_WE_GOT.sub("I ", out)
     out = _EN_COMMA_WHEN.sub(" ", out)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from convmem_graph.extractors._clauses import strip_fillers
 from convmem_graph.extractors._facts import Fact, RuleContext
-from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS
+from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS, ZH_RELATIONS
 from convmem_graph.extractors._taxonomy import (
     DIETS_EN,
     DIETS_ZH,
@@ -31,9 +32,9 @@ from convmem_graph.extractors._taxonomy import (
     SPORTS_ZH,
     alternation,
 )
-from convmem_graph.extractors._text import norm_key
+from convmem_graph.extractors._text import Clause, norm_key
 
-__all__ = ["could_state_family", "family_facts", "merge_family_facts"]
+__all__ = ["clause_family_facts", "could_state_family", "family_facts", "merge_family_facts"]
 
 # ----------------------------------------------------------------- Chinese
 
@@ -51,8 +52,8 @@ _ZH_EATS_NOW = re.compile(
 )
 # "戒烟了", "戒了烟", "把酒戒了", "已经不抽烟了", "不再喝酒了": a habit given up.
 _ZH_QUIT = re.compile(
-    rf"^{_ZH_ADV}(?:已经|早就|终于|成功)?(?:戒了|戒掉了|戒)(?P<obj>{_ZH_QUIT_OBJ})(?:了|啦)?$"
-    rf"|^{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
+    rf"^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于|成功)?(?:戒了|戒掉了|戒)(?P<obj>{_ZH_QUIT_OBJ})(?:了|啦)?$"
+    rf"|^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
     r"|^(?:已经|早就|现在)?(?:不再|不|没再)(?P<act>抽烟|吸烟|喝酒)了$"
 )
 _ZH_NOT_VEGETARIAN = re.compile(
@@ -166,7 +167,7 @@ _EN_EATS_AGAIN = re.compile(
 _EN_QUIT = re.compile(
     r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped)\s+"
     r"(?P<act>smoking|drinking|vaping)"
-    r"(?:\s+(?:last \w+|.{1,15} ago|in \d{4}|for good))?$"
+    r"(?:\s+(?:last \w+|.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
     r"|^I no longer (?P<act2>smoke|drink|vape)$"
 )
 # The key is the plain verb, as the habit rules write it ("I smoke every day" -> ``habit:smoke``).
@@ -271,6 +272,34 @@ def family_facts(raw: str, *, zh: bool, ctx: RuleContext) -> list[Fact]:
         ['food:gluten-free']
     """
     return _zh_family(raw, ctx) if zh else _en_family(raw)
+
+
+_ZH_OWN = re.compile(rf"^我(?!们)(?!的?(?:{ZH_RELATIONS}))")
+_ZH_SOMEONE = re.compile(rf"^(?:他|她|它|你|您|我们|咱们|大家|别人|朋友|同事|我的?(?:{ZH_RELATIONS}))")
+
+
+def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fact]:
+    """Family facts of a message's clauses; a Chinese clause without a subject inherits the user.
+
+    "我以前抽烟，现在已经戒烟了": the second clause has no subject and follows one about the user,
+    so it is read as "我现在已经戒烟了"; after a clause about someone else ("他…", "我妈妈…") it is not.
+    """
+    facts: list[Fact] = []
+    sentence, owner = -1, ""
+    for clause in clauses:
+        if clause.sentence != sentence:
+            sentence, owner = clause.sentence, ""
+        text = strip_fillers(clause.text, zh=clause.zh)
+        if clause.zh:
+            if _ZH_OWN.match(text):
+                owner = "user"
+            elif _ZH_SOMEONE.match(text):
+                owner = "other"
+            elif owner == "user":
+                text = "我" + text
+        if not clause.question:
+            facts.extend(family_facts(text, zh=clause.zh, ctx=ctx))
+    return facts
 
 
 # A habit quit supersedes the transient "quitting" state the sentence rules read ("戒酒" -> state).

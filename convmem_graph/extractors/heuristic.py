@@ -80,9 +80,9 @@ import logging
 import re
 from collections.abc import Sequence
 
-from convmem_graph.extractors._clauses import mark_discourse, normalize_clause, strip_fillers
+from convmem_graph.extractors._clauses import mark_discourse, normalize_clause
 from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
-from convmem_graph.extractors._families import could_state_family, family_facts, merge_family_facts
+from convmem_graph.extractors._families import clause_family_facts, could_state_family, merge_family_facts
 from convmem_graph.extractors._noise import looks_like_noise
 from convmem_graph.extractors._precision import carries_fact
 from convmem_graph.extractors._rules_en import could_state, extract_en_clause
@@ -230,10 +230,8 @@ def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
     """Facts of one message: clauses broken at discourse markers, families read, then the rules."""
     text = mark_discourse(text)
     clauses = split_clauses(text, lambda s: could_state(s, ctx) or could_state_family(s), cjk=cjk)
-    extra: list[Fact] = []
+    extra = clause_family_facts(clauses, ctx)
     for n, clause in enumerate(clauses):
-        if not clause.question:
-            extra.extend(family_facts(strip_fillers(clause.text, zh=clause.zh), zh=clause.zh, ctx=ctx))
         clauses[n] = clause._replace(text=normalize_clause(clause.text, zh=clause.zh))
     return merge_family_facts(_rule_facts(clauses, ctx, cjk), extra)
 
