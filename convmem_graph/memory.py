@@ -351,10 +351,24 @@ class ConvMemory(FragmentQueries, AsyncTwins):
 
     # -- fragments ------------------------------------------------------------------------
     def fragments(
-        self, memory_id: str, *, status: Literal["active", "superseded", "deleted"] | None = "active"
+        self,
+        memory_id: str,
+        *,
+        status: Literal["active", "expired", "superseded", "deleted"] | None = "active",
     ) -> list[Fragment]:
-        """List fragments (active ones by default)."""
-        return self.store.list_fragments(memory_id, status=status)
+        """List fragments (active ones by default).
+
+        ``"active"`` leaves out transient facts already past their ``expires_at`` (at the memory's
+        clock): they are no longer true and never injected. ``"expired"`` lists those; ``None``
+        lists every fragment, expired ones included.
+        """
+        now = self.lifecycle.clock()
+        if status == "expired":
+            active = self.store.list_fragments(memory_id, status="active", now_ms=now)
+            return [f for f in active if f.transient and f.expires_at is not None and f.expires_at <= now]
+        return self.store.list_fragments(
+            memory_id, status=status, include_expired=status != "active", now_ms=now
+        )
 
     def add_fragment(self, memory_id: str, content: str, *, category: str = "other") -> Fragment:
         """Add a fact by hand (origin ``manual``).

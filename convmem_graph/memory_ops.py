@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncTwins", "FragmentHit", "FragmentQueries"]
 
-FragmentStatusFilter = Literal["active", "superseded", "deleted"]
+FragmentStatusFilter = Literal["active", "expired", "superseded", "deleted"]
 
 
 class FragmentHit(BaseModel):
