@@ -69,7 +69,7 @@ _EN_SEVERITY = {
 }
 # Tails that add no fact: a relative clause on the whole statement, when the user has time.
 _EN_TAIL = re.compile(
-    r"\s*,\s*which (?:is|was|makes|means) .*$"
+    r"\s*,\s*which (?:is|was|makes|means) .*$|\s*,\s*(?:to be honest|honestly|tbh|though|haha|lol)$"
     r"|\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
     r"|whenever I can)$",
     re.IGNORECASE,

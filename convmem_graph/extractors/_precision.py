@@ -35,6 +35,11 @@ _BARE_ROUTINE = re.compile(
 )
 
 
+# A pronoun or a "that kind" in what the user likes or does points at something said before:
+# "用户喜欢和他们一起做饭", "用户喜欢多肉的那种" say nothing on their own (吉他 and 其他 are words).
+_UNRESOLVED_ZH = re.compile(r"(?<![吉其])[他她它]|那种$|这种$")
+
+
 def carries_fact(fact: Fact) -> bool:
     """Return whether a fact found by a rule says something (see the module docstring).
 
@@ -46,7 +51,7 @@ def carries_fact(fact: Fact) -> bool:
     """
     subject = key_subject(fact.key)
     if fact.key.startswith(("habit:", "pref:", "state:")) and (
-        _COUNT_ONLY.match(subject) or _BARE_ROUTINE.match(subject)
+        _COUNT_ONLY.match(subject) or _BARE_ROUTINE.match(subject) or _UNRESOLVED_ZH.search(subject)
     ):
         return False
     return not looks_like_instruction(fact.content)

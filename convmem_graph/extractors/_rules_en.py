@@ -361,7 +361,9 @@ def _plans(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         ctx.add_plan(key, action, "plans")
     else:
         verb = "wants" if modal in ("want", "hope", "hoping", "would like") else "plans"
-        content = f"User {verb} to {action}{c.when_text()}."
+        # "I'm planning a trip": a noun phrase is planned, not "plans to a trip".
+        to = "" if verb == "plans" and _LEAD_ARTICLE.match(action) else "to "
+        content = f"User {verb} {to}{action}{c.when_text()}."
         ctx.add_plan(key, action, verb)
     return [Fact(content, "plan", key, action, transient=True, expires_at=expires, confidence=0.7)]
 
