@@ -49,13 +49,26 @@ CHANGES = [
 ]
 
 
+@pytest.mark.parametrize("arrival", ["in order", "the change first"])
 @pytest.mark.parametrize(("before", "after", "key", "word", "variable", "value"), CHANGES)
 def test_a_change_supersedes(
-    mem: ConvMemory, before: str, after: str, key: str, word: str, variable: str, value: str | None
+    mem: ConvMemory,
+    arrival: str,
+    before: str,
+    after: str,
+    key: str,
+    word: str,
+    variable: str,
+    value: str | None,
 ) -> None:
-    mid = f"u{abs(hash(before)) % 10**8}"
-    mem.ingest(mid, [{"role": "user", "content": before, "timestamp_ms": T0}])
-    mem.ingest(mid, [{"role": "user", "content": after, "timestamp_ms": T0 + 60_000}])
+    """Whichever arrives first, the statement said last is the one active fact."""
+    mid = f"u{abs(hash((before, arrival))) % 10**8}"
+    batches = [
+        [{"role": "user", "content": before, "timestamp": T0}],
+        [{"role": "user", "content": after, "timestamp": T0 + 60_000}],
+    ]
+    for batch in batches if arrival == "in order" else batches[::-1]:
+        mem.ingest(mid, batch)
     on_key = [f for f in mem.fragments(mid, status=None) if canonical_key(f.key) == canonical_key(key)]
     active = [f for f in on_key if f.status == "active"]
     assert len(active) == 1, [(f.status, f.content) for f in on_key]
