@@ -40,6 +40,11 @@ def test_the_cli_refuses_an_unknown_name(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["variables", "set", "u", "citty", "北京", "--db", db]) != 0
     assert "citty" in capsys.readouterr().err
     assert main(["variables", "set", "u", "city", "北京", "--db", db]) == 0
+    assert main(["variables", "define", "u", "team", "football team the user supports", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["variables", "schema", "u", "--db", db]) == 0
+    rows = dict(line.split("\t")[::2] for line in capsys.readouterr().out.splitlines())
+    assert rows["city"] == "rule: city" and rows["team"] == "needs a model"
 
 
 def test_redefining_the_schema_retires_old_fields_into_the_audit(mem: ConvMemory) -> None:
