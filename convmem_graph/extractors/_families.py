@@ -215,8 +215,14 @@ def _en_family(text: str) -> list[Fact]:
     m = _EN_DIET_IS.match(s)
     if m:
         diet = DIETS_EN[m["diet"].lower()]
-        since = f" {m['since']}" if m["since"] else ""
-        return [Fact(f"User is {diet}{since}.", "diet", f"food:{norm_key(diet)}", diet, confidence=0.85)]
+        since = m["since"] or ""
+        if since.startswith(("since", "for")):
+            content = f"User has been {diet} {since}."
+        elif since:
+            content = f"User went {diet} {since}."  # "two years ago", "in 2020", "last year"
+        else:
+            content = f"User is {diet}."
+        return [Fact(content, "diet", f"food:{norm_key(diet)}", diet, confidence=0.85)]
     m = _EN_EATS_AGAIN.match(s)
     if m and not _EN_BAD_OBJ.search(m["obj"]):
         obj = m["obj"].strip()
@@ -307,22 +313,36 @@ _QUITTING_STATE = re.compile(r"^state:戒")
 
 
 def merge_family_facts(facts: list[Fact], extra: Sequence[Fact]) -> list[Fact]:
-    """Add family facts under keys the sentence rules did not give; a family fact wins its key.
+    """Add family facts under keys the sentence rules did not give, or where they say more.
 
     The family reads the change or severity the sentence rules drop ("严重过敏" vs "过敏", "现在吃"),
-    so on a shared key the family's fact replaces theirs; a quit habit also replaces the transient
-    "戒X" state.
+    so on a shared key with another polarity, a longer wording or a better key (``food:素食`` for
+    ``food:素``) the family's fact replaces theirs; a quit habit also replaces the transient "戒X"
+    state.
     """
     if not extra:
         return facts
     quits = any(f.polarity < 0 and f.content.startswith("用户不再") for f in extra)
-    kept = [
-        f
-        for f in facts
-        if not any(_same_subject(f.key, e.key) for e in extra)
-        and not (quits and _QUITTING_STATE.match(f.key))
-    ]
-    return kept + list(extra)
+    family = list(extra)
+    kept: list[Fact] = []
+    for f in facts:
+        if quits and _QUITTING_STATE.match(f.key):
+            continue
+        twin = next((e for e in family if _same_subject(f.key, e.key)), None)
+        if twin is None:
+            kept.append(f)
+        elif twin.key == f.key and twin.polarity == f.polarity and not _says_more(twin.content, f.content):
+            # The same fact said as fully by the sentence rules ("User has been vegan since 2017."):
+            # theirs stays; the family's wins only with more (a severity), a flip or a better key.
+            family.remove(twin)
+            kept.append(f)
+    return kept + family
+
+
+def _says_more(longer: str, shorter: str) -> bool:
+    """Whether ``longer`` is ``shorter`` with words added ("对芒果严重过敏" over "对芒果过敏")."""
+    rest = iter(longer.rstrip("。."))
+    return len(longer) > len(shorter) and all(ch in rest for ch in shorter.rstrip("。."))
 
 
 def _same_subject(a: str, b: str) -> bool:
