@@ -13,6 +13,7 @@ from convmem_graph.errors import (
     MemoryNotFoundError,
     NotFoundError,
     SourceFormatError,
+    UnknownVariableError,
 )
 from convmem_graph.models import (
     Fragment,
@@ -73,6 +74,7 @@ __all__ = [
     "SkippedItem",
     "SourceFormatError",
     "Summary",
+    "UnknownVariableError",
     "VariableSpec",
     "VariableValue",
     "build_memory_graph",

@@ -17,6 +17,7 @@ __all__ = [
     "MemoryNotFoundError",
     "NotFoundError",
     "SourceFormatError",
+    "UnknownVariableError",
     "describe_validation_error",
 ]
 
@@ -54,6 +55,25 @@ class InvalidIdentifierError(ConvMemError, ValueError):
         self.field = field
         self.reason = reason
         super().__init__(f"{field}: {reason}")
+
+
+class UnknownVariableError(ConvMemError, ValueError):
+    """A variable name is not in the memory's schema (the schema is the list of fields).
+
+    Attributes:
+        memory_id: The memory.
+        name: The name asked for.
+        fields: The names the schema has, in order.
+    """
+
+    def __init__(self, memory_id: str, name: str, fields: list[str]) -> None:
+        self.memory_id = memory_id
+        self.name = name
+        self.fields = fields
+        super().__init__(
+            f"variable {name!r} is not in the schema of memory {memory_id!r} "
+            f"(fields: {', '.join(fields)}); define it first (define_variables / `convmem variables define`)"
+        )
 
 
 class NotFoundError(ConvMemError, KeyError):

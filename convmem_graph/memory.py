@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from convmem_graph._time import now_ms
 from convmem_graph.config import MemoryConfig
+from convmem_graph.errors import UnknownVariableError
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.memory_ops import AsyncTwins, FragmentQueries
 from convmem_graph.models import (
@@ -268,17 +269,69 @@ class ConvMemory(FragmentQueries, AsyncTwins):
 
     # -- variables ------------------------------------------------------------------------
     def define_variables(self, memory_id: str, specs: Iterable[VariableSpec | dict[str, Any]]) -> None:
-        """Define (or redefine) profile variables for a memory; used instead of the default schema."""
+        """Define (or redefine) the profile schema of a memory; used instead of the default schema.
+
+        The list is the whole schema: a field of the previous schema (the default one when none was
+        defined) that is not in it is retired, its value dropped from the profile and kept in the
+        audit (a ``delete`` entry whose cause says "retired"), so it is never injected again.
+        """
+        new = [VariableSpec.model_validate(s) for s in specs]
         self.store.ensure_memory(memory_id)
-        self.store.define_variables(memory_id, [VariableSpec.model_validate(s) for s in specs])
+        before = [s.name for s in self._schema(memory_id)]
+        self.store.define_variables(memory_id, new)
+        names = {s.name for s in new}
+        self.store.retire_variables(memory_id, [n for n in before if n not in names])
         self._refresh(memory_id)
+
+    def variable_schema(self, memory_id: str) -> list[dict[str, str | bool]]:
+        """List the memory's fields and how each gets its value offline.
+
+        ``source`` is ``rule: <family>`` (a deterministic rule fills it: the default fields, and a
+        custom field whose name or description names a family such as a pet's name or a city),
+        ``manual only`` (``infer=False``) or ``needs a model`` (only an LLM extractor can fill it).
+
+        Example:
+            >>> mem = ConvMemory.open(":memory:")
+            >>> mem.define_variables("u", [{"name": "pet_name"}, {"name": "favourite_team"}])
+            >>> [(r["name"], r["source"]) for r in mem.variable_schema("u")]
+            [('pet_name', 'rule: pet_names'), ('favourite_team', 'needs a model')]
+            >>> mem.close()
+        """
+        from convmem_graph.extractors._field_match import inference_source
+        from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
+
+        defaults = frozenset(s.name for s in DEFAULT_VARIABLE_SPECS)
+        return [
+            {
+                "name": s.name,
+                "type": s.type,
+                "infer": s.infer,
+                "description": s.description,
+                "source": inference_source(s, defaults),
+            }
+            for s in self._schema(memory_id)
+        ]
+
+    def _schema(self, memory_id: str) -> list[VariableSpec]:
+        from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
+
+        return self.store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
 
     def variables(self, memory_id: str) -> dict[str, VariableValue]:
         """Return effective variable values (a manual value wins over an inferred one)."""
         return self.store.get_variables(memory_id)
 
     def set_variable(self, memory_id: str, name: str, value: VariableValueType) -> VariableValue:
-        """Set a manual value; inference never overwrites it until it is cleared."""
+        """Set a manual value; inference never overwrites it until it is cleared.
+
+        Raises:
+            UnknownVariableError: ``name`` is not in the memory's schema (the default one when none
+                was defined).
+            ValueError: The value does not fit the field's type or allowed values.
+        """
+        schema = [s.name for s in self._schema(memory_id)]
+        if name not in schema:
+            raise UnknownVariableError(memory_id, name, schema)
         if not self.store.get_specs(memory_id):
             # No schema defined: the default one applies, so its types are checked here too.
             from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
@@ -298,10 +351,24 @@ class ConvMemory(FragmentQueries, AsyncTwins):
 
     # -- fragments ------------------------------------------------------------------------
     def fragments(
-        self, memory_id: str, *, status: Literal["active", "superseded", "deleted"] | None = "active"
+        self,
+        memory_id: str,
+        *,
+        status: Literal["active", "expired", "superseded", "deleted"] | None = "active",
     ) -> list[Fragment]:
-        """List fragments (active ones by default)."""
-        return self.store.list_fragments(memory_id, status=status)
+        """List fragments (active ones by default).
+
+        ``"active"`` leaves out transient facts already past their ``expires_at`` (at the memory's
+        clock): they are no longer true and never injected. ``"expired"`` lists those; ``None``
+        lists every fragment, expired ones included.
+        """
+        now = self.lifecycle.clock()
+        if status == "expired":
+            active = self.store.list_fragments(memory_id, status="active", now_ms=now)
+            return [f for f in active if f.transient and f.expires_at is not None and f.expires_at <= now]
+        return self.store.list_fragments(
+            memory_id, status=status, include_expired=status != "active", now_ms=now
+        )
 
     def add_fragment(self, memory_id: str, content: str, *, category: str = "other") -> Fragment:
         """Add a fact by hand (origin ``manual``).

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncTwins", "FragmentHit", "FragmentQueries"]
 
-FragmentStatusFilter = Literal["active", "superseded", "deleted"]
+FragmentStatusFilter = Literal["active", "expired", "superseded", "deleted"]
 
 
 class FragmentHit(BaseModel):
@@ -150,6 +150,7 @@ class AsyncTwins:
             self, memory_id: str, name: str, value: VariableValueType
         ) -> VariableValue: ...
         def clear_variable(self, memory_id: str, name: str) -> None: ...  # noqa: D102
+        def variable_schema(self, memory_id: str) -> list[dict[str, str | bool]]: ...  # noqa: D102
         def fragments(  # noqa: D102
             self, memory_id: str, *, status: FragmentStatusFilter | None = "active"
         ) -> list[Fragment]: ...
@@ -203,6 +204,10 @@ class AsyncTwins:
     async def aclear_variable(self, memory_id: str, name: str) -> None:
         """Async twin of ``clear_variable``."""
         await asyncio.to_thread(self.clear_variable, memory_id, name)
+
+    async def avariable_schema(self, memory_id: str) -> list[dict[str, str | bool]]:
+        """Async twin of ``variable_schema``."""
+        return await asyncio.to_thread(self.variable_schema, memory_id)
 
     async def afragments(
         self, memory_id: str, *, status: FragmentStatusFilter | None = "active"

@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         """convmem variables define mem_1 city "the city the user lives in" --no-infer
 convmem variables set mem_1 city 上海
 convmem variables clear mem_1 city
-convmem variables list mem_1 --json""",
+convmem variables list mem_1 --json
+convmem variables schema mem_1   # each field, and how it is filled: rule, manual only, needs a model""",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     d = actions.add_parser("define", help="define (or redefine) a variable; the default schema is kept")
@@ -45,7 +46,12 @@ convmem variables list mem_1 --json""",
     ls = actions.add_parser("list", help="print effective values")
     ls.add_argument("memory")
     ls.add_argument("--json", action="store_true")
-    for a in (d, s, c, ls):
+    sc = actions.add_parser(
+        "schema", help="print the fields and how each is filled (rule, manual, needs a model)"
+    )
+    sc.add_argument("memory")
+    sc.add_argument("--json", action="store_true")
+    for a in (d, s, c, ls, sc):
         add_db_argument(a)
     p.set_defaults(func=run)
 
@@ -91,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(args.name, f"no manual value in memory {args.memory!r}")
             mem.clear_variable(args.memory, args.name)
             print(f"cleared manual value of {args.name}")
+        elif args.action == "schema":
+            _print_schema(mem.variable_schema(args.memory), as_json=args.json)
         else:
             values = mem.variables(args.memory)
             if args.json:
@@ -99,3 +107,11 @@ def run(args: argparse.Namespace) -> int:
                 for k, v in sorted(values.items()):
                     print(f"{k}\t{v.value}\t{v.origin}")
     return 0
+
+
+def _print_schema(rows: list[dict[str, str | bool]], *, as_json: bool) -> None:
+    if as_json:
+        dump_json(rows)
+        return
+    for row in rows:
+        print(f"{row['name']}\t{row['type']}\t{row['source']}")

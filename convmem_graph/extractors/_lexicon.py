@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from convmem_graph.extractors._taxonomy import KINSHIP_EN, KINSHIP_ZH, alternation
+
 __all__ = [
     "EN_FOODS",
     "EN_JOB_NOUNS",
@@ -66,50 +68,9 @@ ZH_SPECIES_RE = re.compile(
     r"哈士奇|泰迪|萨摩耶|边牧|拉布拉多|比熊|博美|布偶|英短|美短|暹罗)$"
 )
 
-_ZH_REL_CANON = {
-    "老婆": "妻子",
-    "妻子": "妻子",
-    "太太": "妻子",
-    "媳妇": "妻子",
-    "老公": "丈夫",
-    "丈夫": "丈夫",
-    "爱人": "爱人",
-    "爸爸": "父亲",
-    "爸": "父亲",
-    "父亲": "父亲",
-    "老爸": "父亲",
-    "妈妈": "母亲",
-    "妈": "母亲",
-    "母亲": "母亲",
-    "老妈": "母亲",
-    "爸妈": "父母",
-    "父母": "父母",
-    "儿子": "儿子",
-    "女儿": "女儿",
-    "孩子": "孩子",
-    "小孩": "孩子",
-    "宝宝": "孩子",
-    "哥哥": "哥哥",
-    "哥": "哥哥",
-    "姐姐": "姐姐",
-    "姐": "姐姐",
-    "弟弟": "弟弟",
-    "弟": "弟弟",
-    "妹妹": "妹妹",
-    "妹": "妹妹",
-    "爷爷": "爷爷",
-    "奶奶": "奶奶",
-    "外公": "外公",
-    "外婆": "外婆",
-    "姥姥": "外婆",
-    "姥爷": "外公",
-    "男朋友": "男朋友",
-    "男友": "男朋友",
-    "女朋友": "女朋友",
-    "女友": "女朋友",
-    "对象": "对象",
-}
-ZH_RELATIONS = "|".join(sorted(_ZH_REL_CANON, key=len, reverse=True))
+# Generated from the one taxonomy: every kinship term of the family, not a hand-kept short list.
+_ZH_REL_CANON = dict(KINSHIP_ZH)
+ZH_RELATIONS = alternation(_ZH_REL_CANON)
 
 
 def zh_relation(word: str) -> str:
@@ -146,44 +107,8 @@ EN_SPECIES = frozenset(
     "snake lizard gecko guinea pig ferret horse pony hedgehog".split()
 )
 
-_EN_REL_CANON = {
-    "wife": "wife",
-    "husband": "husband",
-    "partner": "partner",
-    "spouse": "spouse",
-    "mom": "mother",
-    "mum": "mother",
-    "mother": "mother",
-    "mommy": "mother",
-    "dad": "father",
-    "father": "father",
-    "daddy": "father",
-    "parents": "parents",
-    "son": "son",
-    "sons": "son",
-    "daughter": "daughter",
-    "daughters": "daughter",
-    "kid": "child",
-    "kids": "child",
-    "child": "child",
-    "children": "child",
-    "baby": "child",
-    "brother": "brother",
-    "brothers": "brother",
-    "sister": "sister",
-    "sisters": "sister",
-    "sibling": "sibling",
-    "siblings": "sibling",
-    "grandma": "grandmother",
-    "grandmother": "grandmother",
-    "grandpa": "grandfather",
-    "grandfather": "grandfather",
-    "boyfriend": "boyfriend",
-    "girlfriend": "girlfriend",
-    "fiance": "fiance",
-    "fiancee": "fiancee",
-}
-EN_RELATIONS = "|".join(sorted(_EN_REL_CANON, key=len, reverse=True))
+_EN_REL_CANON = dict(KINSHIP_EN)
+EN_RELATIONS = alternation(_EN_REL_CANON)
 
 
 def en_relation(word: str) -> str:

@@ -148,9 +148,15 @@ def _pref(obj: str, lead: str, polarity: int) -> Fact | None:
 _LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=[^,]*$)")
 
 
+_CUT_NOUN = re.compile(r"\b(?:a|an)\s+[\w-]+$", re.IGNORECASE)
+
+
 def _prefs(obj: str, lead: str, polarity: int) -> list[Fact] | None:
     """One fact per item of a comma list ("hiking, swimming, and reading"), else one fact."""
-    obj = trim_object(obj)
+    full, obj = obj, trim_object(obj)
+    first = _LIST_SPLIT.split(obj)[0]
+    if "," in full and len(first.split()) > 2 and _CUT_NOUN.search(first):
+        return None  # "creating a safe, inviting place": adjectives in a row were cut, the noun lost
     items = [i for i in _LIST_SPLIT.split(obj) if i] if "," in obj else [obj]
     facts = [f for f in (_pref(i, lead, polarity) for i in items) if f is not None]
     return facts or None
@@ -361,7 +367,9 @@ def _plans(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         ctx.add_plan(key, action, "plans")
     else:
         verb = "wants" if modal in ("want", "hope", "hoping", "would like") else "plans"
-        content = f"User {verb} to {action}{c.when_text()}."
+        # "I'm planning a trip": a noun phrase is planned, not "plans to a trip".
+        to = "" if verb == "plans" and _LEAD_ARTICLE.match(action) else "to "
+        content = f"User {verb} {to}{action}{c.when_text()}."
         ctx.add_plan(key, action, verb)
     return [Fact(content, "plan", key, action, transient=True, expires_at=expires, confidence=0.7)]
 

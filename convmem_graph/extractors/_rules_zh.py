@@ -20,6 +20,7 @@ from convmem_graph.extractors._lexicon import (
     ZH_SPECIES_RE,
     zh_relation,
 )
+from convmem_graph.extractors._taxonomy import PET_VERBS_ZH, alternation
 from convmem_graph.extractors._text import Clause, has_cjk, norm_key
 from convmem_graph.extractors._timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
 
@@ -547,9 +548,10 @@ def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
 
 # ----------------------------------------------------------------- pets, family
 
+_PET_VERBS = alternation(PET_VERBS_ZH)
 _QTY = r"(?P<q>(?:一|两|三|四|几|\d+)(?:只|条|个|头|匹|对)?)?"
 _PET = re.compile(
-    rf"^(?:家里?)?(?:养了|养着|养|有|领养了|收养了|捡了|捡到了|买了|新养了){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[\u4e00-\u9fff]{{1,3}}的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
+    rf"^(?:家里?)?(?:有|{_PET_VERBS}){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[\u4e00-\u9fff]{{1,3}}的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
     r"(?:(?:叫|名叫|名字叫)(?P<n2>.{1,6}))?$"
 )
 _PET_NAMED = re.compile(
@@ -564,7 +566,7 @@ _ACQUAINTANCE = re.compile(
     r"^的?(?:好朋友|朋友|同事|同学|室友|舍友|老板|领导|上司|老师|邻居|闺蜜|哥们|兄弟|网友|客户|前妻|前夫|前任|家人|亲戚)"
 )
 _REL_IDENTITY = re.compile(
-    r"^(?:是|叫|住在|也是|也在|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+    r"^(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
 _REL_JOB = re.compile(

@@ -80,8 +80,11 @@ import logging
 import re
 from collections.abc import Sequence
 
+from convmem_graph.extractors._clauses import mark_discourse, normalize_clause
 from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
+from convmem_graph.extractors._families import clause_family_facts, could_state_family, merge_family_facts
 from convmem_graph.extractors._noise import looks_like_noise
+from convmem_graph.extractors._precision import carries_fact
 from convmem_graph.extractors._rules_en import could_state, extract_en_clause
 from convmem_graph.extractors._rules_zh import extract_zh_sentence
 from convmem_graph.extractors._text import Clause, clean_text, has_cjk, split_clauses
@@ -183,8 +186,8 @@ class HeuristicExtractor:
             if not text:
                 continue
             cjk = has_cjk(text)
-            if not cjk and not could_state(text, ctx):  # nothing first-person anywhere
-                continue
+            if not cjk and not could_state(text, ctx) and not could_state_family(text):
+                continue  # nothing first-person anywhere
             offset = self._offset_for(message, cjk)
             ctx.ts_ms = message.timestamp_ms
             ctx.offset_minutes = offset
@@ -197,6 +200,8 @@ class HeuristicExtractor:
                 if fact.transient and fact.expires_at is not None and fact.expires_at <= now_ms:
                     continue
                 if (fact.key, fact.content) in seen or len(fact.content) > FRAGMENT_MAX_CHARS:
+                    continue
+                if not carries_fact(fact):  # "用户每周两次。", "用户每天下班回来。"
                     continue
                 seen.add((fact.key, fact.content))
                 candidates.append(_candidate(fact, message.id))
@@ -222,8 +227,17 @@ def _eligible(message: Message) -> bool:
 
 
 def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
+    """Facts of one message: clauses broken at discourse markers, families read, then the rules."""
+    text = mark_discourse(text)
+    clauses = split_clauses(text, lambda s: could_state(s, ctx) or could_state_family(s), cjk=cjk)
+    extra = clause_family_facts(clauses, ctx)
+    for n, clause in enumerate(clauses):
+        clauses[n] = clause._replace(text=normalize_clause(clause.text, zh=clause.zh))
+    return merge_family_facts(_rule_facts(clauses, ctx, cjk), extra)
+
+
+def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact]:
     facts: list[Fact] = []
-    clauses = split_clauses(text, lambda sentence: could_state(sentence, ctx), cjk=cjk)
     if not cjk:  # fast path: every clause is English
         for clause in clauses:
             facts.extend(extract_en_clause(clause, ctx))

@@ -29,13 +29,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from convmem_graph.extractors._field_match import generic_field
+from convmem_graph.extractors._precision import fits_variable
+from convmem_graph.extractors._taxonomy import DIETS_EN, DIETS_ZH
 from convmem_graph.extractors._text import has_cjk, is_cjk_text
 from convmem_graph.extractors.keys import canonical_key, key_subject, normalize_key
 from convmem_graph.extractors.reconcile import content_polarity
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.payloads._sanitize import looks_like_instruction
 
-__all__ = ["DEFAULT_VARIABLE_SPECS", "MAX_LIST_ITEMS", "infer_variables"]
+__all__ = ["DEFAULT_VARIABLE_SPECS", "MAX_LIST_ITEMS", "generic_sources", "infer_variables"]
 
 #: Longest list a list variable gets (the newest items are kept, then sorted).
 MAX_LIST_ITEMS = 20
@@ -127,6 +130,7 @@ _GENERIC = (
     ),
     re.compile(r"^User(?:'s [\w ]{1,30} is| is| has)\s+(?P<v>[^,.;(]{1,60}?)\.?$"),
 )
+_DEFAULT_NAMES = frozenset(s.name for s in DEFAULT_VARIABLE_SPECS)
 _YEAR = re.compile(r"(?<!\d)(19\d{2}|20\d{2})(?!\d)")
 _INT = re.compile(r"-?\d+")
 _LANG_WORDS = (
@@ -136,7 +140,8 @@ _LANG_WORDS = (
 _HOBBY_PREFIXES = ("pref:", "habit:")
 _FAVORITE_PREFIXES = ("pref:favorite_", "pref:favourite_", "pref:最喜欢的", "pref:最爱的")
 _DIET_PREFIXES = ("allergy:", "food:")
-_VEGETARIAN = frozenset({"素食", "vegetarian", "vegan", "pescatarian"})
+#: Diets (not foods): "吃素", "gluten-free", "清真"; a diet given up is left out, never "avoids vegan".
+_VEGETARIAN = frozenset({"素食", *DIETS_EN.values(), *DIETS_ZH.values()})
 
 
 def _is_value(text: str) -> bool:
@@ -167,7 +172,9 @@ def _single(
     key = canonical_key(f"profile:{spec.name}")
     for f in _newest_first([f for f in fragments if canonical_key(f.key) == key]):
         value = reader(f)
-        if value is None or (isinstance(value, str) and not _is_value(value)):
+        if value is None or (
+            isinstance(value, str) and not (_is_value(value) and fits_variable(spec.name, value))
+        ):
             continue
         if spec.allowed_values is not None:
             value = _allowed(spec.allowed_values, str(value))
@@ -212,7 +219,7 @@ def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
         if content_polarity(f.content) < 0:
             continue
         item = key_subject(key)
-        if not item or not _is_value(item):
+        if not item or not _is_value(item) or not fits_variable("hobbies", item):
             continue
         if item not in items and len(items) >= MAX_LIST_ITEMS:
             continue
@@ -243,6 +250,8 @@ def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
                 continue
             rank, text = 0, f"对{item}过敏" if cjk else f"allergic to {item}"
         elif item in _VEGETARIAN:
+            if negative:
+                continue
             rank, text = 1, "吃素" if item == "素食" else item
         elif negative:
             rank, text = 2, f"不吃{item}" if cjk else f"avoids {item}"
@@ -318,9 +327,73 @@ def infer_variables(
             guess = _list(spec, usable)
         else:
             guess = _single(spec, usable, _string_reader(spec.name))
+        if guess is None and spec.name not in _DEFAULT_NAMES and (family := generic_field(spec)) is not None:
+            guess = _generic(spec, family, usable, zh)  # its own keys say nothing: a family's rule may
         if guess is not None:
             guesses[spec.name] = guess
     return guesses
+
+
+def _generic(
+    spec: VariableSpec, family: str, fragments: Sequence[Fragment], zh: bool
+) -> VariableGuess | None:
+    """A custom field filled by the rule of the family its name or description names (pet name, city ...)."""
+    guess: VariableGuess | None
+    if family == "pet_names":
+        guess = _subjects(fragments, "pet:")
+    elif family == "allergies":
+        guess = _subjects(fragments, "allergy:")
+    elif family == "hobbies":
+        guess = _hobbies(fragments)
+    elif family == "diet":
+        guess = _diet(fragments, zh)
+    else:
+        field = spec.model_copy(update={"name": family})
+        reader = _int_reader(family) if family == "birth_year" else _string_reader(family)
+        guess = _single(field, fragments, reader)
+    if guess is None:
+        return None
+    value = guess.value
+    if spec.type == "list" and not isinstance(value, list):
+        value = [str(value)]
+    elif spec.type == "string" and isinstance(value, list):
+        value = ("、" if any(has_cjk(v) for v in value) else ", ").join(value)
+    elif spec.type == "integer" and not isinstance(value, int):
+        return None
+    return VariableGuess(value=value, fragment_ids=guess.fragment_ids)
+
+
+def generic_sources(family: str) -> tuple[list[str], tuple[str, ...]]:
+    """The fact keys and key prefixes the rule of ``family`` reads (for index reads and change tracking)."""
+    prefixes = {
+        "pet_names": ("pet:",),
+        "allergies": ("allergy:",),
+        "hobbies": _HOBBY_PREFIXES,
+        "diet": _DIET_PREFIXES,
+    }.get(family)
+    if prefixes is not None:
+        return [], prefixes
+    return [canonical_key(f"profile:{family}")], ()
+
+
+def _subjects(fragments: Sequence[Fragment], prefix: str) -> VariableGuess | None:
+    """The subjects of positive ``<prefix><subject>`` keys (pet names, allergens), newest first kept."""
+    items: dict[str, list[str]] = {}
+    for f in _newest_first(fragments):
+        key = canonical_key(f.key)
+        rest = key.removeprefix(prefix)
+        if rest == key or not rest or ":" in rest or content_polarity(f.content) < 0:
+            continue
+        item = key_subject(key)
+        # Keys are lower-cased: keep the name as the fact writes it ("Miso", not "miso").
+        found = re.search(re.escape(item), f.content, re.IGNORECASE)
+        item = found.group(0) if found else item
+        if _is_value(item) and (item in items or len(items) < MAX_LIST_ITEMS):
+            items.setdefault(item, []).append(f.id)
+    if not items:
+        return None
+    values = sorted(items)
+    return VariableGuess(value=values, fragment_ids=sorted({i for v in values for i in items[v]}))
 
 
 def _list(spec: VariableSpec, fragments: Sequence[Fragment]) -> VariableGuess | None:

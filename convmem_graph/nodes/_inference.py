@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import islice
 
+from convmem_graph.extractors._field_match import generic_field
+from convmem_graph.extractors._precision import fits_variable
 from convmem_graph.extractors._text import is_cjk_text
 from convmem_graph.extractors.keys import canonical_key, key_subject
 from convmem_graph.extractors.reconcile import content_polarity
@@ -30,6 +32,7 @@ from convmem_graph.extractors.reconcile import content_polarity
 # The rules themselves stay in one place (extractors/variables.py); this module only chooses what
 # they read, so it uses that module's helpers and constants.
 from convmem_graph.extractors.variables import (
+    _DEFAULT_NAMES,
     _DIET_PREFIXES,
     _FAVORITE_PREFIXES,
     _HOBBY_PREFIXES,
@@ -38,6 +41,7 @@ from convmem_graph.extractors.variables import (
     MAX_LIST_ITEMS,
     _allowed,
     _diet,
+    _generic,
     _hobbies,
     _int_reader,
     _is_value,
@@ -45,6 +49,7 @@ from convmem_graph.extractors.variables import (
     _newest_first,
     _single,
     _string_reader,
+    generic_sources,
 )
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
@@ -106,6 +111,10 @@ def affected_specs(specs: Sequence[VariableSpec], touched: Collection[str] | Non
             hit = any(k.startswith(_list_prefix(spec)) for k in keys)
         else:
             hit = _profile_key(spec) in keys
+        family = generic_field(spec) if spec.name not in _DEFAULT_NAMES else None
+        if family is not None and not hit:  # a custom field a family's rule fills (pet name, city ...)
+            wanted, prefixes = generic_sources(family)
+            hit = bool(keys & set(wanted)) or any(k.startswith(prefixes) for k in keys) or family == "diet"
         if hit:
             out.append(spec)
     return out
@@ -200,8 +209,8 @@ def _hobby_item(f: Fragment, key: str | None = None) -> str | None:
     if content_polarity(f.content) < 0:
         return None
     item = key_subject(key)
-    # The same value guard as _hobbies: an instruction-like item never counts towards the list.
-    return item if item and _is_value(item) else None
+    # The same value guards as _hobbies: an instruction-like item or a food never counts towards the list.
+    return item if item and _is_value(item) and fits_variable("hobbies", item) else None
 
 
 def _hobby_facts(facts: _Facts) -> list[Fragment]:
@@ -252,7 +261,9 @@ def infer_from_store(
     kinds = {s.name: _kind(s) for s in wanted}
     facts = _Facts(store, memory_id, now_ms)
     language = None
-    if any(k in ("language", "diet") for k in kinds.values()):
+    if any(k in ("language", "diet") for k in kinds.values()) or any(
+        s.name not in _DEFAULT_NAMES and generic_field(s) == "diet" for s in wanted
+    ):
         language = _language(facts)
     zh = language is None or language.value == "zh"
     guesses: dict[str, VariableGuess] = {}
@@ -273,6 +284,11 @@ def infer_from_store(
         else:
             reader = _int_reader(spec.name) if spec.type == "integer" else _string_reader(spec.name)
             guess = _single(spec, facts.with_keys(keys=[_profile_key(spec)]), reader)
+        family = generic_field(spec) if guess is None and spec.name not in _DEFAULT_NAMES else None
+        if family is not None:  # its own keys say nothing: the rule of the family it names may
+            wanted_keys, prefixes = generic_sources(family)
+            read = _hobby_facts(facts) if family == "hobbies" else facts.with_keys(wanted_keys, prefixes)
+            guess = _generic(spec, family, read, zh)
         if guess is not None:
             guesses[spec.name] = guess
     return guesses

@@ -1199,6 +1199,48 @@ class MemoryStore:
             if conn.execute(stmt).rowcount:
                 self._touch(conn, memory_id, _now())
 
+    def retire_variables(
+        self, memory_id: str, names: Collection[str], *, now_ms: int | None = None
+    ) -> list[str]:
+        """Retire fields no longer in the schema: their specs and values go, an audit entry keeps each value.
+
+        Returns:
+            The names that had a spec or a value to retire.
+        """
+        now = now_ms if now_ms is not None else _now()
+        retired: list[str] = []
+        with self._write(memory_id) as conn:
+            stored = var.read_values(conn, memory_id)
+            entries = []
+            for name in names:
+                had_spec = conn.execute(
+                    delete(variable_specs).where(
+                        variable_specs.c.memory_id == memory_id, variable_specs.c.name == name
+                    )
+                ).rowcount
+                values = [(o, stored[(name, o)]) for o in ("manual", "inferred") if (name, o) in stored]
+                for origin, value in values:
+                    var.delete_value(conn, memory_id, name, origin)
+                    entries.append(
+                        audit_row(
+                            memory_id,
+                            now,
+                            "variable",
+                            name,
+                            "delete",
+                            before=var.value_dict(value),
+                            after=None,
+                            cause="retired: the field is no longer in the schema",
+                        )
+                    )
+                if had_spec or values:
+                    retired.append(name)
+            if entries:
+                write_audit(conn, entries)
+            if retired:
+                self._touch(conn, memory_id, now)
+        return retired
+
     def _stored_values(self, memory_id: str) -> dict[tuple[str, str], VariableValue]:
         return self._cached("variables", memory_id, lambda conn: var.read_values(conn, memory_id))
 

@@ -50,7 +50,10 @@ def test_dulemon_utterance_level_precision_and_recall() -> None:
 
     Measured 0.94 precision / 0.28 recall (15 of 53 labelled utterances, 1 unlabelled one with
     candidates); 0.88 / 0.28 before the junk-object guard, 0.83 / 0.19 before the state, relative
-    and birthday rules.
+    and birthday rules. The second unlabelled utterance with a candidate came with the kinship
+    family (表姐 is a relative): "我表姐很爱烘焙" -> "用户的表姐很爱烘焙。", a true fact about a relative
+    that the U* labels (the user's own persona) do not count. 16 of 53 since "还是" is read as an
+    adverb ("我还是喜欢和米老鼠玩").
     """
     tp = fp = fn = 0
     extractor = HeuristicExtractor()
@@ -73,7 +76,7 @@ def test_dulemon_utterance_level_precision_and_recall() -> None:
             tp += found and labelled
             fp += found and not labelled
             fn += labelled and not found
-    assert (tp, fp, fn) == (15, 1, 38)
+    assert (tp, fp, fn) == (16, 2, 37)
     assert tp / (tp + fp) >= 0.85 and tp / (tp + fn) >= 0.25
 
 

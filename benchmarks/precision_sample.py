@@ -1,0 +1,104 @@
+"""Hand-judged precision of the heuristic extractor on turns it was not tuned on (MADial-Bench, LoCoMo).
+
+The sample: every user line of the MADial-Bench dialogues (``ch/`` and ``en/``, the ``<Name>:`` lines
+that are not the assistant's) and the LoCoMo turns outside the seeded sample that
+``extraction_precision.py`` judges, each extracted alone (MADial at a fixed date, LoCoMo at its
+session's date). Every fragment is looked up in ``precision_sample.jsonl`` beside this script
+(``turn``, ``key``, ``content``, ``verdict``: ``correct`` when it is true of the speaker, said by
+the speaker and worded faithfully). Prints correct / judged and lists fragments without a verdict.
+
+Usage::
+
+    python benchmarks/precision_sample.py ../shared/data            # the figure
+    python benchmarks/precision_sample.py ../shared/data --unjudged # fragments needing a verdict (JSON lines)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+from convmem_graph.extractors.heuristic import HeuristicExtractor
+from convmem_graph.models import Message
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from extraction_precision import Turn, locomo_turns  # noqa: E402
+
+MADIAL_TS = 1_700_000_000_000
+_LINE = re.compile(r'^<(?P<who>[^>]+)>:\s*"?(?P<text>.*?)"?\s*$')
+
+
+def madial_turns(data: Path) -> list[Turn]:
+    """Every non-assistant line of the MADial-Bench dialogues, Chinese and English."""
+    turns: list[Turn] = []
+    for lang, name in (
+        ("zh", "ch/MADial-Bench-zh-dialogue.json"),
+        ("en", "en/MADial-Bench-en-dialogue.json"),
+    ):
+        lines = (data / "madial-bench" / name).read_text(encoding="utf-8").splitlines()
+        for d, line in enumerate(lines):
+            if not line.strip():
+                continue
+            for u, raw in enumerate(json.loads(line)["dialogue"]):
+                m = _LINE.match(raw.strip())
+                if m and m["who"] != "Assistant":
+                    turns.append(Turn(f"madial-{lang}:{d}:{u}", m["text"], MADIAL_TS))
+    return turns
+
+
+def turns_of(data: Path) -> list[Turn]:
+    """MADial user lines, then the LoCoMo turns that extraction_precision.py does not judge."""
+    all_locomo = locomo_turns(data)
+    # extraction_precision.py's sample (its defaults: 2000 turns, seed 9), judged there and tuned on.
+    judged = {t.id for t in random.Random(9).sample(all_locomo, 2000)}
+    return madial_turns(data) + [t for t in all_locomo if t.id not in judged]
+
+
+def main() -> None:
+    """Print the figure (or the fragments without a verdict)."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("data", type=Path, help="the shared data folder (holding locomo/ and madial-bench/)")
+    p.add_argument("--judgements", type=Path, default=HERE / "precision_sample.jsonl")
+    p.add_argument("--unjudged", action="store_true")
+    args = p.parse_args()
+    verdicts: dict[tuple[str, str, str], str] = {}
+    if args.judgements.exists():
+        for line in args.judgements.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            verdicts[(row["turn"], row["key"], row["content"])] = row["verdict"]
+    extractor = HeuristicExtractor()
+    good = bad = 0
+    missing: list[dict[str, str]] = []
+    wrong: list[str] = []
+    for t in turns_of(args.data):
+        msg = Message(
+            id=t.id, role="user", content=t.text, channel="im", source="message", timestamp_ms=t.ts_ms
+        )
+        for c in extractor.extract([msg], [], [], now_ms=0).candidates:
+            verdict = verdicts.get((t.id, c.key, c.content))
+            if verdict is None:
+                missing.append({"turn": t.id, "text": t.text, "key": c.key, "content": c.content})
+            elif verdict == "correct":
+                good += 1
+            else:
+                bad += 1
+                wrong.append(f"{t.id} {c.key} {c.content}")
+    if args.unjudged:
+        for row in missing:
+            print(json.dumps(row, ensure_ascii=False))
+        return
+    n = good + bad
+    print(f"fragments: {n + len(missing)}, judged {n}, unjudged {len(missing)}")
+    if n:
+        print(f"precision: {good}/{n} = {good / n:.3f}")
+    for w in wrong:
+        print(f"  incorrect: {w}")
+
+
+if __name__ == "__main__":
+    main()

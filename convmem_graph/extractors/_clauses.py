@@ -1,0 +1,146 @@
+"""Clauses, not sentences: where a turn breaks into statements, and what to drop before reading one.
+
+Two steps run before the rule families of the heuristic extractor:
+
+- :func:`mark_discourse` breaks a turn at discourse markers and conjunctions that start a new
+  first-person statement ("…而且我对花生过敏", "…but now I live in Denver"), so a second clause is
+  read on its own instead of spoiling the first one's match;
+- :func:`normalize_clause` strips what carries no fact at a clause's start (fillers: 嗯, 然后, 其实,
+  well, um, so, anyway ...) and the change words that only say a statement is new ("现在", "now"),
+  and rewrites a few English turns of phrase to the form the rules know ("I don't eat meat any
+  more" -> "I no longer eat meat", "We adopted ..." -> "I adopted ...").
+
+The change itself is not lost: :mod:`convmem_graph.extractors._families` reads the raw clause for
+change and negation words (现在吃了, 不再, 戒了, no longer, again) before normalization.
+"""
+
+from __future__ import annotations
+
+import re
+
+from convmem_graph.extractors._taxonomy import PET_VERBS_EN, alternation
+
+__all__ = ["mark_discourse", "normalize_clause", "strip_fillers"]
+
+# Chinese markers glued to the previous clause ("我喜欢猫而且我对花生过敏"): a comma before them
+# when a first-person statement follows.
+_ZH_MARKERS = re.compile(
+    r"(?<=[\u4e00-\u9fff])(然后|所以|不过|而且|但是|可是|并且|另外|同时|只是)(?=(?:现在|其实|也|还)?我(?!们))"
+)
+# English: a new first-person statement after a conjunction, also when "now" / "also" leads it.
+# The change word is dropped with the break: the clause splitter breaks before "but I", not "but now I".
+_EN_MARKERS = re.compile(
+    r"(?<=[a-z0-9)]),?\s+(and|but|so|also|plus|though)\s+(?:now|also|then|these days)\s+"
+    r"(?=(?:I|I'm|I've|my|we)\b)"
+)
+
+_ZH_FILLERS = re.compile(
+    r"^(?:(?:嗯+|呃+|额+|哦+|噢+|啊+|唉|诶|哎|那个|就是说|然后|所以|不过|而且|但是|可是|另外|其实|对了|话说|反正|总之)"
+    r"[，,、\s]*)+"
+)
+# After the subject: words that only mark the statement as new or current.
+_ZH_CHANGE_AFTER_SUBJECT = re.compile(
+    r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|业余时间|空闲时间|闲暇时|有空的时候|有空时|没事的时候)+"
+    r"(?=[\u4e00-\u9fff])"
+)
+# "叫它团团", "给它起名叫X": the pronoun is the pet just mentioned, not part of its name.
+_ZH_CALL_IT = re.compile(r"(叫|叫做|名叫)(?:它|他|她)(?=[\u4e00-\u9fffA-Za-z])")
+_EN_FILLERS = re.compile(
+    r"^(?:(?:well|um+|uh+|erm|hmm+|oh|ah|so|and|but|also|plus|anyway|anyways|actually|honestly|basically|"
+    r"like|ok(?:ay)?|yeah|yes|right|you know|by the way|btw|fun fact|guess what|now|these days|nowadays|"
+    r"then)\b[,\s]*)+",
+    re.IGNORECASE,
+)
+_EN_NOT_ANY_MORE = re.compile(
+    r"^I (?:don't|do not) (eat|drink|smoke|play|live|work|own|have)\b(.*?)\s*,?\s*(?:any ?more|these days)$"
+)
+# "I have a severe peanut allergy" -> the allergy form the rules read, the severity kept.
+_EN_ALLERGY_NOUN = re.compile(
+    r"^I have (?:a|an)\s+(?:(?P<sev>severe|serious|mild|slight|bad)\s+)?"
+    r"(?P<obj>[a-z][a-z -]{1,24}?)\s+allergy$",
+    re.IGNORECASE,
+)
+_EN_SEVERITY = {
+    "severe": "severely ",
+    "serious": "seriously ",
+    "bad": "severely ",
+    "mild": "mildly ",
+    "slight": "mildly ",
+}
+# Tails that add no fact: a relative clause on the whole statement, when the user has time.
+_EN_TAIL = re.compile(
+    r"\s*,\s*which (?:is|was|makes|means) .*$|\s*,\s*(?:to be honest|honestly|tbh|though|haha|lol)$"
+    r"|\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
+    r"|whenever I can)$",
+    re.IGNORECASE,
+)
+# Adverbs after "I" that the rules' patterns do not expect and that change nothing.
+_EN_ADVERB = re.compile(r"^I (?:also|still|really|totally|absolutely|definitely) (?=\w)")
+_EN_NOW_TAIL = re.compile(r"\s*,?\s+(?:now|these days|nowadays)$")
+_EN_WE_GOT = re.compile(
+    rf"^[Ww]e(?:'ve| have)?\s+(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
+)
+# "..., Miso and Tofu, last month": the trailing comma before a time word hides the names' end.
+_EN_COMMA_WHEN = re.compile(r",\s+(?=(?:last|this|a few|two|three|\d+)\s+\w+(?:\s+ago)?$|recently$)")
+
+
+def mark_discourse(text: str) -> str:
+    """Insert clause breaks before discourse markers that start a new first-person statement.
+
+    Example:
+        >>> mark_discourse("我喜欢猫而且我对花生过敏")
+        '我喜欢猫，而且我对花生过敏'
+        >>> mark_discourse("I used to live in Boston but now I live in Denver")
+        'I used to live in Boston, but I live in Denver'
+    """
+    if "我" in text:
+        text = _ZH_MARKERS.sub(r"，\1", text)
+    if " " in text:
+        text = _EN_MARKERS.sub(r", \1 ", text)
+    return text
+
+
+def strip_fillers(text: str, *, zh: bool) -> str:
+    """Drop fillers and discourse words at a clause's start (嗯, 然后, well, um, so ...).
+
+    Example:
+        >>> strip_fillers("嗯，然后我表妹住在厦门", zh=True)
+        '我表妹住在厦门'
+        >>> strip_fillers("Um, so I play the cello", zh=False)
+        'I play the cello'
+    """
+    out = (_ZH_FILLERS if zh else _EN_FILLERS).sub("", text).strip()
+    return out or text
+
+
+def normalize_clause(text: str, *, zh: bool) -> str:
+    """Strip fillers and change words at a clause's start; rewrite English forms the rules know.
+
+    Example:
+        >>> normalize_clause("嗯，然后我现在搬到上海了", zh=True)
+        '我搬到上海了'
+        >>> normalize_clause("Well, I don't eat meat any more", zh=False)
+        'I no longer eat meat'
+    """
+    if zh:
+        out = _ZH_FILLERS.sub("", text)
+        out = _ZH_CHANGE_AFTER_SUBJECT.sub(r"\1", out)
+        out = _ZH_CALL_IT.sub(r"\1", out)
+        return out or text
+    out = _EN_FILLERS.sub("", text).strip()
+    if not out:
+        return text
+    m = _EN_NOT_ANY_MORE.match(out)
+    if m:
+        out = f"I no longer {m.group(1)}{m.group(2)}"
+    m = _EN_ALLERGY_NOUN.match(out.rstrip("."))
+    if m:
+        out = f"I'm {_EN_SEVERITY.get((m['sev'] or '').lower(), '')}allergic to {m['obj']}"
+    out = _EN_TAIL.sub("", out)
+    out = _EN_ADVERB.sub("I ", out)
+    out = _EN_NOW_TAIL.sub("", out)
+    out = _EN_WE_GOT.sub("I ", out)
+    out = _EN_COMMA_WHEN.sub(" ", out)
+    if out[:1].islower() and out[:2] in ("i ", "i'", "my"):
+        out = out[0].upper() + out[1:]
+    return out

@@ -1,0 +1,354 @@
+"""Rule families read from the taxonomy: diets, instruments and sports, quitting, and changes.
+
+Each family is one pattern built from a class in :mod:`convmem_graph.extractors._taxonomy`, so it
+covers the whole class (any diet, any instrument) rather than the words a rule file happened to
+list. They read one raw clause (fillers already stripped, change words kept) and run beside the
+sentence rules of :mod:`convmem_graph.extractors._rules_zh` and
+:mod:`convmem_graph.extractors._rules_en`; a fact they find under a key those rules already gave
+for the message is dropped (see :func:`merge_family_facts`).
+
+Change and negation are first-class here: "我现在吃香菜了", "I eat meat again", "我戒烟了", "I'm no
+longer vegan", "I quit drinking" give a fact with the new polarity under the key of the old one
+(``food:香菜``, ``food:vegan``, ``habit:抽烟``), which reconciliation turns into a supersede of the
+stored fact (audit kept by the store), and the variable read from it follows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from convmem_graph.extractors._clauses import strip_fillers
+from convmem_graph.extractors._facts import Fact, RuleContext
+from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS, ZH_RELATIONS
+from convmem_graph.extractors._taxonomy import (
+    DIETS_EN,
+    DIETS_ZH,
+    INSTRUMENTS_EN,
+    INSTRUMENTS_ZH,
+    PET_VERBS_EN,
+    QUIT_ZH,
+    SPORTS_EN,
+    SPORTS_ZH,
+    alternation,
+)
+from convmem_graph.extractors._text import Clause, norm_key
+
+__all__ = ["clause_family_facts", "could_state_family", "family_facts", "merge_family_facts"]
+
+# ----------------------------------------------------------------- Chinese
+
+_ZH_SUBJECT = re.compile(r"^我(?!们)(?:自己)?")
+_ZH_ADV = r"(?:也|还|都|就|又|真的|确实|其实|早就|一直|本来|平时|平常|经常|很|挺|特别)*"
+_ZH_INSTR = alternation(INSTRUMENTS_ZH)
+_ZH_SPORT = alternation(SPORTS_ZH)
+_ZH_DIET = alternation(DIETS_ZH)
+_ZH_QUIT_OBJ = alternation(QUIT_ZH)
+
+# "现在吃香菜了", "又开始吃肉了", "开始喝咖啡了": a food eaten now (after not eating it).
+_ZH_EATS_NOW = re.compile(
+    rf"^{_ZH_ADV}(?P<mark>现在|如今|又|重新|开始|又开始|现在开始|现在也)+(?:也|又|能|敢|会|可以)?(?P<verb>吃|喝)"
+    r"(?P<obj>[\u4e00-\u9fff]{1,6}?)(?:了|啦)$"
+)
+# "戒烟了", "戒了烟", "把酒戒了", "已经不抽烟了", "不再喝酒了": a habit given up.
+_ZH_QUIT = re.compile(
+    rf"^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于|成功)?(?:戒了|戒掉了|戒)(?P<obj>{_ZH_QUIT_OBJ})(?:了|啦)?$"
+    rf"|^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
+    r"|^(?:已经|早就|现在)?(?:不再|不|没再)(?P<act>抽烟|吸烟|喝酒)了$"
+)
+_ZH_NOT_VEGETARIAN = re.compile(
+    r"^(?:现在|已经|早就)?(?:不再|不|没再)(?:吃素|是素食者?)了?$|^(?:现在|已经)?(?:开荤|破戒吃肉)了$"
+)
+_ZH_ACT_TO_QUIT = {"抽烟": "抽烟", "吸烟": "抽烟", "喝酒": "喝酒"}
+# "会弹古筝", "在学拉小提琴" (learning is read by the ongoing rule), "喜欢打网球" (by the likes rule).
+_ZH_FREQUENCY = re.compile(r"平时|平常|经常|常常|每|周末|通常|一般|总是")
+_ZH_PLAYS = re.compile(
+    rf"^{_ZH_ADV}(?P<mod>会|能)?(?P<verb>弹|拉|吹|打|踢|练)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+)
+_ZH_DIET_RX = re.compile(
+    rf"^{_ZH_ADV}(?:是|吃|在吃|坚持|坚持吃|只吃|保持|遵循)?(?P<diet>{_ZH_DIET})(?:饮食|的)?(?:者)?$"
+)
+# A severity said with an allergy ("严重过敏", "过敏很严重"): kept in the content so it updates the
+# plain allergy fact instead of repeating it.
+_ZH_SEVERE_ALLERGY = re.compile(
+    r"^(?:对)?(?P<obj>[\u4e00-\u9fff]{1,6}?)(?P<sev>严重|非常严重|特别严重|轻微|有点|有一点)过敏$"
+    r"|^(?:对)?(?P<obj2>[\u4e00-\u9fff]{1,6}?)过敏(?:很|非常|特别|挺)?(?P<sev2>严重|厉害)$"
+)
+
+
+def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
+    m = _ZH_SUBJECT.match(text)
+    if m is None:
+        return []
+    body = text[m.end() :].rstrip("。！!，,")
+    if _ZH_NOT_VEGETARIAN.match(body):  # the key of "我吃素" (food:素食), not food:素
+        return [Fact("用户不再吃素。", "diet", "food:素食", "素食", polarity=-1, confidence=0.8)]
+    hit = _ZH_EATS_NOW.match(body)
+    if hit and not hit["obj"].startswith("素") and "不" not in hit["obj"]:
+        obj = hit["obj"]
+        if len(obj) <= 4 or obj in ZH_FOODS:
+            marks = hit["mark"]
+            mark = "现在" if "现在" in marks or "如今" in marks else "又" if "又" in marks else "开始"
+            verb = hit["verb"]
+            content = f"用户{mark}{verb}{obj}了。"
+            return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=1, confidence=0.8)]
+    hit = _ZH_QUIT.match(body)
+    if hit:
+        if hit["act"]:
+            act = _ZH_ACT_TO_QUIT[hit["act"]]
+            return [_zh_quit(act)]
+        obj = hit["obj"] or hit["obj2"]
+        act = QUIT_ZH[obj]
+        if obj in ZH_FOODS and obj not in ("酒", "烟"):  # a drink given up; smoking and drinking are habits
+            content = f"用户不再{act}。"
+            return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.8)]
+        return [_zh_quit(act)]
+    hit = _ZH_SEVERE_ALLERGY.match(body)
+    if hit:
+        obj = hit["obj"] or hit["obj2"]
+        sev = hit["sev"] or hit["sev2"]
+        sev = "严重" if sev in ("严重", "非常严重", "特别严重", "厉害") else "轻微"
+        content = f"用户对{obj}{sev}过敏。"
+        return [Fact(content, "health", f"allergy:{norm_key(obj)}", obj, polarity=1, confidence=0.9)]
+    hit = _ZH_PLAYS.match(body)
+    if hit and not _ZH_FREQUENCY.search(body):  # with a frequency it is a habit the sentence rules read
+        verb, obj = hit["verb"], hit["obj"]
+        want = INSTRUMENTS_ZH.get(obj) or SPORTS_ZH.get(obj)
+        if want is not None and (verb == want or (verb == "打" and obj in ("鼓", "架子鼓"))):
+            mod = "会" if hit["mod"] in ("会", "能") else ""
+            act = f"{verb}{obj}"
+            content = f"用户{mod}{act}。"
+            key = f"pref:{norm_key(act)}"
+            return [Fact(content, "preference", key, act, confidence=0.75)]
+    hit = _ZH_DIET_RX.match(body)
+    if hit:
+        diet = DIETS_ZH[hit["diet"]]
+        content = f"用户是{diet}饮食。"
+        return [Fact(content, "diet", f"food:{norm_key(diet)}", diet, confidence=0.8)]
+    return []
+
+
+def _zh_quit(act: str) -> Fact:
+    return Fact(f"用户不再{act}。", "habit", f"habit:{norm_key(act)}", act, polarity=-1, confidence=0.8)
+
+
+# ----------------------------------------------------------------- English
+
+_EN_DIET = alternation(DIETS_EN)
+_EN_INSTR = alternation(INSTRUMENTS_EN)
+_EN_SPORT = alternation(SPORTS_EN)
+_EN_SINCE = (
+    r"(?:\s+(?P<since>since\s+.{2,30}|for\s+(?:the\s+(?:last|past)\s+)?.{1,20}?(?:years?|months?|weeks?)"
+    r"|(?:.{1,15}?)(?:years?|months?) ago|in \d{4}|last (?:year|month)))?"
+)
+# "I've been gluten-free since 2020", "I eat halal", "I keep kosher", "I'm on a keto diet".
+_EN_DIET_IS = re.compile(
+    r"^I(?:'m| am|'ve been| have been| went| became| turned| eat| keep| follow| stick to| try to eat"
+    r"| eat only)"
+    r"\s+(?:a\s+|an\s+|strictly\s+|mostly\s+|fully\s+|completely\s+|pretty\s+much\s+)?"
+    rf"(?:on\s+(?:a|an)\s+)?(?P<diet>{_EN_DIET})(?:\s+(?:diet|food|meals|now))?" + _EN_SINCE + r"$",
+    re.IGNORECASE,
+)
+# "I'm not vegan anymore", "I'm no longer vegetarian", "I stopped being vegan", "I quit keto".
+_EN_DIET_NOT = re.compile(
+    r"^I(?:'m| am)\s+(?:not|no longer)\s+(?:a\s+)?(?P<d1>"
+    + _EN_DIET
+    + r")(?:\s+(?:any ?more|these days|now))?$"
+    r"|^I (?:stopped|quit|gave up) (?:being\s+(?:a\s+)?)?(?P<d2>" + _EN_DIET + r")(?:\s+(?:diet|eating))?"
+    r"(?:\s+(?:last \w+|.{1,15} ago|in \d{4}))?$",
+    re.IGNORECASE,
+)
+# "I eat meat again", "I started eating meat again", "I'm eating fish again now".
+_EN_EATS_AGAIN = re.compile(
+    r"^I(?:'m| am)?\s+(?:started\s+|(?:'ve|have) started\s+|now\s+)?(?P<verb>eat|eating|drink|drinking)\s+"
+    r"(?P<obj>[a-z][a-z -]{1,24}?)\s+again(?:\s+now)?$"
+)
+# "I quit smoking", "I gave up drinking", "I stopped smoking last year", "I no longer smoke".
+_EN_QUIT = re.compile(
+    r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped)\s+"
+    r"(?P<act>smoking|drinking|vaping)"
+    r"(?:\s+(?:last \w+|.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
+    r"|^I no longer (?P<act2>smoke|drink|vape)$"
+)
+# The key is the plain verb, as the habit rules write it ("I smoke every day" -> ``habit:smoke``).
+_EN_ACT = {"smoking": "smoke", "smoke": "smoke", "drinking": "drink", "drink": "drink"}
+_EN_ACT |= {"vaping": "vape", "vape": "vape"}
+_EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
+# "I play the cello", "I can play the guitar", "I play tennis", "I've played piano for years".
+_EN_PLAYS = re.compile(
+    r"^I\s+(?P<mod>can\s+|also\s+|still\s+|often\s+|sometimes\s+|mostly\s+)?"
+    r"(?:play|'ve played|have played|'ve been playing)\s+"
+    rf"(?P<the>the\s+)?(?P<obj>{_EN_INSTR}|{_EN_SPORT})"
+    r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well))?$",
+    re.IGNORECASE,
+)
+_EN_SEVERE = re.compile(
+    r"^I(?:'m| am)\s+(?P<sev>severely|seriously|deathly|extremely|highly|mildly|slightly|a (?:little|bit))\s+"
+    r"allergic to\s+(?P<obj>[a-z][a-z -]{1,24})$"
+    r"|^I have (?:a\s+)?(?P<sev2>severe|serious|mild|slight)\s+(?P<obj2>[a-z][a-z -]{1,24}?)\s+allergy$"
+    r"|^I have (?:a|an)\s+(?P<obj3>[a-z][a-z -]{1,24}?)\s+allergy$",
+    re.IGNORECASE,
+)
+_EN_PET_GATE = re.compile(
+    rf"^[Ww]e(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b"
+)
+_EN_BAD_OBJ = re.compile(
+    r"\b(?:you|your|it|that|this|them|something|anything|lunch|dinner|breakfast)\b", re.IGNORECASE
+)
+
+
+def _en_family(text: str) -> list[Fact]:
+    s = text.strip().rstrip(".!")
+    m = _EN_DIET_NOT.match(s)
+    if m:
+        diet = DIETS_EN[(m["d1"] or m["d2"]).lower()]
+        return [
+            Fact(
+                f"User is no longer {diet}.",
+                "diet",
+                f"food:{norm_key(diet)}",
+                diet,
+                polarity=-1,
+                confidence=0.8,
+            )
+        ]
+    m = _EN_DIET_IS.match(s)
+    if m:
+        diet = DIETS_EN[m["diet"].lower()]
+        since = m["since"] or ""
+        if since.startswith(("since", "for")):
+            content = f"User has been {diet} {since}."
+        elif since:
+            content = f"User went {diet} {since}."  # "two years ago", "in 2020", "last year"
+        else:
+            content = f"User is {diet}."
+        return [Fact(content, "diet", f"food:{norm_key(diet)}", diet, confidence=0.85)]
+    m = _EN_EATS_AGAIN.match(s)
+    if m and not _EN_BAD_OBJ.search(m["obj"]):
+        obj = m["obj"].strip()
+        verb = "eats" if m["verb"].startswith("eat") else "drinks"
+        if obj in EN_FOODS or len(obj.split()) <= 2:
+            return [Fact(f"User {verb} {obj} again.", "diet", f"food:{norm_key(obj)}", obj, confidence=0.8)]
+    m = _EN_QUIT.match(s)
+    if m:
+        act = _EN_ACT[(m["act"] or m["act2"]).lower()]
+        content = f"User no longer {_EN_ACT_SAY[act]}."
+        return [Fact(content, "habit", f"habit:{act}", act, polarity=-1, confidence=0.8)]
+    m = _EN_SEVERE.match(s)
+    if m:
+        obj = (m["obj"] or m["obj2"] or m["obj3"]).strip().lower()
+        sev = (m["sev"] or m["sev2"] or "").lower()
+        if _EN_BAD_OBJ.search(obj):
+            return []
+        word = (
+            "severely"
+            if sev in ("severely", "seriously", "deathly", "extremely", "highly", "severe", "serious")
+            else ("mildly" if sev else "")
+        )
+        content = f"User is {word + ' ' if word else ''}allergic to {obj}."
+        return [Fact(content, "health", f"allergy:{norm_key(obj)}", obj, confidence=0.9)]
+    m = _EN_PLAYS.match(s)
+    if m:
+        obj = m["obj"].lower()
+        the = "the " if obj in INSTRUMENTS_EN else ""
+        act = f"play {the}{obj}"
+        can = "can " if (m["mod"] or "").strip().lower() == "can" else ""
+        content = f"User {can}{'play' if can else 'plays'} {the}{obj}."
+        return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
+    return []
+
+
+# ----------------------------------------------------------------- entry points
+
+
+def could_state_family(text: str) -> bool:
+    """Cheap gate for English text the sentence rules' first-person gate misses ("We adopted ...")."""
+    return _EN_PET_GATE.search(text) is not None
+
+
+def family_facts(raw: str, *, zh: bool, ctx: RuleContext) -> list[Fact]:
+    """Facts the taxonomy families read in one clause (fillers stripped, change words kept).
+
+    Example:
+        >>> from datetime import date
+        >>> ctx = RuleContext(0, date(2026, 1, 1), 480, 7 * 86_400_000)
+        >>> [f.content for f in family_facts("我现在吃香菜了", zh=True, ctx=ctx)]
+        ['用户现在吃香菜了。']
+        >>> [f.key for f in family_facts("I've been gluten-free since 2020", zh=False, ctx=ctx)]
+        ['food:gluten-free']
+    """
+    return _zh_family(raw, ctx) if zh else _en_family(raw)
+
+
+_ZH_OWN = re.compile(rf"^我(?!们)(?!的?(?:{ZH_RELATIONS}))")
+_ZH_SOMEONE = re.compile(rf"^(?:他|她|它|你|您|我们|咱们|大家|别人|朋友|同事|我的?(?:{ZH_RELATIONS}))")
+
+
+def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fact]:
+    """Family facts of a message's clauses; a Chinese clause without a subject inherits the user.
+
+    "我以前抽烟，现在已经戒烟了": the second clause has no subject and follows one about the user,
+    so it is read as "我现在已经戒烟了"; after a clause about someone else ("他…", "我妈妈…") it is not.
+    """
+    facts: list[Fact] = []
+    sentence, owner = -1, ""
+    for clause in clauses:
+        if clause.sentence != sentence:
+            sentence, owner = clause.sentence, ""
+        text = strip_fillers(clause.text, zh=clause.zh)
+        if clause.zh:
+            if _ZH_OWN.match(text):
+                owner = "user"
+            elif _ZH_SOMEONE.match(text):
+                owner = "other"
+            elif owner == "user":
+                text = "我" + text
+        if not clause.question:
+            facts.extend(family_facts(text, zh=clause.zh, ctx=ctx))
+    return facts
+
+
+# A habit quit supersedes the transient "quitting" state the sentence rules read ("戒酒" -> state).
+_QUITTING_STATE = re.compile(r"^state:戒")
+
+
+def merge_family_facts(facts: list[Fact], extra: Sequence[Fact]) -> list[Fact]:
+    """Add family facts under keys the sentence rules did not give, or where they say more.
+
+    The family reads the change or severity the sentence rules drop ("严重过敏" vs "过敏", "现在吃"),
+    so on a shared key with another polarity, a longer wording or a better key (``food:素食`` for
+    ``food:素``) the family's fact replaces theirs; a quit habit also replaces the transient "戒X"
+    state.
+    """
+    if not extra:
+        return facts
+    quits = any(f.polarity < 0 and f.content.startswith("用户不再") for f in extra)
+    family = list(extra)
+    kept: list[Fact] = []
+    for f in facts:
+        if quits and _QUITTING_STATE.match(f.key):
+            continue
+        twin = next((e for e in family if _same_subject(f.key, e.key)), None)
+        if twin is None:
+            kept.append(f)
+        elif twin.key == f.key and twin.polarity == f.polarity and not _says_more(twin.content, f.content):
+            # The same fact said as fully by the sentence rules ("User has been vegan since 2017."):
+            # theirs stays; the family's wins only with more (a severity), a flip or a better key.
+            family.remove(twin)
+            kept.append(f)
+    return kept + family
+
+
+def _says_more(longer: str, shorter: str) -> bool:
+    """Whether ``longer`` is ``shorter`` with words added ("对芒果严重过敏" over "对芒果过敏")."""
+    rest = iter(longer.rstrip("。."))
+    return len(longer) > len(shorter) and all(ch in rest for ch in shorter.rstrip("。."))
+
+
+def _same_subject(a: str, b: str) -> bool:
+    """One key, or one prefix with one subject inside the other (``food:素`` and ``food:素食``)."""
+    if a == b:
+        return True
+    pa, _, sa = a.partition(":")
+    pb, _, sb = b.partition(":")
+    return pa == pb and bool(sa) and bool(sb) and ":" not in sa + sb and (sa in sb or sb in sa)

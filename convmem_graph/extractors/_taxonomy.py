@@ -1,0 +1,293 @@
+"""One small taxonomy of what the heuristic rules recognise, Chinese and English side by side.
+
+Each family is written once here; the word lists and patterns the rules match with are generated
+from it (:mod:`convmem_graph.extractors._lexicon` builds its relation words from :data:`KINSHIP_ZH`
+and :data:`KINSHIP_EN`; :mod:`convmem_graph.extractors._families` builds its patterns from the rest).
+Adding a word to a family makes every rule of the family read it: a cousin is a relative wherever a
+sister is, a halal diet is a diet wherever a vegetarian one is.
+
+The subject word of a key stays the user's own word (``family:表妹``, ``food:gluten-free``), the
+same scheme as the rest of the extractor (see :mod:`convmem_graph.extractors.heuristic`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = [
+    "DIETS_EN",
+    "DIETS_ZH",
+    "INSTRUMENTS_EN",
+    "INSTRUMENTS_ZH",
+    "KINSHIP_EN",
+    "KINSHIP_ZH",
+    "PET_VERBS_EN",
+    "PET_VERBS_ZH",
+    "QUIT_ZH",
+    "SPORTS_EN",
+    "SPORTS_ZH",
+    "alternation",
+]
+
+
+def _canon(groups: str) -> dict[str, str]:
+    """``"canon: a b c"`` lines -> word -> canonical word (the canonical word maps to itself)."""
+    out: dict[str, str] = {}
+    for line in groups.strip().splitlines():
+        canon, _, words = line.partition(":")
+        canon = canon.strip()
+        out[canon] = canon
+        for w in words.split():
+            out[w] = canon
+    return out
+
+
+#: Chinese kinship terms -> the relation word a key uses. Nuclear family, grandparents, the whole
+#: 表/堂 and 姑/舅/姨/叔/伯 families, in-laws, step-family and partners.
+KINSHIP_ZH = _canon(
+    """
+    妻子: 老婆 太太 媳妇
+    丈夫: 老公 先生
+    爱人:
+    父亲: 爸爸 爸 老爸 爹
+    母亲: 妈妈 妈 老妈
+    父母: 爸妈
+    儿子:
+    女儿:
+    孩子: 小孩 宝宝 孩子们
+    哥哥: 哥 大哥 二哥
+    姐姐: 姐 大姐 二姐
+    弟弟: 弟 小弟
+    妹妹: 妹 小妹
+    爷爷: 祖父
+    奶奶: 祖母
+    外公: 姥爷 外祖父
+    外婆: 姥姥 外祖母
+    表哥:
+    表姐:
+    表弟:
+    表妹:
+    堂哥:
+    堂姐:
+    堂弟:
+    堂妹:
+    舅舅: 舅 大舅 二舅 小舅
+    舅妈:
+    姑姑: 姑妈 大姑 小姑
+    姑父:
+    姨妈: 小姨 大姨 姨
+    姨父:
+    叔叔: 叔 二叔 小叔
+    婶婶: 婶
+    伯伯: 伯父 大伯
+    伯母:
+    侄子:
+    侄女:
+    外甥:
+    外甥女:
+    孙子:
+    孙女:
+    外孙:
+    外孙女:
+    公公:
+    婆婆:
+    岳父: 老丈人
+    岳母: 丈母娘
+    嫂子: 嫂
+    姐夫:
+    妹夫:
+    弟媳: 弟妹
+    儿媳: 儿媳妇
+    女婿:
+    继父: 后爸
+    继母: 后妈
+    男朋友: 男友
+    女朋友: 女友
+    未婚夫:
+    未婚妻:
+    对象:
+    """
+)
+
+#: English kinship terms -> the relation word a key uses (plural and familiar forms folded).
+KINSHIP_EN = _canon(
+    """
+    wife:
+    husband:
+    partner:
+    spouse:
+    mother: mom mum mommy mama
+    father: dad daddy papa
+    parents:
+    son: sons
+    daughter: daughters
+    child: kid kids children baby
+    brother: brothers
+    sister: sisters
+    sibling: siblings
+    grandmother: grandma granny
+    grandfather: grandpa granddad
+    grandparents:
+    cousin: cousins
+    aunt: auntie aunts
+    uncle: uncles
+    niece: nieces
+    nephew: nephews
+    grandson: grandsons
+    granddaughter: granddaughters
+    grandchild: grandkids grandchildren
+    stepmother: stepmom
+    stepfather: stepdad
+    stepson:
+    stepdaughter:
+    mother-in-law:
+    father-in-law:
+    sister-in-law:
+    brother-in-law:
+    son-in-law:
+    daughter-in-law:
+    godmother:
+    godfather:
+    boyfriend:
+    girlfriend:
+    fiance:
+    fiancee:
+    """
+)
+
+#: English diets -> the word a ``food:`` key keeps. "I'm X", "I've been X since ...", "I eat X",
+#: "I keep X", "I'm on a X diet" all read these.
+DIETS_EN = _canon(
+    """
+    vegetarian:
+    vegan:
+    pescatarian:
+    gluten-free: gluten free
+    dairy-free: dairy free
+    lactose-free: lactose free
+    sugar-free: sugar free
+    nut-free: nut free
+    halal:
+    kosher:
+    keto: ketogenic
+    paleo:
+    low-carb: low carb
+    low-sodium: low sodium low-salt
+    plant-based: plant based
+    """
+)
+
+#: Chinese diets -> the word a ``food:`` key keeps ("我吃清真", "我在吃生酮", "我是无麸质饮食").
+DIETS_ZH = _canon(
+    """
+    清真: 清真饮食
+    生酮: 生酮饮食
+    低碳水: 低碳 低碳水饮食
+    无麸质: 无麸质饮食
+    低盐: 少盐
+    低糖: 少糖 控糖
+    """
+)
+
+#: What a quit habit is called: "戒烟" / "戒了烟" -> 抽烟 (the habit given up), in its plain verb form.
+QUIT_ZH = {
+    "烟": "抽烟",
+    "酒": "喝酒",
+    "咖啡": "喝咖啡",
+    "奶茶": "喝奶茶",
+    "糖": "吃糖",
+    "游戏": "打游戏",
+    "槟榔": "吃槟榔",
+}
+
+#: Instruments, each with the verb Chinese plays it with (弹钢琴, 拉小提琴, 吹萨克斯, 打鼓).
+INSTRUMENTS_ZH = {
+    "钢琴": "弹",
+    "吉他": "弹",
+    "古筝": "弹",
+    "琵琶": "弹",
+    "尤克里里": "弹",
+    "电子琴": "弹",
+    "贝斯": "弹",
+    "古琴": "弹",
+    "小提琴": "拉",
+    "大提琴": "拉",
+    "二胡": "拉",
+    "手风琴": "拉",
+    "中提琴": "拉",
+    "笛子": "吹",
+    "长笛": "吹",
+    "萨克斯": "吹",
+    "口琴": "吹",
+    "小号": "吹",
+    "葫芦丝": "吹",
+    "单簧管": "吹",
+    "架子鼓": "打",
+    "鼓": "打",
+}
+INSTRUMENTS_EN = frozenset(
+    """
+    piano guitar violin cello viola bass drums ukulele flute saxophone sax trumpet trombone clarinet
+    harp harmonica banjo mandolin accordion oboe keyboard organ
+    """.split()
+)
+
+#: Sports, each with the verb Chinese does it with (打网球, 踢足球, 滑雪, 练瑜伽 ...).
+SPORTS_ZH = {
+    "网球": "打",
+    "羽毛球": "打",
+    "乒乓球": "打",
+    "篮球": "打",
+    "排球": "打",
+    "高尔夫": "打",
+    "台球": "打",
+    "棒球": "打",
+    "壁球": "打",
+    "匹克球": "打",
+    "足球": "踢",
+    "毽子": "踢",
+    "瑜伽": "练",
+    "普拉提": "练",
+    "拳击": "练",
+    "太极": "打",
+    "太极拳": "打",
+    "跆拳道": "练",
+    "武术": "练",
+    "泳": "游",
+}
+SPORTS_EN = frozenset(
+    """
+    tennis badminton basketball volleyball football soccer baseball golf squash hockey cricket rugby
+    pickleball ping-pong table-tennis handball softball lacrosse polo chess
+    """.split()
+)
+#: Verbs of getting a pet, any of which makes a pet the user has (领养, 捡了, adopted, rescued ...).
+PET_VERBS_ZH = (
+    "养了",
+    "养着",
+    "养",
+    "领养了",
+    "领养",
+    "收养了",
+    "收养",
+    "捡了",
+    "捡到了",
+    "捡到",
+    "买了",
+    "新养了",
+    "接回了",
+    "救了",
+)
+PET_VERBS_EN = ("adopted", "rescued", "got", "bought", "brought home", "took in")
+
+
+def alternation(words: Iterable[str]) -> str:
+    """A regex alternation of ``words``, longest first (so 表妹 wins over 妹).
+
+    Example:
+        >>> alternation(["妹", "表妹"])
+        '表妹|妹'
+    """
+    items = sorted(set(words), key=lambda w: (-len(w), w))
+    return "|".join(re.escape(w) for w in items)
