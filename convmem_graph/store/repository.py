@@ -67,6 +67,7 @@ from convmem_graph.store._fragments import (
     row_to_fragment,
     upgrade_fragments,
 )
+from convmem_graph.store._lang_counts import ensure_language_counts, language_counts
 from convmem_graph.store._messages import (
     MESSAGE_COLUMNS,
     PgFollow,
@@ -301,6 +302,7 @@ class MemoryStore:
             METADATA.create_all(conn)
             add_missing_columns(conn)
             upgrade_fragments(conn)
+            ensure_language_counts(conn)
             ensure_episode_index(conn)
             if self.dialect == "sqlite":
                 # Part of the transaction: the stamp is there only if the set-up committed.
@@ -1112,9 +1114,8 @@ class MemoryStore:
 
     def durable_language_counts(self, memory_id: str, *, now_ms: int) -> tuple[int, int]:
         """How many usable durable fragments are mainly Chinese, and how many are not."""
-        with self._read() as conn:
-            total, zh = conn.execute(FQ.CJK_COUNTS, {"mid": memory_id, "now": now_ms}).one()
-        return int(zh), int(total) - int(zh)
+        with self._read() as conn:  # trigger-kept counts: two index reads, not a count of every fact
+            return language_counts(conn, memory_id, now_ms=now_ms)
 
     def add_fragment(
         self,
