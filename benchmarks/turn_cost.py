@@ -150,7 +150,10 @@ def main() -> int:
             cells.setdefault(d, []).append(
                 statistics.median(
                     timed(
-                        lambda i, m=mem: m.ingest("u1", turn(i), source="openai"), r * args.turns, args.turns
+                        lambda i, m=mem: m.ingest("u1", turn(i), source="openai"),
+                        r * args.turns,
+                        args.turns,
+                        d,
                     )
                 )
             )
