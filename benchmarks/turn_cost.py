@@ -179,7 +179,7 @@ def main() -> int:
             f"  threads/turn {per_turn}  (rounds {detail})"
         )
     if m0 is not None:
-        stored = len(m0.get_all(filters={"user_id": "u1"}, limit=10**6).get("results", []))
+        stored = len(m0.get_all(filters={"user_id": "u1"}, top_k=10**6).get("results", []))
         adds = 1 + args.rounds * args.turns
         print(f"mem0: {stored} memories stored for u1 by {adds} adds (the fakes take its full add path)")
         best = min(statistics.median(cells[d]) for d in DURABILITIES)
