@@ -170,6 +170,11 @@ def main() -> int:
             f" disk {disk['convmem']:.0f} vs {disk['limit']:.0f} bytes/message,"
             f" x{disk['convmem'] / disk['limit']:.2f} (target <= 1.5)"
         )
+        cpu = {k: statistics.median(v) for k, v in CPU.items()}
+        print(
+            f"  CPU: convmem {n / cpu['convmem']:,.0f} msg per CPU-s, limit {n / cpu['limit']:,.0f},"
+            f" ratio {cpu['limit'] / cpu['convmem']:.2f}"
+        )
         print(
             "  rounds s: " + "; ".join(f"{k} " + " / ".join(f"{x:.2f}" for x in v) for k, v in times.items())
         )
