@@ -1643,7 +1643,7 @@ class MemoryStore:
         returned snapshot as read-only: it may be shared with later calls.
         """
         with self._read() as conn:
-            data = conn.execute(select(snapshots.c.data).where(snapshots.c.memory_id == memory_id)).scalar()
+            data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
         if data is None:
             return None
         with self._parsed_lock:
