@@ -1,9 +1,10 @@
 """Whole-process call start through the CLI: ``convmem inject`` wall time and its imports.
 
 Runs, in interleaved rounds, a bare ``python -c pass``, ``convmem --help`` and ``convmem inject``
-(TRTC LLMConfig with a relevance query) on a memory of 10k messages and 1k facts, each as a new
-process, and prints the medians; then the slowest imports of one ``convmem inject`` run
-(``python -X importtime``) and whether LangGraph, LangChain or LangSmith were imported.
+(TRTC LLMConfig with a relevance query; ``--db`` as a path and as a ``sqlite:///`` URL) on a
+memory of 10k messages and 1k facts, each as a new process, and prints the medians; then the
+slowest imports of one ``convmem inject`` run (``python -X importtime``) and whether LangGraph,
+LangChain or LangSmith were imported.
 
 Target (issue 11): ``convmem inject`` median <= 0.35 s.
 
@@ -99,6 +100,8 @@ def main() -> int:
     ]
     commands = {"python -c pass": [py, "-c", "pass"], "convmem --help": [py, "-m", "convmem_graph", "--help"]}
     commands["convmem inject"] = inject
+    # The same call start naming the file as a URL (what --help shows): the read-only path too.
+    commands["inject sqlite:///"] = [*inject[:-1], f"sqlite:///{db}"]
     commands["convmem show"] = [py, "-m", "convmem_graph", "show", "u1", "--db", db]
     commands["convmem memories"] = [py, "-m", "convmem_graph", "memories", "--db", db]
     # Run from the work directory: the package comes from PYTHONPATH, not the current directory.

@@ -9,13 +9,16 @@ Chinese and English wording, several categories):
 
 - ``few-hobbies``: the facts are of the six non-hobby families, plus 8 ``pref:``/``habit:``
   facts (fewer than 20 hobby items: the walk the old code did over everything);
-- ``mixed``: the eight families in turn (plenty of hobby items: the old walk stopped early).
+- ``mixed``: the eight families in turn (plenty of hobby items: the old walk stopped early);
+- ``only-<family>``: one family alone (the shapes of ``benchmarks/_facts.py``, the generator the
+  unit tests share), so a cliff in any one family shows as its row.
 
 Two figures per cell: ``infer`` is what ``update_variables`` runs for a turn that touched a
 ``pref:`` key (``infer_from_store`` for ``hobbies`` and ``language``), ``turn`` a live
 ``ConvMemory.ingest`` of one user/assistant pair (the heuristic extractor stores a ``pref:`` dislike).
-Each is timed with the current code (``new``) and with the previous walk (``old``, a copy of the
-old ``_hobby_facts`` kept here and swapped in for its rounds). Sizes and paths are interleaved
+Each is timed with the current code (``new``) and with the previous walks (``old``: copies of the
+old ``_hobby_facts`` and of the old ``language`` count and OFFSET support walk, kept here and
+swapped in for its rounds). Sizes and paths are interleaved
 in rounds on one shared machine; figures are medians over rounds of each round's p50, and the
 load average is printed before and after.
 
@@ -38,54 +41,39 @@ from pathlib import Path
 from typing import Any
 
 import convmem_graph
-from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS, MAX_LIST_ITEMS
+from convmem_graph.extractors._text import is_cjk_text
+from convmem_graph.extractors.variables import (
+    _LANG_WORDS,
+    _MAX_LANGUAGE_SUPPORT,
+    DEFAULT_VARIABLE_SPECS,
+    MAX_LIST_ITEMS,
+    _newest_first,
+)
 from convmem_graph.memory import ConvMemory
-from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
+from convmem_graph.models import Fragment, FragmentOp, VariableGuess
 from convmem_graph.nodes import _inference
 from convmem_graph.nodes._inference import _Facts, _hobby_item, affected_specs, infer_from_store
+from convmem_graph.store._fact_queries import CJK_COUNTS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path from a test, too
+from _facts import OTHER_FAMILIES, SHAPES, generated_ops  # noqa: E402
 
 BASE_MS = 1_767_000_000_000
-#: (family, category, zh wording, en wording); ``{}`` is the subject.
-FAMILIES: dict[str, tuple[str, str, str]] = {
-    "pref": ("preference", "用户喜欢{}。", "User likes {}."),
-    "habit": ("habit", "用户每周都{}。", "User goes {} every week."),
-    "like": ("preference", "用户很喜欢{}。", "User really likes {}."),
-    "dislike": ("preference", "用户不喜欢{}。", "User dislikes {}."),
-    "plan": ("event", "用户打算{}。", "User plans to {}."),
-    "family": ("relation", "用户的朋友叫{}。", "User's friend is called {}."),
-    "food": ("preference", "用户爱吃{}。", "User loves eating {}."),
-    "profile": ("profile", "用户的{}是秘密。", "User's {} is private."),
-}
-OTHERS = ("like", "dislike", "plan", "family", "food", "profile")
-SUBJECTS_ZH = ["芒果", "跑步", "西湖", "猫", "成都", "咖啡", "围棋", "寿司", "摄影", "瑜伽"]
-SUBJECTS_EN = ["coffee", "hiking", "guitar", "sushi", "chess", "tennis", "jazz", "pottery"]
 THINGS = ["羽毛球", "爵士乐", "拿铁", "徒步", "滑雪", "钢琴"]
 
 
 def fact_ops(count: int, shape: str) -> list[FragmentOp]:
-    """``count`` distinct facts of ``shape`` (``few-hobbies`` or ``mixed``), observed a second apart."""
-    families = list(FAMILIES) if shape == "mixed" else list(OTHERS)
-    ops = []
-    for j in range(count):
-        family = families[j % len(families)]
-        if shape != "mixed" and j % max(1, count // 8) == 0 and j // max(1, count // 8) < 8:
-            family = ("pref", "habit")[j % 2]  # the few hobby facts, spread over the history
-        category, zh, en = FAMILIES[family]
-        chinese = j % 3 != 0
-        subjects = SUBJECTS_ZH if chinese else SUBJECTS_EN
-        subject = f"{subjects[j % len(subjects)]}{j}"
-        ops.append(
-            FragmentOp(
-                op="add",
-                candidate=FragmentCandidate(
-                    content=(zh if chinese else en).format(subject),
-                    category=category,
-                    key=f"{family}:{subject}",
-                    observed_at=BASE_MS + j * 1000,
-                ),
-            )
-        )
-    return ops
+    """``count`` facts of ``shape`` (``few-hobbies`` or a name in ``_facts.SHAPES``), a second apart.
+
+    ``few-hobbies``: the six non-hobby families plus 8 ``pref:``/``habit:`` facts, fewer than 20
+    hobby items: the walk the old code did over every durable fact.
+    """
+    now = BASE_MS + count * 1000
+    if shape == "few-hobbies":
+        others = {f: 1 for f in OTHER_FAMILIES}
+        ops = generated_ops(1, max(0, count - 8), others, now_ms=now, temporary=False, ties=False)
+        return ops + generated_ops(2, min(count, 8), {"pref": 1, "habit": 1}, now_ms=now, temporary=False)
+    return generated_ops(1, count, SHAPES[shape], now_ms=now, ties=False)
 
 
 def old_hobby_facts(facts: _Facts) -> list[Fragment]:
@@ -110,16 +98,41 @@ def old_hobby_facts(facts: _Facts) -> list[Fragment]:
     return seen + [f for f in older if f.id not in known]
 
 
+def old_language(facts: _Facts) -> VariableGuess | None:
+    """``language`` before: every usable durable fact counted, the support walked with OFFSET."""
+    for f in _newest_first(facts.with_keys(keys=["profile:language"])):
+        for rx, code in _LANG_WORDS:
+            if rx.search(f.content):
+                return VariableGuess(value=code, fragment_ids=[f.id])
+    if facts.complete:
+        zh = sum(1 for f in facts.page if is_cjk_text(f.content))
+        other = len(facts.page) - zh
+    else:
+        with facts.store._read() as conn:
+            total, zh = conn.execute(CJK_COUNTS, {"mid": facts.memory_id, "now": facts.now_ms}).one()
+        other = int(total) - int(zh)
+    if not zh and not other:
+        return None
+    code, want = ("zh", True) if zh >= other else ("en", False)
+    support: list[Fragment] = []
+    for f in facts.newest():
+        if is_cjk_text(f.content) == want:
+            support.append(f)
+            if len(support) >= _MAX_LANGUAGE_SUPPORT:
+                break
+    return VariableGuess(value=code, fragment_ids=sorted(f.id for f in support))
+
+
 @contextmanager
 def code_path(path: str) -> Iterator[None]:
-    """Run the block with the current ``_hobby_facts`` (``new``) or the copy of the old one."""
-    current = _inference._hobby_facts
+    """Run the block with the current walks (``new``) or the copies of the old ones."""
+    current = _inference._hobby_facts, _inference._language
     if path == "old":
-        _inference._hobby_facts = old_hobby_facts
+        _inference._hobby_facts, _inference._language = old_hobby_facts, old_language
     try:
         yield
     finally:
-        _inference._hobby_facts = current
+        _inference._hobby_facts, _inference._language = current
 
 
 def timed(fn: Callable[[int], Any], start: int, count: int) -> float:
@@ -153,6 +166,11 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=20, help="timed inference calls per cell and round")
     parser.add_argument("--turns", type=int, default=8, help="timed live turns per cell and round")
     parser.add_argument("--sizes", default="100,5000,30000", help="fact counts (an empty memory is added)")
+    parser.add_argument(
+        "--shapes",
+        default="few-hobbies,mixed,only-like,only-plan,only-family,only-food,only-profile,only-dislike",
+        help=f"fact shapes (few-hobbies or of {', '.join(SHAPES)})",
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-factscliff-"))
@@ -164,7 +182,10 @@ def main() -> int:
 
     mem = ConvMemory.open(str(workdir / "cliff.db"))
     store = mem.store
-    cells = [(shape, n) for shape in ("few-hobbies", "mixed") for n in sizes if n or shape == "mixed"]
+    shapes = args.shapes.split(",")
+    if "mixed" not in shapes:
+        shapes.append("mixed")  # its empty memory is every row's baseline
+    cells = [(shape, n) for shape in shapes for n in sizes if n or shape == "mixed"]
     for shape, n in cells:
         mid = f"{shape}_{n}"
         t0 = time.perf_counter()
@@ -197,13 +218,13 @@ def main() -> int:
     mem.close()
 
     print(f"\nload after: {os.getloadavg()}; medians over {args.rounds} rounds of each round's p50 (ms)")
-    print(f"{'what':6} {'shape':12} {'facts':>6} {'new ms':>9} {'x empty':>8} {'old ms':>9} {'x empty':>8}")
+    print(f"{'what':6} {'shape':16} {'facts':>6} {'new ms':>9} {'x empty':>8} {'old ms':>9} {'x empty':>8}")
     for what in ("infer", "turn"):
         empty = {p: statistics.median(results[(what, "mixed", 0, p)]) for p in ("new", "old")}
         for shape, n in cells:
             row = [statistics.median(results[(what, shape, n, p)]) for p in ("new", "old")]
             print(
-                f"{what:6} {shape:12} {n:>6} {row[0]:>9.3f} {row[0] / empty['new']:>8.2f}"
+                f"{what:6} {shape:16} {n:>6} {row[0]:>9.3f} {row[0] / empty['new']:>8.2f}"
                 f" {row[1]:>9.3f} {row[1] / empty['old']:>8.2f}"
             )
     return 0

@@ -22,6 +22,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ModelReques
 from langchain_core._api import LangChainDeprecationWarning
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from convmem_graph._heap import freeze_long_lived
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError
 from convmem_graph.models import Message
 
@@ -75,6 +76,16 @@ def _default_resolve(runtime: Any) -> str | None:
     else:
         value = getattr(context, "memory_id", None)
     return str(value) if value else None
+
+
+def _ingest_then_freeze(memory: ConvMemory, memory_id: str, turn: list[BaseMessage]) -> None:
+    """Ingest a turn; after the process's first one, freeze the long-lived heap for the collector.
+
+    The first turn imports and builds what an agent keeps for its life (the lifecycle graph, the
+    checkpointer, the extractor's rules): see :mod:`convmem_graph._heap`.
+    """
+    memory.ingest(memory_id, turn, source="langchain")
+    freeze_long_lived()
 
 
 class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
@@ -181,13 +192,13 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
         if not memory_id or not turn:
             return
         if self.mode == "inline":
-            self.memory.ingest(memory_id, turn, source="langchain")
+            _ingest_then_freeze(self.memory, memory_id, turn)
             return
         with self._lock:
             if self._executor is None:
                 # One worker keeps turns of a conversation in order.
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convmem")
-            self._pending.append(self._executor.submit(self.memory.ingest, memory_id, turn, "langchain"))
+            self._pending.append(self._executor.submit(_ingest_then_freeze, self.memory, memory_id, turn))
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Hand the finished turn to the lifecycle (inline or in the background)."""

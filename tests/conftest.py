@@ -27,3 +27,12 @@ def _no_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _no_heap_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server and the middleware freeze the process's heap once (convmem_graph._heap): in the
+    # test process that would keep every test's cyclic garbage alive from then on.
+    from convmem_graph import _heap
+
+    monkeypatch.setattr(_heap, "_frozen", True)

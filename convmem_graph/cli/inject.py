@@ -126,9 +126,10 @@ def run(args: argparse.Namespace) -> int:
 def _read_only(db: str) -> SqliteSnapshotReader | None:
     """A read-only reader of the SQLite file ``db`` names (no SQLAlchemy import), when it can serve it."""
     from convmem_graph.store.sqlite_reader import SqliteSnapshotReader
-    from convmem_graph.store.urls import plain_sqlite_file
+    from convmem_graph.store.urls import sqlite_file
 
-    path = plain_sqlite_file(db)
+    # A path or a plain sqlite:/// URL (what --help shows): both are read without SQLAlchemy.
+    path = sqlite_file(db)
     return None if path is None else SqliteSnapshotReader.open(path)
 
 

@@ -9,7 +9,8 @@ active fact (a property test checks it), with the rules of that module applied t
   older facts of those items for their ids): the facts of other families, however many, are
   never read;
 - ``diet`` reads the ``allergy:`` and ``food:`` facts, a custom list its own key prefix;
-- ``language`` counts Chinese and other facts in the database and reads the newest few.
+- ``language`` reads the counts of Chinese and other facts the database keeps (triggers; see
+  :mod:`convmem_graph.store._lang_counts`) and the newest few of the majority's language by index.
 
 A memory with few usable durable facts (at most ``_FEW``, as most are) has all of them read in one
 statement, and every rule above filters that list instead of asking the database again.
@@ -53,7 +54,7 @@ from convmem_graph.extractors.variables import (
 )
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
-from convmem_graph.store._fact_queries import newest_hobby_rows
+from convmem_graph.store._fact_queries import NEWEST_OF_LANGUAGE, newest_hobby_rows
 from convmem_graph.store._fragments import row_to_fragment
 
 __all__ = ["affected_specs", "infer_from_store"]
@@ -154,6 +155,18 @@ class _Facts:
         zh = sum(1 for f in self.page if is_cjk_text(f.content))
         return zh, len(self.page) - zh
 
+    def newest_ids_in(self, cjk: bool, limit: int) -> list[str]:
+        """The ids of the newest ``limit`` of them that are mainly Chinese (``cjk``) or not.
+
+        One range of ``ix_cm_fragments_lang`` when the page is not the whole set: the walk used
+        to page every durable fact with OFFSET until enough of that language turned up.
+        """
+        if self.complete:
+            return [f.id for f in self.page if is_cjk_text(f.content) == cjk][:limit]
+        params = {"mid": self.memory_id, "now": self.now_ms, "cjk": cjk, "limit": limit}
+        with self.store._read() as conn:
+            return [str(row.id) for row in conn.execute(NEWEST_OF_LANGUAGE, params)]
+
     def newest(self) -> Iterator[Fragment]:
         """All of them, newest stated first (stop iterating to stop)."""
         yield from self.page
@@ -192,13 +205,7 @@ def _language(facts: _Facts) -> VariableGuess | None:
     if not zh and not other:
         return None
     code, want = ("zh", True) if zh >= other else ("en", False)
-    support: list[Fragment] = []
-    for f in facts.newest():
-        if is_cjk_text(f.content) == want:
-            support.append(f)
-            if len(support) >= _MAX_LANGUAGE_SUPPORT:
-                break
-    return VariableGuess(value=code, fragment_ids=sorted(f.id for f in support))
+    return VariableGuess(value=code, fragment_ids=sorted(facts.newest_ids_in(want, _MAX_LANGUAGE_SUPPORT)))
 
 
 def _hobby_item(f: Fragment, key: str | None = None) -> str | None:

@@ -51,6 +51,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from convmem_graph._heap import freeze_long_lived
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.server._boundary import BoundaryRoute
@@ -203,6 +204,8 @@ def create_app(
         spool = getattr(app.state, "proxy_spool", None)
         if spool is not None:
             await run_in_threadpool(spool.start)
+        # Everything built so far (store, graph, routes, models) lives as long as the server.
+        freeze_long_lived()
         logger.info(
             "convmem serve: store %s open, %d deliveries pending", served.store.safe_url, inbox.pending_count
         )

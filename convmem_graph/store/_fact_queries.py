@@ -43,6 +43,7 @@ __all__ = [
     "ACTIVE_BY_HASH",
     "CJK_COUNTS",
     "NEWEST_DURABLE",
+    "NEWEST_OF_LANGUAGE",
     "RECENTLY_UPDATED",
     "RECENTLY_UPDATED_IN_RANGE",
     "STRONGEST",
@@ -133,6 +134,15 @@ NEWEST_HOBBY_AFTER = (
         tuple_(_F.observed_at, _F.updated_at, _F.created_at, _F.id)
         < tuple_(bindparam("o"), bindparam("u"), bindparam("c"), bindparam("i")),
     )
+    .order_by(*_NEWEST_ORDER)
+    .limit(bindparam("limit"))
+)
+
+#: The ids of the newest ``limit`` usable durable facts whose ``cjk`` is ``cjk``: the first rows of
+#: the index range ``ix_cm_fragments_lang`` (the ``language`` variable's support).
+NEWEST_OF_LANGUAGE = (
+    select(_F.id)
+    .where(_USABLE, _F.cjk == bindparam("cjk"))
     .order_by(*_NEWEST_ORDER)
     .limit(bindparam("limit"))
 )

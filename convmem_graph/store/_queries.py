@@ -82,6 +82,8 @@ VALUES = select(variables).where(variables.c.memory_id == _MEMORY).order_by(vari
 SUMMARY = select(summaries).where(summaries.c.memory_id == _MEMORY)
 
 DROP_SNAPSHOT = delete(snapshots).where(snapshots.c.memory_id == _MEMORY)
+#: The cached snapshot's text (every call start reads it: built once, not per call).
+SNAPSHOT_DATA = select(snapshots.c.data).where(snapshots.c.memory_id == _MEMORY)
 SET_UPDATED_AT = update(memories).where(memories.c.memory_id == _MEMORY).values(updated_at=bindparam("now"))
 SET_UPDATED_AT_DIRTY = (
     update(memories)

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 
 from convmem_graph._time import now_ms
+from convmem_graph.store._lang_counts import ensure_language_counts
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, schema_migrations
-from convmem_graph.store.schema import METADATA
+from convmem_graph.store.schema import METADATA, fragments, memories
 
 __all__ = [
     "MIGRATIONS",
@@ -155,8 +156,24 @@ def _initial_schema(conn: Connection) -> None:
     add_missing_columns(conn, tables)
 
 
+def _language_counts(conn: Connection) -> None:
+    """Migration 2: trigger-kept language counts of durable facts (:mod:`~convmem_graph.store._lang_counts`).
+
+    Adds ``cm_memories.facts_zh`` / ``facts_other``, the two indexes the counts are read and
+    corrected through, then the triggers, and counts every memory's facts once.
+    """
+    add_missing_columns(conn, [memories])
+    for index in fragments.indexes:
+        if index.name in ("ix_cm_fragments_expiring", "ix_cm_fragments_lang"):
+            index.create(conn, checkfirst=True)
+    ensure_language_counts(conn)
+
+
 #: Every migration, in order. Append only; never renumber or edit an applied one.
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _initial_schema),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _initial_schema),
+    Migration(2, "language counts", _language_counts),
+)
 
 
 def applied_versions(conn: Connection) -> set[int]:

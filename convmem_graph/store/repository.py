@@ -62,6 +62,7 @@ from convmem_graph.store._fragments import (
     row_to_fragment,
     upgrade_fragments,
 )
+from convmem_graph.store._lang_counts import language_counts
 from convmem_graph.store._messages import (
     MESSAGE_COLUMNS,
     PgFollow,
@@ -945,9 +946,8 @@ class MemoryStore:
 
     def durable_language_counts(self, memory_id: str, *, now_ms: int) -> tuple[int, int]:
         """How many usable durable fragments are mainly Chinese, and how many are not."""
-        with self._read() as conn:
-            total, zh = conn.execute(FQ.CJK_COUNTS, {"mid": memory_id, "now": now_ms}).one()
-        return int(zh), int(total) - int(zh)
+        with self._read() as conn:  # trigger-kept counts: two index reads, not a count of every fact
+            return language_counts(conn, memory_id, now_ms=now_ms)
 
     def add_fragment(
         self,
@@ -1497,7 +1497,7 @@ class MemoryStore:
         returned snapshot as read-only: it may be shared with later calls.
         """
         with self._read() as conn:
-            data = conn.execute(select(snapshots.c.data).where(snapshots.c.memory_id == memory_id)).scalar()
+            data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
         if data is None:
             return None
         with self._parsed_lock:

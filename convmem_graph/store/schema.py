@@ -80,6 +80,10 @@ memories = Table(
     # 1 when facts changed after the last variable inference (a run that stopped in between
     # leaves it set, so the next run infers variables even with nothing new to extract).
     Column("facts_dirty", Integer, nullable=False, default=0),
+    # Active durable facts mainly in Chinese / not, kept by triggers on cm_fragments (see
+    # store/_lang_counts.py): the language majority without counting every fact per turn.
+    Column("facts_zh", Integer, nullable=False, default=0),
+    Column("facts_other", Integer, nullable=False, default=0),
 )
 
 messages = Table(
@@ -177,6 +181,15 @@ fragments = Table(
         "expires_at",
     ),
     Index("ix_cm_fragments_recent", "memory_id", "status", text("updated_at DESC")),
+    # Facts with an expiry only (mostly temporary ones): the durable ones already expired are
+    # subtracted from the trigger-kept language counts by a range of this index.
+    Index(
+        "ix_cm_fragments_expiring",
+        "memory_id",
+        "transient",
+        "expires_at",
+        sqlite_where=text("expires_at IS NOT NULL"),
+    ),
     # Rows written without the derived columns (older versions), which every open fills: a partial
     # index, empty once they are, so that check is not a scan of every memory's facts.
     Index("ix_cm_fragments_underived", "memory_id", sqlite_where=text("ckey IS NULL")),
@@ -214,6 +227,21 @@ Index(
     fragments.c.created_at.desc(),
     fragments.c.id.desc(),
     sqlite_where=HOBBY_KEYS,
+)
+
+# The newest usable durable facts in one language (``cjk``), in inference's newest-first order: the
+# ``language`` variable's supporting facts are the first rows of one range (before: an OFFSET walk
+# over every durable fact until enough of the majority's language turned up).
+Index(
+    "ix_cm_fragments_lang",
+    fragments.c.memory_id,
+    fragments.c.status,
+    fragments.c.transient,
+    fragments.c.cjk,
+    fragments.c.observed_at.desc(),
+    fragments.c.updated_at.desc(),
+    fragments.c.created_at.desc(),
+    fragments.c.id.desc(),
 )
 
 variable_specs = Table(
@@ -316,3 +344,5 @@ def add_postgres_options() -> None:
     underived.dialect_options["postgresql"]["where"] = text("ckey IS NULL")
     hobby = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_hobby")
     hobby.dialect_options["postgresql"]["where"] = HOBBY_KEYS
+    expiring = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_expiring")
+    expiring.dialect_options["postgresql"]["where"] = text("expires_at IS NOT NULL")

@@ -22,6 +22,7 @@ __all__ = [
     "mask_url",
     "normalize_url",
     "plain_sqlite_file",
+    "sqlite_file",
     "sqlite_path",
 ]
 
@@ -153,3 +154,33 @@ def plain_sqlite_file(db: str | None) -> str | None:
     if not text or text == ":memory:" or "://" in text:
         return None
     return os.path.abspath(os.path.expanduser(text))
+
+
+#: Schemes of a SQLite URL whose file the standard library's driver can open (pysqlite is it).
+_SQLITE_SCHEMES = ("sqlite://", "sqlite+pysqlite://")
+
+
+def sqlite_file(db: str | None) -> str | None:
+    """The file a plain path or a plain ``sqlite:///`` URL names, parsed without SQLAlchemy.
+
+    What :func:`sqlite_path` gives for the same location (a unit test compares them), or None
+    for anything else: server URLs, ``:memory:``, and SQLite URLs with options (a query string,
+    a host, ``file:`` URIs), which only the full store interprets.
+
+    Example:
+        >>> sqlite_file("sqlite:////data/m.db"), sqlite_file("sqlite:///m.db?mode=ro") is None
+        ('/data/m.db', True)
+    """
+    text = DEFAULT_DB_FILE if db is None else db.strip()
+    scheme = next((s for s in _SQLITE_SCHEMES if text.startswith(s)), None)
+    if scheme is None:
+        return plain_sqlite_file(db)
+    rest = text[len(scheme) :]
+    if not rest.startswith("/") or "?" in rest or "#" in rest:
+        return None
+    from urllib.parse import unquote
+
+    database = unquote(rest[1:])
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return os.path.abspath(database)

@@ -9,7 +9,6 @@ old walk on generated memories of many key families, and check the index and its
 from __future__ import annotations
 
 import importlib.util
-import random
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,30 +34,20 @@ NOW = 1_767_000_000_000
 DAY = 86_400_000
 HOBBIES = [s for s in DEFAULT_VARIABLE_SPECS if s.name == "hobbies"]
 
-#: family -> (category, Chinese wording, English wording); several families share a category.
-FAMILIES = {
-    "pref": ("preference", "用户喜欢{}。", "User likes {}."),
-    "pref_neg": ("preference", "用户不喜欢{}。", "User doesn't like {}."),
-    "pref_fav": ("preference", "用户最喜欢的颜色是{}。", "User's favorite color is {}."),
-    "habit": ("habit", "用户每周都{}。", "User goes {} every week."),
-    "hobby": ("preference", "用户爱好{}。", "User's hobby is {}."),  # legacy prefix, read as pref:
-    "like": ("preference", "用户很喜欢{}。", "User really likes {}."),
-    "dislike": ("preference", "用户讨厌{}。", "User dislikes {}."),
-    "plan": ("event", "用户打算{}。", "User plans to {}."),
-    "family": ("relation", "用户的朋友叫{}。", "User's friend is called {}."),
-    "food": ("preference", "用户爱吃{}。", "User loves eating {}."),
-    "profile": ("profile", "用户住在{}。", "User lives in {}."),
-}
-SUBJECTS_ZH = ["芒果", "跑步", "西湖", "猫", "成都", "咖啡", "围棋", "寿司", "摄影", "瑜伽"]
-SUBJECTS_EN = ["coffee", "hiking", "guitar", "sushi", "chess", "tennis", "jazz", "pottery"]
+
+def _load(name: str) -> Any:
+    """``benchmarks/<name>.py``, loaded by path (the benchmarks are scripts, not a package)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _key(family: str, subject: str) -> str:
-    if family == "pref_neg":
-        return f"pref:{subject}"
-    if family == "pref_fav":
-        return f"pref:favorite_{subject}"
-    return f"{family}:{subject}"
+#: The generator the benchmarks use (one definition of the fact shapes, many key families).
+_facts = _load("_facts")
+FAMILIES = _facts.FAMILIES
 
 
 def generated_ops(seed: int, count: int, weights: dict[str, int]) -> list[FragmentOp]:
@@ -67,46 +56,13 @@ def generated_ops(seed: int, count: int, weights: dict[str, int]) -> list[Fragme
     Observed times repeat (ties broken by more than time, across page boundaries), some facts are
     temporary or expired, and some subjects repeat under two families (older facts of an item).
     """
-    rng = random.Random(seed)
-    families = [f for f, w in weights.items() for _ in range(w)]
-    ops = []
-    for j in range(count):
-        family = rng.choice(families)
-        category, zh, en = FAMILIES[family]
-        chinese = rng.random() < 0.6
-        base = rng.choice(SUBJECTS_ZH if chinese else SUBJECTS_EN)
-        # A small pool of subjects for hobbies (repeats), a large one elsewhere.
-        subject = f"{base}{rng.randrange(30) if family in ('pref', 'habit', 'hobby') else j}"
-        transient = rng.random() < 0.1
-        expiry = rng.choice([None, None, -2 * DAY, 30 * DAY]) if transient or rng.random() < 0.05 else None
-        ops.append(
-            FragmentOp(
-                op="add",
-                candidate=FragmentCandidate(
-                    content=(zh if chinese else en).format(subject),
-                    category=category,
-                    key=_key(family, subject),
-                    transient=transient,
-                    expires_at=None if expiry is None else NOW + expiry,
-                    observed_at=NOW - rng.randrange(count // 4 + 1) * 1000,
-                ),
-            )
-        )
+    ops: list[FragmentOp] = _facts.generated_ops(seed, count, weights, now_ms=NOW)
     return ops
 
 
-def _load_benchmark() -> Any:
-    """``benchmarks/facts_cliff.py``, which keeps the one copy of the walk before issue 24."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "facts_cliff.py"
-    spec = importlib.util.spec_from_file_location("facts_cliff", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 #: The walk before issue 24 (every durable fact, newest first): the reference the new walk must match.
-old_hobby_facts = _load_benchmark().old_hobby_facts
+_cliff = _load("facts_cliff")
+old_hobby_facts, old_language = _cliff.old_hobby_facts, _cliff.old_language
 
 
 @pytest.fixture()
@@ -130,6 +86,8 @@ SHAPES = [
     ("hobby-heavy", 700, {"pref": 3, "habit": 3, "hobby": 1, "like": 1}),
     ("small", 20, {f: 1 for f in FAMILIES}),
     ("page", 45, {"pref": 2, "like": 2, "family": 1}),
+    # One family alone, each of the benchmarks' single-family shapes.
+    *[(name, 300, weights) for name, weights in _facts.SHAPES.items() if name.startswith("only-")],
 ]
 
 
@@ -151,9 +109,14 @@ def test_new_hobby_walk_infers_what_the_old_walk_did(
     current = infer_from_store(store, memory_id, specs, now_ms=NOW)
     with patch.object(_inference, "_hobby_facts", old_hobby_facts):
         assert current == infer_from_store(store, memory_id, specs, now_ms=NOW)
-    # And with every rule asking the database (no small-memory shortcut).
+    # And with every rule asking the database (no small-memory shortcut), against both old walks.
     with patch.object(_inference, "_FEW", 0):
         assert infer_from_store(store, memory_id, specs, now_ms=NOW) == current
+        with (
+            patch.object(_inference, "_hobby_facts", old_hobby_facts),
+            patch.object(_inference, "_language", old_language),
+        ):
+            assert infer_from_store(store, memory_id, specs, now_ms=NOW) == current
 
 
 def test_the_walk_reads_only_hobby_families_and_never_the_offset_walk(store: MemoryStore) -> None:

@@ -173,7 +173,7 @@ def test_an_older_file_goes_through_the_store(db: Path, capsys: pytest.CaptureFi
 
 
 def test_errors_are_the_same_on_both_paths(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for path in (str(db), f"sqlite:///{db}"):  # read-only, then through the store
+    for path in (str(db), f"sqlite:///{db}"):  # both read-only (a path and a URL)
         code, out, err = _cli(capsys, "inject", "nobody", "--vendor", "openai", "--db", path)
         assert (code, out, err) == (2, "", "convmem inject: nobody: no such memory\n")
         code, out, err = _cli(capsys, "inject", "x" * 300, "--vendor", "openai", "--db", path)

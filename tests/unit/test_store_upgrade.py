@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text
 
 from convmem_graph.store import MemoryStore
+from convmem_graph.store._lang_counts import LANGUAGE_TRIGGERS
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.migrations import schema_digest
 from convmem_graph.store.migrations import stamp_of as _stamp_of
@@ -23,6 +24,8 @@ def test_an_older_database_gains_the_derived_columns_filled(tmp_path: Path) -> N
     fact = store.add_fragment("u1", "User likes green tea.", category="preference")
     store.close()
     with sqlite3.connect(db) as conn:  # as a version before the derived columns left it
+        for name in LANGUAGE_TRIGGERS:  # (and before the language counts)
+            conn.execute(f"DROP TRIGGER {name}")
         indexes = conn.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'cm_fragments'"
         ).fetchall()

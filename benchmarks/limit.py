@@ -1,0 +1,214 @@
+"""convmem against the machine's limit: plain ``sqlite3`` + a contentless FTS5 index, same data, one run.
+
+Issue 24 items 3-4. Two comparisons, per archive size (default 1k and 100k messages; 1M with
+``--sizes 1000,100000,1000000`` if time allows), on one SQLite file each:
+
+- **Replay, one process.** convmem: ``replay_in_processes(..., processes=1, group_by="user")``,
+  what ``convmem replay archive/ --concurrency 1`` runs (store, checkpoints, episodic index,
+  heuristic extraction, summaries, snapshots). Limit: the same JSON Lines parsed with ``json``, each
+  session's messages written with one ``executemany`` into a table of the same kind of columns
+  (memory, seq, role, content, timestamp, a content hash) plus a contentless FTS5 index of their
+  text, one transaction per session. Throughput ratio convmem / limit (target >= 0.5) and bytes on
+  disk per message (target <= 1.5x the limit's).
+- **Call start.** convmem: ``ConvMemory.payload(memory, "openai", query=...)`` on the replayed
+  memory (its cached snapshot plus the episodic search of the query). Limit: one FTS5 ``MATCH`` of
+  the query's words, best 32 by rank, then reading those rows. p50 / p95 and ratio (target p50 <=
+  3x; issue 24 measured 3.6-8.4x).
+
+Everything is one memory of all the archive's messages, in sessions of 100 (mixed Chinese and
+English lines stating facts of several families). Rounds interleave the two sides; the load
+average is printed before and after.
+
+Usage:
+    PYTHONPATH=. python benchmarks/limit.py [--sizes 1000,100000] [--calls 300] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from replay_slope import session
+
+import convmem_graph
+from convmem_graph.config import MemoryConfig
+from convmem_graph.memory import ConvMemory
+from convmem_graph.replay import replay_in_processes
+
+SESSION = 100
+BASE_MS = 1_767_000_000_000
+QUERIES = ["羽毛球", "chess pottery", "成都 朋友", "Lisbon", "火锅 饺子", "jazz"]
+
+
+def write_archive(path: Path, messages: int) -> None:
+    """One memory (``u1``) of ``messages`` messages in JSON Lines sessions of :data:`SESSION`."""
+    with path.open("w", encoding="utf-8") as out:
+        for s in range(-(-messages // SESSION)):
+            lines = session(s, min(SESSION, messages - s * SESSION))
+            stamped = [{**m, "timestamp": BASE_MS + (s * SESSION + k) * 1000} for k, m in enumerate(lines)]
+            out.write(json.dumps({"user": "u1", "messages": stamped}, ensure_ascii=False) + "\n")
+
+
+def _clear(db: Path) -> None:
+    for p in db.parent.glob(db.name + "*"):
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+def _disk(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the replay worker)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+#: CPU seconds per replay round and side. On a host whose other tenants keep both cores busy a
+#: process gets a fraction of a core, so wall time mostly measures waiting; CPU time the work.
+CPU: dict[str, list[float]] = {"convmem": [], "limit": []}
+
+
+def replay_convmem(archive: Path, db: Path) -> float:
+    """Seconds for convmem's one-process replay of ``archive`` into an empty ``db``."""
+    _clear(db)
+    c0, t0 = _cpu(), time.perf_counter()
+    replay_in_processes(str(db), [archive], processes=1, config=MemoryConfig(), group_by="user")
+    CPU["convmem"].append(_cpu() - c0)
+    return time.perf_counter() - t0
+
+
+LIMIT_SCHEMA = """
+PRAGMA journal_mode = WAL;
+PRAGMA synchronous = NORMAL;
+CREATE TABLE msgs (id INTEGER PRIMARY KEY, memory_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    role TEXT NOT NULL, content TEXT NOT NULL, ts INTEGER NOT NULL, hash BLOB NOT NULL);
+CREATE UNIQUE INDEX msgs_seq ON msgs (memory_id, seq);
+CREATE VIRTUAL TABLE fts USING fts5(content, content='', tokenize='trigram');
+"""
+
+
+def replay_limit(archive: Path, db: Path) -> float:
+    """Seconds for plain sqlite3: parse, executemany per session, FTS5 rows, one transaction per session."""
+    _clear(db)
+    c0, t0 = _cpu(), time.perf_counter()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.executescript(LIMIT_SCHEMA)
+    seq = 0
+    with archive.open(encoding="utf-8") as lines:
+        for line in lines:
+            doc = json.loads(line)
+            rows = []
+            for m in doc["messages"]:
+                seq += 1
+                digest = hashlib.blake2b(m["content"].encode(), digest_size=8).digest()
+                rows.append((seq, doc["user"], seq, m["role"], m["content"], m["timestamp"], digest))
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO msgs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany("INSERT INTO fts (rowid, content) VALUES (?, ?)", [(r[0], r[4]) for r in rows])
+            conn.execute("COMMIT")
+    conn.close()
+    CPU["limit"].append(_cpu() - c0)
+    return time.perf_counter() - t0
+
+
+def call_start_limit(conn: sqlite3.Connection, query: str) -> list[tuple[str, str, int]]:
+    """One FTS5 MATCH of the query's words (best 32 by rank), then reading those rows."""
+    match = " OR ".join(f'"{w}"' for w in query.split())
+    ids = [
+        r[0] for r in conn.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT 32", (match,))
+    ]
+    marks = ",".join("?" * len(ids))
+    return conn.execute(f"SELECT role, content, ts FROM msgs WHERE id IN ({marks})", ids).fetchall()
+
+
+def pct(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="1000,100000")
+    parser.add_argument("--calls", type=int, default=300, help="call starts per side, size and round")
+    parser.add_argument("--rounds", type=int, default=3, help="replay rounds (call starts: interleaved)")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-limit-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}")
+    print(f"code: {Path(convmem_graph.__file__).parent}; load before {os.getloadavg()}")
+    for n in (int(s) for s in args.sizes.split(",")):
+        archive = workdir / f"archive_{n}.jsonl"
+        write_archive(archive, n)
+        ours, limit = workdir / f"ours_{n}.db", workdir / f"limit_{n}.db"
+        times: dict[str, list[float]] = {"convmem": [], "limit": []}
+        for side in CPU.values():
+            side.clear()
+        for _ in range(args.rounds):
+            times["limit"].append(replay_limit(archive, limit))
+            times["convmem"].append(replay_convmem(archive, ours))
+        rate = {k: n / statistics.median(v) for k, v in times.items()}
+        disk = {"convmem": _disk(ours) / n, "limit": _disk(limit) / n}
+        print(
+            f"\n{n:,} messages, replay one process: convmem {rate['convmem']:,.0f} msg/s, limit"
+            f" {rate['limit']:,.0f} msg/s, ratio {rate['convmem'] / rate['limit']:.2f} (target >= 0.5);"
+            f" disk {disk['convmem']:.0f} vs {disk['limit']:.0f} bytes/message,"
+            f" x{disk['convmem'] / disk['limit']:.2f} (target <= 1.5)"
+        )
+        cpu = {k: statistics.median(v) for k, v in CPU.items()}
+        print(
+            f"  CPU: convmem {n / cpu['convmem']:,.0f} msg per CPU-s, limit {n / cpu['limit']:,.0f},"
+            f" ratio {cpu['limit'] / cpu['convmem']:.2f}"
+        )
+        print(
+            "  rounds s: " + "; ".join(f"{k} " + " / ".join(f"{x:.2f}" for x in v) for k, v in times.items())
+        )
+        mem = ConvMemory.open(str(ours))
+        conn = sqlite3.connect(limit)
+        cs: dict[str, list[float]] = {"convmem": [], "limit": []}
+        cpu_cs = {"convmem": 0.0, "limit": 0.0}
+        for q in QUERIES:  # warm both
+            mem.payload("u1", "openai", query=q)
+            call_start_limit(conn, q)
+        for k in range(args.calls):
+            q = QUERIES[k % len(QUERIES)]
+            c0, t0 = time.process_time(), time.perf_counter()
+            call_start_limit(conn, q)
+            c1, t1 = time.process_time(), time.perf_counter()
+            mem.payload("u1", "openai", query=q)
+            c2, t2 = time.process_time(), time.perf_counter()
+            cpu_cs["limit"] += c1 - c0
+            cpu_cs["convmem"] += c2 - c1
+            cs["limit"].append((t1 - t0) * 1000)
+            cs["convmem"].append((t2 - t1) * 1000)
+        (o50, o95), (l50, l95) = pct(cs["convmem"]), pct(cs["limit"])
+        print(
+            f"  call start: convmem p50/p95 {o50:.2f}/{o95:.2f} ms, FTS5 MATCH + top rows"
+            f" {l50:.3f}/{l95:.3f} ms, p50 ratio x{o50 / l50:.1f} (target <= 3), p95 ratio x{o95 / l95:.1f};"
+            f" CPU per call {cpu_cs['convmem'] * 1000 / args.calls:.2f}"
+            f" vs {cpu_cs['limit'] * 1000 / args.calls:.3f} ms,"
+            f" x{cpu_cs['convmem'] / max(cpu_cs['limit'], 1e-9):.1f}"
+        )
+        conn.close()
+        mem.close()
+    print(f"\nload after {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,196 @@
+"""The fixed cost of a live turn: checkpoint durability, thread hand-offs, and Mem0's ``add`` beside it.
+
+Issue 24 item 2. Times ``ConvMemory.ingest`` of one user/assistant pair (what the middleware hands
+over after each model call; the user states a new fact, so every turn extracts, reconciles,
+re-infers and rebuilds the snapshot) on a SQLite file, for each checkpoint durability in
+interleaved rounds, and counts the threads each turn starts. With ``--mem0`` (Mem0 installed: it
+is not a dependency of convmem), Mem0's ``Memory.add`` of the same pair is timed in the same
+rounds with instant fakes: a fake LLM that answers at once with one fact and no update, a fake
+embedder returning a fixed vector, and its default local vector store on disk.
+
+Usage:
+    PYTHONPATH=. python benchmarks/turn_cost.py [--turns 60] [--rounds 5] [--mem0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import convmem_graph
+from convmem_graph.memory import ConvMemory
+
+THINGS = ["榴莲", "羽毛球", "爵士乐", "拿铁", "徒步", "围棋", "寿司", "摄影", "瑜伽", "披萨", "滑雪", "钢琴"]
+DURABILITIES = ("sync", "async", "exit")
+
+
+def turn(i: int) -> list[dict[str, str]]:
+    """One live turn: the user states a new fact, the assistant answers."""
+    thing = THINGS[i % len(THINGS)]
+    return [
+        {"role": "user", "content": f"我最近特别喜欢{thing}{i}号，每周都去。"},
+        {"role": "assistant", "content": f"{thing}听起来很棒！你喜欢它哪一点？"},
+    ]
+
+
+class ThreadCount:
+    """Counts ``threading.Thread.start`` calls (LangGraph's executors start threads per run)."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self._real = threading.Thread.start
+        counter = self
+
+        def start(thread: threading.Thread) -> None:
+            counter.started += 1
+            counter._real(thread)
+
+        threading.Thread.start = start  # type: ignore[method-assign]
+
+
+#: CPU ms per call of each cell's rounds (the process's CPU time: its threads included). On a host
+#: whose other tenants load both cores, wall time mostly measures waiting for a core; CPU time
+#: measures the work.
+CPU: dict[str, list[float]] = {}
+
+
+def timed(fn: Callable[[int], Any], start: int, count: int, cell: str = "") -> list[float]:
+    """ms of each ``fn(start + k)`` (wall); the CPU ms per call goes to :data:`CPU` under ``cell``."""
+    out = []
+    c0 = time.process_time()
+    for k in range(count):
+        t0 = time.perf_counter()
+        fn(start + k)
+        out.append((time.perf_counter() - t0) * 1000)
+    CPU.setdefault(cell, []).append((time.process_time() - c0) * 1000 / count)
+    return out
+
+
+def mem0_memory(workdir: Path) -> Any:
+    """A Mem0 ``Memory`` with instant fakes for its model and embedder (offline)."""
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    from mem0 import Memory  # type: ignore[import-not-found]
+    from mem0.configs.base import MemoryConfig  # type: ignore[import-not-found]
+
+    config = MemoryConfig(
+        vector_store={
+            "provider": "qdrant",
+            "config": {"path": str(workdir / "qdrant"), "embedding_model_dims": 8},
+        },
+        history_db_path=str(workdir / "mem0_history.db"),
+        llm={"provider": "openai", "config": {"api_key": "sk-fake", "model": "gpt-4o-mini"}},
+        embedder={"provider": "openai", "config": {"api_key": "sk-fake", "embedding_dims": 8}},
+    )
+    memory = Memory(config)
+
+    class FakeLLM:
+        """Answers at once, as Mem0 2.x's one extraction call expects: one new memory per turn."""
+
+        calls = 0
+
+        def generate_response(self, messages: list[dict[str, str]], **kwargs: Any) -> str:
+            FakeLLM.calls += 1
+            return json.dumps(
+                {"memory": [{"id": "0", "text": f"User likes thing {FakeLLM.calls}", "event": "ADD"}]}
+            )
+
+    class FakeEmbedder:
+        def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+            return [0.1] * 8
+
+        def embed_batch(self, texts: list[str], memory_action: str | None = None) -> list[list[float]]:
+            return [[0.1] * 8 for _ in texts]
+
+    memory.llm = FakeLLM()
+    memory.embedding_model = FakeEmbedder()
+    return memory
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--mem0", action="store_true", help="time Mem0's add beside (needs mem0ai installed)")
+    parser.add_argument("--freeze", action="store_true", help="gc.freeze() after opening, as the server does")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-turncost-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load {os.getloadavg()}")
+    print(f"code: {Path(convmem_graph.__file__).parent}")
+    mems = {d: ConvMemory.open(str(workdir / f"turn_{d}.db"), durability=d) for d in DURABILITIES}
+    for mem in mems.values():  # untimed: imports, graph compile, first checkpoint
+        for i in range(3):
+            mem.ingest("u1", turn(10**6 + i), source="openai")
+    m0 = mem0_memory(workdir) if args.mem0 else None
+    if m0 is not None:
+        added = m0.add(turn(10**6), user_id="u1")
+        print(f"mem0 {getattr(sys.modules.get('mem0'), '__version__', '?')}: first add stored {added}")
+    if args.freeze:
+        gc.collect()
+        gc.freeze()
+    threads = ThreadCount()
+    cells: dict[str, list[float]] = {}
+    started: dict[str, int] = {}
+    for r in range(args.rounds):
+        for d, mem in mems.items():
+            before = threads.started
+            cells.setdefault(d, []).append(
+                statistics.median(
+                    timed(
+                        lambda i, m=mem: m.ingest("u1", turn(i), source="openai"),
+                        r * args.turns,
+                        args.turns,
+                        d,
+                    )
+                )
+            )
+            started[d] = started.get(d, 0) + threads.started - before
+        if m0 is not None:
+            cells.setdefault("mem0 add", []).append(
+                statistics.median(
+                    timed(lambda i: m0.add(turn(i), user_id="u1"), r * args.turns, args.turns, "mem0 add")
+                )
+            )
+    print(
+        f"\nload after: {os.getloadavg()}; median over {args.rounds} rounds"
+        " of each round's p50 (ms per turn pair)"
+    )
+    base = statistics.median(cells["sync"])
+    for name, rounds in cells.items():
+        med = statistics.median(rounds)
+        per_turn = f"{started[name] / (args.rounds * args.turns):.1f}" if name in started else "-"
+        detail = " / ".join(f"{v:.2f}" for v in rounds)
+        print(
+            f"{name:10} p50 {med:7.2f} ms  x{med / base:.2f} of sync"
+            f"  CPU {statistics.median(CPU[name]):6.2f} ms"
+            f"  threads/turn {per_turn}  (rounds {detail})"
+        )
+    if m0 is not None:
+        stored = len(m0.get_all(filters={"user_id": "u1"}, top_k=10**6).get("results", []))
+        adds = 1 + args.rounds * args.turns
+        print(f"mem0: {stored} memories stored for u1 by {adds} adds (the fakes take its full add path)")
+        best = min(statistics.median(cells[d]) for d in DURABILITIES)
+        ratio = best / statistics.median(cells["mem0 add"])
+        print(
+            f"convmem best / mem0 add p50 = {ratio:.2f} (target <= 1.0: {'met' if ratio <= 1 else 'NOT met'})"
+        )
+    for mem in mems.values():
+        mem.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
