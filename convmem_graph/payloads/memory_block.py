@@ -434,7 +434,7 @@ def _select(
         by_seq: dict[int, float] = {}
         for hit in episodes.hits:
             msg = hit.message
-            score = scorer.score(msg.content)
+            score = scorer.score(msg.content) + scorer.span_bonus(hit.terms)
             if hit.reply_to is not None:
                 # A reply inherits part of what made its question relevant.
                 score += _REPLY_SHARE * by_seq.get(hit.reply_to, 0.0)

@@ -37,6 +37,7 @@ from typing import cast
 
 from sqlalchemy import ColumnElement, Connection, column, delete, select, table
 
+from convmem_graph._query_dates import date_spans
 from convmem_graph._terms import CJK_RUN, bigrams, search_terms, stem, stemmed_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch
 from convmem_graph.store._episode_search import (
@@ -77,7 +78,7 @@ _META_TABLE = "cm_episode_meta"
 _TEXT_VERSION = "1"
 #: The PostgreSQL side table, for the deletes SQLAlchemy builds.
 _PG_EPISODES = table(EPISODE_TABLE, column("seq"))
-_PG_VERSION = "3"  # lexemes stemmed in the client (PyStemmer), prefixed with the memory's bucket
+_PG_VERSION = "4"  # 3: lexemes stemmed in the client, bucket-prefixed; 4: numbers kept
 #: What an index built by this version looks like, on either database (the store's schema stamp).
 INDEX_VERSION = f"sqlite {_TEXT_VERSION}, postgresql {_PG_VERSION}"
 
@@ -335,7 +336,8 @@ def search_episodes(
         driver = cast(sqlite3.Connection, conn.connection.driver_connection)
         return search_sqlite(driver, memory_id, query, limit=limit, per_term=per_term, replies=replies)
     terms = search_terms(query)
-    if not terms or limit <= 0:
+    spans = date_spans(query)
+    if not (terms or spans) or limit <= 0:
         return EpisodeSearch(terms=terms)
     # The term's stem, prefixed with the memory's bucket: the GIN posting list of this memory
     # alone. OFFSET 0 keeps the planner on that index: a backward scan of the whole table by seq
@@ -349,4 +351,14 @@ def search_episodes(
     for term, lexeme in zip(terms, stem(terms), strict=True):
         rows = conn.exec_driver_sql(sql, (_tsquery_literal(prefix + lexeme), per_term))
         postings[term] = [int(r[0]) for r in rows]
-    return collect(conn.exec_driver_sql, "%s", memory_id, terms, postings, limit=limit, replies=replies)
+    return collect(
+        conn.exec_driver_sql,
+        "%s",
+        memory_id,
+        terms,
+        postings,
+        limit=limit,
+        replies=replies,
+        spans=spans,
+        per_term=per_term,
+    )
