@@ -7,16 +7,25 @@ Kept apart from the ``inject`` node so that building a payload (``convmem inject
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
 from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
     from convmem_graph.store import MemoryStore
 
-__all__ = ["EpisodeReads", "build_snapshot", "render_call_start", "select_fragments", "with_episodes"]
+__all__ = [
+    "DenseReads",
+    "EpisodeReads",
+    "build_snapshot",
+    "render_call_start",
+    "select_fragments",
+    "with_episodes",
+]
 
 
 class EpisodeReads(Protocol):
@@ -60,6 +69,15 @@ def build_snapshot(
     )
 
 
+@runtime_checkable
+class DenseReads(Protocol):
+    """The search by meaning a call start makes when an embeddings model is given."""
+
+    def dense_episodes(self, memory_id: str, model: str, vector: list[float], *, limit: int) -> EpisodeSearch:
+        """The stored turns of ``memory_id`` nearest ``vector`` (vectors made by ``model``)."""
+        ...
+
+
 def with_episodes(
     reads: EpisodeReads,
     snapshot: MemorySnapshot,
@@ -67,17 +85,30 @@ def with_episodes(
     query: str | None,
     *,
     budget_tokens: int | None = None,
+    embeddings: Embeddings | None = None,
 ) -> MemorySnapshot:
     """``snapshot`` with the stored turns that match ``query`` attached.
 
     With ``MemoryConfig(episodic=False)`` or no query, the snapshot as it is. The number of
-    candidate turns read follows the block's budget (a quote is ~10-40 tokens).
+    candidate turns read follows the block's budget (a quote is ~10-40 tokens). With
+    ``embeddings`` (and a store that keeps turn vectors) the turns nearest the query by meaning
+    are candidates too, their cosines in ``episodes.dense``; turns not embedded yet are found by
+    their words only.
     """
     if not (config.episodic and query and query.strip()):
         return snapshot
     budget = budget_tokens or config.memory_block_budget_tokens
     limit = max(12, min(48, budget // 12))
     found = reads.search_episodes(snapshot.memory_id, query, limit=limit)
+    if embeddings is not None and isinstance(reads, DenseReads):
+        from convmem_graph.embeddings import model_name  # LangChain: only with a model given
+
+        near = reads.dense_episodes(
+            snapshot.memory_id, model_name(embeddings), embeddings.embed_query(query), limit=limit
+        )
+        held = {h.seq for h in found.hits}
+        found.hits.extend(h for h in near.hits if h.seq not in held)
+        found.dense = near.dense
     return snapshot.model_copy(update={"episodes": found})
 
 
@@ -89,6 +120,7 @@ def render_call_start(
     *,
     config: MemoryConfig,
     now_ms: int,
+    embeddings: Embeddings | None = None,
 ) -> Any:
     """The vendor payload of a call start: ``snapshot``, the turns matching ``options["query"]``.
 
@@ -106,5 +138,6 @@ def render_call_start(
         config,
         query if isinstance(query, str) else None,
         budget_tokens=budget if isinstance(budget, int) else None,
+        embeddings=embeddings,
     )
     return render_payload(vendor, snap, dict(options), now_ms=now_ms)

@@ -28,6 +28,7 @@ __all__ = [
     "Run",
     "bucket",
     "collect",
+    "read_messages",
     "rowid_range",
     "search_sqlite",
 ]
@@ -191,7 +192,7 @@ def collect(
         # The next two seqs after the best hits: usually the same memory's next turn (a batch
         # gets consecutive seqs); the read below keeps only this memory's.
         follow = {s + k for s in best[:replies] for k in (1, 2)} - set(best)
-        found.update(_read_messages(run, mark, memory_id, [*best, *sorted(follow - found.keys())]))
+        found.update(read_messages(run, mark, memory_id, [*best, *sorted(follow - found.keys())]))
         for seq in best:
             msg = found.get(seq)
             if msg is None:
@@ -216,7 +217,8 @@ def collect(
     return result
 
 
-def _read_messages(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, Message]:
+def read_messages(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, Message]:
+    """The memory's messages of ``seqs`` (those still stored), by seq."""
     found: dict[int, Message] = {}
     cols = ", ".join(MESSAGE_COLUMN_NAMES)
     for start in range(0, len(seqs), _IN_CHUNK):

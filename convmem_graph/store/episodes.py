@@ -49,6 +49,7 @@ from convmem_graph.store._episode_search import (
     rowid_range,
     search_sqlite,
 )
+from convmem_graph.store._vectors import delete_message_vectors, delete_seq_vectors, ensure_vector_table
 from convmem_graph.store.engine import dumps
 from convmem_graph.store.schema import messages
 
@@ -80,7 +81,7 @@ _TEXT_VERSION = "1"
 _PG_EPISODES = table(EPISODE_TABLE, column("seq"))
 _PG_VERSION = "4"  # 3: lexemes stemmed in the client, bucket-prefixed; 4: numbers kept
 #: What an index built by this version looks like, on either database (the store's schema stamp).
-INDEX_VERSION = f"sqlite {_TEXT_VERSION}, postgresql {_PG_VERSION}"
+INDEX_VERSION = f"sqlite {_TEXT_VERSION}, postgresql {_PG_VERSION}, turn vectors 1"
 
 
 def episode_text(content: str) -> str:
@@ -104,6 +105,8 @@ def ensure_episode_index(conn: Connection) -> None:
     Runs inside the store's schema transaction. A database written before the index existed is
     indexed here once (logged), so old memories become searchable.
     """
+    # The turn vectors beside the index (written later, off the request path; deleted with it).
+    ensure_vector_table(conn)
     if conn.dialect.name == "postgresql":
         _ensure_postgres(conn)
         return
@@ -239,12 +242,19 @@ def index_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, s
     return len(params)
 
 
-def delete_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, str]]) -> None:
+def delete_episodes(
+    conn: Connection, memory_id: str, rows: Iterable[tuple[int, str]], *, vectors: bool = True
+) -> None:
     """Remove the index rows of messages deleted or about to be (``(seq, content)`` as stored).
 
     On PostgreSQL by seq; on SQLite a contentless FTS5 row is deleted by giving the text it was
-    indexed with, which :func:`episode_text` recomputes.
+    indexed with, which :func:`episode_text` recomputes. The turns' vectors go too (``vectors``).
     """
+    rows = list(rows)
+    if vectors:
+        seqs = [seq for seq, _ in rows]
+        for start in range(0, len(seqs), 500):
+            delete_seq_vectors(conn, memory_id, seqs[start : start + 500])
     if conn.dialect.name == "postgresql":
         seqs = [seq for seq, _ in rows]
         if seqs:
@@ -274,7 +284,9 @@ def delete_message_episodes(conn: Connection, memory_id: str, *where: ColumnElem
     """Remove the index rows of a memory's messages matching ``where`` (all when none), before they go.
 
     On PostgreSQL one statement finds them through the messages; nothing is read into Python.
+    The turns' vectors go too.
     """
+    delete_message_vectors(conn, memory_id, *where)
     if conn.dialect.name == "postgresql":
         chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
         conn.execute(delete(_PG_EPISODES).where(_PG_EPISODES.c.seq.in_(chosen)))
@@ -282,7 +294,7 @@ def delete_message_episodes(conn: Connection, memory_id: str, *where: ColumnElem
     stored = conn.execute(
         select(messages.c.seq, messages.c.content).where(messages.c.memory_id == memory_id, *where)
     )
-    delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored))
+    delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored), vectors=False)
 
 
 def count_episode_rows(conn: Connection, memory_id: str | None = None) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
+from convmem_graph.store._vectors import turn_vectors
 from convmem_graph.store.schema import (
     audit,
     dead_letters,
@@ -142,6 +143,7 @@ class MemoryTable:
 #: episodic index (``cm_episodes``: FTS5 on SQLite, keyed by message seq) is not listed: it is found
 #: through the messages and deleted first, by :func:`~convmem_graph.store.episodes.delete_message_episodes`.
 MEMORY_TABLES: tuple[MemoryTable, ...] = (
+    MemoryTable(turn_vectors, "memory_id"),
     MemoryTable(messages, "memory_id"),
     MemoryTable(fragments, "memory_id"),
     MemoryTable(variable_specs, "memory_id"),
