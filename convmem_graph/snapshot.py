@@ -112,6 +112,32 @@ def with_episodes(
     return snapshot.model_copy(update={"episodes": found})
 
 
+#: Turns a call start with no query builds its query from (the newest ones, oldest first).
+CONTEXT_TURNS = 4
+#: Characters of the model-written summary's end added to that query (its newest topics).
+_SUMMARY_TAIL = 200
+
+
+def context_query(snapshot: MemorySnapshot) -> tuple[str, frozenset[str]]:
+    """A query for a call start that has none: the newest turns, after the summary's last words.
+
+    A voice call opens with no user input yet; what matters is what the last conversation was
+    about. The query is the end of the model-written summary (its newest topics) and the newest
+    :data:`CONTEXT_TURNS` turns, one per line, newest last: the ranker weighs the last line most.
+
+    Returns:
+        The query (``""`` when the memory has no turns and no summary) and the ids of the turns
+        it was built from (not worth quoting back: they are the newest already).
+    """
+    turns = [m for m in snapshot.recent if m.content.strip() and not m.partial][-CONTEXT_TURNS:]
+    lines: list[str] = []
+    summary = snapshot.summary
+    if summary is not None and summary.origin == "model" and summary.text.strip():
+        lines.append(summary.text.strip()[-_SUMMARY_TAIL:])
+    lines.extend(" ".join(m.content.split()) for m in turns)
+    return "\n".join(lines), frozenset(m.id for m in turns)
+
+
 def render_call_start(
     reads: EpisodeReads,
     snapshot: MemorySnapshot,
@@ -132,6 +158,12 @@ def render_call_start(
     if options.get("budget_tokens") is None:
         options = {**options, "budget_tokens": config.memory_block_budget_tokens}
     query, budget = options.get("query"), options["budget_tokens"]
+    used: frozenset[str] = frozenset()
+    if config.episodic and not (isinstance(query, str) and query.strip()):
+        # No user input yet (a call opening): recall what the last conversation was about.
+        query, used = context_query(snapshot)
+        if query:
+            options = {**options, "query": query}
     snap = with_episodes(
         reads,
         snapshot,
@@ -140,4 +172,6 @@ def render_call_start(
         budget_tokens=budget if isinstance(budget, int) else None,
         embeddings=embeddings,
     )
+    if used and snap.episodes is not None:
+        snap.episodes.hits = [h for h in snap.episodes.hits if h.message.id not in used]
     return render_payload(vendor, snap, dict(options), now_ms=now_ms)
