@@ -9,7 +9,12 @@ scale, so that a quoted turn still competes fairly with a fact scored by BM25 al
   onto the BM25 scale by giving the n-th fused turn the n-th best lexical score (so the scores of
   facts and turns stay comparable and the best turn is worth what the best lexical turn was).
 - ``sum`` (calibrated sum): BM25 plus the cosine rescaled to [0, 1] over the candidates (0 at the
-  median cosine, 1 at the best) times the best BM25 score.
+  median cosine, 1 at the best) times :data:`DENSE_WEIGHT` times the best BM25 score.
+
+Measured on LoCoMo (conv-26, its first 80 questions, with the offline model; a small sample, and
+the weight was picked on it among 1.0 and 0.4, so not held out): lexical only 17.5 / 27.5 %
+answer-in-context at 300 / 1,000 tokens; RRF 10.0 / 20.0; sum with weight 1.0 12.5 / 22.5; sum
+with 0.4 13.8 / 28.8. Meaning helps at the larger budget only, and only as a minor voice.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ import statistics
 from collections.abc import Mapping
 from typing import Literal
 
-__all__ = ["RRF_K", "fuse"]
+__all__ = ["DENSE_WEIGHT", "RRF_K", "fuse"]
 
 RRF_K = 60
+#: Share of the best BM25 score the best cosine adds in the calibrated sum.
+DENSE_WEIGHT = 0.4
 
 
 def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
@@ -56,7 +63,11 @@ def fuse(
         span = best - floor
         return {
             i: lexical.get(i, 0.0)
-            + (top_lex * max(0.0, (dense[i] - floor) / span) if i in dense and span > 0 else 0.0)
+            + (
+                DENSE_WEIGHT * top_lex * max(0.0, (dense[i] - floor) / span)
+                if i in dense and span > 0
+                else 0.0
+            )
             for i in ids
         }
     lex_rank, dense_rank = _ranks(lexical), _ranks({k: v + 2.0 for k, v in dense.items()})

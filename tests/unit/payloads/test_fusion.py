@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from convmem_graph.payloads.fusion import fuse
+from convmem_graph.payloads.fusion import DENSE_WEIGHT, fuse
 
 
 def test_without_dense_scores_the_lexical_ones_stand() -> None:
@@ -29,8 +29,10 @@ def test_rrf_keeps_the_bm25_scale() -> None:
     assert fused[2] > fused[4] and fused[3] > fused[4]
 
 
-def test_calibrated_sum_adds_at_most_the_best_lexical_score() -> None:
+def test_calibrated_sum_adds_at_most_a_share_of_the_best_lexical_score() -> None:
     fused = fuse({1: 2.0, 2: 1.0}, {1: 0.2, 2: 0.9, 3: 0.5}, method="sum")
-    assert fused[2] == pytest.approx(1.0 + 2.0)  # the best cosine adds the best BM25
+    assert fused[2] == pytest.approx(
+        1.0 + DENSE_WEIGHT * 2.0
+    )  # the best cosine adds its share of the best BM25
     assert fused[1] == pytest.approx(2.0)  # below the median cosine: nothing added
     assert fused[3] == pytest.approx(0.0)  # the median itself adds 0
