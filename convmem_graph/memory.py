@@ -456,22 +456,71 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         """
         snap = self.snapshot(memory_id)
         now = self.lifecycle.clock()
-        return render_call_start(self.store, snap, vendor, options, config=self.config, now_ms=now)
+        return render_call_start(
+            self.store, snap, vendor, options, config=self.config, now_ms=now, embeddings=self.embeddings
+        )
 
     async def apayload(self, memory_id: str, vendor: str, /, **options: Any) -> Any:
         """Async twin of :meth:`payload`."""
         return await asyncio.to_thread(self.payload, memory_id, vendor, **options)
 
+    def embed_turns(self, memory_id: str, *, batch: int = 64, limit: int | None = None) -> int:
+        """Write the vectors of the memory's stored turns that have none yet (off the request path).
+
+        Batched (``batch`` turns per model call, one write each) and resumable: a killed run
+        leaves whole batches written, and the next run picks up the turns still without one.
+        A memory half embedded still answers: its other turns are found by their words.
+
+        Args:
+            memory_id: The memory.
+            batch: Turns per ``embed_documents`` call.
+            limit: At most this many turns this call (``None``: all that are missing).
+
+        Returns:
+            How many turns got a vector.
+
+        Raises:
+            ValueError: If the memory was opened without ``embeddings``.
+        """
+        if self.embeddings is None:
+            raise ValueError("embed_turns: this ConvMemory was opened without embeddings=")
+        from convmem_graph.embeddings import model_name  # LangChain: only with a model given
+
+        model = model_name(self.embeddings)
+        done = 0
+        while limit is None or done < limit:
+            size = batch if limit is None else min(batch, limit - done)
+            todo = self.store.missing_turn_vectors(memory_id, model, limit=size)
+            if not todo:
+                break
+            vectors = self.embeddings.embed_documents([content for _, content in todo])
+            if len(vectors) != len(todo):
+                raise ValueError(f"embed_documents returned {len(vectors)} vectors for {len(todo)} texts")
+            self.store.save_turn_vectors(
+                memory_id, model, [(s, v) for (s, _), v in zip(todo, vectors, strict=True)]
+            )
+            done += len(todo)
+        return done
+
     def query_snapshot(
-        self, memory_id: str, query: str | None, *, budget_tokens: int | None = None
+        self,
+        memory_id: str,
+        query: str | None,
+        *,
+        budget_tokens: int | None = None,
+        embeddings: Embeddings | None = None,
     ) -> MemorySnapshot:
         """The call-start snapshot with the stored turns that match ``query`` attached.
 
         With ``MemoryConfig(episodic=False)`` or no query, the cached snapshot as it is. The
-        number of candidate turns read follows the block's budget (a quote is ~10-40 tokens).
+        number of candidate turns read follows the block's budget (a quote is ~10-40 tokens). With
+        ``embeddings`` (default: the memory's own) the turns nearest the query by meaning join them.
         """
         snap = self.snapshot(memory_id)
-        return with_episodes(self.store, snap, self.config, query, budget_tokens=budget_tokens)
+        chosen = embeddings if embeddings is not None else self.embeddings
+        return with_episodes(
+            self.store, snap, self.config, query, budget_tokens=budget_tokens, embeddings=chosen
+        )
 
     def memory_block(
         self,
@@ -497,6 +546,12 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         """
         from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
 
+        chosen = embeddings if embeddings is not None else self.embeddings
+        if chosen is not None:
+            from convmem_graph.embeddings import QueryOnce
+
+            # The turns' search and the facts' ranking embed the same query: once.
+            chosen = QueryOnce(chosen)
         options = MemoryBlockOptions(
             budget_tokens=self.config.memory_block_budget_tokens if budget_tokens is None else budget_tokens,
             query=query,
@@ -504,9 +559,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             now_ms=self.lifecycle.clock(),
         )
         return build_memory_block(
-            self.query_snapshot(memory_id, query, budget_tokens=options.budget_tokens),
+            self.query_snapshot(memory_id, query, budget_tokens=options.budget_tokens, embeddings=chosen),
             options,
-            embeddings=embeddings if embeddings is not None else self.embeddings,
+            embeddings=chosen,
         )
 
     async def aquery_snapshot(

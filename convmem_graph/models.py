@@ -234,12 +234,15 @@ class EpisodeSearch(_Model):
             cap is common).
         total: Messages of the memory (capped), the ``N`` of BM25's IDF.
         hits: Candidate turns, best candidates first by the IDF of the terms they hold.
+        dense: Seq -> cosine similarity to the query, for the turns found by their vectors (with
+            an embeddings model; see :mod:`convmem_graph.store._vectors`).
     """
 
     terms: list[str] = Field(default_factory=list)
     document_frequency: dict[str, int] = Field(default_factory=dict)
     total: int = 0
     hits: list[EpisodeHit] = Field(default_factory=list)
+    dense: dict[int, float] = Field(default_factory=dict)
 
 
 class MemorySnapshot(_Model):

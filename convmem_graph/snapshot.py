@@ -7,16 +7,25 @@ Kept apart from the ``inject`` node so that building a payload (``convmem inject
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
 from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
     from convmem_graph.store import MemoryStore
 
-__all__ = ["EpisodeReads", "build_snapshot", "render_call_start", "select_fragments", "with_episodes"]
+__all__ = [
+    "DenseReads",
+    "EpisodeReads",
+    "build_snapshot",
+    "render_call_start",
+    "select_fragments",
+    "with_episodes",
+]
 
 
 class EpisodeReads(Protocol):
@@ -60,6 +69,15 @@ def build_snapshot(
     )
 
 
+@runtime_checkable
+class DenseReads(Protocol):
+    """The search by meaning a call start makes when an embeddings model is given."""
+
+    def dense_episodes(self, memory_id: str, model: str, vector: list[float], *, limit: int) -> EpisodeSearch:
+        """The stored turns of ``memory_id`` nearest ``vector`` (vectors made by ``model``)."""
+        ...
+
+
 def with_episodes(
     reads: EpisodeReads,
     snapshot: MemorySnapshot,
@@ -67,18 +85,57 @@ def with_episodes(
     query: str | None,
     *,
     budget_tokens: int | None = None,
+    embeddings: Embeddings | None = None,
 ) -> MemorySnapshot:
     """``snapshot`` with the stored turns that match ``query`` attached.
 
     With ``MemoryConfig(episodic=False)`` or no query, the snapshot as it is. The number of
-    candidate turns read follows the block's budget (a quote is ~10-40 tokens).
+    candidate turns read follows the block's budget (a quote is ~10-40 tokens). With
+    ``embeddings`` (and a store that keeps turn vectors) the turns nearest the query by meaning
+    are candidates too, their cosines in ``episodes.dense``; turns not embedded yet are found by
+    their words only.
     """
     if not (config.episodic and query and query.strip()):
         return snapshot
     budget = budget_tokens or config.memory_block_budget_tokens
     limit = max(12, min(48, budget // 12))
     found = reads.search_episodes(snapshot.memory_id, query, limit=limit)
+    if embeddings is not None and isinstance(reads, DenseReads):
+        from convmem_graph.embeddings import model_name  # LangChain: only with a model given
+
+        near = reads.dense_episodes(
+            snapshot.memory_id, model_name(embeddings), embeddings.embed_query(query), limit=limit
+        )
+        held = {h.seq for h in found.hits}
+        found.hits.extend(h for h in near.hits if h.seq not in held)
+        found.dense = near.dense
     return snapshot.model_copy(update={"episodes": found})
+
+
+#: Turns a call start with no query builds its query from (the newest ones, oldest first).
+CONTEXT_TURNS = 4
+#: Characters of the model-written summary's end added to that query (its newest topics).
+_SUMMARY_TAIL = 200
+
+
+def context_query(snapshot: MemorySnapshot) -> tuple[str, frozenset[str]]:
+    """A query for a call start that has none: the newest turns, after the summary's last words.
+
+    A voice call opens with no user input yet; what matters is what the last conversation was
+    about. The query is the end of the model-written summary (its newest topics) and the newest
+    :data:`CONTEXT_TURNS` turns, one per line, newest last: the ranker weighs the last line most.
+
+    Returns:
+        The query (``""`` when the memory has no turns and no summary) and the ids of the turns
+        it was built from (not worth quoting back: they are the newest already).
+    """
+    turns = [m for m in snapshot.recent if m.content.strip() and not m.partial][-CONTEXT_TURNS:]
+    lines: list[str] = []
+    summary = snapshot.summary
+    if summary is not None and summary.origin == "model" and summary.text.strip():
+        lines.append(summary.text.strip()[-_SUMMARY_TAIL:])
+    lines.extend(" ".join(m.content.split()) for m in turns)
+    return "\n".join(lines), frozenset(m.id for m in turns)
 
 
 def render_call_start(
@@ -89,6 +146,7 @@ def render_call_start(
     *,
     config: MemoryConfig,
     now_ms: int,
+    embeddings: Embeddings | None = None,
 ) -> Any:
     """The vendor payload of a call start: ``snapshot``, the turns matching ``options["query"]``.
 
@@ -100,11 +158,20 @@ def render_call_start(
     if options.get("budget_tokens") is None:
         options = {**options, "budget_tokens": config.memory_block_budget_tokens}
     query, budget = options.get("query"), options["budget_tokens"]
+    used: frozenset[str] = frozenset()
+    if config.episodic and not (isinstance(query, str) and query.strip()):
+        # No user input yet (a call opening): recall what the last conversation was about.
+        query, used = context_query(snapshot)
+        if query:
+            options = {**options, "query": query}
     snap = with_episodes(
         reads,
         snapshot,
         config,
         query if isinstance(query, str) else None,
         budget_tokens=budget if isinstance(budget, int) else None,
+        embeddings=embeddings,
     )
+    if used and snap.episodes is not None:
+        snap.episodes.hits = [h for h in snap.episodes.hits if h.message.id not in used]
     return render_payload(vendor, snap, dict(options), now_ms=now_ms)

@@ -266,6 +266,8 @@ class Context:
 
 
 METHODS = ("convmem", "recent", "bm25", "full")
+#: Methods that need ``--embeddings`` (not run by default).
+EMBEDDING_METHODS = ("hybrid",)
 
 
 class ConversationIndex:
@@ -302,8 +304,13 @@ def build_contexts(
     methods: tuple[str, ...] = METHODS,
     *,
     timer: Callable[[], float] = time.perf_counter,
+    hybrid: ConvMemory | None = None,
 ) -> Iterator[Context]:
-    """Yield each method's context for ``question`` (budgeted methods once per budget)."""
+    """Yield each method's context for ``question`` (budgeted methods once per budget).
+
+    ``hybrid``: the same database opened with an embeddings model; method ``hybrid`` is its
+    payload (lexical and dense candidates fused), ``convmem`` stays lexical only.
+    """
     mid = memory_id(index.conv)
     for method in methods:
         if method == "full":
@@ -313,8 +320,11 @@ def build_contexts(
             continue
         for budget in budgets:
             started = timer()
-            if method == "convmem":
-                messages = mem.payload(mid, "openai", query=question, budget_tokens=budget, recent_turns=0)
+            if method in ("convmem", "hybrid"):
+                source = hybrid if method == "hybrid" and hybrid is not None else mem
+                if method == "hybrid" and hybrid is None:
+                    raise ValueError("method 'hybrid' needs --embeddings")
+                messages = source.payload(mid, "openai", query=question, budget_tokens=budget, recent_turns=0)
                 text = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
             elif method == "recent":
                 text = _recent(index, budget)

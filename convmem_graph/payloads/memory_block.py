@@ -45,6 +45,7 @@ from convmem_graph.payloads._sanitize import (
     neutralize_label,
     wrap_flagged,
 )
+from convmem_graph.payloads.fusion import fuse
 from convmem_graph.payloads.ranker import Scorer
 from convmem_graph.payloads.relevance import iter_ranked
 from convmem_graph.tokens import TokenCounter, count_tokens
@@ -135,6 +136,8 @@ _MIN_QUOTE_TOKENS = 48
 # An inferred variable is cheap and says who the user is: it ranks like a one-term match.
 _VARIABLE_PRIOR = 2.0
 _POOL_SAMPLE = 400
+#: How lexical and dense scores of turns are fused (see :mod:`convmem_graph.payloads.fusion`).
+_FUSION: Literal["rrf", "sum"] = "sum"
 # Share of a found turn's score that the other speaker's reply to it inherits.
 _REPLY_SHARE = 0.6
 _ID = attrgetter("id")
@@ -434,11 +437,16 @@ def _select(
         by_seq: dict[int, float] = {}
         for hit in episodes.hits:
             msg = hit.message
-            score = scorer.score(msg.content)
+            score = scorer.score(msg.content) + scorer.span_bonus(hit.terms)
             if hit.reply_to is not None:
                 # A reply inherits part of what made its question relevant.
                 score += _REPLY_SHARE * by_seq.get(hit.reply_to, 0.0)
             by_seq[hit.seq] = score
+        if episodes.dense:
+            by_seq = fuse(by_seq, episodes.dense, method=_FUSION)
+        for hit in episodes.hits:
+            msg = hit.message
+            score = by_seq.get(hit.seq, 0.0)
             if msg.id in exclude_turns or not msg.content.strip() or msg.partial:
                 continue
             if score > 0:

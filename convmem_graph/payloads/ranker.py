@@ -82,6 +82,14 @@ class Scorer:
         self.weights: dict[str, float] = {}
         self._bags: dict[str, list[str]] = {}
         self._scores: dict[str, float] = {}
+        #: Dates the query names (``@2023-08-19``) -> the IDF of "stored within that span".
+        self.span_weights: dict[str, float] = {}
+        if episodes is not None and episodes.total > 0:
+            for label in episodes.terms:
+                if label.startswith("@"):
+                    within = episodes.document_frequency.get(label, 0)
+                    total = episodes.total
+                    self.span_weights[label] = math.log(1.0 + (total - within + 0.5) / (within + 0.5))
         if not terms:
             self._avg = 1.0
             return
@@ -116,6 +124,14 @@ class Scorer:
             # Cached across calls too: a memory's facts are scored again at every call start.
             bag = self._bags[text] = list(_cached_terms(text))
         return bag
+
+    def span_bonus(self, held: Sequence[str]) -> float:
+        """What a stored turn gains for being said within dates the query names.
+
+        ``held`` is the turn's matched search keys (:attr:`EpisodeHit.terms`); a date span
+        counts like a query term of the same rarity, so "19 August 2023" outweighs "in 2023".
+        """
+        return sum(self.span_weights.get(t, 0.0) for t in held)
 
     def score(self, text: str) -> float:
         """BM25 of ``text`` (0.0 when it holds no query term)."""

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from convmem_graph._query_dates import DateSpan, date_spans
 from convmem_graph._terms import search_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
@@ -27,6 +28,7 @@ __all__ = [
     "Run",
     "bucket",
     "collect",
+    "read_messages",
     "rowid_range",
     "search_sqlite",
 ]
@@ -75,7 +77,8 @@ def search_sqlite(
     result for the same file.
     """
     terms = search_terms(query)
-    if not terms or limit <= 0:
+    spans = date_spans(query)
+    if not (terms or spans) or limit <= 0:
         return EpisodeSearch(terms=terms)
     lo, hi = rowid_range(memory_id)
     sql = (
@@ -93,7 +96,35 @@ def search_sqlite(
             postings[term] = [r[0] & SEQ_MASK for r in rows]
     finally:
         cursor.close()
-    return collect(conn.execute, "?", memory_id, terms, postings, limit=limit, replies=replies)
+    return collect(
+        conn.execute,
+        "?",
+        memory_id,
+        terms,
+        postings,
+        limit=limit,
+        replies=replies,
+        spans=spans,
+        per_term=per_term,
+    )
+
+
+def span_postings(run: Run, mark: str, memory_id: str, span: DateSpan, per_term: int) -> list[int]:
+    """Seqs of the memory's turns stored within ``span``, newest first (at most ``per_term``).
+
+    A date named in the query is searched like a term whose postings are the turns of that day
+    (month, year): the turn that answers "what did I cook on 19 August" rarely says the date.
+    Served by the messages' ``(memory_id, timestamp_ms)`` index.
+    """
+    sql = (
+        f"SELECT seq FROM {_MESSAGES} WHERE memory_id = {mark} AND timestamp_ms >= {mark} "
+        f"AND timestamp_ms < {mark} ORDER BY timestamp_ms DESC, seq DESC LIMIT {int(per_term)}"
+    )
+    return [int(r[0]) for r in run(sql, (memory_id, span.start_ms, span.end_ms))]
+
+
+def _same_text(content: str) -> str:
+    return " ".join(content.lower().split())
 
 
 def collect(
@@ -105,6 +136,8 @@ def collect(
     *,
     limit: int,
     replies: int | None = None,
+    spans: Sequence[DateSpan] = (),
+    per_term: int = PER_TERM,
 ) -> EpisodeSearch:
     """Score the candidate seqs each term's postings name and read the best ``limit`` turns.
 
@@ -117,9 +150,19 @@ def collect(
         limit: Candidate turns returned.
         replies: For this many of the best candidates (default: a third of ``limit``), the other
             speaker's next turn is added too (``reply_to`` set).
+        spans: Dates the query names: each is searched as a term (its label, e.g.
+            ``@2023-08-19``) whose postings are the turns stored within it.
+        per_term: Postings read per date span.
+
+    Identical turns (same words, case and spacing aside) count once: the newest stands for them,
+    so a user who restates something does not use up the candidates.
     """
-    result = EpisodeSearch(terms=terms)
+    result = EpisodeSearch(terms=[*terms, *(s.label for s in spans)])
     replies = limit // 3 if replies is None else replies
+    if spans:
+        postings = dict(postings)
+        for span in spans:
+            postings[span.label] = span_postings(run, mark, memory_id, span, per_term)
     result.document_frequency = {t: len(p) for t, p in postings.items()}
     if not any(postings.values()):
         return result
@@ -128,6 +171,7 @@ def collect(
     scores: dict[int, float] = {}
     held: dict[int, set[str]] = {}
     n = max(result.total, 1)
+    found: dict[int, Message] = {}
     for term, seqs in postings.items():
         df = len(seqs)
         if not df:
@@ -136,16 +180,27 @@ def collect(
         for seq in seqs:
             scores[seq] = scores.get(seq, 0.0) + idf
             held.setdefault(seq, set()).add(term)
-    # A few spare candidates: a seq may have been deleted since (the index and the messages are
-    # written together, but a concurrent purge may commit between the two reads).
-    best = sorted(scores, key=lambda s: (-scores[s], -s))[: limit + 4]
-    # The next two seqs after the best hits: usually the same memory's next turn (a batch gets
-    # consecutive seqs); the read below keeps only this memory's.
-    follow = {s + k for s in best[:replies] for k in (1, 2)} - set(best)
-    found = _read_messages(run, mark, memory_id, [*best, *sorted(follow)])
-    for seq in best:
-        msg = found.get(seq)
-        if msg is not None:
+    ranked = sorted(scores, key=lambda s: (-scores[s], -s))
+    seen: set[str] = set()
+    start = 0
+    # Read in rounds: duplicates of a turn already taken do not count, so read on past them. A
+    # few spare candidates per round: a seq may have been deleted since (the index and the
+    # messages are written together, but a concurrent purge may commit between the two reads).
+    while len(result.hits) < limit and start < len(ranked):
+        best = ranked[start : start + limit - len(result.hits) + 4]
+        start += len(best)
+        # The next two seqs after the best hits: usually the same memory's next turn (a batch
+        # gets consecutive seqs); the read below keeps only this memory's.
+        follow = {s + k for s in best[:replies] for k in (1, 2)} - set(best)
+        found.update(read_messages(run, mark, memory_id, [*best, *sorted(follow - found.keys())]))
+        for seq in best:
+            msg = found.get(seq)
+            if msg is None:
+                continue
+            key = _same_text(msg.content)
+            if key in seen:
+                continue
+            seen.add(key)
             result.hits.append(EpisodeHit(seq=seq, message=msg, terms=sorted(held[seq])))
             if len(result.hits) == limit:
                 break
@@ -154,14 +209,16 @@ def collect(
         for nxt in (hit.seq + 1, hit.seq + 2):
             msg = found.get(nxt)
             if msg is not None and msg.role != hit.message.role:
-                if nxt not in taken:
+                if nxt not in taken and _same_text(msg.content) not in seen:
                     taken.add(nxt)
+                    seen.add(_same_text(msg.content))
                     result.hits.append(EpisodeHit(seq=nxt, message=msg, reply_to=hit.seq))
                 break
     return result
 
 
-def _read_messages(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, Message]:
+def read_messages(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, Message]:
+    """The memory's messages of ``seqs`` (those still stored), by seq."""
     found: dict[int, Message] = {}
     cols = ", ".join(MESSAGE_COLUMN_NAMES)
     for start in range(0, len(seqs), _IN_CHUNK):

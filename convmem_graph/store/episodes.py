@@ -37,6 +37,7 @@ from typing import cast
 
 from sqlalchemy import ColumnElement, Connection, column, delete, select, table
 
+from convmem_graph._query_dates import date_spans
 from convmem_graph._terms import CJK_RUN, bigrams, search_terms, stem, stemmed_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch
 from convmem_graph.store._episode_search import (
@@ -48,6 +49,7 @@ from convmem_graph.store._episode_search import (
     rowid_range,
     search_sqlite,
 )
+from convmem_graph.store._vectors import delete_message_vectors, delete_seq_vectors
 from convmem_graph.store.engine import dumps
 from convmem_graph.store.schema import messages
 
@@ -77,9 +79,9 @@ _META_TABLE = "cm_episode_meta"
 _TEXT_VERSION = "1"
 #: The PostgreSQL side table, for the deletes SQLAlchemy builds.
 _PG_EPISODES = table(EPISODE_TABLE, column("seq"))
-_PG_VERSION = "3"  # lexemes stemmed in the client (PyStemmer), prefixed with the memory's bucket
+_PG_VERSION = "4"  # 3: lexemes stemmed in the client, bucket-prefixed; 4: numbers kept
 #: What an index built by this version looks like, on either database (the store's schema stamp).
-INDEX_VERSION = f"sqlite {_TEXT_VERSION}, postgresql {_PG_VERSION}"
+INDEX_VERSION = f"sqlite {_TEXT_VERSION}, postgresql {_PG_VERSION}, turn vectors 1"
 
 
 def episode_text(content: str) -> str:
@@ -238,12 +240,19 @@ def index_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, s
     return len(params)
 
 
-def delete_episodes(conn: Connection, memory_id: str, rows: Iterable[tuple[int, str]]) -> None:
+def delete_episodes(
+    conn: Connection, memory_id: str, rows: Iterable[tuple[int, str]], *, vectors: bool = True
+) -> None:
     """Remove the index rows of messages deleted or about to be (``(seq, content)`` as stored).
 
     On PostgreSQL by seq; on SQLite a contentless FTS5 row is deleted by giving the text it was
-    indexed with, which :func:`episode_text` recomputes.
+    indexed with, which :func:`episode_text` recomputes. The turns' vectors go too (``vectors``).
     """
+    rows = list(rows)
+    if vectors:
+        seqs = [seq for seq, _ in rows]
+        for start in range(0, len(seqs), 500):
+            delete_seq_vectors(conn, memory_id, seqs[start : start + 500])
     if conn.dialect.name == "postgresql":
         seqs = [seq for seq, _ in rows]
         if seqs:
@@ -273,7 +282,9 @@ def delete_message_episodes(conn: Connection, memory_id: str, *where: ColumnElem
     """Remove the index rows of a memory's messages matching ``where`` (all when none), before they go.
 
     On PostgreSQL one statement finds them through the messages; nothing is read into Python.
+    The turns' vectors go too.
     """
+    delete_message_vectors(conn, memory_id, *where)
     if conn.dialect.name == "postgresql":
         chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
         conn.execute(delete(_PG_EPISODES).where(_PG_EPISODES.c.seq.in_(chosen)))
@@ -281,7 +292,7 @@ def delete_message_episodes(conn: Connection, memory_id: str, *where: ColumnElem
     stored = conn.execute(
         select(messages.c.seq, messages.c.content).where(messages.c.memory_id == memory_id, *where)
     )
-    delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored))
+    delete_episodes(conn, memory_id, ((int(seq), content) for seq, content in stored), vectors=False)
 
 
 def count_episode_rows(conn: Connection, memory_id: str | None = None) -> int:
@@ -335,7 +346,8 @@ def search_episodes(
         driver = cast(sqlite3.Connection, conn.connection.driver_connection)
         return search_sqlite(driver, memory_id, query, limit=limit, per_term=per_term, replies=replies)
     terms = search_terms(query)
-    if not terms or limit <= 0:
+    spans = date_spans(query)
+    if not (terms or spans) or limit <= 0:
         return EpisodeSearch(terms=terms)
     # The term's stem, prefixed with the memory's bucket: the GIN posting list of this memory
     # alone. OFFSET 0 keeps the planner on that index: a backward scan of the whole table by seq
@@ -349,4 +361,14 @@ def search_episodes(
     for term, lexeme in zip(terms, stem(terms), strict=True):
         rows = conn.exec_driver_sql(sql, (_tsquery_literal(prefix + lexeme), per_term))
         postings[term] = [int(r[0]) for r in rows]
-    return collect(conn.exec_driver_sql, "%s", memory_id, terms, postings, limit=limit, replies=replies)
+    return collect(
+        conn.exec_driver_sql,
+        "%s",
+        memory_id,
+        terms,
+        postings,
+        limit=limit,
+        replies=replies,
+        spans=spans,
+        per_term=per_term,
+    )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
+from convmem_graph.store._vectors import turn_vectors
 from convmem_graph.store.schema import (
     audit,
     dead_letters,
@@ -184,6 +185,11 @@ _PLUMBING = "server or ingestion bookkeeping of this database, not the memory's 
 _MEMORY_ONLY = frozenset({"memory_id"})
 
 MEMORY_TABLES: tuple[MemoryTable, ...] = (
+    MemoryTable(
+        turn_vectors,
+        "memory_id",
+        not_exported="derived data: embedded again from the turns",
+    ),
     MemoryTable(messages, "memory_id", ExportPart("messages", ("seq",), frozenset({"seq", "memory_id"}))),
     MemoryTable(fragments, "memory_id", ExportPart("fragments", ("id",), _MEMORY_ONLY)),
     MemoryTable(variable_specs, "memory_id", ExportPart("variable_specs", ("position",), _MEMORY_ONLY)),

@@ -71,6 +71,7 @@ from convmem_graph.store._messages import (
     prepare_messages,
     row_to_message,
 )
+from convmem_graph.store._vectors import dense_episodes, missing_vectors, write_vectors
 from convmem_graph.store.engine import (
     WRITE_OPTION,
     chunked,
@@ -657,6 +658,21 @@ class MemoryStore:
         """
         with self._read() as conn:
             return search_episodes(conn, memory_id, query, limit=limit)
+
+    def missing_turn_vectors(self, memory_id: str, model: str, *, limit: int = 64) -> list[tuple[int, str]]:
+        """Up to ``limit`` of the memory's turns with no vector by ``model`` yet, oldest first."""
+        with self._read() as conn:
+            return missing_vectors(conn, memory_id, model, limit)
+
+    def save_turn_vectors(self, memory_id: str, model: str, rows: list[tuple[int, list[float]]]) -> int:
+        """Store turn vectors of one memory (``(seq, vector)``); a deleted turn's vector is not kept."""
+        with self._write() as conn:
+            return write_vectors(conn, memory_id, model, rows)
+
+    def dense_episodes(self, memory_id: str, model: str, vector: list[float], *, limit: int) -> EpisodeSearch:
+        """The memory's stored turns nearest ``vector`` (vectors by ``model``), cosine in ``dense``."""
+        with self._read() as conn:
+            return dense_episodes(conn, memory_id, model, vector, limit=limit)
 
     def max_seq(self, memory_id: str) -> int:
         """Return the highest message seq of a memory (0 when it has none)."""

@@ -29,6 +29,7 @@ from sqlalchemy import (
     Connection,
     Float,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -136,6 +137,8 @@ def _value(table: Table, column: Any, memory_id: str, n: int, number: str) -> An
         return True
     if isinstance(kind, Float):
         return 1.0
+    if isinstance(kind, LargeBinary):  # turn vectors: the planted text as the blob's bytes
+        return f"{number} {memory_id}".encode()
     if isinstance(kind, Integer):
         return n
     if isinstance(kind, String | Text):

@@ -1,0 +1,91 @@
+"""Fusing the lexical and the dense (by meaning) scores of candidate turns onto one scale.
+
+The block ranks facts, variables, summary sentences and quoted turns by one BM25 score. Turns
+found by meaning get a second score, a cosine; fusing the two must leave the result on the BM25
+scale, so that a quoted turn still competes fairly with a fact scored by BM25 alone:
+
+- ``rrf`` (reciprocal-rank fusion, k = 60, the constant of Cormack et al. that Mem0 and Zep use):
+  each turn gets ``1/(k + lexical rank) + 1/(k + dense rank)``; the fused order is then mapped
+  onto the BM25 scale by giving the n-th fused turn the n-th best lexical score (so the scores of
+  facts and turns stay comparable and the best turn is worth what the best lexical turn was).
+- ``sum`` (calibrated sum): BM25 plus the cosine rescaled to [0, 1] over the candidates (0 at the
+  median cosine, 1 at the best) times :data:`DENSE_WEIGHT` times the best BM25 score.
+
+Measured on LoCoMo (conv-26, its first 80 questions, with the offline model; a small sample, and
+the weight was picked on it among 1.0 and 0.4, so not held out): lexical only 17.5 / 27.5 %
+answer-in-context at 300 / 1,000 tokens; RRF 10.0 / 20.0; sum with weight 1.0 12.5 / 22.5; sum
+with 0.4 13.8 / 28.8. Meaning helps at the larger budget only, and only as a minor voice.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Literal
+
+__all__ = ["DENSE_WEIGHT", "RRF_K", "fuse"]
+
+RRF_K = 60
+#: Share of the best BM25 score the best cosine adds in the calibrated sum.
+DENSE_WEIGHT = 0.4
+
+
+def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
+    order = sorted((k for k, v in scores.items() if v > 0), key=lambda k: (-scores[k], -k))
+    return {k: i for i, k in enumerate(order)}
+
+
+def fuse(
+    lexical: Mapping[int, float], dense: Mapping[int, float], *, method: Literal["rrf", "sum"] = "rrf"
+) -> dict[int, float]:
+    """Fused scores of every candidate in ``lexical`` or ``dense``, on the lexical (BM25) scale.
+
+    Args:
+        lexical: Candidate id -> BM25 score (0 when it holds no query term).
+        dense: Candidate id -> cosine similarity to the query (the dense candidates only).
+        method: ``rrf`` or ``sum``; see the module docstring.
+
+    Returns:
+        Candidate id -> fused score (> 0 for every candidate either side found).
+
+    Example:
+        >>> fused = fuse({1: 3.0, 2: 1.0}, {3: 0.9, 2: 0.8, 1: 0.1})
+        >>> sorted(fused, key=fused.get, reverse=True)  # 1: ranks 0 and 2; 2: ranks 1 and 1
+        [1, 2, 3]
+    """
+    if not dense:
+        return dict(lexical)
+    top_lex = max((v for v in lexical.values() if v > 0), default=1.0)
+    ids = set(lexical) | set(dense)
+    if method == "sum":
+        cosines = sorted(dense.values())
+        floor, best = statistics.median(cosines), cosines[-1]
+        span = best - floor
+        return {
+            i: lexical.get(i, 0.0)
+            + (
+                DENSE_WEIGHT * top_lex * max(0.0, (dense[i] - floor) / span)
+                if i in dense and span > 0
+                else 0.0
+            )
+            for i in ids
+        }
+    lex_rank, dense_rank = _ranks(lexical), _ranks({k: v + 2.0 for k, v in dense.items()})
+    rrf = {
+        i: (1.0 / (RRF_K + lex_rank[i]) if i in lex_rank else 0.0)
+        + (1.0 / (RRF_K + dense_rank[i]) if i in dense_rank else 0.0)
+        for i in ids
+    }
+    order = sorted(ids, key=lambda i: (-rrf[i], -i))
+    # The n-th fused turn takes the n-th best lexical score: the BM25 scale, in the fused order.
+    levels = sorted((v for v in lexical.values() if v > 0), reverse=True)
+    out: dict[int, float] = {}
+    for n, i in enumerate(order):
+        if rrf[i] <= 0:
+            out[i] = 0.0
+        elif n < len(levels):
+            out[i] = levels[n]
+        else:  # more fused candidates than lexical ones: below the weakest, in fused order
+            weakest = levels[-1] if levels else top_lex
+            out[i] = weakest * (1.0 - (n - len(levels) + 1) / (len(order) + 1))
+    return out

@@ -1,0 +1,132 @@
+"""Turn vectors: written off the request path, found by meaning, exact after delete and purge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.embeddings import Embeddings
+from sqlalchemy import text
+
+from convmem_graph.memory import ConvMemory
+
+# Axes of meaning with no shared word between their members: a lexical search cannot link them.
+_CONCEPTS = (("programming", "python", "c++", "rust"), ("pet", "dog", "puppy"), ("sea", "beach", "surf"))
+T0 = 1_709_460_000_000
+
+
+class ConceptEmbeddings(Embeddings):
+    """A text points along the concepts whose words it holds (plus a small constant axis)."""
+
+    model = "concepts-v1"
+
+    def __init__(self) -> None:
+        self.documents = 0
+
+    def _vector(self, text: str) -> list[float]:
+        low = text.lower()
+        return [float(any(w in low for w in words)) for words in _CONCEPTS] + [0.05]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.documents += len(texts)
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+TURNS = [
+    "I have worked with Python and C++ for years",
+    "We adopted a puppy last spring",
+    "Went surfing at the beach on Sunday",
+    "The weather was grey all week",
+]
+QUERY = "What programming languages does the user know?"
+
+
+def ingest(mem: ConvMemory, mid: str = "u1") -> None:
+    mem.ingest(
+        mid,
+        [{"role": "user", "content": t, "timestamp": T0 + i * 60_000} for i, t in enumerate(TURNS)],
+        source="openai",
+    )
+
+
+def block(mem: ConvMemory, mid: str = "u1") -> str:
+    messages = mem.payload(mid, "openai", query=QUERY, budget_tokens=300, recent_turns=0)
+    return str(messages[0]["content"]) if messages and messages[0]["role"] == "system" else ""
+
+
+def vector_rows(mem: ConvMemory, mid: str | None = None) -> int:
+    sql = "SELECT count(*) FROM cm_turn_vectors" + (" WHERE memory_id = :m" if mid else "")
+    with mem.store.engine.connect() as conn:
+        return int(conn.execute(text(sql), {"m": mid} if mid else {}).scalar() or 0)
+
+
+def check_vectors_round_trip(url: str) -> None:
+    """The same checks on any backend (the PostgreSQL integration test runs them too)."""
+    emb = ConceptEmbeddings()
+    mem = ConvMemory.open(url, embeddings=emb, clock=lambda: T0 + 3_600_000)
+    try:
+        ingest(mem)
+        ingest(mem, "u2")
+        # Not embedded yet: the memory answers by words (none shared), and nothing breaks.
+        assert "Python" not in block(mem)
+        # Half embedded: the first two turns get vectors, the rest wait (resumable).
+        assert mem.embed_turns("u1", batch=1, limit=2) == 2
+        assert vector_rows(mem, "u1") == 2
+        assert "Python and C++" in block(mem)
+        assert mem.embed_turns("u1") == len(TURNS) - 2  # picks up where it stopped
+        assert mem.embed_turns("u1") == 0
+        assert mem.embed_turns("u2") == len(TURNS)
+        # Retention purge: the purged turns' vectors go with them.
+        purged = mem.store.purge_messages("u1", before_ms=T0 + 120_000, keep_recent=0, only_processed=False)
+        assert purged == 2
+        assert vector_rows(mem, "u1") == len(TURNS) - 2
+        with mem.store.engine.connect() as conn:
+            orphans = conn.execute(
+                text(
+                    "SELECT count(*) FROM cm_turn_vectors v WHERE NOT EXISTS (SELECT 1 FROM cm_messages m "
+                    "WHERE m.memory_id = v.memory_id AND m.seq = v.seq)"
+                )
+            ).scalar()
+        assert orphans == 0
+        # Delete: every vector of the memory goes, the other memory's stay.
+        assert mem.delete("u1")
+        assert vector_rows(mem, "u1") == 0
+        assert vector_rows(mem, "u2") == len(TURNS)
+    finally:
+        mem.close()
+
+
+def test_vectors_round_trip_sqlite(tmp_path: Path) -> None:
+    check_vectors_round_trip(str(tmp_path / "v.db"))
+
+
+def test_lexical_only_memory_does_not_find_by_meaning(tmp_path: Path) -> None:
+    mem = ConvMemory.open(str(tmp_path / "v.db"), clock=lambda: T0 + 3_600_000)
+    try:
+        ingest(mem)
+        assert "Python" not in block(mem)
+    finally:
+        mem.close()
+
+
+def test_vectors_of_another_model_are_not_used(tmp_path: Path) -> None:
+    url = str(tmp_path / "v.db")
+    first = ConvMemory.open(url, embeddings=ConceptEmbeddings(), clock=lambda: T0 + 3_600_000)
+    try:
+        ingest(first)
+        first.embed_turns("u1")
+    finally:
+        first.close()
+
+    class Other(ConceptEmbeddings):
+        model = "concepts-v2"
+
+    second = ConvMemory.open(url, embeddings=Other(), clock=lambda: T0 + 3_600_000)
+    try:
+        assert "Python" not in block(second)  # v1 vectors are not v2's
+        assert second.embed_turns("u1") == len(TURNS)
+        assert "Python and C++" in block(second)
+    finally:
+        second.close()
