@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -21,6 +21,12 @@ from convmem_graph._copies import (
 )
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
+from convmem_graph.store._rounds import (
+    interrupted_copy,
+    mark_batch_rounds,
+    record_interruptions,
+    stored_rounds_to_mark,
+)
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.store.engine import chunked, dumps
 from convmem_graph.store.schema import memories, messages, snapshots
@@ -125,7 +131,9 @@ def _merge_round(
             "metadata": metadata,
         }
     )
-    return merged if adds_to(stored, merged) or sentences != old_sents else None
+    # A 905 whose text equals the sentences so far still counts: a later 903 must not extend it.
+    learned = sentences != old_sents or final != old_meta.get("final_text")
+    return merged if adds_to(stored, merged) or learned else None
 
 
 def _merge_same_id(
@@ -272,11 +280,28 @@ class _CallCopy:
     original: str | None
     timestamp_ms: int
     task: str
+    interrupted: bool
+
+
+def _with_proxy_copy(voice: Message, proxy: _CallCopy) -> Message | None:
+    """The voice copy knowing what its absorbed proxy copy knew; ``None`` when that adds nothing.
+
+    ``interrupted`` from either copy (the proxy's client hung up: the answer was cut); when cut,
+    the generated text is kept as ``original``: the voice copy's own generated sentences when they
+    differ from what was spoken, else the proxy's streamed text (``convmem_graph._copies``).
+    """
+    if voice.interrupted or not proxy.interrupted:
+        return None
+    marked = interrupted_copy(voice) if voice.round_id is not None else voice
+    update: dict[str, object] = {"interrupted": True}
+    if marked.original is None and normalize_text(proxy.content) != normalize_text(voice.content):
+        update["original"] = proxy.content
+    return marked.model_copy(update=update)
 
 
 def _absorb_proxy_copies(
     conn: Connection, memory_id: str, unique: dict[str, Message], window_ms: int, new_memory: bool
-) -> dict[str, tuple[int, str]]:
+) -> tuple[dict[str, tuple[int, str]], dict[str, tuple[Message, int, str]]]:
     """The voice copy of a call's utterance wins over the memory proxy's copy of it, in any order.
 
     A TRTC call through the proxy says everything twice: the voice channel (903/905, a round id;
@@ -284,14 +309,27 @@ def _absorb_proxy_copies(
     text and the generated answer, ``task_id`` from ``X-Task-Id``). A proxy copy of the same call
     and speaker, within ``window_ms`` of a voice copy whose text starts it or is started by it
     (:func:`~convmem_graph._copies.same_call_utterance`), is that utterance again: a proxy copy in
-    the batch is not stored, a stored one is deleted (returned as ``{id: (seq, content)}``).
+    the batch is not stored, a stored one is deleted. What only the proxy copy knew (the answer was
+    cut) goes to the voice copy (:func:`_with_proxy_copy`): in the batch it is updated in place.
+
+    Returns:
+        The stored proxy copies to delete (``{id: (seq, content)}``), and the stored voice copies
+        to replace (``{id: (updated message, seq, stored content)}``).
     """
     batch = [m for m in unique.values() if m.channel in ("voice", "api") and call_task(m.metadata)]
     if not batch:
-        return {}
+        return {}, {}
     copies = [
         _CallCopy(
-            m.id, None, m.role, m.channel, m.content, m.original, m.timestamp_ms, call_task(m.metadata) or ""
+            m.id,
+            None,
+            m.role,
+            m.channel,
+            m.content,
+            m.original,
+            m.timestamp_ms,
+            call_task(m.metadata) or "",
+            m.interrupted,
         )
         for m in batch
     ]
@@ -299,34 +337,66 @@ def _absorb_proxy_copies(
     if not new_memory:
         lo = min(c.timestamp_ms for c in copies) - window_ms
         hi = max(c.timestamp_ms for c in copies) + window_ms
-        query = select(
-            *messages.c["id", "seq", "role", "channel", "content", "original", "timestamp_ms", "metadata"]
-        ).where(
+        names = (
+            "id",
+            "seq",
+            "role",
+            "channel",
+            "content",
+            "original",
+            "timestamp_ms",
+            "metadata",
+            "interrupted",
+        )
+        query = select(*(messages.c[name] for name in names)).where(
             messages.c.memory_id == memory_id,
             messages.c.timestamp_ms.between(lo, hi),
             messages.c.channel.in_(("voice", "api")),
         )
-        for mid, seq, role, channel, content, original, ts, meta in conn.execute(query):
+        for mid, seq, role, channel, content, original, ts, meta, cut in conn.execute(query):
             task = call_task(_load_metadata(meta))
             if task in tasks and mid not in unique:
                 copies.append(
-                    _CallCopy(mid, int(seq), role, channel, content or "", original, int(ts), task or "")
+                    _CallCopy(
+                        mid, int(seq), role, channel, content or "", original, int(ts), task or "", bool(cut)
+                    )
                 )
     voices = [c for c in copies if c.channel == "voice"]
     absorbed: dict[str, tuple[int, str]] = {}
+    refreshed: dict[str, tuple[Message, int, str]] = {}
     for proxy in (c for c in copies if c.channel == "api"):
-        if any(
-            v.task == proxy.task
-            and v.role == proxy.role
-            and abs(v.timestamp_ms - proxy.timestamp_ms) <= window_ms
-            and same_call_utterance((v.content, v.original), proxy.content)
-            for v in voices
-        ):
-            if proxy.seq is None:
-                del unique[proxy.id]
-            else:
-                absorbed[proxy.id] = (proxy.seq, proxy.content)
-    return absorbed
+        voice = next(
+            (
+                v
+                for v in voices
+                if v.task == proxy.task
+                and v.role == proxy.role
+                and abs(v.timestamp_ms - proxy.timestamp_ms) <= window_ms
+                and same_call_utterance((v.content, v.original), proxy.content)
+            ),
+            None,
+        )
+        if voice is None:
+            continue
+        updated: Message | None = None
+        if proxy.seq is None:
+            del unique[proxy.id]
+        else:
+            absorbed[proxy.id] = (proxy.seq, proxy.content)
+        if voice.seq is None:
+            updated = _with_proxy_copy(unique[voice.id], proxy)
+            if updated is not None:
+                unique[voice.id] = updated
+        elif voice.id not in refreshed and proxy.interrupted and not voice.interrupted:
+            row = conn.execute(
+                select(*MESSAGE_COLUMNS).where(messages.c.memory_id == memory_id, messages.c.id == voice.id)
+            ).first()
+            updated = None if row is None else _with_proxy_copy(row_to_message(row), proxy)
+            if updated is not None:
+                refreshed[voice.id] = (updated, voice.seq, voice.content)
+        if updated is not None:
+            voice.interrupted = True  # a further proxy copy has nothing more to add
+    return absorbed, refreshed
 
 
 def insert_messages(
@@ -338,6 +408,8 @@ def insert_messages(
     replaced_rows: list[tuple[int, str]] | None = None,
     pg_follow: PgFollow | None = None,
     new_memory: bool = False,
+    interruptions: Collection[tuple[str, str]] = (),
+    now_ms: int = 0,
 ) -> list[str]:
     """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
 
@@ -361,15 +433,25 @@ def insert_messages(
             :class:`PgFollow`); one round trip for the three.
         new_memory: The memory was created in this transaction, so it holds no message yet: the
             duplicate lookups are skipped (two round trips on a database server).
+        interruptions: TRTC ``(TaskId, RoundId)`` pairs an interruption metric named: kept, and
+            the round's bot turn, stored or in the batch, is marked (``store._rounds``).
+        now_ms: When the marks were received (kept with them).
 
     Returns:
         The ids inserted, in seq order.
     """
     prepared = batch if isinstance(batch, PreparedBatch) else prepare_messages(batch)
     unique = dict(prepared.unique)
+    hashes = dict(prepared.hashes)
+    if interruptions:
+        record_interruptions(conn, memory_id, interruptions, now_ms)
+        for marked in () if new_memory else stored_rounds_to_mark(conn, memory_id, interruptions, unique):
+            # A further copy of the stored round, carrying the mark: merged below like any copy.
+            unique[marked.id] = marked
+            hashes[marked.id] = content_hash(marked.role, marked.content)
     if not unique:
         return []
-    hashes = dict(prepared.hashes)
+    mark_batch_rounds(conn, memory_id, unique, interruptions, new_memory)
 
     replace: set[str] = set()
     old_rows: dict[str, tuple[int, str]] = {}
@@ -405,9 +487,15 @@ def insert_messages(
                 old_rows[mid] = (int(seq), content or "")
                 hashes[mid] = content_hash(merged.role, merged.content)
 
-    absorbed = _absorb_proxy_copies(conn, memory_id, unique, window_ms, new_memory)
+    absorbed, refreshed = _absorb_proxy_copies(conn, memory_id, unique, window_ms, new_memory)
     old_rows.update(absorbed)
     replace.update(absorbed)  # deleted below: not a copy the text window may keep instead
+    for mid, (updated, seq, content) in refreshed.items():
+        # A stored voice copy that learned from its proxy copy: replaced like a merged copy.
+        unique[mid] = updated
+        hashes[mid] = content_hash(updated.role, updated.content)
+        replace.add(mid)
+        old_rows[mid] = (seq, content)
 
     seen: dict[int, list[_Seen]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})

@@ -24,6 +24,7 @@ from convmem_graph.store.schema import (
     fragments,
     memories,
     messages,
+    round_interruptions,
     snapshots,
     summaries,
     variable_specs,
@@ -62,8 +63,9 @@ inbox_table = Table(
     Column("status", String(16), nullable=False),
     Column("note", Text, nullable=True),
     Column("body", Text, nullable=False),
-    # The TRTC round a delivery belongs to (903/904/905 RoundId, 906/908 Tag.RoundId): a round's
-    # earlier deliveries are read again with a later one, so the round comes out whole in any order.
+    # The TRTC round a delivery belongs to (903/904/905 RoundId, 906/908 Tag.RoundId), for an
+    # operator's queries. The worker no longer reads a round's deliveries again: the store
+    # completes a stored round (store._rounds, store._messages), for the library's runs too.
     Column("round_id", String(256), nullable=True),
     Index("ix_cm_serve_inbox_status_seq", "status", "seq"),
     Index("ix_cm_serve_inbox_task_id", "task_id"),
@@ -143,6 +145,7 @@ class MemoryTable:
 #: through the messages and deleted first, by :func:`~convmem_graph.store.episodes.delete_message_episodes`.
 MEMORY_TABLES: tuple[MemoryTable, ...] = (
     MemoryTable(messages, "memory_id"),
+    MemoryTable(round_interruptions, "memory_id"),
     MemoryTable(fragments, "memory_id"),
     MemoryTable(variable_specs, "memory_id"),
     MemoryTable(variables, "memory_id"),

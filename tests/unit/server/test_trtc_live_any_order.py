@@ -275,7 +275,7 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
 
 
 class TimelineWorker(InboxWorker):
-    """The real worker (routing, parking, round re-reads), each run stopping at the stored timeline.
+    """The real worker (routing, parking), each run stopping at the stored timeline.
 
     A run is the lifecycle's ingest and normalize steps - read every input, merge the batch,
     store it - without extraction and summaries, which read the timeline and never change it:
@@ -299,7 +299,10 @@ class TimelineWorker(InboxWorker):
         messages, _dropped = merge_timeline(read, dedupe_window_ms=config.dedupe_window_ms)
         for m in messages:
             m.memory_id = memory_id
-        self.mem.store.add_messages(memory_id, messages, dedupe_window_ms=config.dedupe_window_ms)
+        interruptions = sorted({pair for result in read for pair in result.interruptions})
+        self.mem.store.add_messages(
+            memory_id, messages, dedupe_window_ms=config.dedupe_window_ms, interruptions=interruptions
+        )
 
 
 def _serve_settings(db: str, deployment: Deployment) -> ServeSettings:
