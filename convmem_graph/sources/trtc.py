@@ -21,7 +21,8 @@ Rules decided here:
   round's bot turn whether it was stored before or comes later (a metric delivered alone).
 - A bot turn that comes before the human's first speech (903 or 904) in the same payload is the
   welcome message (``source`` ``greeting``); other bot turns are ``llm`` (also a bot turn read
-  alone, without the human's events), human turns ``asr``; channel ``voice``.
+  alone, without the human's events), human turns ``asr``; channel ``voice``. The store decides
+  the label again on what it holds (``store._rounds``), so a welcome read alone ends as ``greeting``.
 - Exact duplicate deliveries (same body, or same TaskId/EventType/EventMsTs/RoundId/UserId/Text)
   are skipped as ``duplicate_delivery``; every other event type is skipped as
   ``event_type_ignored`` with its name.

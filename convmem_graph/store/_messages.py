@@ -22,7 +22,7 @@ from convmem_graph._copies import (
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
 from convmem_graph.store._rounds import (
-    interrupted_copy,
+    label_welcome_turns,
     mark_batch_rounds,
     record_interruptions,
     stored_rounds_to_mark,
@@ -115,8 +115,7 @@ def _merge_round(
     interrupted = bot and (new.interrupted or stored.interrupted)
     original = joined if interrupted and joined and joined != content else None
     timestamp = sentences[0][0] if sentences else min(new.timestamp_ms, stored.timestamp_ms)
-    # "greeting" is a guess of the reader from what one payload holds (a bot turn before the
-    # human's first speech in it): a later copy cannot tell better, so the stored label stays.
+    # "greeting" or "llm": decided on what is stored once the batch is merged (store._rounds).
     source = stored.source
     metadata = {**old_meta, **new.metadata, "sentences": [list(item) for item in sentences]}
     if final:
@@ -280,28 +279,28 @@ class _CallCopy:
     original: str | None
     timestamp_ms: int
     task: str
-    interrupted: bool
 
 
-def _with_proxy_copy(voice: Message, proxy: _CallCopy) -> Message | None:
-    """The voice copy knowing what its absorbed proxy copy knew; ``None`` when that adds nothing.
+def _copy_call(channel: str, metadata: dict[str, Any] | None) -> str | None:
+    """Which voice call a voice or proxy copy belongs to, for :func:`_absorb_proxy_copies`.
 
-    ``interrupted`` from either copy (the proxy's client hung up: the answer was cut); when cut,
-    the generated text is kept as ``original``: the voice copy's own generated sentences when they
-    differ from what was spoken, else the proxy's streamed text (``convmem_graph._copies``).
+    The TRTC task when the copy names one (its voice copy, and the proxy's copy through
+    ``X-Task-Id``); ``""`` (a call that cannot be named) for an Agora voice copy (``agent_id``)
+    and a proxy copy without a task: Agora's request to a custom LLM names no agent or channel.
+    ``None``: not a copy of a call's turn.
     """
-    if voice.interrupted or not proxy.interrupted:
-        return None
-    marked = interrupted_copy(voice) if voice.round_id is not None else voice
-    update: dict[str, object] = {"interrupted": True}
-    if marked.original is None and normalize_text(proxy.content) != normalize_text(voice.content):
-        update["original"] = proxy.content
-    return marked.model_copy(update=update)
+    task = call_task(metadata)
+    if task is not None:
+        return task
+    meta = metadata or {}
+    if (channel == "api" and meta.get("proxy_request_id")) or (channel == "voice" and meta.get("agent_id")):
+        return ""
+    return None
 
 
 def _absorb_proxy_copies(
     conn: Connection, memory_id: str, unique: dict[str, Message], window_ms: int, new_memory: bool
-) -> tuple[dict[str, tuple[int, str]], dict[str, tuple[Message, int, str]]]:
+) -> dict[str, tuple[int, str]]:
     """The voice copy of a call's utterance wins over the memory proxy's copy of it, in any order.
 
     A TRTC call through the proxy says everything twice: the voice channel (903/905, a round id;
@@ -309,94 +308,58 @@ def _absorb_proxy_copies(
     text and the generated answer, ``task_id`` from ``X-Task-Id``). A proxy copy of the same call
     and speaker, within ``window_ms`` of a voice copy whose text starts it or is started by it
     (:func:`~convmem_graph._copies.same_call_utterance`), is that utterance again: a proxy copy in
-    the batch is not stored, a stored one is deleted. What only the proxy copy knew (the answer was
-    cut) goes to the voice copy (:func:`_with_proxy_copy`): in the batch it is updated in place.
+    the batch is not stored, a stored one is deleted. An Agora call names no call in its request
+    to the proxy (:func:`_copy_call`): its proxy copy is an Agora voice copy's only with the same
+    words (the text window's rule, with the voice copy kept whatever came first).
+
+    The proxy copy's own ``interrupted`` (its client hung up) is not carried over: TRTC's request
+    names no round, so when a call repeats its words ("好的") the proxy copy of a cut answer
+    matches an earlier or later round as well, and marking that one would be wrong (the live
+    property test found it). The voice copy's interruption comes from 906/908.
 
     Returns:
-        The stored proxy copies to delete (``{id: (seq, content)}``), and the stored voice copies
-        to replace (``{id: (updated message, seq, stored content)}``).
+        The stored proxy copies to delete, ``{id: (seq, content)}``.
     """
-    batch = [m for m in unique.values() if m.channel in ("voice", "api") and call_task(m.metadata)]
+    batch = [(m, key) for m in unique.values() if (key := _copy_call(m.channel, m.metadata)) is not None]
     if not batch:
-        return {}, {}
+        return {}
     copies = [
-        _CallCopy(
-            m.id,
-            None,
-            m.role,
-            m.channel,
-            m.content,
-            m.original,
-            m.timestamp_ms,
-            call_task(m.metadata) or "",
-            m.interrupted,
-        )
-        for m in batch
+        _CallCopy(m.id, None, m.role, m.channel, m.content, m.original, m.timestamp_ms, key)
+        for m, key in batch
     ]
     tasks = {c.task for c in copies}
     if not new_memory:
         lo = min(c.timestamp_ms for c in copies) - window_ms
         hi = max(c.timestamp_ms for c in copies) + window_ms
-        names = (
-            "id",
-            "seq",
-            "role",
-            "channel",
-            "content",
-            "original",
-            "timestamp_ms",
-            "metadata",
-            "interrupted",
-        )
+        names = ("id", "seq", "role", "channel", "content", "original", "timestamp_ms", "metadata")
         query = select(*(messages.c[name] for name in names)).where(
             messages.c.memory_id == memory_id,
             messages.c.timestamp_ms.between(lo, hi),
             messages.c.channel.in_(("voice", "api")),
         )
-        for mid, seq, role, channel, content, original, ts, meta, cut in conn.execute(query):
-            task = call_task(_load_metadata(meta))
+        for mid, seq, role, channel, content, original, ts, meta in conn.execute(query):
+            task = _copy_call(channel, _load_metadata(meta))
             if task in tasks and mid not in unique:
-                copies.append(
-                    _CallCopy(
-                        mid, int(seq), role, channel, content or "", original, int(ts), task or "", bool(cut)
-                    )
-                )
+                copies.append(_CallCopy(mid, int(seq), role, channel, content or "", original, int(ts), task))
     voices = [c for c in copies if c.channel == "voice"]
     absorbed: dict[str, tuple[int, str]] = {}
-    refreshed: dict[str, tuple[Message, int, str]] = {}
     for proxy in (c for c in copies if c.channel == "api"):
-        voice = next(
-            (
-                v
-                for v in voices
-                if v.task == proxy.task
-                and v.role == proxy.role
-                and abs(v.timestamp_ms - proxy.timestamp_ms) <= window_ms
-                and same_call_utterance((v.content, v.original), proxy.content)
-            ),
-            None,
-        )
-        if voice is None:
-            continue
-        updated: Message | None = None
-        if proxy.seq is None:
-            del unique[proxy.id]
-        else:
-            absorbed[proxy.id] = (proxy.seq, proxy.content)
-        if voice.seq is None:
-            updated = _with_proxy_copy(unique[voice.id], proxy)
-            if updated is not None:
-                unique[voice.id] = updated
-        elif voice.id not in refreshed and proxy.interrupted and not voice.interrupted:
-            row = conn.execute(
-                select(*MESSAGE_COLUMNS).where(messages.c.memory_id == memory_id, messages.c.id == voice.id)
-            ).first()
-            updated = None if row is None else _with_proxy_copy(row_to_message(row), proxy)
-            if updated is not None:
-                refreshed[voice.id] = (updated, voice.seq, voice.content)
-        if updated is not None:
-            voice.interrupted = True  # a further proxy copy has nothing more to add
-    return absorbed, refreshed
+        if any(
+            v.task == proxy.task
+            and v.role == proxy.role
+            and abs(v.timestamp_ms - proxy.timestamp_ms) <= window_ms
+            and (
+                same_call_utterance((v.content, v.original), proxy.content)
+                if v.task
+                else normalize_text(v.content) == normalize_text(proxy.content) != ""
+            )
+            for v in voices
+        ):
+            if proxy.seq is None:
+                del unique[proxy.id]
+            else:
+                absorbed[proxy.id] = (proxy.seq, proxy.content)
+    return absorbed
 
 
 def insert_messages(
@@ -487,15 +450,21 @@ def insert_messages(
                 old_rows[mid] = (int(seq), content or "")
                 hashes[mid] = content_hash(merged.role, merged.content)
 
-    absorbed, refreshed = _absorb_proxy_copies(conn, memory_id, unique, window_ms, new_memory)
+    absorbed = _absorb_proxy_copies(conn, memory_id, unique, window_ms, new_memory)
     old_rows.update(absorbed)
     replace.update(absorbed)  # deleted below: not a copy the text window may keep instead
-    for mid, (updated, seq, content) in refreshed.items():
-        # A stored voice copy that learned from its proxy copy: replaced like a merged copy.
-        unique[mid] = updated
-        hashes[mid] = content_hash(updated.role, updated.content)
-        replace.add(mid)
-        old_rows[mid] = (seq, content)
+
+    def replace_stored(rows: dict[str, tuple[Message, int, str]]) -> None:
+        # A stored copy that learned from another (a welcome message with a human turn before
+        # it): replaced like a merged copy.
+        for mid, (updated, seq, content) in rows.items():
+            unique[mid] = updated
+            hashes[mid] = content_hash(updated.role, updated.content)
+            replace.add(mid)
+            old_rows[mid] = (seq, content)
+
+    # With the batch final: the welcome message's label (a stored one may turn to llm).
+    replace_stored(label_welcome_turns(conn, memory_id, unique, new_memory))
 
     seen: dict[int, list[_Seen]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})

@@ -1,4 +1,4 @@
-"""TRTC interruption marks: a round's bot turn is interrupted whatever run the metric came in.
+"""TRTC rounds across runs: interruption marks and the welcome message's label, in any order.
 
 An interruption metric (906/908) names a round (``TaskId``, ``RoundId``) and nothing else: no
 speaker, no text. Read in the same payload as the round, the reader marks the turn itself. Read
@@ -16,6 +16,7 @@ The result is the one a single run over all the round's deliveries gives.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from typing import Any
 
@@ -27,7 +28,13 @@ from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.store.engine import chunked, insert_ignore
 from convmem_graph.store.schema import messages, round_interruptions
 
-__all__ = ["interrupted_copy", "mark_batch_rounds", "record_interruptions", "stored_rounds_to_mark"]
+__all__ = [
+    "interrupted_copy",
+    "label_welcome_turns",
+    "mark_batch_rounds",
+    "record_interruptions",
+    "stored_rounds_to_mark",
+]
 
 Round = tuple[str, str]
 
@@ -111,3 +118,82 @@ def mark_batch_rounds(
     for mid, key in pending.items():
         if key in marked:
             unique[mid] = interrupted_copy(unique[mid])
+
+
+def _call_of(msg: Message) -> str | None:
+    """The TRTC task of a voice round (a turn ``sources/trtc.py`` read), else ``None``."""
+    if msg.channel != "voice" or msg.round_id is None or not isinstance(msg.metadata.get("sentences"), list):
+        return None
+    task = msg.metadata.get("task_id")
+    return task if isinstance(task, str) else ""
+
+
+def _task_in(raw: Any) -> str | None:
+    meta = raw if isinstance(raw, dict) else None
+    if meta is None and isinstance(raw, str):
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            meta = None
+    task = meta.get("task_id") if isinstance(meta, dict) else None
+    return task if isinstance(task, str) else None
+
+
+def label_welcome_turns(
+    conn: Connection, memory_id: str, unique: dict[str, Message], new_memory: bool
+) -> dict[str, tuple[Message, int, str]]:
+    """Label a call's bot turns ``greeting`` (the welcome message) or ``llm``, whatever the order.
+
+    The rule, on what is stored: a TRTC bot turn is the welcome message when no human turn of the
+    same call (``TaskId``) is stored with an earlier time. A reader can only tell from the one
+    payload it reads (a welcome delivered alone looked like any answer), so the store decides:
+
+    - a bot turn of the batch is labelled by the human turns of its call in the batch and by the
+      newest stored voice turn of the human before it (one lookup per bot turn: calls of one
+      memory follow each other, so an earlier turn of its call is that one if any);
+    - a human turn of the batch turns a stored ``greeting`` of its call that comes after it into
+      ``llm`` (returned: ``{id: (relabelled message, seq, stored content)}``, replaced by the caller).
+    """
+    humans: dict[str, int] = {}
+    for msg in unique.values():
+        task = _call_of(msg)
+        if task is not None and msg.role == "user":
+            humans[task] = min(humans.get(task, msg.timestamp_ms), msg.timestamp_ms)
+    for mid, msg in list(unique.items()):
+        task = _call_of(msg)
+        if task is None or msg.role != "assistant":
+            continue
+        earlier = humans.get(task, msg.timestamp_ms) < msg.timestamp_ms
+        if not earlier and not new_memory:
+            query = (
+                select(messages.c.metadata)
+                .where(
+                    messages.c.memory_id == memory_id,
+                    messages.c.timestamp_ms < msg.timestamp_ms,
+                    messages.c.channel == "voice",
+                    messages.c.role == "user",
+                )
+                .order_by(messages.c.timestamp_ms.desc())
+                .limit(1)
+            )
+            row = conn.execute(query).first()
+            earlier = row is not None and _task_in(row[0]) == task
+        label = "llm" if earlier else "greeting"
+        if msg.source != label:
+            unique[mid] = msg.model_copy(update={"source": label})
+    relabelled: dict[str, tuple[Message, int, str]] = {}
+    if humans and not new_memory:
+        query = select(*(messages.c[name] for name in MESSAGE_COLUMN_NAMES)).where(
+            messages.c.memory_id == memory_id,
+            messages.c.timestamp_ms > min(humans.values()),
+            messages.c.channel == "voice",
+            messages.c.role == "assistant",
+            messages.c.source == "greeting",
+        )
+        for row in conn.execute(query):
+            stored = row_to_message(row)
+            task = _call_of(stored)
+            if stored.id in unique or task not in humans or stored.timestamp_ms <= humans[task]:
+                continue
+            relabelled[stored.id] = (stored.model_copy(update={"source": "llm"}), int(row[0]), stored.content)
+    return relabelled

@@ -39,7 +39,7 @@ def _memory() -> Iterator[None]:
 def _stored(mem: ConvMemory, memory_id: str) -> list[tuple[Any, ...]]:
     return sorted(
         (
-            (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms)
+            (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms, m.source)
             for m in mem.store.recent_messages(memory_id, 1000)
         ),
         key=lambda r: (r[5], r[0], r[1], r[4] or ""),
