@@ -14,9 +14,10 @@ from sqlalchemy import Connection, delete, select
 from convmem_graph._copies import (
     adds_to,
     call_task,
+    copy_call,
     has_identity,
+    is_proxy_copy,
     merge_copies,
-    same_call_utterance,
     two_utterances,
 )
 from convmem_graph._text import join_sentences, normalize_text
@@ -281,23 +282,6 @@ class _CallCopy:
     task: str
 
 
-def _copy_call(channel: str, metadata: dict[str, Any] | None) -> str | None:
-    """Which voice call a voice or proxy copy belongs to, for :func:`_absorb_proxy_copies`.
-
-    The TRTC task when the copy names one (its voice copy, and the proxy's copy through
-    ``X-Task-Id``); ``""`` (a call that cannot be named) for an Agora voice copy (``agent_id``)
-    and a proxy copy without a task: Agora's request to a custom LLM names no agent or channel.
-    ``None``: not a copy of a call's turn.
-    """
-    task = call_task(metadata)
-    if task is not None:
-        return task
-    meta = metadata or {}
-    if (channel == "api" and meta.get("proxy_request_id")) or (channel == "voice" and meta.get("agent_id")):
-        return ""
-    return None
-
-
 def _absorb_proxy_copies(
     conn: Connection, memory_id: str, unique: dict[str, Message], window_ms: int, new_memory: bool
 ) -> dict[str, tuple[int, str]]:
@@ -307,7 +291,7 @@ def _absorb_proxy_copies(
     the spoken text, interrupted from 906/908) and the proxy's copy (the LLM request's user
     text and the generated answer, ``task_id`` from ``X-Task-Id``). A proxy copy of the same call
     and speaker, within ``window_ms`` of a voice copy whose text starts it or is started by it
-    (:func:`~convmem_graph._copies.same_call_utterance`), is that utterance again: a proxy copy in
+    (:func:`~convmem_graph._copies.is_proxy_copy`), is that utterance again: a proxy copy in
     the batch is not stored, a stored one is deleted. An Agora call names no call in its request
     to the proxy (:func:`_copy_call`): its proxy copy is an Agora voice copy's only with the same
     words (the text window's rule, with the voice copy kept whatever came first).
@@ -320,7 +304,7 @@ def _absorb_proxy_copies(
     Returns:
         The stored proxy copies to delete, ``{id: (seq, content)}``.
     """
-    batch = [(m, key) for m in unique.values() if (key := _copy_call(m.channel, m.metadata)) is not None]
+    batch = [(m, key) for m in unique.values() if (key := copy_call(m.channel, m.metadata)) is not None]
     if not batch:
         return {}
     copies = [
@@ -338,7 +322,7 @@ def _absorb_proxy_copies(
             messages.c.channel.in_(("voice", "api")),
         )
         for mid, seq, role, channel, content, original, ts, meta in conn.execute(query):
-            task = _copy_call(channel, _load_metadata(meta))
+            task = copy_call(channel, _load_metadata(meta))
             if task in tasks and mid not in unique:
                 copies.append(_CallCopy(mid, int(seq), role, channel, content or "", original, int(ts), task))
     voices = [c for c in copies if c.channel == "voice"]
@@ -348,11 +332,7 @@ def _absorb_proxy_copies(
             v.task == proxy.task
             and v.role == proxy.role
             and abs(v.timestamp_ms - proxy.timestamp_ms) <= window_ms
-            and (
-                same_call_utterance((v.content, v.original), proxy.content)
-                if v.task
-                else normalize_text(v.content) == normalize_text(proxy.content) != ""
-            )
+            and is_proxy_copy(v.task, (v.content, v.original), proxy.content)
             for v in voices
         ):
             if proxy.seq is None:
