@@ -75,32 +75,42 @@ def _cut_round() -> tuple[live.CallIds, list[dict[str, Any]], list[live.Round]]:
     return ids, live.deliveries(rounds, ids), rounds
 
 
-def test_a_lone_interruption_metric_marks_the_round_stored_in_an_earlier_run() -> None:
-    ids, bodies, rounds = _cut_round()
-    metric = next(b for b in bodies if b["EventInfo"]["Payload"].get("Metric") == "interruption")
-    rest = [b for b in bodies if b is not metric]
-    with ConvMemory.open(":memory:", config=MemoryConfig(bot_ids=[live.BOT])) as mem:
-        mem.ingest(ids.human, rest, source="trtc")
-        before = _stored(mem, ids.human)
-        assert before[-1][2:4] == (None, False)  # not known yet: stored as spoken, whole
-        result = mem.ingest(ids.human, [metric], source="trtc")
-        assert result.new_messages == 1  # the marked turn is stored again (a new seq: processed again)
-        assert _stored(mem, ids.human) == live.expected(rounds, bodies, ids)
-        assert _stored(mem, ids.human)[-1][1:4] == ("从前有座山，", "从前有座山，山里有座庙。", True)
-        # Retried, the metric changes nothing.
-        assert mem.ingest(ids.human, [metric], source="trtc").new_messages == 0
+class RoundInterruptionContract:
+    """A lone 906/908 and its round in separate library runs; subclasses provide ``url``."""
+
+    def test_a_lone_interruption_metric_marks_the_round_stored_in_an_earlier_run(self, url: str) -> None:
+        ids, bodies, rounds = _cut_round()
+        metric = next(b for b in bodies if b["EventInfo"]["Payload"].get("Metric") == "interruption")
+        rest = [b for b in bodies if b is not metric]
+        with ConvMemory.open(url, config=MemoryConfig(bot_ids=[live.BOT])) as mem:
+            mem.ingest(ids.human, rest, source="trtc")
+            before = _stored(mem, ids.human)
+            assert before[-1][2:4] == (None, False)  # not known yet: stored as spoken, whole
+            result = mem.ingest(ids.human, [metric], source="trtc")
+            assert result.new_messages == 1  # the marked turn is stored again (a new seq: processed again)
+            assert _stored(mem, ids.human) == live.expected(rounds, bodies, ids)
+            assert _stored(mem, ids.human)[-1][1:4] == ("从前有座山，", "从前有座山，山里有座庙。", True)
+            # Retried, the metric changes nothing.
+            assert mem.ingest(ids.human, [metric], source="trtc").new_messages == 0
+
+    def test_a_lone_interruption_metric_marks_the_round_stored_in_a_later_run(self, url: str) -> None:
+        ids, bodies, rounds = _cut_round()
+        metric = next(b for b in bodies if b["EventInfo"]["Payload"].get("Metric") == "interruption")
+        with ConvMemory.open(url, config=MemoryConfig(bot_ids=[live.BOT])) as mem:
+            mem.ingest(ids.human, [metric], source="trtc")
+            with mem.store.read() as conn:
+                mine = round_interruptions.select().where(round_interruptions.c.memory_id == ids.human)
+                kept = conn.execute(mine).all()
+            assert [(r.task_id, r.round_id) for r in kept] == [(ids.task, "r-000")]
+            mem.ingest(ids.human, [b for b in bodies if b is not metric], source="trtc")
+            assert _stored(mem, ids.human) == live.expected(rounds, bodies, ids)
+            mem.delete(ids.human)
+            with mem.store.read() as conn:
+                gone = round_interruptions.select().where(round_interruptions.c.memory_id == ids.human)
+                assert conn.execute(gone).all() == []
 
 
-def test_a_lone_interruption_metric_marks_the_round_stored_in_a_later_run() -> None:
-    ids, bodies, rounds = _cut_round()
-    metric = next(b for b in bodies if b["EventInfo"]["Payload"].get("Metric") == "interruption")
-    with ConvMemory.open(":memory:", config=MemoryConfig(bot_ids=[live.BOT])) as mem:
-        mem.ingest(ids.human, [metric], source="trtc")
-        with mem.store.read() as conn:
-            kept = conn.execute(round_interruptions.select()).all()
-        assert [(r.task_id, r.round_id) for r in kept] == [(ids.task, "r-000")]
-        mem.ingest(ids.human, [b for b in bodies if b is not metric], source="trtc")
-        assert _stored(mem, ids.human) == live.expected(rounds, bodies, ids)
-        mem.delete(ids.human)
-        with mem.store.read() as conn:
-            assert conn.execute(round_interruptions.select()).all() == []
+class TestSqliteRoundInterruptions(RoundInterruptionContract):
+    @pytest.fixture
+    def url(self) -> str:
+        return ":memory:"
