@@ -27,7 +27,9 @@ __all__ = [
     "IDENTITY_KEYS",
     "adds_to",
     "call_task",
+    "copy_call",
     "has_identity",
+    "is_proxy_copy",
     "merge_copies",
     "same_call_utterance",
     "two_utterances",
@@ -157,3 +159,45 @@ def same_call_utterance(voice_texts: tuple[str | None, ...], proxy_text: str) ->
         if voice and (proxy.startswith(voice) or voice.startswith(proxy)):
             return True
     return False
+
+
+def copy_call(channel: str, metadata: Mapping[str, Any] | None) -> str | None:
+    """Which voice call a voice or proxy copy belongs to, as far as the copy tells.
+
+    The TRTC task when the copy names one (its voice copy, and the proxy's copy through
+    ``X-Task-Id``); ``""`` (a call that cannot be named) for an Agora voice copy (``agent_id``)
+    and a proxy copy without a task: Agora's request to a custom LLM names no agent, channel or
+    call. ``None``: not a copy of a call's turn.
+
+    Example:
+        >>> copy_call("api", {"task_id": "t1"}), copy_call("voice", {"agent_id": "A4"})
+        ('t1', '')
+        >>> copy_call("im", {"msg_key": "k"}) is None
+        True
+    """
+    task = call_task(metadata)
+    if task is not None:
+        return task
+    meta = metadata or {}
+    if (channel == "api" and meta.get("proxy_request_id")) or (channel == "voice" and meta.get("agent_id")):
+        return ""
+    return None
+
+
+def is_proxy_copy(call: str, voice_texts: tuple[str | None, ...], proxy_text: str) -> bool:
+    """Whether a proxy copy is a voice copy's utterance (both of ``call``, same speaker, within the window).
+
+    The one identity rule between the proxy's copy of a call's turn and the call's voice copy,
+    applied where a batch is stored (``store._messages``) whatever came first: in a named call
+    (a TRTC task) one text starting the other (:func:`same_call_utterance`: a partial round, an
+    answer cut short); in a call the request does not name (Agora) the same words only, as the
+    text window would take them.
+
+    Example:
+        >>> is_proxy_copy("t1", ("好的。",), "好的。好的。"), is_proxy_copy("", ("好的。",), "好的。好的。")
+        (True, False)
+    """
+    if call:
+        return same_call_utterance(voice_texts, proxy_text)
+    voice = normalize_text(voice_texts[0] or "") if voice_texts else ""
+    return bool(voice) and voice == normalize_text(proxy_text)

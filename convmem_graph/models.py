@@ -94,6 +94,11 @@ class ReadResult(_Model):
         default=False,
         description="the payload says its session ended (TRTC 902): the run refreshes the summary",
     )
+    interruptions: list[tuple[str, str]] = Field(
+        default_factory=list,
+        description="TRTC (TaskId, RoundId) pairs an interruption metric (906/908) named: the store "
+        "marks that round's bot turn, stored before or after, in this run or another",
+    )
 
 
 class Fragment(_Model):

@@ -47,6 +47,8 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     # The readers' own skipped items (listed first by merge_timeline) were counted by ingest.
     counted = sum(len(result.skipped) for result in ctx.inbox)
     messages, dropped = merge_timeline(ctx.inbox, dedupe_window_ms=ctx.config.dedupe_window_ms)
+    # Interruption metrics (TRTC 906/908) also of rounds stored in another run, or still to come.
+    interruptions = sorted({pair for result in ctx.inbox for pair in result.interruptions})
     ctx.inbox.clear()
     for m in messages:
         m.memory_id = memory_id
@@ -62,7 +64,11 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
             late = [m for m in messages if m.timestamp_ms <= horizon]
             messages = [m for m in messages if m.timestamp_ms > horizon]
     new_ids = store.add_messages(
-        memory_id, messages, dedupe_window_ms=ctx.config.dedupe_window_ms, index=ctx.config.episodic
+        memory_id,
+        messages,
+        dedupe_window_ms=ctx.config.dedupe_window_ms,
+        index=ctx.config.episodic,
+        interruptions=interruptions,
     )
     by_id = {m.id: m for m in messages}
     ctx.fresh = {i: by_id[i] for i in new_ids if i in by_id}

@@ -137,26 +137,6 @@ class Inbox:
         ).order_by(inbox_table.c.seq)
         return self._deliveries(query)
 
-    def round_copies(
-        self, task_id: str, round_ids: Sequence[str], exclude: Sequence[int] = ()
-    ) -> list[Delivery]:
-        """Return the processed (``done``) deliveries of these rounds of a TRTC task, in seq order.
-
-        The worker reads them again with a round's later deliveries, so what a run stores for a
-        round is what all its deliveries say together (an interruption metric arriving after
-        the round's sentences marks it; a late sentence lands in its place).
-        """
-        if not round_ids:
-            return []
-        query = _DELIVERIES.where(
-            inbox_table.c.task_id == task_id,
-            inbox_table.c.round_id.in_(sorted(set(round_ids))),
-            inbox_table.c.status == "done",
-        ).order_by(inbox_table.c.seq)
-        if exclude:
-            query = query.where(inbox_table.c.seq.not_in(list(exclude)))
-        return self._deliveries(query)
-
     def _deliveries(self, query: Select[Any]) -> list[Delivery]:
         with self.store.read() as conn:
             return [Delivery(*row) for row in conn.execute(query)]

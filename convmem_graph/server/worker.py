@@ -564,12 +564,10 @@ class InboxWorker:
                 inputs.append(RawInput(_proxy_turn(d), "openai", name=f"proxy turn {d.seq}"))
         for task_id, rows in by_task.items():
             info = tasks.get(task_id) or self.inbox.task(task_id) or TaskInfo(task_id)
-            # A round's deliveries processed earlier are read again with its new ones: the run
-            # then stores the whole round (a lone 906/908 marks it interrupted, a 905 before the
-            # last 903 still ends up as the spoken text), whatever order they came in.
-            rounds = [d.round_id for d in rows if d.round_id] if task_id else []
-            earlier = self.inbox.round_copies(task_id, rounds, exclude=[d.seq for d in rows])
-            wrapper: dict[str, Any] = {"deliveries": [d.body for d in earlier] + [d.body for d in rows]}
+            # Only this batch's deliveries: the store completes a round stored earlier, as for
+            # the library's own runs (sentences joined, the 905 text, interruption marks kept
+            # in ``cm_round_interruptions``), whatever order they came in.
+            wrapper: dict[str, Any] = {"deliveries": [d.body for d in rows]}
             if info.bot_id:
                 wrapper["bot_user_id"] = info.bot_id
             if info.human_id:

@@ -17,9 +17,12 @@ Rules decided here:
 - The bot's turn text is the 905 ``Text`` of its round when present (what was spoken), else the
   joined 903 sentences. A round named by an ``interruption`` metric (906/908) is ``interrupted``;
   when the 905 text differs from the generated sentences, those are kept in ``original``.
+  Every interrupted round is also listed in ``ReadResult.interruptions``: the store marks the
+  round's bot turn whether it was stored before or comes later (a metric delivered alone).
 - A bot turn that comes before the human's first speech (903 or 904) in the same payload is the
   welcome message (``source`` ``greeting``); other bot turns are ``llm`` (also a bot turn read
-  alone, without the human's events), human turns ``asr``; channel ``voice``.
+  alone, without the human's events), human turns ``asr``; channel ``voice``. The store decides
+  the label again on what it holds (``store._rounds``), so a welcome read alone ends as ``greeting``.
 - Exact duplicate deliveries (same body, or same TaskId/EventType/EventMsTs/RoundId/UserId/Text)
   are skipped as ``duplicate_delivery``; every other event type is skipped as
   ``event_type_ignored`` with its name.
@@ -130,7 +133,14 @@ def read_trtc(data: Any, ctx: ReadContext) -> ReadResult:
     state = _State(ctx=ctx, bots=set(ctx.bot_ids))
     for path, entry in _entries(data, state):
         ctx.guarded(_read_entry, entry, path, state)
-    result = ReadResult(source=SOURCE, messages=_turns(state), skipped=ctx.skipped, session_ended=state.ended)
+    result = ReadResult(
+        source=SOURCE,
+        messages=_turns(state),
+        skipped=ctx.skipped,
+        session_ended=state.ended,
+        # Also those of rounds this payload holds no turn of: the store marks them when they come.
+        interruptions=sorted(state.interrupted),
+    )
     humans = state.targets + [s for s in state.speakers if s not in state.bots]
     result.user_id = humans[0] if humans else None
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -14,13 +14,20 @@ from sqlalchemy import Connection, delete, select
 from convmem_graph._copies import (
     adds_to,
     call_task,
+    copy_call,
     has_identity,
+    is_proxy_copy,
     merge_copies,
-    same_call_utterance,
     two_utterances,
 )
 from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
+from convmem_graph.store._rounds import (
+    label_welcome_turns,
+    mark_batch_rounds,
+    record_interruptions,
+    stored_rounds_to_mark,
+)
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.store.engine import chunked, dumps
 from convmem_graph.store.schema import memories, messages, snapshots
@@ -109,8 +116,7 @@ def _merge_round(
     interrupted = bot and (new.interrupted or stored.interrupted)
     original = joined if interrupted and joined and joined != content else None
     timestamp = sentences[0][0] if sentences else min(new.timestamp_ms, stored.timestamp_ms)
-    # "greeting" is a guess of the reader from what one payload holds (a bot turn before the
-    # human's first speech in it): a later copy cannot tell better, so the stored label stays.
+    # "greeting" or "llm": decided on what is stored once the batch is merged (store._rounds).
     source = stored.source
     metadata = {**old_meta, **new.metadata, "sentences": [list(item) for item in sentences]}
     if final:
@@ -125,7 +131,9 @@ def _merge_round(
             "metadata": metadata,
         }
     )
-    return merged if adds_to(stored, merged) or sentences != old_sents else None
+    # A 905 whose text equals the sentences so far still counts: a later 903 must not extend it.
+    learned = sentences != old_sents or final != old_meta.get("final_text")
+    return merged if adds_to(stored, merged) or learned else None
 
 
 def _merge_same_id(
@@ -283,35 +291,40 @@ def _absorb_proxy_copies(
     the spoken text, interrupted from 906/908) and the proxy's copy (the LLM request's user
     text and the generated answer, ``task_id`` from ``X-Task-Id``). A proxy copy of the same call
     and speaker, within ``window_ms`` of a voice copy whose text starts it or is started by it
-    (:func:`~convmem_graph._copies.same_call_utterance`), is that utterance again: a proxy copy in
-    the batch is not stored, a stored one is deleted (returned as ``{id: (seq, content)}``).
+    (:func:`~convmem_graph._copies.is_proxy_copy`), is that utterance again: a proxy copy in
+    the batch is not stored, a stored one is deleted. An Agora call names no call in its request
+    to the proxy (:func:`_copy_call`): its proxy copy is an Agora voice copy's only with the same
+    words (the text window's rule, with the voice copy kept whatever came first).
+
+    The proxy copy's own ``interrupted`` (its client hung up) is not carried over: TRTC's request
+    names no round, so when a call repeats its words ("好的") the proxy copy of a cut answer
+    matches an earlier or later round as well, and marking that one would be wrong (the live
+    property test found it). The voice copy's interruption comes from 906/908.
+
+    Returns:
+        The stored proxy copies to delete, ``{id: (seq, content)}``.
     """
-    batch = [m for m in unique.values() if m.channel in ("voice", "api") and call_task(m.metadata)]
+    batch = [(m, key) for m in unique.values() if (key := copy_call(m.channel, m.metadata)) is not None]
     if not batch:
         return {}
     copies = [
-        _CallCopy(
-            m.id, None, m.role, m.channel, m.content, m.original, m.timestamp_ms, call_task(m.metadata) or ""
-        )
-        for m in batch
+        _CallCopy(m.id, None, m.role, m.channel, m.content, m.original, m.timestamp_ms, key)
+        for m, key in batch
     ]
     tasks = {c.task for c in copies}
     if not new_memory:
         lo = min(c.timestamp_ms for c in copies) - window_ms
         hi = max(c.timestamp_ms for c in copies) + window_ms
-        query = select(
-            *messages.c["id", "seq", "role", "channel", "content", "original", "timestamp_ms", "metadata"]
-        ).where(
+        names = ("id", "seq", "role", "channel", "content", "original", "timestamp_ms", "metadata")
+        query = select(*(messages.c[name] for name in names)).where(
             messages.c.memory_id == memory_id,
             messages.c.timestamp_ms.between(lo, hi),
             messages.c.channel.in_(("voice", "api")),
         )
         for mid, seq, role, channel, content, original, ts, meta in conn.execute(query):
-            task = call_task(_load_metadata(meta))
+            task = copy_call(channel, _load_metadata(meta))
             if task in tasks and mid not in unique:
-                copies.append(
-                    _CallCopy(mid, int(seq), role, channel, content or "", original, int(ts), task or "")
-                )
+                copies.append(_CallCopy(mid, int(seq), role, channel, content or "", original, int(ts), task))
     voices = [c for c in copies if c.channel == "voice"]
     absorbed: dict[str, tuple[int, str]] = {}
     for proxy in (c for c in copies if c.channel == "api"):
@@ -319,7 +332,7 @@ def _absorb_proxy_copies(
             v.task == proxy.task
             and v.role == proxy.role
             and abs(v.timestamp_ms - proxy.timestamp_ms) <= window_ms
-            and same_call_utterance((v.content, v.original), proxy.content)
+            and is_proxy_copy(v.task, (v.content, v.original), proxy.content)
             for v in voices
         ):
             if proxy.seq is None:
@@ -338,6 +351,8 @@ def insert_messages(
     replaced_rows: list[tuple[int, str]] | None = None,
     pg_follow: PgFollow | None = None,
     new_memory: bool = False,
+    interruptions: Collection[tuple[str, str]] = (),
+    now_ms: int = 0,
 ) -> list[str]:
     """Insert the new messages of ``batch`` into one memory, inside the caller's transaction.
 
@@ -361,15 +376,25 @@ def insert_messages(
             :class:`PgFollow`); one round trip for the three.
         new_memory: The memory was created in this transaction, so it holds no message yet: the
             duplicate lookups are skipped (two round trips on a database server).
+        interruptions: TRTC ``(TaskId, RoundId)`` pairs an interruption metric named: kept, and
+            the round's bot turn, stored or in the batch, is marked (``store._rounds``).
+        now_ms: When the marks were received (kept with them).
 
     Returns:
         The ids inserted, in seq order.
     """
     prepared = batch if isinstance(batch, PreparedBatch) else prepare_messages(batch)
     unique = dict(prepared.unique)
+    hashes = dict(prepared.hashes)
+    if interruptions:
+        record_interruptions(conn, memory_id, interruptions, now_ms)
+        for marked in () if new_memory else stored_rounds_to_mark(conn, memory_id, interruptions, unique):
+            # A further copy of the stored round, carrying the mark: merged below like any copy.
+            unique[marked.id] = marked
+            hashes[marked.id] = content_hash(marked.role, marked.content)
     if not unique:
         return []
-    hashes = dict(prepared.hashes)
+    mark_batch_rounds(conn, memory_id, unique, interruptions, new_memory)
 
     replace: set[str] = set()
     old_rows: dict[str, tuple[int, str]] = {}
@@ -408,6 +433,18 @@ def insert_messages(
     absorbed = _absorb_proxy_copies(conn, memory_id, unique, window_ms, new_memory)
     old_rows.update(absorbed)
     replace.update(absorbed)  # deleted below: not a copy the text window may keep instead
+
+    def replace_stored(rows: dict[str, tuple[Message, int, str]]) -> None:
+        # A stored copy that learned from another (a welcome message with a human turn before
+        # it): replaced like a merged copy.
+        for mid, (updated, seq, content) in rows.items():
+            unique[mid] = updated
+            hashes[mid] = content_hash(updated.role, updated.content)
+            replace.add(mid)
+            old_rows[mid] = (seq, content)
+
+    # With the batch final: the welcome message's label (a stored one may turn to llm).
+    replace_stored(label_welcome_turns(conn, memory_id, unique, new_memory))
 
     seen: dict[int, list[_Seen]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})

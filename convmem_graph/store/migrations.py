@@ -32,7 +32,7 @@ from convmem_graph.store._lang_counts import ensure_language_counts
 from convmem_graph.store._vectors import turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, schema_migrations
-from convmem_graph.store.schema import METADATA, fragments, memories
+from convmem_graph.store.schema import METADATA, fragments, memories, round_interruptions
 
 __all__ = [
     "MIGRATIONS",
@@ -175,6 +175,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
     Migration(2, "language counts", _language_counts),
     Migration(3, "turn vectors", create_tables(turn_vectors)),
+    Migration(4, "round interruptions", create_tables(round_interruptions)),
 )
 
 

@@ -28,6 +28,7 @@ from convmem_graph.store.schema import (
     fragments,
     memories,
     messages,
+    round_interruptions,
     snapshots,
     summaries,
     variable_specs,
@@ -82,8 +83,9 @@ inbox_table = Table(
     Column("status", String(16), nullable=False),
     Column("note", Text, nullable=True),
     Column("body", Text, nullable=False),
-    # The TRTC round a delivery belongs to (903/904/905 RoundId, 906/908 Tag.RoundId): a round's
-    # earlier deliveries are read again with a later one, so the round comes out whole in any order.
+    # The TRTC round a delivery belongs to (903/904/905 RoundId, 906/908 Tag.RoundId), for an
+    # operator's queries. The worker no longer reads a round's deliveries again: the store
+    # completes a stored round (store._rounds, store._messages), for the library's runs too.
     Column("round_id", String(256), nullable=True),
     Index("ix_cm_serve_inbox_status_seq", "status", "seq"),
     Index("ix_cm_serve_inbox_task_id", "task_id"),
@@ -191,6 +193,9 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
         not_exported="derived data: embedded again from the turns",
     ),
     MemoryTable(messages, "memory_id", ExportPart("messages", ("seq",), frozenset({"seq", "memory_id"}))),
+    # Interruptions of TRTC rounds, kept so a late copy of a round is marked too; already applied to
+    # the exported messages' ``interrupted``.
+    MemoryTable(round_interruptions, "memory_id", not_exported=_PLUMBING),
     MemoryTable(fragments, "memory_id", ExportPart("fragments", ("id",), _MEMORY_ONLY)),
     MemoryTable(variable_specs, "memory_id", ExportPart("variable_specs", ("position",), _MEMORY_ONLY)),
     MemoryTable(variables, "memory_id", ExportPart("variables", ("name", "origin"), _MEMORY_ONLY)),

@@ -582,6 +582,7 @@ class MemoryStore:
         *,
         dedupe_window_ms: int = 10_000,
         index: bool = True,
+        interruptions: Sequence[tuple[str, str]] = (),
     ) -> list[str]:
         """Store new messages of a memory (creating the memory if needed), skipping duplicates.
 
@@ -597,6 +598,9 @@ class MemoryStore:
             dedupe_window_ms: Cross-channel duplicate window.
             index: Write the new messages to the episodic index (same transaction);
                 ``MemoryConfig(episodic=False)`` turns it off.
+            interruptions: TRTC ``(TaskId, RoundId)`` pairs an interruption metric named
+                (``ReadResult.interruptions``): kept, and the round's bot turn is marked now or
+                when it is stored (see ``store._rounds``).
 
         Returns:
             The ids actually inserted, in seq order.
@@ -629,6 +633,8 @@ class MemoryStore:
                 replaced_rows=replaced,
                 pg_follow=follow,
                 new_memory=created,
+                interruptions=interruptions,
+                now_ms=now,
             )
             # A replaced row's index entry goes whether or not this write indexes.
             delete_episodes(conn, memory_id, replaced)

@@ -42,6 +42,7 @@ __all__ = [
     "fragments",
     "memories",
     "messages",
+    "round_interruptions",
     "snapshots",
     "summaries",
     "variable_specs",
@@ -319,10 +320,22 @@ dead_letters = Table(
     Index(None, "memory_id"),
 )
 
+#: TRTC rounds an interruption metric (906/908) named: kept so that the round's bot turn is marked
+#: whether it was stored before the metric or comes in a later run (``store._rounds``).
+round_interruptions = Table(
+    "cm_round_interruptions",
+    METADATA,
+    Column("memory_id", String, _memory_fk(), primary_key=True),
+    Column("task_id", String, primary_key=True),
+    Column("round_id", String, primary_key=True),
+    Column("at", _Ms, nullable=False),
+)
+
 #: The store's own tables holding rows of one memory, children first. The delete of a memory is
 #: driven by :data:`convmem_graph.store.registry.MEMORY_TABLES`, which adds the side tables.
 PER_MEMORY_TABLES: tuple[Table, ...] = (
     messages,
+    round_interruptions,
     fragments,
     variable_specs,
     variables,

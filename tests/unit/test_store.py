@@ -534,7 +534,11 @@ class StoreContract:
 
     # -- deletion and isolation -------------------------------------------------------------------
     def _populate(self, store: MemoryStore, saver: BaseCheckpointSaver[Any], m: str) -> None:
-        store.add_messages(m, [msg("m1", "I live in Hangzhou"), msg("m2", "I have a cat", T0 + 1)])
+        store.add_messages(
+            m,
+            [msg("m1", "I live in Hangzhou"), msg("m2", "I have a cat", T0 + 1)],
+            interruptions=[("task-1", "round-1")],  # a TRTC interruption mark (cm_round_interruptions)
+        )
         store.commit_extraction(
             m, [op("add", "User lives in Hangzhou", "profile:city", ["m1"])], upto_seq=1, now_ms=T0
         )

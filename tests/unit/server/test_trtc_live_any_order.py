@@ -18,8 +18,8 @@ whole lifecycle.
 
 The stored timeline is compared with the script, not with another read: every utterance once,
 the right role, the spoken text, the generated text as ``original`` when it was cut short,
-``interrupted``, the round and the first sentence's time. (The welcome-message label, guessed
-from the human speech a payload holds, is not compared.)
+``interrupted``, the round, the first sentence's time and the source (``greeting`` for the welcome
+message even when it is delivered alone, decided by the store: ``store._rounds``).
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def _agora_reference() -> list[tuple[Any, ...]]:
     try:
         mem.ingest("u_agora", [RawInput(AGORA_HISTORY, "agora"), RawInput(AGORA_103, "agora")])
         return [
-            (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms)
+            (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms, m.source)
             for m in mem.store.recent_messages("u_agora", 1_000)
         ]
     finally:
@@ -237,7 +237,11 @@ def im_pages(ids: CallIds, lines: list[tuple[int, bool, str]]) -> list[dict[str,
 
 
 def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) -> list[tuple[Any, ...]]:
-    """What happened, from the script: (role, spoken text, original, interrupted, round, time)."""
+    """What happened, from the script: (role, spoken text, original, interrupted, round, time, source).
+
+    The source of a bot turn is ``greeting`` for the welcome message (before the human's first
+    turn of the call), ``llm`` for the others.
+    """
     first: dict[tuple[str, str], int] = {}
     rows: list[tuple[Any, ...]] = []
     for body in bodies:
@@ -247,7 +251,7 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
             continue
         if "im" in body:
             ts, by_bot, text = body["line"]
-            rows.append(("assistant" if by_bot else "user", text, None, False, None, ts * 1000))
+            rows.append(("assistant" if by_bot else "user", text, None, False, None, ts * 1000, "message"))
             continue
         if "proxy" in body:
             continue  # a copy: what happened is what the call's voice channel says
@@ -264,18 +268,20 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
                     False,
                     rnd.round_id,
                     first[(rnd.round_id, ids.human)],
+                    "asr",
                 )
             )
         generated = join_sentences(rnd.bot)
         spoken = join_sentences(rnd.bot[: rnd.spoken]) if rnd.has_905 else generated
         cut = rnd.interrupted_by is not None
         original = generated if cut and generated != spoken else None
-        rows.append(("assistant", spoken, original, cut, rnd.round_id, first[(rnd.round_id, BOT)]))
+        source = "llm" if rnd.human else "greeting"  # only the welcome round has no human turn
+        rows.append(("assistant", spoken, original, cut, rnd.round_id, first[(rnd.round_id, BOT)], source))
     return sorted(rows, key=lambda r: (r[5], r[0], r[1], r[4] or ""))
 
 
 class TimelineWorker(InboxWorker):
-    """The real worker (routing, parking, round re-reads), each run stopping at the stored timeline.
+    """The real worker (routing, parking), each run stopping at the stored timeline.
 
     A run is the lifecycle's ingest and normalize steps - read every input, merge the batch,
     store it - without extraction and summaries, which read the timeline and never change it:
@@ -299,7 +305,10 @@ class TimelineWorker(InboxWorker):
         messages, _dropped = merge_timeline(read, dedupe_window_ms=config.dedupe_window_ms)
         for m in messages:
             m.memory_id = memory_id
-        self.mem.store.add_messages(memory_id, messages, dedupe_window_ms=config.dedupe_window_ms)
+        interruptions = sorted({pair for result in read for pair in result.interruptions})
+        self.mem.store.add_messages(
+            memory_id, messages, dedupe_window_ms=config.dedupe_window_ms, interruptions=interruptions
+        )
 
 
 def _serve_settings(db: str, deployment: Deployment) -> ServeSettings:
@@ -368,7 +377,10 @@ def deliver(
     assert inbox.waiting(ids.task) == [], "a delivery was left waiting"
     stored = mem.store.recent_messages(memory_id, 1000)
     return sorted(
-        ((m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms) for m in stored),
+        (
+            (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms, m.source)
+            for m in stored
+        ),
         key=lambda r: (r[5], r[0], r[1], r[4] or ""),
     )
 

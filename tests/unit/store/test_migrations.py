@@ -93,7 +93,8 @@ class MigrationContract:
             assert [v for v, _, _ in _records(reopened)] == [m.version for m in MIGRATIONS]
             inbox = Inbox(reopened)
             assert inbox.add("trtc", "k1", "{}", task_id="t1", round_id="r1", memory_id="u1", status="done")
-            assert [d.round_id for d in inbox.round_copies("t1", ["r1"])] == ["r1"]
+            with reopened.read() as conn:
+                assert conn.execute(text("SELECT round_id FROM cm_serve_inbox")).scalars().all() == ["r1"]
         finally:
             reopened.close()
 
@@ -180,7 +181,8 @@ def test_the_last_release_s_file_opens_and_migrates_with_its_data_intact(old_fil
         assert ProfileSchemaStore(store).get(schema_id).name == "fixture"
     after = _dump(old_file)
     after.pop("cm_schema_migrations")
-    assert after.pop("cm_turn_vectors") == []  # migration 3's table, empty until turns are embedded
+    for name in set(after) - set(before):  # tables of later migrations start empty
+        assert after.pop(name) == [], name
     # Migration 2 appended the language counts to each memory row: the old columns are unchanged.
     width = len(before["cm_memories"][0])
     after["cm_memories"] = [row[:width] for row in after["cm_memories"]]
