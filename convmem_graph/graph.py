@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
@@ -70,7 +70,11 @@ def _after_variables(state: MemoryState) -> Literal["summarize", "inject"]:
 
 
 def build_memory_graph(
-    *, max_attempts: int = 3, report: bool = False
+    *,
+    max_attempts: int = 3,
+    report: bool = False,
+    input_schema: type[Any] | None = None,
+    context_schema: type[MemoryContext] = MemoryContext,
 ) -> StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState]:
     """Build (not compile) the lifecycle graph; compile it with the checkpointer of your choice.
 
@@ -79,12 +83,15 @@ def build_memory_graph(
             raises; what was stored before stays stored and the next run resumes from the cursors.
         report: End with a ``report`` node that puts the built payloads and the memory block into
             the output (:class:`~convmem_graph.nodes.report.ReportState`), for LangGraph Studio.
+        input_schema: The keys a run's input may set (default: the whole state); Studio's input
+            form shows these.
+        context_schema: The run context class (a :class:`MemoryContext` subclass).
     """
     policy = model_retry_policy(max_attempts)
     g: StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState] = StateGraph(
         MemoryState,
-        context_schema=MemoryContext,
-        input_schema=MemoryState,
+        context_schema=context_schema,
+        input_schema=input_schema or MemoryState,
         output_schema=ReportState if report else MemoryState,
     )
     g.add_node("ingest", ingest)
