@@ -6,10 +6,11 @@ and PostgreSQL) and fails when a table with a memory-naming column is not listed
 cannot keep a deleted memory's rows by omission.
 
 The *side tables* below belong to layers above the store (the server's inbox and task map, the
-replay's progress, the IM pull's cursors, Bailian's profile schemas). Their definitions live here,
-on :data:`SIDE_METADATA`, so that the store can delete from them without importing those layers
-(layers import downward). They are not part of the store's schema stamp: each module creates its
-own tables on first use, as before, and a delete skips a side table that does not exist yet.
+replay's progress, the IM pull's cursors, Bailian's profile schemas and node metadata). Their
+definitions live here, on :data:`SIDE_METADATA`, so that the store can delete from them without
+importing those layers (layers import downward). They are not part of the store's schema stamp:
+each module creates its own tables on first use, as before, and a delete skips a side table that
+does not exist yet.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "SIDE_METADATA",
     "MemoryTable",
     "inbox_table",
+    "node_meta",
     "profile_schemas",
     "pull_cursors",
     "replay_progress",
@@ -114,6 +116,16 @@ profile_schemas = Table(
     Column("created_at", Integer, nullable=False),
 )
 
+#: Bailian memory-node ``meta_data`` keys convmem has no column for (``location_name`` ...), per fact.
+node_meta = Table(
+    "cm_bailian_node_meta",
+    SIDE_METADATA,
+    Column("memory_id", String(256), primary_key=True),
+    Column("node_id", String(256), primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("updated_at", _Seq, nullable=False),
+)
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryTable:
@@ -154,6 +166,7 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
     MemoryTable(tasks_table, "memory_id", side=True),
     MemoryTable(replay_progress, "memory_id", side=True),
     MemoryTable(pull_cursors, "memory_id", side=True, fallback="user_id"),
+    MemoryTable(node_meta, "memory_id", side=True),
     MemoryTable(memories, "memory_id"),
 )
 
