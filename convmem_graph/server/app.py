@@ -47,9 +47,10 @@ import httpx
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.types import ASGIApp
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
@@ -162,6 +163,27 @@ def _optional_routers(mem: ConvMemory, settings: ServeSettings) -> list[APIRoute
             raise
         routers.append(module.build_router(mem, settings))
     return routers
+
+
+def _add_metrics(app: FastAPI, inbox: Inbox, worker: WorkerHandle, auth: list[Any]) -> None:
+    """``GET /metrics`` (admin token) and the middleware feeding it, when prometheus_client is installed."""
+    try:
+        from convmem_graph.server.metrics import CONTENT_TYPE, ServerMetrics
+    except ModuleNotFoundError as exc:
+        if exc.name != "prometheus_client":
+            raise
+        return  # the metrics extra is not installed: no route, nothing measured
+    metrics = app.state.metrics = ServerMetrics(inbox.counts, worker)
+
+    def middleware(app: ASGIApp) -> ASGIApp:
+        return metrics.middleware(app)
+
+    app.add_middleware(middleware)  # a factory: Starlette calls it with app=
+
+    @app.get("/metrics", tags=["service"], dependencies=auth, response_class=PlainTextResponse)
+    def prometheus_metrics() -> PlainTextResponse:
+        """Counters and gauges in the Prometheus text format (see ``convmem_graph.server.metrics``)."""
+        return PlainTextResponse(metrics.render(), media_type=CONTENT_TYPE)
 
 
 def create_app(
@@ -298,6 +320,7 @@ def create_app(
         inbox.register_task(agora_task_id(body.agent_id), body.memory_id)
         return {"agent_id": body.agent_id, "memory_id": body.memory_id}
 
+    _add_metrics(app, inbox, worker, auth)
     app.include_router(build_webhook_router(inbox, worker, settings))
     app.include_router(
         build_proxy_router(mem, inbox, worker, settings, app, transport=upstream_transport),
