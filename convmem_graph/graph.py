@@ -29,6 +29,7 @@ from convmem_graph.nodes import extract, ingest, inject, normalize, summarize, u
 from convmem_graph.nodes.report import ReportState
 from convmem_graph.nodes.report import report as report_node
 from convmem_graph.state import MemoryContext, MemoryState
+from convmem_graph.tracing import traced_node
 
 __all__ = ["MemoryContext", "MemoryState", "build_memory_graph", "model_retry_policy", "retry_on"]
 
@@ -94,12 +95,13 @@ def build_memory_graph(
         input_schema=input_schema or MemoryState,
         output_schema=ReportState if report else MemoryState,
     )
-    g.add_node("ingest", ingest)
-    g.add_node("normalize", normalize)
-    g.add_node("extract", extract, retry_policy=policy)
-    g.add_node("update_variables", update_variables)
-    g.add_node("summarize", summarize, retry_policy=policy)
-    g.add_node("inject", inject)
+    # Each node in an OpenTelemetry span when opentelemetry is installed (convmem_graph.tracing).
+    g.add_node("ingest", traced_node("ingest", ingest))
+    g.add_node("normalize", traced_node("normalize", normalize))
+    g.add_node("extract", traced_node("extract", extract), retry_policy=policy)
+    g.add_node("update_variables", traced_node("update_variables", update_variables))
+    g.add_node("summarize", traced_node("summarize", summarize), retry_policy=policy)
+    g.add_node("inject", traced_node("inject", inject))
     g.add_edge(START, "ingest")
     g.add_edge("ingest", "normalize")
     g.add_conditional_edges("normalize", _after_normalize)
@@ -107,7 +109,7 @@ def build_memory_graph(
     g.add_conditional_edges("update_variables", _after_variables)
     g.add_edge("summarize", "inject")
     if report:
-        g.add_node("report", report_node)
+        g.add_node("report", traced_node("report", report_node))
         g.add_edge("inject", "report")
         g.add_edge("report", END)
     else:

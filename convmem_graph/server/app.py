@@ -60,10 +60,12 @@ from convmem_graph.server.calls import agora_task_id
 from convmem_graph.server.health import BoundedWritesMiddleware, StoreProbe, store_busy_response
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.proxy import build_proxy_router
+from convmem_graph.server.request_spans import asgi_middleware
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import build_webhook_router
 from convmem_graph.server.worker import InboxWorker, WorkerHandle
 from convmem_graph.store.write_gate import WriteTimeout
+from convmem_graph.tracing import enabled as tracing_enabled
 
 __all__ = ["OPTIONAL_ROUTERS", "create_app", "require_chat_token", "require_token"]
 
@@ -321,6 +323,9 @@ def create_app(
         return {"agent_id": body.agent_id, "memory_id": body.memory_id}
 
     _add_metrics(app, inbox, worker, auth)
+    if tracing_enabled():
+        # Outermost: one OpenTelemetry span per request, the metrics and the Host check inside it.
+        app.add_middleware(asgi_middleware)  # a factory: Starlette calls it with app=
     app.include_router(build_webhook_router(inbox, worker, settings))
     app.include_router(
         build_proxy_router(mem, inbox, worker, settings, app, transport=upstream_transport),
