@@ -24,6 +24,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
+from convmem_graph.accounting import accounted_node
 from convmem_graph.errors import ExtractionError
 from convmem_graph.nodes import extract, ingest, inject, normalize, summarize, update_variables
 from convmem_graph.nodes.report import ReportState
@@ -98,9 +99,11 @@ def build_memory_graph(
     # Each node in an OpenTelemetry span when opentelemetry is installed (convmem_graph.tracing).
     g.add_node("ingest", traced_node("ingest", ingest))
     g.add_node("normalize", traced_node("normalize", normalize))
-    g.add_node("extract", traced_node("extract", extract), retry_policy=policy)
+    g.add_node("extract", traced_node("extract", accounted_node("extract", extract)), retry_policy=policy)
     g.add_node("update_variables", traced_node("update_variables", update_variables))
-    g.add_node("summarize", traced_node("summarize", summarize), retry_policy=policy)
+    g.add_node(
+        "summarize", traced_node("summarize", accounted_node("summarize", summarize)), retry_policy=policy
+    )
     g.add_node("inject", traced_node("inject", inject))
     g.add_edge(START, "ingest")
     g.add_edge("ingest", "normalize")
