@@ -25,6 +25,8 @@ def memory_tabs(memory_id: str, active: str) -> str:
     """The links between a memory's pages."""
     tabs = [
         ("overview", "Memory", memory_url(memory_id)),
+        ("search", "Search", memory_url(memory_id, "/search")),
+        ("graph", "Memory graph", memory_url(memory_id, "/graph")),
         ("inject", "Inject preview", memory_url(memory_id, "/inject")),
         ("lifecycle", "Lifecycle graph", memory_url(memory_id, "/lifecycle")),
         ("delete", "Delete…", memory_url(memory_id, "/delete")),
