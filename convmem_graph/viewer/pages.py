@@ -184,7 +184,10 @@ def _fragments_section(
             ["fact", "category", "status", "expires", "from", ""], rows, css="fragments", empty="no facts yet"
         )
         + more
-        + "</section>"
+        + f'<form method="post" action="{esc(memory_url(memory_id, "/fragments"))}" class="add-fact">'
+        '<input name="content" maxlength="200" size="40" required placeholder="用户喜欢… / The user …" '
+        'aria-label="new fact"> <input name="category" value="other" maxlength="32" size="10" '
+        'aria-label="category"> <button>add fact</button></form>' + "</section>"
     )
 
 

@@ -171,6 +171,21 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
     async def index(q: str = "", page: int = 1, notice: str = "") -> Response:
         return await render(memories_page, mem, q=q, page=max(1, page), notice=notice)
 
+    @router.post("/memories/{memory_id:path}/fragments", summary="Add a fact")
+    async def add_fragment(request: Request, memory_id: str) -> Response:
+        form = await _form(request)
+
+        def run() -> str:
+            content = form.get("content", "").strip()
+            category = form.get("category", "").strip() or "other"
+            if not content or len(content) > FRAGMENT_MAX_CHARS:
+                raise _PageError(400, f"a fact needs 1-{FRAGMENT_MAX_CHARS} characters")
+            mem.info(memory_id)  # never creates a memory
+            fragment = mem.add_fragment(memory_id, content, category=category)  # audited (origin manual)
+            return query_url(memory_url(memory_id), notice="fact added", fact=fragment.id) + "#facts"
+
+        return await edit(request, run)
+
     # Fragment routes first: a path ending in /delete must not be read as the memory's own.
     @router.post("/memories/{memory_id:path}/fragments/{fragment_id}/edit", summary="Correct a fact")
     async def edit_fragment(request: Request, memory_id: str, fragment_id: str) -> Response:

@@ -116,3 +116,24 @@ def test_graph_of_500_facts_renders(client: TestClient, mem: ConvMemory) -> None
 def test_memory_page_links_to_search_and_graph(client: TestClient) -> None:
     page = client.get(PATH).text
     assert f'href="{PATH}/search"' in page and f'href="{PATH}/graph"' in page
+
+
+def test_add_fact_form(client: TestClient, mem: ConvMemory) -> None:
+    page = client.get(PATH).text
+    assert f'action="{PATH}/fragments"' in page and 'class="add-fact"' in page
+    added = client.post(
+        f"{PATH}/fragments",
+        data={"content": "用户周末常去爬山。", "category": "hobby"},
+        follow_redirects=False,
+    )
+    assert added.status_code == 303 and "notice=fact+added" in added.headers["location"]
+    fact = next(f for f in mem.fragments(MID) if f.content == "用户周末常去爬山。")
+    assert (fact.category, fact.origin) == ("hobby", "manual")
+    assert any(a.action == "add" and a.object_id == fact.id for a in mem.store.list_audit(MID))
+    assert client.post(f"{PATH}/fragments", data={"content": " "}).status_code == 400
+    assert client.post("/memories/nobody/fragments", data={"content": "x。"}).status_code == 404
+    assert [i.memory_id for i in mem.memories()] == [MID]
+    foreign = client.post(
+        f"{PATH}/fragments", data={"content": "y。"}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert foreign.status_code == 403
