@@ -137,3 +137,12 @@ def test_add_fact_form(client: TestClient, mem: ConvMemory) -> None:
         f"{PATH}/fragments", data={"content": "y。"}, headers={"Sec-Fetch-Site": "cross-site"}
     )
     assert foreign.status_code == 403
+
+
+def test_audit_entries_say_what_changed(client: TestClient, mem: ConvMemory) -> None:
+    fact = mem.add_fragment(MID, "用户喜欢喝绿茶。", category="preference")
+    mem.update_fragment(MID, fact.id, content="用户喜欢喝乌龙茶。")
+    page = client.get(PATH).text
+    audit = page.split('id="audit"')[1]
+    assert "<s>用户喜欢喝绿茶。</s> → 用户喜欢喝乌龙茶。" in audit
+    assert '<span class="muted">content:</span> 用户喜欢喝绿茶。' in audit  # the add
