@@ -203,6 +203,15 @@ def graph_page(mem: ConvMemory, memory_id: str) -> str:
     seqs = _seqs(mem, memory_id, source_ids)
     turns = {m.id: m for m in mem.store.get_messages(memory_id, [i for i in source_ids if i in seqs])}
     ordered_turns = sorted(turns.values(), key=lambda m: (m.timestamp_ms, seqs.get(m.id, 0)))
+    # Facts in the order of their first source turn: most links run level, few cross.
+    turn_index = {m.id: i for i, m in enumerate(ordered_turns)}
+    facts.sort(
+        key=lambda f: (
+            min((turn_index[s] for s in f.source_message_ids if s in turn_index), default=len(turn_index)),
+            f.created_at,
+            f.id,
+        )
+    )
     fact_y = {f.id: 10 + i * _ROW for i, f in enumerate(facts)}
     turn_y = {m.id: 10 + i * _ROW for i, m in enumerate(ordered_turns)}
     feeds: dict[str, list[str]] = {}
