@@ -12,10 +12,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, get_args
 
 from convmem_graph.memory import ConvMemory
-from convmem_graph.models import Fragment, Message
+from convmem_graph.models import Channel, Fragment, Message
 from convmem_graph.viewer._html import esc, fmt_time, layout, memory_url, query_url, table
 from convmem_graph.viewer.pages import memory_tabs
 
@@ -142,7 +142,7 @@ def search_page(mem: ConvMemory, memory_id: str, q: str, filters: SearchFilters)
     form = (
         f'<form method="get" action="{esc(memory_url(memory_id, "/search"))}" class="search">'
         f'<input type="search" name="q" value="{esc(q)}" placeholder="words in turns and facts" autofocus> '
-        + _select("channel", filters.channel, ["", "im", "voice", "api", "proxy"])
+        + _select("channel", filters.channel, ["", *get_args(Channel)])
         + _select("role", filters.role, ["", "user", "assistant"])
         + _select("category", filters.category, ["", *categories])
         + _select("status", filters.status, ["active", "superseded", "deleted", "any"])
