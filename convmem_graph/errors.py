@@ -14,6 +14,7 @@ __all__ = [
     "DeltaChannelPruneError",
     "ExtractionError",
     "InvalidIdentifierError",
+    "MemoryExistsError",
     "MemoryNotFoundError",
     "NotFoundError",
     "SourceFormatError",
@@ -85,6 +86,18 @@ class NotFoundError(ConvMemError, KeyError):
 
 class MemoryNotFoundError(NotFoundError):
     """The memory id is unknown to the store."""
+
+
+class MemoryExistsError(ConvMemError):
+    """A memory of that id exists where a new one was to be written (an import without ``replace``).
+
+    Attributes:
+        memory_id: The id that is taken.
+    """
+
+    def __init__(self, memory_id: str, hint: str = "pass replace=True to overwrite it") -> None:
+        self.memory_id = memory_id
+        super().__init__(f"memory {memory_id!r} exists; {hint}")
 
 
 class ExtractionError(ConvMemError):

@@ -19,16 +19,18 @@ Example:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
+from convmem_graph.accounting import accounted_node
 from convmem_graph.errors import ExtractionError
 from convmem_graph.nodes import extract, ingest, inject, normalize, summarize, update_variables
 from convmem_graph.nodes.report import ReportState
 from convmem_graph.nodes.report import report as report_node
 from convmem_graph.state import MemoryContext, MemoryState
+from convmem_graph.tracing import traced_node
 
 __all__ = ["MemoryContext", "MemoryState", "build_memory_graph", "model_retry_policy", "retry_on"]
 
@@ -71,7 +73,11 @@ def _after_variables(state: MemoryState) -> Literal["summarize", "inject"]:
 
 
 def build_memory_graph(
-    *, max_attempts: int = 3, report: bool = False
+    *,
+    max_attempts: int = 3,
+    report: bool = False,
+    input_schema: type[Any] | None = None,
+    context_schema: type[MemoryContext] = MemoryContext,
 ) -> StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState]:
     """Build (not compile) the lifecycle graph; compile it with the checkpointer of your choice.
 
@@ -80,20 +86,26 @@ def build_memory_graph(
             raises; what was stored before stays stored and the next run resumes from the cursors.
         report: End with a ``report`` node that puts the built payloads and the memory block into
             the output (:class:`~convmem_graph.nodes.report.ReportState`), for LangGraph Studio.
+        input_schema: The keys a run's input may set (default: the whole state); Studio's input
+            form shows these.
+        context_schema: The run context class (a :class:`MemoryContext` subclass).
     """
     policy = model_retry_policy(max_attempts)
     g: StateGraph[MemoryState, MemoryContext, MemoryState, MemoryState] = StateGraph(
         MemoryState,
-        context_schema=MemoryContext,
-        input_schema=MemoryState,
+        context_schema=context_schema,
+        input_schema=input_schema or MemoryState,
         output_schema=ReportState if report else MemoryState,
     )
-    g.add_node("ingest", ingest)
-    g.add_node("normalize", normalize)
-    g.add_node("extract", extract, retry_policy=policy)
-    g.add_node("update_variables", update_variables)
-    g.add_node("summarize", summarize, retry_policy=policy)
-    g.add_node("inject", inject)
+    # Each node in an OpenTelemetry span when opentelemetry is installed (convmem_graph.tracing).
+    g.add_node("ingest", traced_node("ingest", ingest))
+    g.add_node("normalize", traced_node("normalize", normalize))
+    g.add_node("extract", traced_node("extract", accounted_node("extract", extract)), retry_policy=policy)
+    g.add_node("update_variables", traced_node("update_variables", update_variables))
+    g.add_node(
+        "summarize", traced_node("summarize", accounted_node("summarize", summarize)), retry_policy=policy
+    )
+    g.add_node("inject", traced_node("inject", inject))
     g.add_edge(START, "ingest")
     g.add_edge("ingest", "normalize")
     g.add_conditional_edges("normalize", _after_normalize)
@@ -101,7 +113,7 @@ def build_memory_graph(
     g.add_conditional_edges("update_variables", _after_variables)
     g.add_edge("summarize", "inject")
     if report:
-        g.add_node("report", report_node)
+        g.add_node("report", traced_node("report", report_node))
         g.add_edge("inject", "report")
         g.add_edge("report", END)
     else:

@@ -40,6 +40,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from convmem_graph._ids import identifier_problem
+from convmem_graph.accounting import merge_usage
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
@@ -331,6 +332,8 @@ class ReplayReport:
     memories: set[str] = field(default_factory=set)
     quarantined: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
+    #: Model calls and prompt/completion tokens per stage (see :mod:`convmem_graph.accounting`).
+    model_usage: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -349,6 +352,7 @@ class ReplayReport:
             "memories": len(self.memories),
             "quarantined": dict(self.quarantined),
             "skipped": dict(self.skipped),
+            "model_usage": self.model_usage,
             "seconds": round(self.seconds, 3),
             "messages_per_second": round(self.messages_per_second, 1),
         }
@@ -566,6 +570,7 @@ class Replayer:
         with self._report_lock:
             report.new_messages += result.new_messages
             report.skipped.update(result.skipped)
+            report.model_usage = merge_usage(report.model_usage, result.model_usage)
         fut.set_result(None)
 
     def _flush(self, memory_id: str, report: ReplayReport) -> Future[None] | None:
@@ -984,6 +989,7 @@ def replay_in_processes(
             report.memories.update(value["memory_ids"])
             report.quarantined.update(value["quarantined"])
             report.skipped.update(value["skipped"])
+            report.model_usage = merge_usage(report.model_usage, value.get("model_usage") or {})
     for proc in workers:
         proc.join()
     report.seconds = time.perf_counter() - started

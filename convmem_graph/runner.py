@@ -86,6 +86,8 @@ class RunResult(BaseModel):
     variables_changed: list[str] = Field(default_factory=list)
     summary_version: int = 0
     model_calls: int = 0
+    #: Model calls and prompt/completion tokens per stage (see :mod:`convmem_graph.accounting`).
+    model_usage: dict[str, dict[str, int]] = Field(default_factory=dict)
     payloads: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -280,6 +282,7 @@ class Lifecycle:
             variables_changed=out.get("variables_changed", []),
             summary_version=out.get("summary_version", 0),
             model_calls=out.get("model_calls", 0),
+            model_usage=out.get("model_usage", {}),
             payloads=dict(ctx.payloads),
         )
 

@@ -81,6 +81,8 @@ class MemoryState(TypedDict, total=False):
     variables_changed: list[str]
     summary_version: int
     model_calls: int
+    #: Model calls and prompt/completion tokens per stage (``extract``, ``summarize``) this run.
+    model_usage: dict[str, dict[str, int]]
     #: Vendors whose payloads this run built (the payloads themselves are in the context).
     payloads: list[str]
     #: Id of the last ``messages`` entry ``ingest`` read (graphs that also carry ``messages``).

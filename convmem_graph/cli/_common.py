@@ -21,6 +21,7 @@ __all__ = [
     "command_config",
     "dump_json",
     "local_time",
+    "one_prefix",
     "open_existing",
     "open_memory",
     "require_paths",
@@ -65,6 +66,25 @@ class CliError(Exception):
         self.what = what
         self.why = why
         self.code = code
+
+
+def one_prefix(what: str, message: str) -> str:
+    """``what: message``, unless the message already starts with ``what`` (no ``trtc: trtc: ...``).
+
+    A vendor name counts with its dashes as spaces too (``agora-join`` and ``agora join``).
+
+    Example:
+        >>> one_prefix("trtc", "trtc: StartAIConversation needs room_id")
+        'trtc: StartAIConversation needs room_id'
+        >>> one_prefix("agora-join", "agora join: name must be a non-empty string")
+        'agora join: name must be a non-empty string'
+        >>> one_prefix("trtc", "option llm must be a JSON object, got str")
+        'trtc: option llm must be a JSON object, got str'
+    """
+    head = message.split(": ", 1)[0]
+    if head in {what, what.replace("-", " ")}:
+        return message
+    return f"{what}: {message}"
 
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:

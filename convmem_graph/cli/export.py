@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from convmem_graph.cli._common import add_db_argument, open_existing, open_memory, subcommand
+from convmem_graph.cli._common import CliError, add_db_argument, open_existing, open_memory, subcommand
 
 __all__ = ["register"]
 
@@ -56,6 +56,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     """Read and import the document."""
+    from convmem_graph.errors import MemoryExistsError
+    from convmem_graph.store._export_schema import ExportFormatError
     from convmem_graph.store.transfer import import_memory
 
     try:
@@ -67,9 +69,16 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"convmem import: {args.file}: not JSON: {exc}", file=sys.stderr)
         return 2
     with open_memory(args) as mem:
-        target = import_memory(
-            mem.store, doc, memory_id=args.memory, replace=args.replace, index=mem.config.episodic
-        )
+        try:
+            target = import_memory(
+                mem.store, doc, memory_id=args.memory, replace=args.replace, index=mem.config.episodic
+            )
+        except ExportFormatError as exc:
+            # The file first, then the field: "convmem import: FILE: $.format: ...".
+            raise CliError(str(args.file), f"{exc.path}: {exc.reason}") from None
+        except MemoryExistsError as exc:
+            # The shell option, not the Python argument.
+            raise CliError(exc.memory_id, "exists; add --replace to overwrite it") from None
         mem.snapshot(target)  # rebuild the call-start cache
     print(f"imported {target}")
     return 0

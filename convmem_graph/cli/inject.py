@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from convmem_graph._ids import check_identifier
-from convmem_graph.cli._common import add_db_argument, command_config, dump_json, open_existing, subcommand
+from convmem_graph.cli._common import (
+    add_db_argument,
+    command_config,
+    dump_json,
+    one_prefix,
+    open_existing,
+    subcommand,
+)
 
 if TYPE_CHECKING:
     from convmem_graph.store.sqlite_reader import SqliteSnapshotReader
@@ -138,7 +145,7 @@ def _print(build: Callable[[], Any], vendor: str) -> int:
     try:
         payload = build()
     except ValueError as exc:
-        print(f"convmem inject: {vendor}: {exc}", file=sys.stderr)
+        print(f"convmem inject: {one_prefix(vendor, str(exc))}", file=sys.stderr)
         return 2
     dump_json(payload)
     return 0

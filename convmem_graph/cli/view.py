@@ -13,7 +13,7 @@ import threading
 import time
 import webbrowser
 
-from convmem_graph.cli._common import add_db_argument, subcommand
+from convmem_graph.cli._common import add_db_argument, open_existing, subcommand
 
 __all__ = ["register"]
 
@@ -50,7 +50,7 @@ def _open_when_up(server: object, url: str, timeout_s: float = 30.0) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Bind loopback, print the URL, open the browser, serve until interrupted."""
+    """Check the memory exists, bind loopback, print the URL, open the browser, serve until interrupted."""
     try:
         import uvicorn
 
@@ -60,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         sys.stderr.write(f"convmem view: {exc.name} is missing; pip install 'convmem-graph[server]'\n")
         return 2
+    # Refused like `convmem show`: a typo in the database or the memory id is one line and exit 2,
+    # not a server showing a 404 page (and never a new empty database).
+    with open_existing(args) as mem:
+        if args.memory is not None:
+            mem.info(args.memory)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -185,6 +185,7 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
         "touched_keys": None,
         "fragments_changed": False,
         "model_calls": 0,
+        "model_usage": {},
         "payloads": [],
     }
     if cursor is not None:

@@ -25,6 +25,9 @@ class ReportState(MemoryState, total=False):
     payload_bodies: dict[str, Any]
     #: The memory block a model request would carry now (``MemoryConfig.memory_block_budget_tokens``).
     memory_block: str
+    #: Vendors not built, with what their options lack (a context with ``payload_errors``, such as
+    #: Studio's, leaves out a vendor whose options are incomplete instead of failing the run).
+    payload_errors: dict[str, str]
 
 
 def report(state: MemoryState, runtime: Runtime[MemoryContext]) -> ReportState:
@@ -37,4 +40,9 @@ def report(state: MemoryState, runtime: Runtime[MemoryContext]) -> ReportState:
     if snapshot is not None:
         options = MemoryBlockOptions(budget_tokens=ctx.config.memory_block_budget_tokens, now_ms=ctx.clock())
         block = build_memory_block(snapshot, options, counter=ctx.counter).text
-    return {"payload_bodies": dict(ctx.payloads), "memory_block": block}
+    errors = getattr(ctx, "payload_errors", None)
+    return {
+        "payload_bodies": dict(ctx.payloads),
+        "memory_block": block,
+        "payload_errors": dict(errors) if isinstance(errors, dict) else {},
+    }

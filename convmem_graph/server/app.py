@@ -47,9 +47,10 @@ import httpx
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.types import ASGIApp
 
 from convmem_graph._heap import freeze_long_lived
 from convmem_graph.config import MemoryConfig
@@ -60,10 +61,12 @@ from convmem_graph.server.calls import agora_task_id
 from convmem_graph.server.health import BoundedWritesMiddleware, StoreProbe, store_busy_response
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.proxy import build_proxy_router
+from convmem_graph.server.request_spans import asgi_middleware
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import build_webhook_router
 from convmem_graph.server.worker import InboxWorker, WorkerHandle
 from convmem_graph.store.write_gate import WriteTimeout
+from convmem_graph.tracing import enabled as tracing_enabled
 
 __all__ = ["OPTIONAL_ROUTERS", "create_app", "require_chat_token", "require_token"]
 
@@ -163,6 +166,27 @@ def _optional_routers(mem: ConvMemory, settings: ServeSettings) -> list[APIRoute
             raise
         routers.append(module.build_router(mem, settings))
     return routers
+
+
+def _add_metrics(app: FastAPI, inbox: Inbox, worker: WorkerHandle, auth: list[Any]) -> None:
+    """``GET /metrics`` (admin token) and the middleware feeding it, when prometheus_client is installed."""
+    try:
+        from convmem_graph.server.metrics import CONTENT_TYPE, ServerMetrics
+    except ModuleNotFoundError as exc:
+        if exc.name != "prometheus_client":
+            raise
+        return  # the metrics extra is not installed: no route, nothing measured
+    metrics = app.state.metrics = ServerMetrics(inbox.counts, worker)
+
+    def middleware(app: ASGIApp) -> ASGIApp:
+        return metrics.middleware(app)
+
+    app.add_middleware(middleware)  # a factory: Starlette calls it with app=
+
+    @app.get("/metrics", tags=["service"], dependencies=auth, response_class=PlainTextResponse)
+    def prometheus_metrics() -> PlainTextResponse:
+        """Counters and gauges in the Prometheus text format (see ``convmem_graph.server.metrics``)."""
+        return PlainTextResponse(metrics.render(), media_type=CONTENT_TYPE)
 
 
 def create_app(
@@ -301,6 +325,10 @@ def create_app(
         inbox.register_task(agora_task_id(body.agent_id), body.memory_id)
         return {"agent_id": body.agent_id, "memory_id": body.memory_id}
 
+    _add_metrics(app, inbox, worker, auth)
+    if tracing_enabled():
+        # Outermost: one OpenTelemetry span per request, the metrics and the Host check inside it.
+        app.add_middleware(asgi_middleware)  # a factory: Starlette calls it with app=
     app.include_router(build_webhook_router(inbox, worker, settings))
     app.include_router(
         build_proxy_router(mem, inbox, worker, settings, app, transport=upstream_transport),

@@ -3,9 +3,9 @@
 Two generations of Alibaba Model Studio (百炼) memory APIs are served (spec: vendor-formats §4):
 
 - Generation B under ``/api/v2/apps/memory``: ``POST /add``, ``POST /memory_nodes/search``,
-  ``GET /memory_nodes``, ``GET|PATCH|DELETE /memory_nodes/{id}``, ``POST /profile_schemas``,
-  ``GET /profile_schemas/{id}``, ``GET /profile_schemas/{id}/user_profile``. snake_case JSON;
-  errors are ``{"request_id", "code", "message"}``.
+  ``GET /memory_nodes``, ``GET|PATCH|DELETE /memory_nodes/{id}``, ``POST|GET /profile_schemas``,
+  ``GET|PATCH|DELETE /profile_schemas/{id}``, ``GET /profile_schemas/{id}/user_profile``,
+  ``DELETE /entities/user/{id}``. snake_case JSON; errors are ``{"request_id", "code", "message"}``.
 - Generation A (``2023-12-29``, ROA): ``/{workspaceId}/memories[/{memoryId}[/memoryNodes[/{id}]]]``
   with ``maxResults``/``nextToken`` paging, inputs as query parameters (as Alibaba's generated
   client sends them), camelCase answers and the documented codes (``Memory.MemoryIdNotFound``,
@@ -37,7 +37,13 @@ from convmem_graph.models import FRAGMENT_MAX_CHARS, Fragment, VariableSpec
 from convmem_graph.payloads.relevance import lexical_scores
 from convmem_graph.server._boundary import MAX_QUERY_INT, BoundaryError, BoundaryRoute
 from convmem_graph.server._http import token_matches
-from convmem_graph.server.bailian_schemas import ProfileSchema, ProfileSchemaStore, variable_name
+from convmem_graph.server.bailian_meta import NodeMetaStore
+from convmem_graph.server.bailian_schemas import (
+    ProfileSchema,
+    ProfileSchemaStore,
+    ProfileSchemaUpdate,
+    variable_name,
+)
 from convmem_graph.store.browse import count_memories, find_fragment, set_description
 
 __all__ = ["API_PREFIX", "BailianError", "build_router"]
@@ -184,7 +190,9 @@ def _text_of(content: str | list[dict[str, Any]]) -> str:
     return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text" and p.get("text"))
 
 
-def _node(fragment: Fragment, *, project_id: str | None = None) -> dict[str, Any]:
+def _node(
+    fragment: Fragment, *, project_id: str | None = None, extra_meta: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "memory_node_id": fragment.id,
         "content": fragment.content,
@@ -199,6 +207,8 @@ def _node(fragment: Fragment, *, project_id: str | None = None) -> dict[str, Any
             "transient": fragment.transient,
             "expires_at": fragment.expires_at,
             "source_message_ids": fragment.source_message_ids,
+            # The client's own keys (kept beside the fact); convmem's keys above win a clash.
+            **{k: v for k, v in (extra_meta or {}).items() if k not in _OWN_META},
         },
         "project_id": project_id or "",
         "memory_type": "transient" if fragment.transient else "long_term",
@@ -206,30 +216,40 @@ def _node(fragment: Fragment, *, project_id: str | None = None) -> dict[str, Any
     }
 
 
-#: meta_data keys a PATCH or an add may change; the others in a node's meta_data are read-only.
+#: meta_data keys a PATCH or an add may change among convmem's own.
 _WRITABLE_META = frozenset({"category"})
+#: convmem's own keys of a node's meta_data (the fact's columns); any other key is the client's.
+_OWN_META = frozenset({"category", "key", "origin", "transient", "expires_at", "source_message_ids"})
 
 
-def _check_meta(meta: dict[str, Any] | None, current: Fragment | None) -> str | None:
-    """Return the category to set, or raise on meta_data convmem does not keep."""
+def _check_meta(meta: dict[str, Any] | None, current: Fragment | None) -> tuple[str | None, dict[str, Any]]:
+    """Split ``meta_data`` into the category to set and the client's own keys (kept beside the fact).
+
+    Raises:
+        BailianError: A read-only convmem key is changed, or the category is not a short string.
+    """
     if not meta:
-        return None
+        return None, {}
     shown = _node(current)["meta_data"] if current is not None else {}
+    free: dict[str, Any] = {}
     for key, value in meta.items():
         if key in _WRITABLE_META:
+            continue
+        if key not in _OWN_META:
+            free[key] = value
             continue
         if key in shown and shown[key] == value:
             continue  # a client echoing a node's own meta_data back
         raise BailianError(
             400,
             "InvalidParameter",
-            f"meta_data.{key}: convmem keeps no free-form node metadata; only "
+            f"meta_data.{key}: set by convmem, read-only; of its keys only "
             f"{', '.join(sorted(_WRITABLE_META))} can be set",
         )
     category = meta.get("category")
     if category is not None and (not isinstance(category, str) or not category or len(category) > 32):
         raise BailianError(400, "InvalidParameter", "meta_data.category: a string of 1-32 characters")
-    return category
+    return category, free
 
 
 def _token(settings: Any) -> str | None:
@@ -251,6 +271,7 @@ class _Api:
         self.mem = mem
         self.token = _token(settings)
         self.schemas = ProfileSchemaStore(mem.store)
+        self.meta = NodeMetaStore(mem.store)
 
     # -- shared ------------------------------------------------------------------------------
     def check_auth(self, request: Request) -> None:
@@ -304,7 +325,7 @@ class _Api:
         if body.profile_schema:
             self.apply_schema(uid, body.profile_schema)
         before = {f.id: f.updated_at for f in self.mem.fragments(uid)}
-        category = _check_meta(body.meta_data, None)
+        category, free = _check_meta(body.meta_data, None)
         if body.custom_content:
             self.mem.store.add_fragment(uid, body.custom_content, category=category or "other", origin="api")
         if body.messages:
@@ -324,6 +345,10 @@ class _Api:
                 nodes.append({"memory_node_id": f.id, "content": f.content, "event": "ADD"})
             elif before[f.id] != f.updated_at:
                 nodes.append({"memory_node_id": f.id, "content": f.content, "event": "UPDATE"})
+        if free:
+            # The client's keys go on the nodes this call added or changed.
+            for node in nodes:
+                self.store_meta(uid, node["memory_node_id"], free)
         gone = set(before) - {f.id for f in after}
         nodes.extend({"memory_node_id": i, "content": "", "event": "DELETE"} for i in sorted(gone))
         return {"request_id": _request_id(), "memory_nodes": nodes}
@@ -347,6 +372,7 @@ class _Api:
             nodes.append({**_node(fragments[i], project_id=body.project_id), "score": round(score, 4)})
             if len(nodes) >= body.top_k:
                 break
+        self.with_meta(body.user_id, nodes)
         return {"request_id": _request_id(), "memory_nodes": nodes}
 
     def list_nodes(self, user_id: str, page_num: int, page_size: int) -> dict[str, Any]:
@@ -355,9 +381,10 @@ class _Api:
         except ValueError as exc:
             raise BailianError(400, "InvalidParameter", f"user_id: {exc}") from None
         start = (page_num - 1) * page_size
+        nodes = [_node(f) for f in fragments[start : start + page_size]]
         return {
             "request_id": _request_id(),
-            "memory_nodes": [_node(f) for f in fragments[start : start + page_size]],
+            "memory_nodes": self.with_meta(user_id, nodes),
             "total": len(fragments),
             "page_num": page_num,
             "page_size": page_size,
@@ -365,7 +392,9 @@ class _Api:
 
     def update_node(self, node_id: str, body: UpdateNodeBody) -> dict[str, Any]:
         fragment = self.node_fragment(node_id, body.user_id)
-        category = _check_meta(body.meta_data, fragment)
+        category, free = _check_meta(body.meta_data, fragment)
+        if free:
+            self.store_meta(fragment.memory_id, fragment.id, free)
         self.mem.update_fragment(
             fragment.memory_id, fragment.id, content=body.custom_content, category=category
         )
@@ -374,6 +403,74 @@ class _Api:
     def delete_node(self, node_id: str, user_id: str | None) -> dict[str, Any]:
         fragment = self.node_fragment(node_id, user_id)
         self.mem.delete_fragment(fragment.memory_id, fragment.id)
+        self.meta.forget(fragment.memory_id, fragment.id)
+        return {"request_id": _request_id()}
+
+    def node(self, node_id: str, user_id: str | None) -> dict[str, Any]:
+        fragment = self.node_fragment(node_id, user_id)
+        extra = self.meta.get_many(fragment.memory_id, [fragment.id]).get(fragment.id)
+        return _node(fragment, extra_meta=extra)
+
+    def store_meta(self, memory_id: str, node_id: str, free: Mapping[str, Any]) -> None:
+        try:
+            self.meta.merge(memory_id, node_id, free)
+        except ValueError as exc:
+            raise BailianError(400, "InvalidParameter", str(exc)) from None
+
+    def with_meta(self, memory_id: str, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Add the client's own meta_data keys to ``nodes`` (in place; returned for chaining)."""
+        extra = self.meta.get_many(memory_id, [n["memory_node_id"] for n in nodes])
+        for n in nodes:
+            for key, value in extra.get(n["memory_node_id"], {}).items():
+                n["meta_data"].setdefault(key, value)
+        return nodes
+
+    # -- profile schemas ---------------------------------------------------------------------
+    def schema_or_404(self, schema_id: str) -> ProfileSchema:
+        try:
+            return self.schemas.get(schema_id)
+        except NotFoundError as exc:
+            raise BailianError(404, "ProfileSchemaNotFound", str(exc)) from None
+
+    def get_schema(self, schema_id: str) -> dict[str, Any]:
+        schema = self.schema_or_404(schema_id)
+        return {"request_id": _request_id(), "profile_schema_id": schema_id, **schema.model_dump()}
+
+    def list_schemas(self, page_num: int, page_size: int) -> dict[str, Any]:
+        page, total = self.schemas.page(offset=(page_num - 1) * page_size, limit=page_size)
+        return {
+            "request_id": _request_id(),
+            "profile_schemas": [
+                {"profile_schema_id": i, "name": s.name, "description": s.description} for i, s in page
+            ],
+            "total": total,
+            "page_num": page_num,
+            "page_size": page_size,
+        }
+
+    def update_schema(self, schema_id: str, body: ProfileSchemaUpdate) -> dict[str, Any]:
+        try:
+            self.schemas.update(schema_id, body)
+        except NotFoundError as exc:
+            raise BailianError(404, "ProfileSchemaNotFound", str(exc)) from None
+        except ValueError as exc:
+            raise BailianError(400, "InvalidParameter", str(exc)) from None
+        return {"request_id": _request_id()}
+
+    def delete_schema(self, schema_id: str) -> dict[str, Any]:
+        if not self.schemas.delete(schema_id):
+            raise BailianError(404, "ProfileSchemaNotFound", f"profile schema {schema_id!r} not found")
+        return {"request_id": _request_id()}
+
+    def delete_entity(self, entity_type: str, entity_id: str) -> dict[str, Any]:
+        if entity_type != "user":
+            raise BailianError(400, "InvalidParameter", f"entity_type: {entity_type!r} is not 'user'")
+        try:
+            existed = self.mem.delete(entity_id)
+        except ValueError as exc:
+            raise BailianError(400, "InvalidParameter", f"entity_id: {exc}") from None
+        if not existed:
+            raise BailianError(404, "EntityNotFound", f"user {entity_id!r} not found")
         return {"request_id": _request_id()}
 
     def user_profile(self, schema_id: str, user_id: str) -> dict[str, Any]:
@@ -390,7 +487,7 @@ class _Api:
             name = variable_name(attr.name)
             v = values.get(name)
             value = "" if v is None else (",".join(v.value) if isinstance(v.value, list) else str(v.value))
-            attributes.append({"id": name, "name": attr.name, "value": value})
+            attributes.append({"id": attr.attribute_id, "name": attr.name, "value": value, "variable": name})
         return {
             "request_id": _request_id(),
             "profile": {
@@ -458,8 +555,8 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
 
     Example:
         >>> mem = ConvMemory.open("sqlite://")
-        >>> sorted({r.path for r in build_router(mem).routes})[:2]
-        ['/api/v2/apps/memory/add', '/api/v2/apps/memory/memory_nodes']
+        >>> sorted({r.path.removeprefix(API_PREFIX) for r in build_router(mem).routes})[:3]
+        ['/add', '/entities/{entity_type}/{entity_id}', '/memory_nodes']
         >>> mem.close()
     """
     api = _Api(mem, settings)
@@ -495,7 +592,7 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
         request: Request, memory_node_id: str, user_id: str | None = None
     ) -> dict[str, Any]:
         def get() -> dict[str, Any]:
-            node = _node(api.node_fragment(memory_node_id, user_id))
+            node = api.node(memory_node_id, user_id)
             return {
                 "request_id": _request_id(),
                 "memory_node": {**node, "media_urls": [], "multimodal_medias": []},
@@ -522,19 +619,38 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
 
         return await call(request, create)
 
-    @router.get(f"{API_PREFIX}/profile_schemas/{{profile_schema_id}}", summary="GetProfileSchema")
-    async def get_profile_schema(request: Request, profile_schema_id: str) -> dict[str, Any]:
-        def get() -> dict[str, Any]:
-            try:
-                schema = api.schemas.get(profile_schema_id)
-            except NotFoundError as exc:
-                raise BailianError(404, "ProfileSchemaNotFound", str(exc)) from None
-            return {
-                "request_id": _request_id(),
-                "profile_schema": {"profile_schema_id": profile_schema_id, **schema.model_dump()},
-            }
+    @router.get(f"{API_PREFIX}/profile_schemas", summary="ListProfileSchemas")
+    async def list_profile_schemas(
+        request: Request,
+        page_num: int = Query(1, ge=1, le=MAX_QUERY_INT),
+        page_size: int = Query(10, ge=1, le=100),
+        memory_library_id: str | None = None,
+    ) -> dict[str, Any]:
+        return await call(request, api.list_schemas, page_num, page_size)
 
-        return await call(request, get)
+    @router.get(f"{API_PREFIX}/profile_schemas/{{profile_schema_id}}", summary="GetProfileSchema")
+    async def get_profile_schema(
+        request: Request, profile_schema_id: str, memory_library_id: str | None = None
+    ) -> dict[str, Any]:
+        return await call(request, api.get_schema, profile_schema_id)
+
+    @router.patch(f"{API_PREFIX}/profile_schemas/{{profile_schema_id}}", summary="UpdateProfileSchema")
+    async def update_profile_schema(
+        request: Request, profile_schema_id: str, body: ProfileSchemaUpdate
+    ) -> dict[str, Any]:
+        return await call(request, api.update_schema, profile_schema_id, body)
+
+    @router.delete(f"{API_PREFIX}/profile_schemas/{{profile_schema_id}}", summary="DeleteProfileSchema")
+    async def delete_profile_schema(
+        request: Request, profile_schema_id: str, memory_library_id: str | None = None
+    ) -> dict[str, Any]:
+        return await call(request, api.delete_schema, profile_schema_id)
+
+    @router.delete(f"{API_PREFIX}/entities/{{entity_type}}/{{entity_id}}", summary="DeleteEntity")
+    async def delete_entity(
+        request: Request, entity_type: str, entity_id: str, memory_library_id: str | None = None
+    ) -> dict[str, Any]:
+        return await call(request, api.delete_entity, entity_type, entity_id)
 
     @router.get(f"{API_PREFIX}/profile_schemas/{{profile_schema_id}}/user_profile", summary="GetUserProfile")
     async def get_user_profile(

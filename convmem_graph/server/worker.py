@@ -150,6 +150,9 @@ class InboxWorker:
         self.settings = settings
         self.on_error_delay_s = on_error_delay_s
         self.retry_base_s = retry_base_s
+        #: Lifecycle runs done and deliveries failed on (``GET /metrics``; written by the worker thread).
+        self.lifecycle_runs = 0
+        self.lifecycle_errors = 0
         #: seq -> monotonic time before which a failed delivery is not tried again (this process).
         self._retry_at: dict[int, float] = {}
         self._wake = threading.Event()
@@ -344,6 +347,7 @@ class InboxWorker:
     def _ingest(self, memory_id: str, deliveries: list[Delivery], tasks: dict[str, TaskInfo]) -> None:
         inputs, ended = self._inputs(deliveries, tasks)
         self.mem.ingest(memory_id, inputs, session_ended=ended)
+        self.lifecycle_runs += 1
 
     # -- failures -------------------------------------------------------------------------
     def _fail(self, row: Delivery, memory_id: str | None, exc: BaseException) -> bool:
@@ -355,6 +359,7 @@ class InboxWorker:
         """
         if is_outage(exc):
             raise exc
+        self.lifecycle_errors += 1
         reason = _reason(exc)
         if not is_data_error(exc):
             attempts = self._attempts(row.seq) + 1

@@ -31,7 +31,7 @@ from convmem_graph._time import now_ms
 from convmem_graph.store._lang_counts import ensure_language_counts
 from convmem_graph.store._vectors import turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
-from convmem_graph.store.registry import SIDE_TABLES, schema_migrations
+from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
 from convmem_graph.store.schema import METADATA, fragments, memories, round_interruptions
 
 __all__ = [
@@ -176,6 +176,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "language counts", _language_counts),
     Migration(3, "turn vectors", create_tables(turn_vectors)),
     Migration(4, "round interruptions", create_tables(round_interruptions)),
+    Migration(5, "bailian node metadata", create_tables(node_meta)),
 )
 
 

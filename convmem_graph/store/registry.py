@@ -8,11 +8,11 @@ when a table with a memory-naming column is not listed here, so a new table cann
 memory's rows by omission.
 
 The *side tables* below belong to layers above the store (the server's inbox and task map, the
-replay's progress, the IM pull's cursors, Bailian's profile schemas). Their definitions live here,
-on :data:`SIDE_METADATA`, so that the store can create and delete them without importing those
-layers (layers import downward). Every table, side tables included, is created by the store's
-numbered migrations (:mod:`convmem_graph.store.migrations`) when the store opens, and the applied
-migrations are recorded in :data:`schema_migrations`.
+replay's progress, the IM pull's cursors, Bailian's profile schemas and node metadata). Their
+definitions live here, on :data:`SIDE_METADATA`, so that the store can create and delete them
+without importing those layers (layers import downward). Every table, side tables included, is
+created by the store's numbered migrations (:mod:`convmem_graph.store.migrations`) when the store
+opens, and the applied migrations are recorded in :data:`schema_migrations`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ __all__ = [
     "ExportPart",
     "MemoryTable",
     "inbox_table",
+    "node_meta",
     "profile_schemas",
     "pull_cursors",
     "replay_progress",
@@ -136,8 +137,25 @@ profile_schemas = Table(
     Column("created_at", Integer, nullable=False),
 )
 
+#: Bailian memory-node ``meta_data`` keys convmem has no column for (``location_name`` ...), per fact.
+node_meta = Table(
+    "cm_bailian_node_meta",
+    SIDE_METADATA,
+    Column("memory_id", String(256), primary_key=True),
+    Column("node_id", String(256), primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("updated_at", _Seq, nullable=False),
+)
+
 #: The side tables, in creation order.
-SIDE_TABLES: tuple[Table, ...] = (inbox_table, tasks_table, replay_progress, pull_cursors, profile_schemas)
+SIDE_TABLES: tuple[Table, ...] = (
+    inbox_table,
+    tasks_table,
+    replay_progress,
+    pull_cursors,
+    profile_schemas,
+    node_meta,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +230,8 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
     MemoryTable(tasks_table, "memory_id", not_exported=_PLUMBING),
     MemoryTable(replay_progress, "memory_id", not_exported=_PLUMBING),
     MemoryTable(pull_cursors, "memory_id", not_exported=_PLUMBING, fallback="user_id"),
+    # Deleted with the memory; the export document has no part for it yet.
+    MemoryTable(node_meta, "memory_id", not_exported="Bailian clients' free-form metadata of memory nodes"),
     MemoryTable(memories, "memory_id", not_exported="the document's head (``memory``), written apart"),
 )
 

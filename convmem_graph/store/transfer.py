@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Table, delete, func, insert, select
 
 from convmem_graph._ids import check_identifier
-from convmem_graph.errors import ConvMemError, MemoryNotFoundError
+from convmem_graph.errors import ConvMemError, MemoryExistsError, MemoryNotFoundError
 from convmem_graph.store._derived import derived_columns
 from convmem_graph.store._export_schema import ExportFormatError, parse_export
 from convmem_graph.store._messages import content_hash
@@ -123,7 +123,8 @@ def import_memory(
     Raises:
         ExportFormatError: The document is not a valid convmem export (one line naming the JSON
             path, e.g. ``convmem-memory: $.messages[0].seq: unknown field ...``).
-        ConvMemError: The memory exists and ``replace`` is false. Nothing is written in either case.
+        MemoryExistsError: The memory exists and ``replace`` is false. Nothing is written in either
+            case.
     """
     parsed = parse_export(doc)
     target = parsed.memory.memory_id if memory_id is None else check_identifier(memory_id, "memory_id")
@@ -133,9 +134,7 @@ def import_memory(
             exists = conn.execute(select(memories.c.memory_id).where(memories.c.memory_id == target)).first()
             if exists is not None:
                 if not replace:
-                    raise ConvMemError(
-                        f"memory {target!r} exists; pass replace=True (--replace) to overwrite it"
-                    )
+                    raise MemoryExistsError(target)
                 delete_message_episodes(conn, target)
                 for table, *_ in reversed(_PARTS):
                     conn.execute(delete(table).where(table.c.memory_id == target))

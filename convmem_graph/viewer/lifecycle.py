@@ -31,6 +31,7 @@ _RUN_KEYS = (
     "variables_changed",
     "summary_version",
     "model_calls",
+    "model_usage",
     "payloads",
     "errors",
 )
@@ -136,6 +137,19 @@ def _ms_text(ms: float | None) -> str:
     return "" if ms is None else f"{ms:.1f}"
 
 
+def _usage_rows(usage: dict[str, dict[str, int]]) -> list[str]:
+    """One row per stage that called a model (see :mod:`convmem_graph.accounting`)."""
+    return [
+        f"<tr><td>{esc(stage)}</td>"
+        + "".join(
+            f'<td class="num">{int(counts.get(k, 0))}</td>'
+            for k in ("calls", "prompt_tokens", "completion_tokens")
+        )
+        + "</tr>"
+        for stage, counts in sorted(usage.items())
+    ]
+
+
 def lifecycle_page(mem: ConvMemory, memory_id: str) -> str:
     """The lifecycle graph of a memory with its last run.
 
@@ -157,6 +171,13 @@ def lifecycle_page(mem: ConvMemory, memory_id: str) -> str:
         + (f"<p>finished {esc(run['finished'])}</p>" if run.get("finished") else "")
         + f'<p class="path">{" → ".join(esc(n) for n in run["path"]) or "-"}</p>'
         + table(["node", "ms"], rows, css="steps", empty="no per-node timings")
+        + "<h3>Model calls and tokens</h3>"
+        + table(
+            ["stage", "calls", "prompt tokens", "completion tokens"],
+            _usage_rows(run["state"].get("model_usage") or {}),
+            css="usage",
+            empty="no model call in this run",
+        )
         + "<h3>Messages in/out, facts, model calls</h3>"
         + json_block(run["state"])
         + "</div></div>"

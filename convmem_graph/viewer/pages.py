@@ -25,6 +25,8 @@ def memory_tabs(memory_id: str, active: str) -> str:
     """The links between a memory's pages."""
     tabs = [
         ("overview", "Memory", memory_url(memory_id)),
+        ("search", "Search", memory_url(memory_id, "/search")),
+        ("graph", "Memory graph", memory_url(memory_id, "/graph")),
         ("inject", "Inject preview", memory_url(memory_id, "/inject")),
         ("lifecycle", "Lifecycle graph", memory_url(memory_id, "/lifecycle")),
         ("delete", "Delete…", memory_url(memory_id, "/delete")),
@@ -182,7 +184,10 @@ def _fragments_section(
             ["fact", "category", "status", "expires", "from", ""], rows, css="fragments", empty="no facts yet"
         )
         + more
-        + "</section>"
+        + f'<form method="post" action="{esc(memory_url(memory_id, "/fragments"))}" class="add-fact">'
+        '<input name="content" maxlength="200" size="40" required placeholder="用户喜欢… / The user …" '
+        'aria-label="new fact"> <input name="category" value="other" maxlength="32" size="10" '
+        'aria-label="category"> <button>add fact</button></form>' + "</section>"
     )
 
 
@@ -269,11 +274,43 @@ def _timeline_section(
     return "".join(parts)
 
 
+#: Fields of an audit snapshot worth a line (the rest are ids and times).
+_AUDIT_FIELDS = ("content", "value", "category", "key", "status", "origin", "superseded_by", "expires_at")
+
+
+def _short(value: Any) -> str:
+    text = _value_text(value) if not isinstance(value, str) else value
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def _change_lines(before: Any, after: Any) -> str:
+    """What changed, one ``field: old → new`` line each (an added or removed object: its fields)."""
+    old = before if isinstance(before, dict) else {}
+    new = after if isinstance(after, dict) else {}
+    lines = []
+    for field in _AUDIT_FIELDS:
+        a, b = old.get(field), new.get(field)
+        if a == b or (a is None and b is None):
+            continue
+        if field not in old:
+            lines.append(f'<div><span class="muted">{esc(field)}:</span> {esc(_short(b))}</div>')
+        elif field not in new:
+            lines.append(f'<div><span class="muted">{esc(field)}:</span> <s>{esc(_short(a))}</s></div>')
+        else:
+            lines.append(
+                f'<div><span class="muted">{esc(field)}:</span> <s>{esc(_short(a))}</s> '
+                f"→ {esc(_short(b))}</div>"
+            )
+    return "".join(lines) or '<span class="muted">no field changed</span>'
+
+
 def _audit_section(mem: ConvMemory, memory_id: str) -> str:
     rows = [
         f"<tr><td>{fmt_time(a.at)}</td><td>{esc(a.kind)}</td><td>{esc(a.action)}</td>"
         f"<td>{esc(a.object_id)}</td><td>{esc(a.cause)}</td>"
-        f"<td>{json_block({'before': a.before, 'after': a.after}, css='json small')}</td></tr>"
+        f'<td class="change">{_change_lines(a.before, a.after)}'
+        "<details><summary>JSON</summary>"
+        f"{json_block({'before': a.before, 'after': a.after}, css='json small')}</details></td></tr>"
         for a in mem.store.list_audit(memory_id, limit=_LOG_LIMIT)
     ]
     return (

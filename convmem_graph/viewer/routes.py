@@ -38,6 +38,7 @@ from convmem_graph.memory import ConvMemory
 from convmem_graph.models import FRAGMENT_MAX_CHARS, VariableValueType
 from convmem_graph.server._boundary import BoundaryError, BoundaryRoute, string_problem
 from convmem_graph.viewer._html import STATIC_PREFIX, esc, layout, memory_url, query_url
+from convmem_graph.viewer.explore import SearchFilters, graph_page, search_page
 from convmem_graph.viewer.inject import inject_page
 from convmem_graph.viewer.lifecycle import lifecycle_page
 from convmem_graph.viewer.pages import memories_page, memory_page
@@ -170,6 +171,21 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
     async def index(q: str = "", page: int = 1, notice: str = "") -> Response:
         return await render(memories_page, mem, q=q, page=max(1, page), notice=notice)
 
+    @router.post("/memories/{memory_id:path}/fragments", summary="Add a fact")
+    async def add_fragment(request: Request, memory_id: str) -> Response:
+        form = await _form(request)
+
+        def run() -> str:
+            content = form.get("content", "").strip()
+            category = form.get("category", "").strip() or "other"
+            if not content or len(content) > FRAGMENT_MAX_CHARS:
+                raise _PageError(400, f"a fact needs 1-{FRAGMENT_MAX_CHARS} characters")
+            mem.info(memory_id)  # never creates a memory
+            fragment = mem.add_fragment(memory_id, content, category=category)  # audited (origin manual)
+            return query_url(memory_url(memory_id), notice="fact added", fact=fragment.id) + "#facts"
+
+        return await edit(request, run)
+
     # Fragment routes first: a path ending in /delete must not be read as the memory's own.
     @router.post("/memories/{memory_id:path}/fragments/{fragment_id}/edit", summary="Correct a fact")
     async def edit_fragment(request: Request, memory_id: str, fragment_id: str) -> Response:
@@ -191,6 +207,29 @@ def build_router(mem: ConvMemory, settings: Any = None) -> APIRouter:
             return query_url(memory_url(memory_id), notice="fact deleted") + "#facts"
 
         return await edit(request, run)
+
+    @router.get("/memories/{memory_id:path}/search", response_class=HTMLResponse, summary="Search a memory")
+    async def search(
+        memory_id: str,
+        q: str = "",
+        channel: str = "",
+        role: str = "",
+        category: str = "",
+        status: str = "active",
+        since: str = "",
+        until: str = "",
+    ) -> Response:
+        try:
+            filters = SearchFilters(
+                channel=channel, role=role, category=category, status=status, since=since, until=until
+            )
+        except ValueError as exc:
+            return _error_page(400, str(exc))
+        return await render(search_page, mem, memory_id, q[:500], filters)
+
+    @router.get("/memories/{memory_id:path}/graph", response_class=HTMLResponse, summary="Memory graph")
+    async def graph(memory_id: str) -> Response:
+        return await render(graph_page, mem, memory_id)
 
     @router.get("/memories/{memory_id:path}/inject", response_class=HTMLResponse, summary="Inject preview")
     async def inject(

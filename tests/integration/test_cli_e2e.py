@@ -173,7 +173,7 @@ def test_replay_show_inject_export_import_delete(tmp_path: Path) -> None:
     # import into a second database (while the first one deletes the memory), export again: the
     # same document, byte for byte.
     imported, delete_a = convmem_parallel(
-        ("import", exported, "--db", db_b), ("delete", "u_10086", "--db", db_a), cwd=tmp_path
+        ("import", exported, "--db", db_b), ("delete", "u_10086", "--yes", "--db", db_a), cwd=tmp_path
     )
     assert "imported u_10086" in ok(imported)
     export_b, memories_a = convmem_parallel(

@@ -91,9 +91,13 @@ def test_schemas_resolve(server: tuple[str, Path]) -> None:
     schemas = httpx.get(f"{base}/assistants/{_assistant(base)}/schemas", timeout=60).json()
     for key in ("input_schema", "output_schema", "state_schema", "context_schema"):
         assert isinstance(schemas.get(key), dict), f"{key} is {schemas.get(key)!r}"
-    assert "memory_id" in schemas["input_schema"]["properties"]
+    # Studio's input form asks for what a run needs, the memory id, not the 21 state keys.
+    assert set(schemas["input_schema"]["properties"]) == {"memory_id"}
+    assert schemas["input_schema"]["required"] == ["memory_id"]
     assert {"payload_bodies", "memory_block"} <= set(schemas["output_schema"]["properties"])
     assert {"db_url", "config", "inputs", "vendors"} <= set(schemas["context_schema"]["properties"])
+    assert "payload_errors" not in schemas["context_schema"]["properties"]
+    assert "payload_errors" in schemas["output_schema"]["properties"]
 
 
 def test_runs_wait_as_the_readme_says(server: tuple[str, Path]) -> None:
@@ -117,3 +121,46 @@ def test_runs_wait_as_the_readme_says(server: tuple[str, Path]) -> None:
     system = out["payload_bodies"]["openai"][0]
     assert system["role"] == "system" and "mango" in system["content"]
     assert db.exists()
+
+
+def test_memory_id_alone_runs_the_lifecycle_and_returns_the_block(server: tuple[str, Path]) -> None:
+    from convmem_graph.memory import ConvMemory
+
+    base, work = server
+    # No context at all: the server's folder's convmem.db, as the README says.
+    with ConvMemory.open(str(work / "convmem.db")) as mem:
+        mem.ingest("u_alone", [{"role": "user", "content": "我住在杭州，对芒果过敏。"}], source="openai")
+    body = {"assistant_id": "convmem_lifecycle", "input": {"memory_id": "u_alone"}}
+    out = httpx.post(f"{base}/runs/wait", json=body, timeout=120).json()
+    assert out.get("memory_id") == "u_alone", out
+    assert "杭州" in out["memory_block"] and "芒果" in out["memory_block"]
+    assert out["payload_bodies"] == {} and out["payload_errors"] == {}
+
+
+def test_a_vendor_without_its_options_is_reported_not_fatal(server: tuple[str, Path]) -> None:
+    base, work = server
+    db = work / "recipe.db"
+    body: dict[str, Any] = {
+        "assistant_id": "convmem_lifecycle",
+        "input": {"memory_id": "u_recipe"},
+        "context": {
+            "db_url": str(db),
+            "config": {"bot_ids": ["ai_xiaoyu_bot"]},
+            "inputs": [[{"role": "user", "content": "I'm allergic to mango."}]],
+            "vendors": ["trtc", "trtc-llmconfig"],
+        },
+    }
+    out = httpx.post(f"{base}/runs/wait", json=body, timeout=120).json()
+    assert "User is allergic to mango." in out["memory_block"], out
+    assert set(out["payload_bodies"]) == {"trtc-llmconfig"}
+    assert "StartAIConversation needs sdk_app_id" in out["payload_errors"]["trtc"]
+    assert "inject_options.trtc" in out["payload_errors"]["trtc"]
+    # With its options in inject_options (and no `vendors`), trtc is built.
+    options = json.loads((REPO / "examples" / "options" / "trtc.json").read_text("utf-8"))
+    body["context"] = {
+        "db_url": str(db),
+        "inject_options": {"trtc": {k: v for k, v in options.items() if not k.startswith("_")}},
+    }
+    out = httpx.post(f"{base}/runs/wait", json=body, timeout=120).json()
+    assert set(out["payload_bodies"]) == {"trtc"} and out["payload_errors"] == {}, out
+    assert "mango" in out["payload_bodies"]["trtc"]["LLMConfig"]
