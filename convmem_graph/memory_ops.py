@@ -151,6 +151,9 @@ class AsyncTwins:
         ) -> VariableValue: ...
         def clear_variable(self, memory_id: str, name: str) -> None: ...  # noqa: D102
         def variable_schema(self, memory_id: str) -> list[dict[str, str | bool]]: ...  # noqa: D102
+        def embed_turns(  # noqa: D102
+            self, memory_id: str, *, batch: int = 64, limit: int | None = None
+        ) -> int: ...
         def fragments(  # noqa: D102
             self, memory_id: str, *, status: FragmentStatusFilter | None = "active"
         ) -> list[Fragment]: ...
@@ -208,6 +211,10 @@ class AsyncTwins:
     async def avariable_schema(self, memory_id: str) -> list[dict[str, str | bool]]:
         """Async twin of ``variable_schema``."""
         return await asyncio.to_thread(self.variable_schema, memory_id)
+
+    async def aembed_turns(self, memory_id: str, *, batch: int = 64, limit: int | None = None) -> int:
+        """Async twin of ``embed_turns`` (the model's calls run in a worker thread)."""
+        return await asyncio.to_thread(self.embed_turns, memory_id, batch=batch, limit=limit)
 
     async def afragments(
         self, memory_id: str, *, status: FragmentStatusFilter | None = "active"

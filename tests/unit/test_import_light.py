@@ -6,8 +6,10 @@ Each import runs in a fresh interpreter (this test process has them loaded alrea
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -134,7 +136,11 @@ def test_convmem_inject_on_a_current_file_reads_it_without_sqlalchemy(tmp_path: 
     _fill_memory(db)
     imported = _imported_by(["inject", "m1", "--vendor", "trtc-llmconfig", "--query", "芒果", "--db", db])
     assert "convmem_graph" in imported and "sqlalchemy" not in imported
-    # A memory the read-only path cannot serve goes through the store, as before.
+    # The sqlite:/// form of the same file takes the same read-only path.
+    assert "sqlalchemy" not in _imported_by(["inject", "m1", "--vendor", "openai", "--db", f"sqlite:///{db}"])
+    # A memory the read-only path cannot serve (no cached snapshot) goes through the store, as before.
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("DELETE FROM cm_snapshots")
     assert "sqlalchemy" in _imported_by(["inject", "m1", "--vendor", "openai", "--db", f"sqlite:///{db}"])
 
 
