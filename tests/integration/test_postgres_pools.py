@@ -425,7 +425,7 @@ def test_a_run_reads_the_messages_it_stored_past_a_cursor_without_a_round_trip(p
 
 def test_pruning_in_one_statement_refuses_delta_channel_threads(pg_url: str) -> None:
     from convmem_graph.checkpoints import postgres_checkpointer, prune_checkpoints
-    from tests.unit.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
+    from tests.unit.checkpoints.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
 
     saver = postgres_checkpointer(pg_url)
     thread = f"delta-{uuid.uuid4().hex[:8]}"

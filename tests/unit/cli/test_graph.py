@@ -12,7 +12,7 @@ from langgraph.pregel import Pregel
 
 from convmem_graph.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NODES = {"ingest", "normalize", "extract", "update_variables", "summarize", "inject"}
 
 

@@ -97,7 +97,7 @@ def generated_ops(seed: int, count: int, weights: dict[str, int]) -> list[Fragme
 
 def _load_benchmark() -> Any:
     """``benchmarks/facts_cliff.py``, which keeps the one copy of the walk before issue 24."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "facts_cliff.py"
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "facts_cliff.py"
     spec = importlib.util.spec_from_file_location("facts_cliff", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

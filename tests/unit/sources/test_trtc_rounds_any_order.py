@@ -21,7 +21,7 @@ from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 
 CALL = json.loads(
-    (Path(__file__).resolve().parents[1] / "fixtures" / "trtc_callbacks_one_call.json").read_text("utf-8")
+    (Path(__file__).resolve().parents[2] / "fixtures" / "trtc_callbacks_one_call.json").read_text("utf-8")
 )
 DELIVERIES: list[dict[str, Any]] = CALL["deliveries"]
 BOT, HUMAN = CALL["bot_user_id"], CALL["target_user_id"]
@@ -53,10 +53,16 @@ def test_one_run_reads_the_call() -> None:
     assert ONE_RUN[0][4] == "greeting"
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_any_order_and_split_gives_the_one_run_timeline(data: st.DataObject) -> None:
+def one_run_timeline_in_any_order(data: st.DataObject) -> None:
+    """The property of ``test_any_order_and_split_gives_the_one_run_timeline`` (also run at full size)."""
     order = data.draw(st.permutations(range(len(DELIVERIES))))
     size = data.draw(st.sampled_from([1, 2, 3, 5, len(DELIVERIES)]))
     runs = [list(order[i : i + size]) for i in range(0, len(order), size)]
     assert [r[:4] for r in _timeline(runs)] == [r[:4] for r in ONE_RUN]
+
+
+# 20 examples here; tests/integration/test_trtc_rounds_any_order_full.py runs 80.
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_order_and_split_gives_the_one_run_timeline(data: st.DataObject) -> None:
+    one_run_timeline_in_any_order(data)

@@ -21,7 +21,7 @@ from convmem_graph.models import Message
 from convmem_graph.store import MemoryStore
 
 SECRET = "sk-PLANTED-0123456789abcdef"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "options"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "options"
 
 
 def _paths(doc: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

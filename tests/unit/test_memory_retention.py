@@ -17,7 +17,7 @@ import pytest
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
-from tests.unit.test_delete_forgets import scan
+from tests.unit.test_memory_delete import scan
 
 T0 = 1_767_268_800_000
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

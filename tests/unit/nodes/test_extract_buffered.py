@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -81,32 +78,6 @@ def test_a_pending_turn_is_extracted_once_it_waited_long_enough(tmp_path: Path) 
         clock[0] += 61_000  # the next run finds the turn older than extract_idle_seconds
         mem.ingest("m", [])
         assert extractor.batches == [["第0句话"]]
-
-
-_CHILD = """
-import os, signal, sys
-from tests.unit.test_buffered_extraction import CountingModelExtractor, _open, _turn, NOW
-extractor = CountingModelExtractor()
-mem = _open(sys.argv[1], extractor, [NOW + 10_000])
-mem.ingest("m", _turn(0), source="openai")
-mem.ingest("m", _turn(1), source="openai")
-assert extractor.batches == []
-os.kill(os.getpid(), signal.SIGKILL)  # dies with two turns waiting: nothing closed or flushed
-"""
-
-
-def test_turns_waiting_for_extraction_survive_a_crash(tmp_path: Path) -> None:
-    db = str(tmp_path / "crash.db")
-    root = str(Path(__file__).resolve().parents[2])
-    child = subprocess.run(
-        [sys.executable, "-c", _CHILD, db], cwd=root, capture_output=True, text=True, timeout=120
-    )
-    assert child.returncode == -signal.SIGKILL, child.stderr
-    second = CountingModelExtractor()
-    with _open(db, second, [NOW + 10_000]) as again:
-        again.ingest("m", [], session_ended=True)
-        assert second.batches == [["第0句话", "第1句话"]]
-        assert sorted(f.content for f in again.fragments("m")) == ["用户说过：第0句话", "用户说过：第1句话"]
 
 
 def test_the_heuristic_extractor_does_not_wait(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from langchain_core.embeddings import Embeddings
 from convmem_graph.models import Fragment
 from convmem_graph.payloads import rank_fragments
 from convmem_graph.payloads.relevance import lexical_scores, query_terms
-from tests.unit.test_payloads_story import MEMORY_ID, TRIP_EXPIRES, story_fragments
+from tests.unit.payloads.test_story import MEMORY_ID, TRIP_EXPIRES, story_fragments
 
 
 def frag(fid: str, content: str, updated_at: int = 0, **kw: object) -> Fragment:

@@ -17,7 +17,7 @@ from convmem_graph.payloads import (
     build_start_ai_conversation,
 )
 from tests.conftest import load_fixture
-from tests.unit.test_payloads_story import MEMORY_ID, story_snapshot
+from tests.unit.payloads.test_story import MEMORY_ID, story_snapshot
 
 TRTC_PERSONA = "你是「小雨」，一个温柔、幽默的 AI 陪伴伙伴，用简短口语化的中文聊天。"
 LLM = {

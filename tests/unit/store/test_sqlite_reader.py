@@ -21,7 +21,7 @@ from tests.conftest import FIXTURES
 AGORA_OPTIONS = {
     key: value
     for key, value in json.loads(
-        (Path(__file__).parents[2] / "examples" / "options" / "agora.json").read_text("utf-8")
+        (Path(__file__).parents[3] / "examples" / "options" / "agora.json").read_text("utf-8")
     ).items()
     if not key.startswith("_")
 }

@@ -19,7 +19,7 @@ from convmem_graph.payloads import (
     build_update_body,
 )
 from tests.conftest import load_fixture
-from tests.unit.test_payloads_story import PERSONA, story_snapshot
+from tests.unit.payloads.test_story import PERSONA, story_snapshot
 
 JOIN = load_fixture("agora_join_request.json")
 FIXTURE_LLM = JOIN["properties"]["llm"]

@@ -11,7 +11,7 @@ import pytest
 
 from convmem_graph.cli import main
 
-VENDORS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "vendors"
+VENDORS = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "vendors"
 
 
 def _shapes(tmp: Path) -> dict[str, Path]:

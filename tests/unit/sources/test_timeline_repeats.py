@@ -64,9 +64,8 @@ def test_copies_across_channels_without_ids_still_merge() -> None:
     assert [m.id for m in messages] == ["im_1"] and skipped[0].reason == "duplicate"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_six_identical_replies_store_six_in_any_order(data: st.DataObject) -> None:
+def six_replies_stored_in_any_order(data: st.DataObject) -> None:
+    """The property of ``test_six_identical_replies_store_six_in_any_order`` (also run at full size)."""
     deliveries = list(range(6)) + data.draw(st.lists(st.integers(0, 5), max_size=3))  # retries
     order = data.draw(st.permutations(deliveries))
     cuts = sorted(data.draw(st.sets(st.integers(1, len(order) - 1), max_size=4)))
@@ -81,6 +80,13 @@ def test_six_identical_replies_store_six_in_any_order(data: st.DataObject) -> No
         assert sorted(m.id for m in stored) == sorted(m.id for k in range(6) for m in _proxy_turn(k).messages)
     finally:
         mem.close()
+
+
+# 15 examples here; tests/integration/test_timeline_repeats_any_order_full.py runs 60.
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_six_identical_replies_store_six_in_any_order(data: st.DataObject) -> None:
+    six_replies_stored_in_any_order(data)
 
 
 def test_a_line_typed_in_im_and_said_in_a_call_are_two_messages() -> None:

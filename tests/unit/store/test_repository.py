@@ -29,7 +29,7 @@ from convmem_graph.models import (
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _audit as audit_module
 from convmem_graph.store.schema import METADATA, PER_MEMORY_TABLES, messages
-from tests.unit.test_checkpoints import build_counter_graph, cfg
+from tests.unit.checkpoints.test_checkpoints import build_counter_graph, cfg
 
 T0 = 1_767_268_800_000  # 2026-01-01T12:00:00Z
 

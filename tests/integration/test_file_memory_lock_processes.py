@@ -1,4 +1,7 @@
-"""``file_memory_lock``: a memory's runs on one SQLite file take turns across processes (issue 21 item 6)."""
+"""``file_memory_lock`` across processes (issue 21 item 6).
+
+A memory held by another process waits for it; other memories do not.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +19,7 @@ from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.locks import _bucket_path, file_memory_lock
 from convmem_graph.store.write_gate import WriteTimeout, bounded_writes
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock: POSIX only")
+from tests.unit.store.test_locks import _same_bucket
 
 _HOLDER = """
 import sys
@@ -53,12 +55,6 @@ def _release(proc: subprocess.Popen[str]) -> None:
     proc.wait(timeout=10)
 
 
-def _same_bucket(lock_dir: str, memory_id: str) -> str:
-    """Another memory id whose lock file is the one of ``memory_id``."""
-    target = _bucket_path(lock_dir, memory_id)
-    return next(f"x{n}" for n in range(100_000) if _bucket_path(lock_dir, f"x{n}") == target)
-
-
 def test_a_memory_held_by_another_process_waits_for_it(
     tmp_path: Path, other_process: subprocess.Popen[str]
 ) -> None:
@@ -90,20 +86,6 @@ def test_other_memories_do_not_wait(tmp_path: Path, other_process: subprocess.Po
     )
     with bounded_writes(0.3), file_memory_lock(lock_dir, other):
         pass
-
-
-def test_nested_holds_of_one_bucket_in_one_thread_do_not_deadlock(tmp_path: Path) -> None:
-    lock_dir = str(tmp_path / "locks")
-    twin = _same_bucket(lock_dir, "m1")
-    with bounded_writes(1.0):
-        with (
-            file_memory_lock(lock_dir, "m1"),
-            file_memory_lock(lock_dir, twin),
-            file_memory_lock(lock_dir, "m1"),
-        ):
-            pass
-        with file_memory_lock(lock_dir, "m1"):  # all released: taken again at once
-            pass
 
 
 def test_threads_share_a_bucket_and_the_last_one_releases_it(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from convmem_graph.models import MemorySnapshot
 from convmem_graph.payloads import MemoryBlockOptions, build_langchain_messages, build_openai_messages
 from tests.conftest import load_fixture
-from tests.unit.test_payloads_story import PERSONA, story_snapshot
+from tests.unit.payloads.test_story import PERSONA, story_snapshot
 
 BLOCK = load_fixture("agora_join_request.json")["properties"]["llm"]["system_messages"][1]["content"]
 
