@@ -28,7 +28,7 @@ from convmem_graph.models import Message
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from convmem_graph.memory import ConvMemory
+    from convmem_graph.memory_api import MemoryAPI
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LangChainDeprecationWarning)
@@ -87,7 +87,7 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
 
     def __init__(
         self,
-        memory: ConvMemory,
+        memory: MemoryAPI,
         *,
         memory_id: str | None = None,
         resolve_memory_id: Callable[[Any], str | None] | None = None,
@@ -224,7 +224,7 @@ class ConvMemoryChatHistory(BaseChatMessageHistory):
     memory learnt from them (facts, variables, summary) stays; ``ConvMemory.delete`` removes it.
     """
 
-    def __init__(self, memory: ConvMemory, memory_id: str, *, window: int = 50) -> None:
+    def __init__(self, memory: MemoryAPI, memory_id: str, *, window: int = 50) -> None:
         self.memory = memory
         self.memory_id = memory_id
         self.window = window

@@ -863,21 +863,27 @@ def _worker(
 ) -> None:
     """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard."""
     _exit_with_parent()
+    from convmem_graph.assembly import open_lifecycle
     from convmem_graph.config import MemoryConfig
-    from convmem_graph.memory import ConvMemory
 
     try:
-        with ConvMemory.open(db_url, model=model, config=MemoryConfig.model_validate(config)) as mem:
-            mem.lifecycle.durability = "exit"
+        lifecycle, close_checkpointer = open_lifecycle(
+            db_url, model, MemoryConfig.model_validate(config), durability="exit"
+        )
+        try:
             # Everything imported so far lives as long as the worker: keep the collector off it
             # (and off the pages a forked worker shares with its parent).
             gc.freeze()
             progress = _ProgressSender(queue, worker=worker)
-            replayer = Replayer(mem.lifecycle, on_progress=progress, **options)
+            replayer = Replayer(lifecycle, on_progress=progress, **options)
             try:
                 report = replayer.run(paths)
             finally:
                 progress.flush()
+        finally:
+            if close_checkpointer is not None:
+                close_checkpointer()
+            lifecycle.store.close()
         queue.put(("done", report.as_dict() | {"memory_ids": sorted(report.memories), "worker": worker}))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         queue.put(("error", f"{type(exc).__name__}: {exc}"))

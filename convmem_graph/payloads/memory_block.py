@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from convmem_graph._text import join_sentences
 from convmem_graph.models import Fragment, MemorySnapshot, Message, VariableValue
 from convmem_graph.payloads._quotes import format_date, local_date, resolve_relative_times, utc_offset_minutes
 from convmem_graph.payloads._sanitize import (
@@ -47,6 +46,7 @@ from convmem_graph.payloads._sanitize import (
 )
 from convmem_graph.payloads.ranker import Scorer
 from convmem_graph.payloads.relevance import iter_ranked
+from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 if TYPE_CHECKING:

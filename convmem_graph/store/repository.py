@@ -36,10 +36,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Inspector, make_url
 
 from convmem_graph._ids import check_identifier
-from convmem_graph._text import split_to_fit
 from convmem_graph._time import now_ms as _now
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError, NotFoundError
-from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import (
     FRAGMENT_MAX_CHARS,
     EpisodeSearch,
@@ -114,6 +112,8 @@ from convmem_graph.store.schema import (
 )
 from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url, sqlite_path
 from convmem_graph.store.write_gate import write_gate
+from convmem_graph.text.keys import canonical_key
+from convmem_graph.text.sentences import split_to_fit
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -1176,7 +1176,7 @@ class MemoryStore:
     ) -> list[Fragment]:
         """Add a fact of any length as linked pieces of at most 200 characters, in one transaction.
 
-        The text is cut at sentence ends (see :func:`convmem_graph._text.split_to_fit`); every piece
+        The text is cut at sentence ends (see :func:`convmem_graph.text.sentences.split_to_fit`); every piece
         is a fragment (Bailian's memory-node limit holds for each) carrying the first piece's id in
         ``part_of`` and its place in ``part``, and the memory block injects the pieces together. A
         fact that fits in one fragment is stored as one, unlinked. Adding the same text again

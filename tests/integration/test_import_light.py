@@ -21,7 +21,7 @@ LIGHT_MODULES = [
     "convmem_graph.models",
     "convmem_graph.store",
     "convmem_graph.extractors",
-    "convmem_graph.extractors.keys",
+    "convmem_graph.text.keys",
 ]
 
 

@@ -8,9 +8,9 @@ from datetime import datetime
 
 import pytest
 
-from convmem_graph.extractors._text import has_cjk
 from convmem_graph.extractors.heuristic import HeuristicExtractor
 from convmem_graph.models import FRAGMENT_MAX_CHARS, Message
+from convmem_graph.text.scripts import has_cjk
 from tests.conftest import SHARED_DATA
 
 DULEMON = SHARED_DATA / "dulemon-samples" / "samples.json"

@@ -6,9 +6,9 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from convmem_graph.extractors._timeexpr import Period, cn_int, find_en, find_zh, render_en, render_zh
 from convmem_graph.extractors.heuristic import HeuristicExtractor
 from convmem_graph.models import Fragment, FragmentCandidate, Message
+from convmem_graph.text.timeexpr import Period, cn_int, find_en, find_zh, render_en, render_zh
 
 CST = timezone(timedelta(hours=8))
 THU = date(2026, 1, 1)  # a Thursday

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from convmem_graph.extractors.heuristic import HeuristicExtractor
-from convmem_graph.extractors.keys import normalize_key
 from convmem_graph.models import FragmentCandidate, Message
+from convmem_graph.text.keys import normalize_key
 
 CST = timezone(timedelta(hours=8))
 TS = int(datetime(2026, 1, 1, 12, tzinfo=CST).timestamp() * 1000)
@@ -181,7 +181,7 @@ def test_a_subject_less_name_names_what_was_just_introduced(
 
 
 def test_a_key_whose_subject_is_only_particles_keeps_it() -> None:
-    from convmem_graph.extractors.keys import normalize_key
+    from convmem_graph.text.keys import normalize_key
 
     assert normalize_key("event:哈哈") == "event:哈哈"
     assert normalize_key("pref:跑步了") == "pref:跑步"

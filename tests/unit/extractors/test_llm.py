@@ -20,10 +20,10 @@ from convmem_graph.errors import ExtractionError
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.extractors.chat_models import make_chat_model
 from convmem_graph.extractors.heuristic import HeuristicExtractor
-from convmem_graph.extractors.keys import KEY_PREFIXES
 from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer, is_retryable, trim_to_budget
 from convmem_graph.extractors.prompts import EXTRACTION_SYSTEM_PROMPT
 from convmem_graph.models import Fragment, Message, Summary, VariableSpec, VariableValue
+from convmem_graph.text.keys import KEY_PREFIXES
 from convmem_graph.tokens import count_tokens
 
 NOW = 1767268800000  # 2026-01-01 12:00 UTC

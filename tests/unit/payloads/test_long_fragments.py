@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem_graph import ConvMemory
-from convmem_graph._text import join_sentences, split_to_fit
 from convmem_graph.models import FRAGMENT_MAX_CHARS, Fragment, MemorySnapshot
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
+from convmem_graph.text.sentences import join_sentences, split_to_fit
 
 EN_STORY = (
     "Tom trained for the Lisbon half marathon all spring, running before work three days a week. "

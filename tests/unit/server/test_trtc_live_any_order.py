@@ -36,7 +36,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convmem_graph._text import join_sentences
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message, ReadResult
@@ -47,6 +46,7 @@ from convmem_graph.server.webhooks import delivery_key
 from convmem_graph.server.worker import InboxWorker
 from convmem_graph.sources import merge_timeline, read_payload
 from convmem_graph.state import RawInput
+from convmem_graph.text.sentences import join_sentences
 
 BOT = "ai_bot_7"
 _CALLS = itertools.count()

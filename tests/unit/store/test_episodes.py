@@ -393,6 +393,6 @@ def test_a_payload_that_sends_no_turns_still_quotes_the_newest_ones() -> None:
     ],
 )
 def test_stemmed_terms_are_what_a_search_keeps_stemmed(text: str, expected: list[str]) -> None:
-    from convmem_graph._terms import stemmed_terms
+    from convmem_graph.text.terms import stemmed_terms
 
     assert sorted(stemmed_terms(text)) == sorted(expected)

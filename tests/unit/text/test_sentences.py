@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convmem_graph._text import _drop_table, normalize_text
+from convmem_graph.text.sentences import _drop_table, normalize_text
 
 
 def _general(text: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Literal
 
-from convmem_graph.extractors._text import contains_any
+from convmem_graph.text.scripts import contains_any
 
 __all__ = [
     "Period",

@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import NamedTuple
 
-from convmem_graph.extractors.keys import subject_key
+from convmem_graph.text.keys import subject_key
 
 __all__ = [
     "Clause",
@@ -145,7 +145,7 @@ def norm_text(text: str) -> str:
 def norm_key(text: str) -> str:
     """Normalize the subject part of a fragment key (``The Piano!`` -> ``piano``, ``跑步了`` -> ``跑步``).
 
-    The one key spelling of :mod:`convmem_graph.extractors.keys` (see :func:`subject_key`):
+    The one key spelling of :mod:`convmem_graph.text.keys` (see :func:`subject_key`):
     spaces become ``_`` (``go to gym`` -> ``go_to_gym``).
     """
     return subject_key(text)
