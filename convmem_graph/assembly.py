@@ -14,6 +14,7 @@ from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.runner import Durability, Lifecycle
 from convmem_graph.store import MemoryStore
+from convmem_graph.store.engine import PoolSettings
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -23,7 +24,7 @@ __all__ = ["lazy_checkpointer", "open_lifecycle"]
 
 
 def lazy_checkpointer(
-    url: str,
+    url: str, pools: PoolSettings | None = None
 ) -> tuple[Callable[[], BaseCheckpointSaver[Any] | None], Callable[[], None]]:
     """A factory opening the checkpointer at ``url`` on first call, and a closer for it."""
     opened: list[Callable[[], None]] = []
@@ -31,7 +32,7 @@ def lazy_checkpointer(
     def factory() -> BaseCheckpointSaver[Any] | None:
         from convmem_graph.checkpoints import open_checkpointer
 
-        saver, closer = open_checkpointer(url)
+        saver, closer = open_checkpointer(url, pools=pools)
         opened.append(closer)
         return saver
 
@@ -53,6 +54,7 @@ def open_lifecycle(
     summarizer: Summarizer | None = None,
     durability: Durability = "sync",
     clock: Callable[[], int] = now_ms,
+    pools: PoolSettings | None = None,
 ) -> tuple[Lifecycle, Callable[[], None] | None]:
     """Open the store at ``url`` and the lifecycle over it (arguments as ``ConvMemory.open``).
 
@@ -63,12 +65,12 @@ def open_lifecycle(
     config = config or MemoryConfig()
     if checkpointer is not None and checkpoint_url is not None:
         raise ValueError("pass checkpoint_url or checkpointer, not both")
-    store = MemoryStore.from_url(url)
+    store = MemoryStore.from_url(url, pools=pools)
     closer: Callable[[], None] | None = None
     factory: Callable[[], BaseCheckpointSaver[Any] | None] | None = None
     if checkpointer is None:
         # Opened when a run first needs it: payloads and reads never import LangGraph.
-        factory, closer = lazy_checkpointer(checkpoint_url or store.url)
+        factory, closer = lazy_checkpointer(checkpoint_url or store.url, pools)
     if model is not None:
         from convmem_graph.extractors.chat_models import make_chat_model
         from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer

@@ -41,6 +41,7 @@ from convmem_graph.runner import Durability, Lifecycle, RunResult
 from convmem_graph.snapshot import build_snapshot, render_call_start, with_episodes
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
+from convmem_graph.store.engine import PoolSettings
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -113,6 +114,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         durability: Durability = "sync",
         embeddings: Embeddings | None = None,
         clock: Callable[[], int] = now_ms,
+        pools: PoolSettings | None = None,
     ) -> ConvMemory:
         """Open (and create if needed) a memory database.
 
@@ -135,6 +137,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
                 :meth:`search`, of ``as_store()`` searches and of the middleware's memory block.
             clock: Current time in ms (decides which transient facts have expired); set it to
                 replay an old archive as of its own time, or in tests.
+            pools: PostgreSQL pool sizes of the store and the checkpointer (the CLI and the server
+                fill them from ``CONVMEM_PG_*``; the library never reads the environment).
         """
         lifecycle, closer = open_lifecycle(
             url,
@@ -146,6 +150,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             summarizer=summarizer,
             durability=durability,
             clock=clock,
+            pools=pools,
         )
         return cls(lifecycle.store, lifecycle, close_checkpointer=closer, embeddings=embeddings)
 

@@ -48,6 +48,7 @@ from convmem_graph.sources._common import BOT_PREFIX, clean_text
 from convmem_graph.sources.files import DEFAULT_LIMITS
 from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
 from convmem_graph.store import MemoryStore
+from convmem_graph.store.engine import PoolSettings
 from convmem_graph.store.registry import SIDE_METADATA, replay_progress
 from convmem_graph.store.schema import dead_letters
 
@@ -860,6 +861,7 @@ def _worker(
     options: dict[str, Any],
     queue: Any,
     worker: int = 0,
+    pools: PoolSettings | None = None,
 ) -> None:
     """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard."""
     _exit_with_parent()
@@ -868,7 +870,7 @@ def _worker(
 
     try:
         lifecycle, close_checkpointer = open_lifecycle(
-            db_url, model, MemoryConfig.model_validate(config), durability="exit"
+            db_url, model, MemoryConfig.model_validate(config), durability="exit", pools=pools
         )
         try:
             # Everything imported so far lives as long as the worker: keep the collector off it
@@ -916,6 +918,7 @@ def replay_in_processes(
     pacing: ModelPacing | None = None,
     on_progress: Callable[[int], None] | None = None,
     on_files: Callable[[int], None] | None = None,
+    pools: PoolSettings | None = None,
 ) -> ReplayReport:
     """Replay with ``processes`` worker processes, each owning a stable share of the memories.
 
@@ -963,7 +966,7 @@ def replay_in_processes(
         }
         proc = ctx.Process(
             target=_worker,
-            args=(db_url, files, config.model_dump(), model, options, queue, k),
+            args=(db_url, files, config.model_dump(), model, options, queue, k, pools),
             name=f"convmem-replay-{k}",
         )
         proc.start()

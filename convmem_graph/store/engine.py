@@ -18,7 +18,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -97,8 +96,12 @@ _RETIRED_ENV = ("CONVMEM_PG_LOCK_POOL_SIZE", "CONVMEM_PG_LOCK_MAX_OVERFLOW")
 _retired_warned: set[str] = set()
 
 
-def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
-    """Return the pool sizes: :data:`POOL_DEFAULTS` overridden by the environment.
+def pool_settings(environ: Mapping[str, str]) -> PoolSettings:
+    """Return the pool sizes: :data:`POOL_DEFAULTS` overridden by ``CONVMEM_PG_*`` entries of ``environ``.
+
+    The store never reads the process environment itself: the settings of the CLI and the server
+    (:class:`convmem_graph.settings.ConvMemSettings`) call this with the values they read, and the
+    result is passed to :class:`~convmem_graph.store.MemoryStore` and the checkpointer.
 
     Raises:
         ValueError: A variable is not a non-negative integer (the message names it);
@@ -110,7 +113,7 @@ def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
         >>> pool_settings({"CONVMEM_PG_PREPARE_THRESHOLD": "none"}).prepare_threshold is None
         True
     """
-    env = os.environ if environ is None else environ
+    env = environ
     values: dict[str, Any] = POOL_DEFAULTS._asdict()
     for field, name in _POOL_ENV.items():
         raw = env.get(name, "").strip()
@@ -144,12 +147,13 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def create_store_engine(url: str, *, echo: bool = False) -> Engine:
+def create_store_engine(url: str, *, echo: bool = False, pools: PoolSettings = POOL_DEFAULTS) -> Engine:
     """Create the SQLAlchemy engine for a normalized store URL.
 
     Args:
         url: A URL from :func:`convmem_graph.store.urls.normalize_url`.
         echo: Log every SQL statement (SQLAlchemy's own logging; parameters may contain user text).
+        pools: PostgreSQL pool sizes and prepared statements (unused on SQLite).
 
     Returns:
         An engine whose connections are configured for the store.
@@ -173,7 +177,6 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         )
         _install_sqlite_hooks(engine, wal=not memory)
         return engine
-    pools = pool_settings()
     return create_engine(
         url,
         echo=echo,

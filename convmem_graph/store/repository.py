@@ -75,7 +75,9 @@ from convmem_graph.store._messages import (
 )
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.engine import (
+    POOL_DEFAULTS,
     WRITE_OPTION,
+    PoolSettings,
     advisory_key,
     chunked,
     create_store_engine,
@@ -273,13 +275,17 @@ class MemoryStore:
     dialect: str
     engine: Engine
 
-    def __init__(self, url: str | None = None, *, echo: bool = False) -> None:
+    def __init__(
+        self, url: str | None = None, *, echo: bool = False, pools: PoolSettings | None = None
+    ) -> None:
         self.url = normalize_url(url)
         self.safe_url = mask_url(self.url)
         self.dialect = make_url(self.url).get_backend_name()
         if self.dialect not in ("sqlite", "postgresql"):
             raise ValueError(f"unsupported database {self.dialect!r}")
-        self.engine = create_store_engine(self.url, echo=echo)
+        #: PostgreSQL pool settings (arguments, never read from the environment here).
+        self.pools = pools or POOL_DEFAULTS
+        self.engine = create_store_engine(self.url, echo=echo, pools=self.pools)
         memory = is_memory_sqlite(self.url)
         # One shared connection backs an in-memory database: transactions must take turns.
         self._serial: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
@@ -321,15 +327,18 @@ class MemoryStore:
             return conn.execute(FQ.ANY_UNDERIVED).first() is None
 
     @classmethod
-    def from_url(cls, url: str | None = None, *, echo: bool = False) -> MemoryStore:
+    def from_url(
+        cls, url: str | None = None, *, echo: bool = False, pools: PoolSettings | None = None
+    ) -> MemoryStore:
         """Open (and create if needed) the store at a database URL.
 
         Args:
             url: ``None`` for ``convmem.db`` in the current directory, a filesystem path, ``:memory:``,
                 a ``sqlite:///`` URL or a ``postgresql://`` URL (psycopg 3 is used).
             echo: Log SQL statements.
+            pools: PostgreSQL pool sizes (default :data:`~convmem_graph.store.engine.POOL_DEFAULTS`).
         """
-        return cls(url, echo=echo)
+        return cls(url, echo=echo, pools=pools)
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.safe_url!r})"

@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("memory_api", "memory_ops", "replay"),
     ("integrations", "langgraph_store"),
     ("memory",),
+    ("settings",),
     ("clients",),
     ("server",),
     ("viewer",),
