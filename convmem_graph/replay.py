@@ -19,7 +19,6 @@ Grouping rules (``group_by``):
 from __future__ import annotations
 
 import gc
-import gzip
 import hashlib
 import importlib
 import logging
@@ -27,9 +26,8 @@ import os
 import sys
 import threading
 import time
-import zlib
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +43,7 @@ from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
 from convmem_graph.runner import Lifecycle
 from convmem_graph.sources._common import BOT_PREFIX, clean_text
-from convmem_graph.sources.files import DEFAULT_LIMITS
+from convmem_graph.sources.files import DEFAULT_LIMITS, BadLine, iter_documents
 from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import PoolSettings
@@ -72,7 +70,6 @@ logger = logging.getLogger(__name__)
 GroupBy = Literal["auto", "user", "file"]
 
 _SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
-_LINE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 
 
 def discover_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -133,63 +130,6 @@ def _stem(path: Path) -> str:
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return path.stem
-
-
-@dataclass(frozen=True)
-class _BadLine:
-    """A JSON Lines line that is not a JSON document: quarantined, and the next lines still read."""
-
-    raw: str
-    error: SourceFormatError
-
-
-def _documents(path: Path) -> Iterator[tuple[str, Any]]:
-    """Yield ``(locator, document)`` like ``iter_documents``, reading on past bad JSON Lines lines.
-
-    ``iter_documents`` stops at the first bad line; here such a line yields a :class:`_BadLine`
-    and the lines after it are still read.
-
-    Raises:
-        SourceFormatError: A whole-file document is not JSON, or a gzip stream is corrupt.
-        OSError: The file cannot be opened.
-    """
-    from convmem_graph.sources import iter_documents
-    from convmem_graph.sources._common import MAX_DOCUMENT_BYTES, parse_json_text
-    from convmem_graph.sources.files import LineBudget, open_regular
-
-    if not path.name.lower().endswith(_LINE_SUFFIXES):
-        yield from iter_documents(path)
-        return
-    name = str(path)
-    lineno = 0
-    # Only regular files; the budget bounds lines and decompressed bytes (ReadLimits defaults).
-    budget = LineBudget(name)
-    with open_regular(path) as handle:
-        try:
-            while line := handle.readline(MAX_DOCUMENT_BYTES + 1):
-                budget.take(line)
-                lineno = budget.lines
-                locator = f"{name}:{lineno}"
-                doc: Any
-                if len(line) > MAX_DOCUMENT_BYTES and not line.endswith(b"\n"):
-                    while (rest := handle.readline(MAX_DOCUMENT_BYTES + 1)) and not rest.endswith(b"\n"):
-                        budget.take(rest, continued=True)  # skip the overlong line, within the budget
-                    reason = f"line longer than {MAX_DOCUMENT_BYTES} bytes"
-                    doc = _BadLine(
-                        _short(line.decode("utf-8", "replace")), SourceFormatError("json", locator, reason)
-                    )
-                elif not line.strip():
-                    continue
-                else:
-                    try:
-                        # Depth and size are checked once, by read_payload.
-                        doc = parse_json_text("json", line, "$", check=False)
-                    except SourceFormatError as exc:
-                        error = SourceFormatError("json", locator, exc.reason)
-                        doc = _BadLine(line.decode("utf-8", "replace").rstrip("\r\n"), error)
-                yield locator, doc
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            raise SourceFormatError("json", f"{name}:{lineno + 1}", f"corrupt gzip data: {exc}") from None
 
 
 def _add_progress_memory_column(conn: Any) -> None:
@@ -641,14 +581,14 @@ class Replayer:
         letters = _FileLetters(path)
         bad_limit = DEFAULT_LIMITS.max_bad_documents
         try:
-            for locator, doc in _documents(path):
+            for locator, doc in iter_documents(path, skip_bad_lines=True):
                 report.documents += 1
                 if letters.count > bad_limit:
                     # Bounded work: a file this broken is abandoned (quarantined, not marked done).
                     raise SourceFormatError(
                         "json", locator, f"more than {bad_limit} unreadable documents; file abandoned"
                     )
-                if isinstance(doc, _BadLine):
+                if isinstance(doc, BadLine):
                     letters.shared_counts["json: unreadable document"] += 1
                     letters.add(
                         source="json", raw=doc.raw, error=doc.error.reason, path=doc.error.path, shared=True

@@ -84,3 +84,20 @@ def test_streams_lines_with_a_per_line_cap(tmp_path: Path) -> None:
 def test_missing_file_is_an_os_error(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         list(iter_documents(tmp_path / "nope.json"))
+
+
+def test_one_reader_raises_at_a_bad_line_or_reads_on_past_it(tmp_path: Path) -> None:
+    from convmem_graph.sources.files import BadLine, ReadLimits
+
+    path = tmp_path / "mixed.jsonl"
+    path.write_text('{"a": 1}\n{not json\n' + '"' + "x" * 50 + '"\n[2]\n', encoding="utf-8")
+    limits = ReadLimits(max_line_bytes=40)
+    with pytest.raises(SourceFormatError) as err:
+        list(iter_documents(path, limits))
+    assert err.value.path == f"{path}:2"
+    got = list(iter_documents(path, limits, skip_bad_lines=True))
+    assert [loc.rsplit(":", 1)[1] for loc, _ in got] == ["1", "2", "3", "4"]
+    assert got[0][1] == {"a": 1} and got[3][1] == [2]
+    bad, long = got[1][1], got[2][1]
+    assert isinstance(bad, BadLine) and bad.raw == "{not json" and bad.error.path == f"{path}:2"
+    assert isinstance(long, BadLine) and long.error.reason == "line longer than 40 bytes"
