@@ -200,7 +200,7 @@ def test_one_shot_commands_cap_the_documents_they_hold(
 def test_replay_abandons_a_file_of_garbage_and_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import convmem_graph.replay as replay_module
+    import convmem_graph.replay.read as replay_module
 
     monkeypatch.setattr(replay_module, "DEFAULT_LIMITS", ReadLimits(max_bad_documents=20))
     archive = tmp_path / "archive"

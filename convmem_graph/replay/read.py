@@ -1,196 +1,43 @@
-"""Batch replay of stored conversation archives into memories.
-
-Files (JSON, JSON Lines, gzip of either) and folders of them are streamed document by document;
-documents are grouped into memories by a stated rule, batched, and run through the lifecycle with
-several memories in parallel. Replay is idempotent (message ids come from the sources' own keys,
-fragment ids from their content) and resumable: a file is marked done in the database once all of
-its batches committed, and a rerun skips done files and re-reads the others, adding nothing twice.
-
-Grouping rules (``group_by``):
-
-- ``auto`` (default): an explicit memory id found in the payload (Agora ``labels.memory_id``),
-  else the human's user id found in it (IM operator account, TRTC target user, Agora uid,
-  OpenAI ``user``), else the file name without extensions.
-- ``user``: the memory id or user id found in the payload; documents with neither are quarantined.
-- ``file``: one memory per file, named after the file without extensions.
-- a fixed ``memory_id`` puts everything into one memory.
-"""
+"""The replayer: reads documents from files and runs the lifecycle on batches of each memory."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
-import importlib
 import logging
-import os
-import sys
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import inspect, or_, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from convmem_graph._ids import identifier_problem
-from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
+from convmem_graph.replay.discover import _file_shard_key, _stem, discover_files, shard_of
+from convmem_graph.replay.progress import ReplayReport, _add_progress_memory_column, _FileLetters
 from convmem_graph.runner import Lifecycle
 from convmem_graph.sources._common import BOT_PREFIX, clean_text
 from convmem_graph.sources.files import DEFAULT_LIMITS, BadLine, iter_documents
-from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN, RawInput
+from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
-from convmem_graph.store.engine import PoolSettings
 from convmem_graph.store.registry import SIDE_METADATA, replay_progress
-from convmem_graph.store.schema import dead_letters
 
 if TYPE_CHECKING:
     from convmem_graph.extractors.pacing import ModelGate, ModelPacing
 
-__all__ = [
-    "GroupBy",
-    "ReplayReport",
-    "Replayer",
-    "discover_files",
-    "forget_replay_file",
-    "forget_replay_rows",
-    "parse_shard",
-    "replay_in_processes",
-    "shard_of",
-]
+__all__ = ["GroupBy", "Replayer"]
 
-logger = logging.getLogger(__name__)
+# One logger for the package, named as before the split (handlers and levels set on it apply).
+logger = logging.getLogger("convmem_graph.replay")
+
 
 GroupBy = Literal["auto", "user", "file"]
-
-_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
-
-
-def discover_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand files and folders into the sorted list of archive files to replay.
-
-    Symlinked folders are followed and each one is reported (a warning naming link and target);
-    a folder reached twice (a symlink loop or two links to one place) is read once and reported.
-    Entries that are neither folders nor regular files are left to the reader, which refuses them
-    by name.
-    """
-    found: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if not p.is_dir():
-            found.append(p)
-            continue
-        seen: set[str] = set()
-        batch: list[Path] = []
-        for root, dirs, files in os.walk(p, followlinks=True):
-            real = os.path.realpath(root)
-            if real in seen:
-                logger.warning("replay: %s leads to a folder already read (%s); not read again", root, real)
-                dirs[:] = []
-                continue
-            seen.add(real)
-            dirs.sort()
-            for d in dirs:
-                link = Path(root, d)
-                if link.is_symlink():
-                    logger.warning(
-                        "replay: following symlinked folder %s -> %s", link, os.path.realpath(link)
-                    )
-            batch.extend(Path(root, f) for f in files if f.lower().endswith(_SUFFIXES))
-        found.extend(sorted(batch))
-    return found
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """Parse ``i/n`` (0-based shard i of n) and validate it."""
-    try:
-        i_s, n_s = text.split("/", 1)
-        i, n = int(i_s), int(n_s)
-    except ValueError as exc:
-        raise ValueError(f"--shard must look like i/n, e.g. 0/2; got {text!r}") from exc
-    if n < 1 or not 0 <= i < n:
-        raise ValueError(f"--shard i/n needs 0 <= i < n; got {text!r}")
-    return i, n
-
-
-def shard_of(memory_id: str, n: int) -> int:
-    """Return the shard (0..n-1) that owns ``memory_id``: stable across processes and hosts."""
-    return int.from_bytes(hashlib.blake2b(memory_id.encode("utf-8"), digest_size=8).digest(), "big") % n
-
-
-def _stem(path: Path) -> str:
-    name = path.name
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return path.stem
-
-
-def _add_progress_memory_column(conn: Any) -> None:
-    """Add ``memory_id`` to a progress table made by an older version (nullable, nothing rewritten)."""
-    if "memory_id" not in {c["name"] for c in inspect(conn).get_columns(replay_progress.name)}:
-        conn.exec_driver_sql(f"ALTER TABLE {replay_progress.name} ADD COLUMN memory_id VARCHAR")
-
-
-def _storable(text: str) -> str:
-    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-class _FileLetters:
-    """The dead letters of one file, held until the file is read (at most ``MAX_DEAD_LETTERS_PER_RUN``).
-
-    With several shards (worker processes, ``--shard``), every shard reads a file: a bad item that
-    belongs to no memory (an unreadable line, a document without a user id) is seen by all of them
-    and is *shared*; it is written and counted by one shard only (see ``Replayer._replay_file``).
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.items: list[dict[str, str]] = []
-        self.shared: list[bool] = []
-        #: The memory a letter names itself (an unreadable IM page's request account), else None.
-        self.owners: list[str | None] = []
-        self.dropped = 0
-        #: Quarantine counts of the shared items, by reason.
-        self.shared_counts: Counter[str] = Counter()
-
-    @property
-    def count(self) -> int:
-        """Bad documents and items seen in the file so far."""
-        return len(self.items) + self.dropped
-
-    def add(
-        self, *, source: str, raw: str, error: str, path: str, shared: bool = False, owner: str | None = None
-    ) -> None:
-        if len(self.items) >= MAX_DEAD_LETTERS_PER_RUN:
-            self.dropped += 1
-            return
-        # Lone surrogates (ids like "mem_\udc00") cannot be stored; kept visible as escapes.
-        self.items.append(
-            {k: _storable(v) for k, v in (("source", source), ("raw", raw), ("error", error), ("path", path))}
-        )
-        self.shared.append(shared)
-        self.owners.append(owner)
-
-    def write(self, store: MemoryStore, owner: str | None, *, shared: bool = True) -> None:
-        """Store the letters attributed to ``owner``; the shared ones only when ``shared``."""
-        for item, is_shared, named in zip(self.items, self.shared, self.owners, strict=True):
-            if shared or not is_shared:
-                store.add_dead_letter(named if named is not None else owner, **item)
-        if self.dropped and shared:
-            store.add_dead_letter(
-                owner,
-                source="file",
-                raw=f"{self.path}: {self.dropped} more bad documents",
-                error=f"dead-letter limit of {MAX_DEAD_LETTERS_PER_RUN} per file reached",
-                path=str(self.path),
-            )
 
 
 _ACCOUNT_KEYS = ("Operator_Account", "From_Account", "Peer_Account", "To_Account")
@@ -224,88 +71,6 @@ def _named_account(doc: Any, bot_ids: Iterable[str]) -> str | None:
                 continue
             return account if identifier_problem(account, "memory_id") is None else None
     return None
-
-
-def _file_shard_key(path: Path) -> str:
-    """The key that assigns a file's memory-less problems to one shard."""
-    return f"\x00file:{os.fsencode(path).hex()}"
-
-
-def forget_replay_rows(store: MemoryStore, memory_id: str) -> int:
-    """Delete the replay progress rows of files that fed only ``memory_id``; returns how many.
-
-    Called by ``ConvMemory.delete`` (and so ``convmem delete``): progress rows keep file paths,
-    which often name the user. A later replay of such a file reads it again.
-    """
-    with store.transaction() as conn:
-        if not inspect(conn).has_table(replay_progress.name):
-            return 0
-        _add_progress_memory_column(conn)
-        return int(
-            conn.execute(replay_progress.delete().where(replay_progress.c.memory_id == memory_id)).rowcount
-        )
-
-
-def forget_replay_file(store: MemoryStore, path: str | Path) -> int:
-    """Delete what a replay kept about one file that cannot be attributed to a single memory.
-
-    Removes the file's progress rows and the dead letters without a memory that name it (a file
-    feeding several memories, or none). Returns the number of rows deleted.
-    """
-    name = str(path)
-    like = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    with store.transaction() as conn:
-        deleted = 0
-        if inspect(conn).has_table(replay_progress.name):
-            deleted += int(
-                conn.execute(replay_progress.delete().where(replay_progress.c.path == name)).rowcount
-            )
-        stmt = dead_letters.delete().where(
-            dead_letters.c.memory_id.is_(None),
-            or_(
-                dead_letters.c.raw == name,
-                dead_letters.c.raw.startswith(name + ": "),
-                dead_letters.c.path == name,
-                dead_letters.c.path.like(like + ":%", escape="\\"),
-                dead_letters.c.error.like(like + ":%", escape="\\"),
-            ),
-        )
-        return deleted + int(conn.execute(stmt).rowcount)
-
-
-@dataclass
-class ReplayReport:
-    """What a replay did; ``quarantined`` counts bad items by reason."""
-
-    files: int = 0
-    files_skipped_done: int = 0
-    documents: int = 0
-    messages_read: int = 0
-    new_messages: int = 0
-    memories: set[str] = field(default_factory=set)
-    quarantined: Counter[str] = field(default_factory=Counter)
-    skipped: Counter[str] = field(default_factory=Counter)
-    seconds: float = 0.0
-
-    @property
-    def messages_per_second(self) -> float:
-        """Messages read per wall-clock second."""
-        return self.messages_read / self.seconds if self.seconds > 0 else 0.0
-
-    def as_dict(self) -> dict[str, object]:
-        """A JSON-friendly view."""
-        return {
-            "files": self.files,
-            "files_skipped_done": self.files_skipped_done,
-            "documents": self.documents,
-            "messages_read": self.messages_read,
-            "new_messages": self.new_messages,
-            "memories": len(self.memories),
-            "quarantined": dict(self.quarantined),
-            "skipped": dict(self.skipped),
-            "seconds": round(self.seconds, 3),
-            "messages_per_second": round(self.messages_per_second, 1),
-        }
 
 
 class Replayer:
@@ -727,231 +492,3 @@ def _short(doc: object, limit: int = 100_000) -> str:
     except (TypeError, ValueError):
         text = repr(doc)
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def default_concurrency() -> int:
-    """Worker processes by default: the CPU cores this process may run on.
-
-    ``os.sched_getaffinity`` (a container's or ``taskset``'s limit), not ``os.cpu_count`` (the
-    host's): a replay is CPU-bound, and workers beyond the cores it gets only take turns.
-    """
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _exit_with_parent() -> None:
-    """End this worker process as soon as the replay process that started it dies.
-
-    A killed parent (SIGKILL, OOM) would otherwise leave its workers replaying on as orphans, and a
-    rerun of the same command would race with them.
-    """
-    import multiprocessing as mp
-
-    parent = mp.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        parent.join()  # returns when the parent's end of the pipe closes, i.e. when it exits
-        os._exit(1)
-
-    threading.Thread(target=watch, name="convmem-replay-parent-watch", daemon=True).start()
-
-
-class _ProgressSender:
-    """Sends a worker's progress to the parent at most ten times a second.
-
-    A queue put per document kept the queue's feeder thread busy, and every wake-up of it took the
-    GIL from the replay.
-    """
-
-    def __init__(self, queue: Any, interval_s: float = 0.1, worker: int = 0) -> None:
-        self.queue = queue
-        self.interval_s = interval_s
-        self.worker = worker
-        self.pending = 0
-        self.files_done = self.files_sent = 0
-        self.sent_at = time.monotonic()
-
-    def __call__(self, delta: int, report: ReplayReport) -> None:
-        self.pending += delta
-        # ``report.files`` counts files started: the one being read is not done yet.
-        self.files_done = max(report.files - 1, self.files_done)
-        if time.monotonic() - self.sent_at >= self.interval_s:
-            self.flush()
-
-    def flush(self) -> None:
-        """Send what is pending (messages read, and files done when that changed)."""
-        if self.pending:
-            self.queue.put(("progress", self.pending))
-            self.pending = 0
-        if self.files_done != self.files_sent:
-            self.queue.put(("files", (self.worker, self.files_done)))
-            self.files_sent = self.files_done
-        self.sent_at = time.monotonic()
-
-
-def _worker(
-    db_url: str,
-    paths: list[str],
-    config: dict[str, Any],
-    model: str | None,
-    options: dict[str, Any],
-    queue: Any,
-    worker: int = 0,
-    pools: PoolSettings | None = None,
-) -> None:
-    """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard."""
-    _exit_with_parent()
-    from convmem_graph.assembly import open_lifecycle
-    from convmem_graph.config import MemoryConfig
-
-    try:
-        lifecycle, close_checkpointer = open_lifecycle(
-            db_url, model, MemoryConfig.model_validate(config), durability="exit", pools=pools
-        )
-        try:
-            # Everything imported so far lives as long as the worker: keep the collector off it
-            # (and off the pages a forked worker shares with its parent).
-            gc.freeze()
-            progress = _ProgressSender(queue, worker=worker)
-            replayer = Replayer(lifecycle, on_progress=progress, **options)
-            try:
-                report = replayer.run(paths)
-            finally:
-                progress.flush()
-        finally:
-            if close_checkpointer is not None:
-                close_checkpointer()
-            lifecycle.store.close()
-        queue.put(("done", report.as_dict() | {"memory_ids": sorted(report.memories), "worker": worker}))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
-        queue.put(("error", f"{type(exc).__name__}: {exc}"))
-
-
-def _start_method() -> str:
-    """``fork`` where it is safe (Linux, a parent with one thread), else ``spawn``.
-
-    A forked worker starts with the parent's imports; a spawned one imports LangGraph, LangChain
-    Core and SQLAlchemy again (about 2 s each, a seventh of a 100k-message replay on two cores).
-    Forking a process with other threads can copy a lock some thread holds, so then: spawn.
-    """
-    if sys.platform == "linux" and threading.active_count() == 1:
-        return "fork"
-    return "spawn"
-
-
-def replay_in_processes(
-    db_url: str,
-    paths: Iterable[str | Path],
-    *,
-    processes: int,
-    config: MemoryConfig,
-    model: str | None = None,
-    source: str | None = None,
-    group_by: GroupBy = "auto",
-    memory_id: str | None = None,
-    shard: tuple[int, int] = (0, 1),
-    batch_messages: int = 1000,
-    pacing: ModelPacing | None = None,
-    on_progress: Callable[[int], None] | None = None,
-    on_files: Callable[[int], None] | None = None,
-    pools: PoolSettings | None = None,
-) -> ReplayReport:
-    """Replay with ``processes`` worker processes, each owning a stable share of the memories.
-
-    Python threads do not run the CPU-bound work of a replay in parallel; processes do (forked
-    from a single-threaded parent on Linux, spawned otherwise: see ``_start_method``). Process
-    ``k`` replays the memories with ``shard_of(memory_id, n * processes) == i + n * k`` for the
-    caller's shard ``(i, n)``, so a memory's batches stay in one process and in order, and the
-    shares of all processes make up exactly the caller's shard.
-
-    ``on_progress`` gets the messages read since its last call; ``on_files`` the files done by
-    the slowest worker (every worker walks every file, replaying only its share of memories).
-
-    ``pacing`` holds the limits for the whole replay: each worker gets an even share
-    (:meth:`~convmem_graph.extractors.pacing.ModelPacing.share`: calls at once, requests and
-    tokens per minute), so together they stay within them; a worker that finished its memories
-    leaves its share unused.
-
-    Raises:
-        ValueError: ``pacing.concurrency`` is below ``processes``.
-        ConvMemError: A worker failed (its message is included); what was committed stays.
-    """
-    import multiprocessing as mp
-    import queue as queue_mod
-
-    from convmem_graph.errors import ConvMemError
-
-    i, n = shard
-    shares = [pacing.share(k, processes) if pacing is not None else None for k in range(processes)]
-    # Forked workers inherit the parent's imports: load LangGraph once here (a lifecycle compiles
-    # its graph on first use, so nothing may have imported it yet).
-    importlib.import_module("convmem_graph.graph")
-    importlib.import_module("convmem_graph.checkpoints")
-    ctx: Any = mp.get_context(_start_method())  # typeshed types each method's context apart
-    queue = ctx.Queue()
-    files = [str(p) for p in paths]
-    workers = []
-    for k in range(processes):
-        options = {
-            "source": source,
-            "group_by": group_by,
-            "memory_id": memory_id,
-            "shard": (i + n * k, n * processes),
-            "batch_messages": batch_messages,
-            "pacing": shares[k],
-        }
-        proc = ctx.Process(
-            target=_worker,
-            args=(db_url, files, config.model_dump(), model, options, queue, k, pools),
-            name=f"convmem-replay-{k}",
-        )
-        proc.start()
-        workers.append(proc)
-    report = ReplayReport()
-    started = time.perf_counter()
-    errors: list[str] = []
-    finished = 0
-    files_done = [0] * processes
-    while finished < processes:
-        try:
-            kind, value = queue.get(timeout=0.5)
-        except queue_mod.Empty:
-            if all(not p.is_alive() for p in workers) and queue.empty():
-                dead = [p.name for p in workers if p.exitcode not in (0, None)]
-                errors.append(f"worker(s) {', '.join(dead) or '?'} exited without a report")
-                break
-            continue
-        if kind == "progress":
-            if on_progress is not None:
-                on_progress(int(value))
-        elif kind == "files":
-            worker, done = value
-            files_done[int(worker)] = int(done)
-            if on_files is not None:
-                on_files(min(files_done))
-        elif kind == "error":
-            errors.append(str(value))
-            finished += 1
-        else:
-            finished += 1
-            files_done[int(value["worker"])] = int(value["files"])
-            if on_files is not None:
-                on_files(min(files_done))
-            report.files = max(report.files, int(value["files"]))
-            report.files_skipped_done = max(report.files_skipped_done, int(value["files_skipped_done"]))
-            report.documents = max(report.documents, int(value["documents"]))
-            report.messages_read += int(value["messages_read"])
-            report.new_messages += int(value["new_messages"])
-            report.memories.update(value["memory_ids"])
-            report.quarantined.update(value["quarantined"])
-            report.skipped.update(value["skipped"])
-    for proc in workers:
-        proc.join()
-    report.seconds = time.perf_counter() - started
-    if errors:
-        raise ConvMemError("replay worker failed: " + "; ".join(errors))
-    return report
