@@ -27,6 +27,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from convmem_graph.text.cjk import IDEOGRAPHS
+
 __all__ = [
     "KEY_PREFIXES",
     "LEGACY_PREFIXES",
@@ -47,7 +49,7 @@ LEGACY_PREFIXES = {"diet": "food", "hobby": "pref", "preference": "pref", "event
 _EDGE_CHARS = " \t\r\n\"'“”‘’「」『』《》()（）-–—~～…·.,，。!！?？;；:：\u3000_"
 _ARTICLE = re.compile(r"^(?:a|an|the|some|my|their)[\s_]+")
 _ZH_TRAIL = re.compile(r"(?:了|的|啦|呀|啊|吧|哦|哈|呢|嘛|喔|噢|哟)+$")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK = re.compile(f"[{IDEOGRAPHS}]")
 _SPACES = re.compile(r"[\s_]+")
 _MAX_SUBJECT = 60
 

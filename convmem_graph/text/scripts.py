@@ -7,6 +7,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import NamedTuple
 
+from convmem_graph.text.cjk import IDEOGRAPHS
 from convmem_graph.text.keys import subject_key
 
 __all__ = [
@@ -20,7 +21,7 @@ __all__ = [
     "split_clauses",
 ]
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK = re.compile(f"[{IDEOGRAPHS}]")
 _LATIN = re.compile(r"[A-Za-z]")
 # Spaces next to a CJK character carry no meaning (ASR output, pre-segmented corpora).
 _CJK_SPACE = re.compile(

@@ -10,9 +10,11 @@ import functools
 import re
 from collections.abc import Callable
 
+from convmem_graph.text.cjk import SCRIPTS
+
 __all__ = ["CJK_RUN", "bigrams", "search_terms", "stem", "stemmed_terms"]
 
-CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+CJK_RUN = re.compile(f"[{SCRIPTS}]+")
 _WORD = re.compile(r"[^\W_]+")
 _EN_STOP = frozenset(
     """a an the and or but if of to in on at by for with from as is are was were be been being am do does
