@@ -14,7 +14,7 @@ import pytest
 from convmem_graph.config import MemoryConfig
 from convmem_graph.replay import replay_in_processes
 from convmem_graph.store import MemoryStore
-from tests.unit.test_replay import USERS, stored, write_archive
+from tests.unit.replay.test_replayer import USERS, stored, write_archive
 
 
 def test_forked_and_spawned_workers_replay_the_same(tmp_path: Path) -> None:
