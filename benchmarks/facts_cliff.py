@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import convmem_graph
-from convmem_graph.extractors._text import is_cjk_text
 from convmem_graph.extractors.variables import (
     _LANG_WORDS,
     _MAX_LANGUAGE_SUPPORT,
@@ -54,6 +53,7 @@ from convmem_graph.models import Fragment, FragmentOp, VariableGuess
 from convmem_graph.nodes import _inference
 from convmem_graph.nodes._inference import _Facts, _hobby_item, affected_specs, infer_from_store
 from convmem_graph.store._fact_queries import CJK_COUNTS
+from convmem_graph.text.scripts import is_cjk_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path from a test, too
 from _facts import OTHER_FAMILIES, SHAPES, generated_ops  # noqa: E402

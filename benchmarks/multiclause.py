@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 
 from convmem_graph.extractors.heuristic import HeuristicExtractor
-from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import Message
+from convmem_graph.text.keys import canonical_key
 
 HERE = Path(__file__).parent
 TS = 1_767_268_822_030  # 2026-01-01 (UTC+8)

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from convmem_graph._text import normalize_text
 from convmem_graph.models import Message
+from convmem_graph.text.sentences import normalize_text
 
 __all__ = [
     "IDENTITY_KEYS",

@@ -29,7 +29,7 @@ from convmem_graph.models import Message
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from convmem_graph.memory import ConvMemory
+    from convmem_graph.memory_api import MemoryAPI
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", LangChainDeprecationWarning)
@@ -78,7 +78,7 @@ def _default_resolve(runtime: Any) -> str | None:
     return str(value) if value else None
 
 
-def _ingest_then_freeze(memory: ConvMemory, memory_id: str, turn: list[BaseMessage]) -> None:
+def _ingest_then_freeze(memory: MemoryAPI, memory_id: str, turn: list[BaseMessage]) -> None:
     """Ingest a turn; after the process's first one, freeze the long-lived heap for the collector.
 
     The first turn imports and builds what an agent keeps for its life (the lifecycle graph, the
@@ -98,7 +98,7 @@ class ConvMemoryMiddleware(AgentMiddleware[AgentState[Any], Any]):
 
     def __init__(
         self,
-        memory: ConvMemory,
+        memory: MemoryAPI,
         *,
         memory_id: str | None = None,
         resolve_memory_id: Callable[[Any], str | None] | None = None,
@@ -235,7 +235,7 @@ class ConvMemoryChatHistory(BaseChatMessageHistory):
     memory learnt from them (facts, variables, summary) stays; ``ConvMemory.delete`` removes it.
     """
 
-    def __init__(self, memory: ConvMemory, memory_id: str, *, window: int = 50) -> None:
+    def __init__(self, memory: MemoryAPI, memory_id: str, *, window: int = 50) -> None:
         self.memory = memory
         self.memory_id = memory_id
         self.window = window

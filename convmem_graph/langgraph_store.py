@@ -60,7 +60,7 @@ from convmem_graph.errors import MemoryNotFoundError
 from convmem_graph.models import FRAGMENT_MAX_CHARS, Fragment, Message
 
 if TYPE_CHECKING:
-    from convmem_graph.memory import ConvMemory
+    from convmem_graph.memory_api import MemoryAPI
 
 __all__ = ["ConvMemoryStore"]
 
@@ -128,7 +128,7 @@ class ConvMemoryStore(BaseStore):
 
     supports_ttl = False
 
-    def __init__(self, memory: ConvMemory, *, prefix: str = "memories") -> None:
+    def __init__(self, memory: MemoryAPI, *, prefix: str = "memories") -> None:
         self.memory = memory
         self.prefix = prefix
 

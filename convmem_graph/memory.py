@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from convmem_graph._time import now_ms
+from convmem_graph.assembly import open_lifecycle
 from convmem_graph.config import MemoryConfig
 from convmem_graph.errors import UnknownVariableError
 from convmem_graph.extractors.base import Extractor, Summarizer
@@ -41,6 +42,7 @@ from convmem_graph.runner import Durability, Lifecycle, RunResult
 from convmem_graph.snapshot import build_snapshot, render_call_start, with_episodes
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
+from convmem_graph.store.engine import PoolSettings
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -54,26 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["ConvMemory"]
 
 logger = logging.getLogger(__name__)
-
-
-def _lazy_checkpointer(
-    url: str,
-) -> tuple[Callable[[], BaseCheckpointSaver[Any] | None], Callable[[], None]]:
-    """A factory opening the checkpointer at ``url`` on first call, and a closer for it."""
-    opened: list[Callable[[], None]] = []
-
-    def factory() -> BaseCheckpointSaver[Any] | None:
-        from convmem_graph.checkpoints import open_checkpointer
-
-        saver, closer = open_checkpointer(url)
-        opened.append(closer)
-        return saver
-
-    def close() -> None:
-        while opened:
-            opened.pop()()
-
-    return factory, close
 
 
 def _check_content(method: str, content: Any, limit: int, hint: str) -> None:
@@ -133,6 +115,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         durability: Durability = "sync",
         embeddings: Embeddings | None = None,
         clock: Callable[[], int] = now_ms,
+        pools: PoolSettings | None = None,
     ) -> ConvMemory:
         """Open (and create if needed) a memory database.
 
@@ -155,36 +138,22 @@ class ConvMemory(FragmentQueries, AsyncTwins):
                 :meth:`search`, of ``as_store()`` searches and of the middleware's memory block.
             clock: Current time in ms (decides which transient facts have expired); set it to
                 replay an old archive as of its own time, or in tests.
+            pools: PostgreSQL pool sizes of the store and the checkpointer (the CLI and the server
+                fill them from ``CONVMEM_PG_*``; the library never reads the environment).
         """
-        config = config or MemoryConfig()
-        if checkpointer is not None and checkpoint_url is not None:
-            raise ValueError("pass checkpoint_url or checkpointer, not both")
-        store = MemoryStore.from_url(url)
-        closer: Callable[[], None] | None = None
-        factory: Callable[[], BaseCheckpointSaver[Any] | None] | None = None
-        if checkpointer is None:
-            # Opened when a run first needs it: payloads and reads never import LangGraph.
-            factory, closer = _lazy_checkpointer(checkpoint_url or store.url)
-        if model is not None:
-            from convmem_graph.extractors.chat_models import make_chat_model
-            from convmem_graph.extractors.llm import LLMExtractor, LLMSummarizer
-
-            chat = make_chat_model(model) if isinstance(model, str) else model
-            extractor = extractor or LLMExtractor(
-                chat, method=config.structured_output_method, transient_ttl_days=config.transient_ttl_days
-            )
-            summarizer = summarizer or LLMSummarizer(chat)
-        lifecycle = Lifecycle(
-            store,
-            checkpointer,
-            checkpointer_factory=factory,
-            config=config,
+        lifecycle, closer = open_lifecycle(
+            url,
+            model,
+            config,
+            checkpoint_url=checkpoint_url,
+            checkpointer=checkpointer,
             extractor=extractor,
             summarizer=summarizer,
             durability=durability,
             clock=clock,
+            pools=pools,
         )
-        return cls(store, lifecycle, close_checkpointer=closer, embeddings=embeddings)
+        return cls(lifecycle.store, lifecycle, close_checkpointer=closer, embeddings=embeddings)
 
     @property
     def checkpointer(self) -> BaseCheckpointSaver[Any] | None:

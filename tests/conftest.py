@@ -36,3 +36,17 @@ def _no_heap_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
     from convmem_graph import _heap
 
     monkeypatch.setattr(_heap, "_frozen", True)
+
+
+_INTEGRATION = Path(__file__).parent / "integration"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test under ``tests/integration`` ``integration``: the tier is the folder.
+
+    ``-m "not integration"`` then leaves exactly the unit tier and the doctests, whether or not a
+    file repeats the marker itself.
+    """
+    for item in items:
+        if item.path.is_relative_to(_INTEGRATION):
+            item.add_marker(pytest.mark.integration)

@@ -26,6 +26,7 @@ from convmem_graph.checkpoints.namespace import (
 from convmem_graph.checkpoints.postgres import postgres_checkpointer
 from convmem_graph.checkpoints.prune import prune_checkpoints, supports_pruning
 from convmem_graph.checkpoints.sqlite import sqlite_checkpointer
+from convmem_graph.store.engine import PoolSettings
 from convmem_graph.store.urls import normalize_url
 
 __all__ = [
@@ -43,13 +44,16 @@ __all__ = [
 ]
 
 
-def open_checkpointer(url: str | None = None) -> tuple[BaseCheckpointSaver[Any], Callable[[], None]]:
+def open_checkpointer(
+    url: str | None = None, *, pools: PoolSettings | None = None
+) -> tuple[BaseCheckpointSaver[Any], Callable[[], None]]:
     """Open the checkpointer for a database location, chosen by its URL.
 
     Args:
         url: As for :meth:`convmem_graph.store.MemoryStore.from_url`: ``None`` (the default
             ``convmem.db`` in the current directory, shared with the store), a path, ``:memory:``,
             a ``sqlite:///`` URL, or a ``postgresql://`` URL.
+        pools: PostgreSQL pool settings (default :data:`~convmem_graph.store.engine.POOL_DEFAULTS`).
 
     Returns:
         The saver and a function that closes its connection or pool.
@@ -60,7 +64,7 @@ def open_checkpointer(url: str | None = None) -> tuple[BaseCheckpointSaver[Any],
     normalized = normalize_url(url)
     backend = make_url(normalized).get_backend_name()
     if backend == "postgresql":
-        pg_saver = postgres_checkpointer(normalized)
+        pg_saver = postgres_checkpointer(normalized, pools=pools)
         return pg_saver, pg_saver.conn.close
     lite_saver = sqlite_checkpointer(normalized)
     return lite_saver, lite_saver.conn.close

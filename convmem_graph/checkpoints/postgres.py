@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from convmem_graph.store.engine import advisory_key, pool_settings
+from convmem_graph.store.engine import POOL_DEFAULTS, PoolSettings, advisory_key
 from convmem_graph.store.urls import libpq_url, mask_url
 
 if TYPE_CHECKING:
@@ -248,7 +248,9 @@ def _setup(pool: Any, saver: Any) -> None:
         time.sleep(0.05)
 
 
-def postgres_checkpointer(url: str, *, max_size: int | None = None) -> PostgresSaver:
+def postgres_checkpointer(
+    url: str, *, max_size: int | None = None, pools: PoolSettings | None = None
+) -> PostgresSaver:
     """Return a :class:`PostgresSaver` on a connection pool, with its tables set up.
 
     The pool's connections use autocommit and ``dict_row``, as the saver requires, and
@@ -258,8 +260,10 @@ def postgres_checkpointer(url: str, *, max_size: int | None = None) -> PostgresS
 
     Args:
         url: ``postgresql://`` (or ``postgresql+psycopg://``) URL.
-        max_size: Most connections in the pool (default ``CONVMEM_PG_CHECKPOINT_POOL_SIZE``, 4;
-            at least 2). Lifecycle runs write on the store's run connection instead.
+        max_size: Most connections in the pool (default ``pools.checkpoint_size``, 4; at least 2).
+            Lifecycle runs write on the store's run connection instead.
+        pools: Pool settings (from ``CONVMEM_PG_*`` via the CLI's or server's settings); default
+            :data:`~convmem_graph.store.engine.POOL_DEFAULTS`.
 
     Returns:
         The saver; close its pool with ``saver.conn.close()``.
@@ -273,7 +277,7 @@ def postgres_checkpointer(url: str, *, max_size: int | None = None) -> PostgresS
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ImportError(_INSTALL_HINT) from exc
 
-    settings = pool_settings()
+    settings = pools or POOL_DEFAULTS
     # LangGraph's recommended 0 (prepare at once), unless preparing is turned off.
     prepare = None if settings.prepare_threshold is None else 0
     conninfo = libpq_url(url)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from convmem_graph.config import MemoryConfig
     from convmem_graph.memory import ConvMemory
+    from convmem_graph.settings import ConvMemSettings
 
 __all__ = [
     "EXAMPLES",
@@ -109,6 +110,13 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=argparse.SUPPRESS, metavar="NAME", help=_MODEL_HELP)
 
 
+def env_settings() -> ConvMemSettings:
+    """The ``CONVMEM_*`` environment, read now (the one place commands read it)."""
+    from convmem_graph.settings import ConvMemSettings
+
+    return ConvMemSettings()
+
+
 def resolve_global_options(args: argparse.Namespace) -> None:
     """Fill in ``--db``/``--model`` defaults; refuse them for a command that takes neither.
 
@@ -116,7 +124,7 @@ def resolve_global_options(args: argparse.Namespace) -> None:
         CliError: ``--db`` or ``--model`` was given to a command that does not use it.
     """
     for name, takes, default in (
-        ("db", "_takes_db", os.environ.get("CONVMEM_DB", DEFAULT_DB)),
+        ("db", "_takes_db", env_settings().db),
         ("model", "_takes_model", None),
     ):
         if getattr(args, takes, False):
@@ -179,7 +187,12 @@ def open_memory(args: argparse.Namespace, **config: Any) -> ConvMemory:
     """Open the ConvMemory named by ``--db`` (and ``--model``/``--bot-id`` when present)."""
     from convmem_graph.memory import ConvMemory
 
-    return ConvMemory.open(args.db, model=getattr(args, "model", None), config=command_config(args, **config))
+    return ConvMemory.open(
+        args.db,
+        model=getattr(args, "model", None),
+        config=command_config(args, **config),
+        pools=env_settings().pools(),
+    )
 
 
 def local_time(ms: int | None) -> str:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from convmem_graph.cli._common import add_db_argument, dump_json, open_memory, subcommand
+from pydantic import SecretStr
+
+from convmem_graph.cli._common import add_db_argument, dump_json, env_settings, open_memory, subcommand
 
 __all__ = ["register", "start_call"]
 
@@ -63,11 +64,12 @@ convmem call start --vendor agora --memory u_10086 --options agora_join.json --i
     p.set_defaults(func=run)
 
 
-def _env(name: str, default: str | None = None) -> str:
-    value = os.environ.get(name, default)
-    if not value:
-        raise ValueError(f"set {name}")
-    return value
+def _need(value: SecretStr | str | None, field: str) -> str:
+    """A required credential of the settings, or an error naming its variable."""
+    text = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if not text:
+        raise ValueError(f"set CONVMEM_{field.upper()}")
+    return text
 
 
 def start_call(
@@ -109,29 +111,32 @@ def _start(vendor: str, body: dict[str, Any], client: Any) -> str:
     if vendor == "trtc":
         from convmem_graph.clients.trtc import TRTCClient
 
+        env = env_settings()
         client = client or TRTCClient(
-            _env("CONVMEM_TRTC_SECRET_ID"),
-            _env("CONVMEM_TRTC_SECRET_KEY"),
-            os.environ.get("CONVMEM_TRTC_REGION", "ap-guangzhou"),
-            endpoint=os.environ.get("CONVMEM_TRTC_ENDPOINT", "trtc.tencentcloudapi.com"),
-            scheme=os.environ.get("CONVMEM_TRTC_SCHEME", "https"),
+            _need(env.trtc_secret_id, "trtc_secret_id"),
+            _need(env.trtc_secret_key, "trtc_secret_key"),
+            env.trtc_region or "ap-guangzhou",
+            endpoint=env.trtc_endpoint or "trtc.tencentcloudapi.com",
+            scheme=env.trtc_scheme or "https",
         )
         task_id: str = client.start_ai_conversation(body)
         return task_id
     from convmem_graph.clients.agora import AgoraConvoAIClient
 
     if client is None:
+        env = env_settings()
+        token = env.agora_token.get_secret_value() if env.agora_token else ""
         auth: dict[str, Any] = (
-            {"token": os.environ["CONVMEM_AGORA_TOKEN"]}
-            if os.environ.get("CONVMEM_AGORA_TOKEN")
+            {"token": token}
+            if token
             else {
-                "customer_id": _env("CONVMEM_AGORA_CUSTOMER_ID"),
-                "customer_secret": _env("CONVMEM_AGORA_CUSTOMER_SECRET"),
+                "customer_id": _need(env.agora_customer_id, "agora_customer_id"),
+                "customer_secret": _need(env.agora_customer_secret, "agora_customer_secret"),
             }
         )
         with AgoraConvoAIClient(
-            _env("CONVMEM_AGORA_APP_ID"),
-            host=os.environ.get("CONVMEM_AGORA_HOST", "https://api.agora.io"),
+            _need(env.agora_app_id, "agora_app_id"),
+            host=env.agora_host or "https://api.agora.io",
             **auth,
         ) as agora:
             return str(agora.join(body)["agent_id"])
@@ -157,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         args.bot_id = [args.im_bot]
     with open_memory(args) as mem:
         try:
-            if args.im_bot and os.environ.get("CONVMEM_IM_SDKAPPID"):
+            if args.im_bot and env_settings().im_sdkappid:
                 from convmem_graph.cli.pull import pull_im
 
                 pull_im(mem, args.im_user or args.memory, args.im_bot, memory_id=args.memory)

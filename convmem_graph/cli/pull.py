@@ -12,14 +12,13 @@ cursor only moves after a run committed) is simply run again.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Any
 
 from sqlalchemy import select
 
-from convmem_graph.cli._common import add_db_argument, open_memory, subcommand
+from convmem_graph.cli._common import add_db_argument, env_settings, open_memory, subcommand
 from convmem_graph.store.registry import pull_cursors
 
 __all__ = ["pull_im", "register"]
@@ -51,14 +50,16 @@ convmem pull im --user u_10086 --bot @RBT#xiaoyu --since 1767225600 --memory mem
 def _im_client(**overrides: Any) -> Any:
     from convmem_graph.clients.tencent_im import DEFAULT_BASE_URL, TencentIMClient
 
-    app_id, key = os.environ.get("CONVMEM_IM_SDKAPPID", ""), os.environ.get("CONVMEM_IM_SECRET_KEY", "")
+    env = env_settings()
+    app_id = env.im_sdkappid or ""
+    key = env.im_secret_key.get_secret_value() if env.im_secret_key else ""
     if not app_id.isdigit() or not key:
         raise ValueError("set CONVMEM_IM_SDKAPPID (digits) and CONVMEM_IM_SECRET_KEY to pull IM history")
     return TencentIMClient(
         int(app_id),
         key,
-        os.environ.get("CONVMEM_IM_ADMIN", "administrator"),
-        base_url=os.environ.get("CONVMEM_IM_BASE_URL", DEFAULT_BASE_URL),
+        env.im_admin or "administrator",
+        base_url=env.im_base_url or DEFAULT_BASE_URL,
         **overrides,
     )
 

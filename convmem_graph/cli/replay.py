@@ -190,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
                 report = replay_in_processes(
                     mem.store.url,
                     paths,
+                    pools=mem.store.pools,  # the CONVMEM_PG_* the command read
                     processes=args.concurrency,
                     config=mem.config,
                     model=args.model,

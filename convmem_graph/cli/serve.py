@@ -6,7 +6,6 @@ Needs the ``server`` extra (``pip install 'convmem-graph[server]'``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from convmem_graph.cli._common import add_db_argument, subcommand
@@ -92,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
-        access_log=os.environ.get("CONVMEM_ACCESS_LOG", "") == "1",
+        access_log=settings.access_log == "1",
         timeout_graceful_shutdown=30,
     )
     return 0

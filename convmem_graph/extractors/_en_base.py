@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from convmem_graph.extractors._facts import Fact, RuleContext
-from convmem_graph.extractors._text import norm_key
-from convmem_graph.extractors._timeexpr import TimeMatch, render_en
+from convmem_graph.text.scripts import norm_key
+from convmem_graph.text.timeexpr import TimeMatch, render_en
 
 __all__ = [
     "BAD_OBJECT_START",

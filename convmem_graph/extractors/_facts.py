@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 
-from convmem_graph.extractors._text import has_cjk, norm_key
-from convmem_graph.extractors._timeexpr import Period, period_end_ms
+from convmem_graph.text.scripts import has_cjk, norm_key
+from convmem_graph.text.timeexpr import Period, period_end_ms
 
 __all__ = ["DAY_MS", "Fact", "PlanInfo", "RuleContext", "plan_action_from_content"]
 

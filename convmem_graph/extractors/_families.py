@@ -32,7 +32,7 @@ from convmem_graph.extractors._taxonomy import (
     SPORTS_ZH,
     alternation,
 )
-from convmem_graph.extractors._text import Clause, norm_key
+from convmem_graph.text.scripts import Clause, norm_key
 
 __all__ = ["clause_family_facts", "could_state_family", "family_facts", "merge_family_facts"]
 

@@ -19,9 +19,11 @@ from __future__ import annotations
 import math
 import re
 
+from convmem_graph.text.cjk import IDEOGRAPHS
+
 __all__ = ["looks_like_noise"]
 
-_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[A-Za-z']+|\d+")
+_TOKEN = re.compile(rf"[{IDEOGRAPHS}]|[A-Za-z']+|\d+")
 _FUNCTION_CHARS = frozenset(
     "的了是我不在有一这个你他就也很吗呢吧啊都说要没好人们她它那么什还和把被给会能想去来到"
 )

@@ -28,8 +28,8 @@ from convmem_graph.extractors._en_base import (
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS
 from convmem_graph.extractors._rules_en_profile import health_food, identity, pets_family, work
-from convmem_graph.extractors._text import Clause, contains_any, norm_key
-from convmem_graph.extractors._timeexpr import find_en
+from convmem_graph.text.scripts import Clause, contains_any, norm_key
+from convmem_graph.text.timeexpr import find_en
 
 __all__ = ["could_state", "extract_en_clause"]
 

@@ -21,8 +21,8 @@ from convmem_graph.extractors._lexicon import (
     zh_relation,
 )
 from convmem_graph.extractors._taxonomy import PET_VERBS_ZH, alternation
-from convmem_graph.extractors._text import Clause, has_cjk, norm_key
-from convmem_graph.extractors._timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
+from convmem_graph.text.scripts import Clause, has_cjk, norm_key
+from convmem_graph.text.timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
 
 __all__ = ["extract_zh_sentence"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from convmem_graph.extractors._text import is_cjk_text
 from convmem_graph.models import Fragment, Message, Summary, VariableValue
+from convmem_graph.text.scripts import is_cjk_text
 from convmem_graph.tokens import TokenCounter
 
 __all__ = ["ExtractiveSummarizer"]

@@ -28,8 +28,8 @@ What counts as a fact (and what does not):
 
 Key scheme (``FragmentCandidate.key``), shared with the LLM extractor's prompt
 (:mod:`convmem_graph.extractors.prompts`) and read by reconciliation and variable inference through
-:mod:`convmem_graph.extractors.keys`. A key is ``<prefix>:<subject>``; the subject is the user's
-own word in the language it was said in, normalized by :func:`~convmem_graph.extractors.keys.subject_key`
+:mod:`convmem_graph.text.keys`. A key is ``<prefix>:<subject>``; the subject is the user's
+own word in the language it was said in, normalized by :func:`~convmem_graph.text.keys.subject_key`
 (NFKC, lower case, no edge punctuation or leading article, spaces as ``_``). So ``allergy:mango``
 and ``allergy:芒果`` stay different keys; a model shown a stored fact reuses its key.
 
@@ -87,8 +87,6 @@ from convmem_graph.extractors._noise import looks_like_noise
 from convmem_graph.extractors._precision import carries_fact
 from convmem_graph.extractors._rules_en import could_state, extract_en_clause
 from convmem_graph.extractors._rules_zh import extract_zh_sentence
-from convmem_graph.extractors._text import Clause, clean_text, has_cjk, split_clauses
-from convmem_graph.extractors._timeexpr import local_date
 from convmem_graph.models import (
     FRAGMENT_MAX_CHARS,
     ExtractionResult,
@@ -97,6 +95,8 @@ from convmem_graph.models import (
     Message,
     VariableSpec,
 )
+from convmem_graph.text.scripts import Clause, clean_text, has_cjk, split_clauses
+from convmem_graph.text.timeexpr import local_date
 
 __all__ = ["SKIPPED_SOURCES", "HeuristicExtractor"]
 

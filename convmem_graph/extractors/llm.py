@@ -51,7 +51,6 @@ from pydantic import BaseModel, Field, ValidationError
 
 from convmem_graph.errors import ExtractionError
 from convmem_graph.extractors import prompts
-from convmem_graph.extractors.keys import normalize_key
 from convmem_graph.models import (
     ExtractionResult,
     Fragment,
@@ -63,6 +62,7 @@ from convmem_graph.models import (
     VariableValue,
     VariableValueType,
 )
+from convmem_graph.text.keys import normalize_key
 from convmem_graph.tokens import TokenCounter
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ Candidates are also reconciled against earlier candidates of the same batch: a r
 refines or contradicts an earlier one replaces it (the earlier op turns into a ``noop``; the later
 one is decided against the stored fragment the earlier one was aimed at).
 
-Keys are compared in their canonical form (:func:`~convmem_graph.extractors.keys.canonical_key`):
+Keys are compared in their canonical form (:func:`~convmem_graph.text.keys.canonical_key`):
 ``Diet:Spicy Food``, ``diet:spicy_food`` and ``food:spicy_food`` are one key, so fragments written
 by the heuristic extractor, by a model, by an older version or by hand relate to each other.
 
@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from convmem_graph.extractors._text import norm_text
-from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
+from convmem_graph.text.keys import canonical_key
+from convmem_graph.text.scripts import norm_text
 
 __all__ = ["content_polarity", "reconcile"]
 

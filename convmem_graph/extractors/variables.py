@@ -15,7 +15,7 @@ Inference reads only active, non-transient fragments and never calls a model:
   a semicolon, so a mixed value still reads as a list;
 - ``language`` comes from a ``profile:language`` fragment, else from the script of the fragments.
 
-Keys are read in their canonical form (:func:`~convmem_graph.extractors.keys.canonical_key`), so
+Keys are read in their canonical form (:func:`~convmem_graph.text.keys.canonical_key`), so
 one set of prefixes serves both extractors; the older ``diet:`` and ``hobby:`` prefixes read as
 ``food:`` and ``pref:``.
 
@@ -32,11 +32,11 @@ from collections.abc import Callable, Sequence
 from convmem_graph.extractors._field_match import generic_field
 from convmem_graph.extractors._precision import fits_variable
 from convmem_graph.extractors._taxonomy import DIETS_EN, DIETS_ZH
-from convmem_graph.extractors._text import has_cjk, is_cjk_text
-from convmem_graph.extractors.keys import canonical_key, key_subject, normalize_key
 from convmem_graph.extractors.reconcile import content_polarity
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.payloads._sanitize import looks_like_instruction
+from convmem_graph.text.keys import canonical_key, key_subject, normalize_key
+from convmem_graph.text.scripts import has_cjk, is_cjk_text
 
 __all__ = ["DEFAULT_VARIABLE_SPECS", "MAX_LIST_ITEMS", "generic_sources", "infer_variables"]
 

@@ -26,8 +26,6 @@ from itertools import islice
 
 from convmem_graph.extractors._field_match import generic_field
 from convmem_graph.extractors._precision import fits_variable
-from convmem_graph.extractors._text import is_cjk_text
-from convmem_graph.extractors.keys import canonical_key, key_subject
 from convmem_graph.extractors.reconcile import content_polarity
 
 # The rules themselves stay in one place (extractors/variables.py); this module only chooses what
@@ -56,6 +54,8 @@ from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
 from convmem_graph.store._fact_queries import NEWEST_OF_LANGUAGE, newest_hobby_rows
 from convmem_graph.store._fragments import row_to_fragment
+from convmem_graph.text.keys import canonical_key, key_subject
+from convmem_graph.text.scripts import is_cjk_text
 
 __all__ = ["affected_specs", "infer_from_store"]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.extractors.reconcile import reconcile
 from convmem_graph.models import FragmentCandidate, Message
 from convmem_graph.nodes._fresh import messages_after
 from convmem_graph.state import MemoryContext, MemoryState
+from convmem_graph.text.keys import canonical_key
 
 __all__ = ["CONTEXT_FRAGMENTS", "extract"]
 

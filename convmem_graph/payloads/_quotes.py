@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable
 from datetime import date, timedelta
 
-from convmem_graph.extractors._timeexpr import cn_int, local_date
 from convmem_graph.payloads._sanitize import Language
+from convmem_graph.text.timeexpr import cn_int, local_date
 
 __all__ = ["format_date", "local_date", "resolve_relative_times", "utc_offset_minutes"]
 

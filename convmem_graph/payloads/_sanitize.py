@@ -89,7 +89,7 @@ _ZH_GAP = r"[^。！？!?\n]{0,8}?"
 
 #: What marks an item as instruction-like (case-insensitive). Kept small on purpose: a false
 #: positive only adds a marker, a long list mostly adds false positives. The phrase families are
-#: generated from the word sets above; ``tests/unit/test_injection_guard.py`` measures both misses
+#: generated from the word sets above; ``tests/unit/payloads/test_injection_guard.py`` measures both misses
 #: and false positives on ordinary companion chat.
 INSTRUCTION_PATTERNS: tuple[str, ...] = (
     # tag-like text: <system>, </user_memory>, <|im_start|>, also in full-width or guillemet brackets

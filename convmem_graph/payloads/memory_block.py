@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from convmem_graph._text import join_sentences
 from convmem_graph.models import Fragment, MemorySnapshot, Message, VariableValue
 from convmem_graph.payloads._quotes import format_date, local_date, resolve_relative_times, utc_offset_minutes
 from convmem_graph.payloads._sanitize import (
@@ -48,6 +47,8 @@ from convmem_graph.payloads._sanitize import (
 from convmem_graph.payloads.fusion import fuse
 from convmem_graph.payloads.ranker import Scorer
 from convmem_graph.payloads.relevance import iter_ranked
+from convmem_graph.text.cjk import SCRIPTS
+from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ _SEP = "; "
 _RECENT_CATEGORIES = frozenset({"plan"})
 _SENTENCE_END = re.compile(r"[。！？!?；;…]+|\.(?=\s|$)")
 _CLAUSE_END = re.compile(r"[，,、：:]")
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CJK = re.compile(f"[{SCRIPTS}]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # Work bounds: text longer than this many characters per budget token cannot fit with any sane
 # tokenizer, so it is cut before cleaning and counting.

@@ -6,7 +6,7 @@ lower-cased, stop words dropped and lightly stemmed (``running``/``runs`` -> ``r
 character bigrams. The IDF of a query term comes from the memory's whole history when the
 episodic index was searched (how many of its turns hold the term), else from the candidates
 themselves. The newest terms of a long query are kept (see
-:func:`convmem_graph._terms.search_terms`), and in a multi-line query (a conversation so far) terms
+:func:`convmem_graph.text.terms.search_terms`), and in a multi-line query (a conversation so far) terms
 that only earlier lines hold weigh half as much as those of the last line, the current turn.
 """
 
@@ -18,9 +18,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from convmem_graph._terms import CJK_RUN, bigrams, search_terms
 from convmem_graph.models import EpisodeSearch
 from convmem_graph.payloads.relevance import stem
+from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
 
 __all__ = ["Scorer", "text_terms"]
 

@@ -32,8 +32,8 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from convmem_graph._terms import CJK_RUN as _CJK_RUN
 from convmem_graph.models import Fragment
+from convmem_graph.text.terms import CJK_RUN as _CJK_RUN
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings

@@ -210,7 +210,9 @@ def create_app(
     settings = settings or ServeSettings()
     owned = mem is None
     if mem is None:
-        mem = ConvMemory.open(settings.db, config=MemoryConfig(bot_ids=list(settings.bot_ids)))
+        mem = ConvMemory.open(
+            settings.db, config=MemoryConfig(bot_ids=list(settings.bot_ids)), pools=settings.pools()
+        )
     inbox = Inbox(mem.store)
     worker: WorkerHandle
     if settings.worker_process:

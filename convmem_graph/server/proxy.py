@@ -57,7 +57,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sqlalchemy import select
 from starlette.background import BackgroundTask
 
-from convmem_graph._text import normalize_text
 from convmem_graph._time import now_ms
 from convmem_graph.errors import MemoryNotFoundError
 from convmem_graph.memory import ConvMemory
@@ -81,6 +80,7 @@ from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.spool import SpooledTurn, SpoolFlusher, TurnSpool, default_spool_dir
 from convmem_graph.server.worker import WorkerHandle
 from convmem_graph.store.schema import memories as memories_table
+from convmem_graph.text.sentences import normalize_text
 
 __all__ = [
     "MEMORY_HEADER",

@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from convmem_graph.settings import ConvMemSettings
 
 __all__ = ["DEFAULT_PROXY_MEMORY_KEYS", "LOOPBACK_HOSTS", "ServeSettings", "is_loopback", "read_token_file"]
 
@@ -97,8 +99,11 @@ def read_token_file(path: Path) -> str:
     return token
 
 
-class ServeSettings(BaseSettings):
-    """Configuration of the live service (environment ``CONVMEM_*`` or keyword arguments)."""
+class ServeSettings(ConvMemSettings):
+    """Configuration of the live service (environment ``CONVMEM_*`` or keyword arguments).
+
+    Extends the settings every command reads (database, PostgreSQL pools, vendor credentials).
+    """
 
     model_config = SettingsConfigDict(env_prefix="CONVMEM_", extra="ignore", populate_by_name=True)
 

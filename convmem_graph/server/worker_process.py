@@ -57,7 +57,9 @@ def _child_main(settings_json: str, conn: Connection) -> None:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = ServeSettings.model_validate_json(settings_json)
-    mem = ConvMemory.open(settings.db, config=MemoryConfig(bot_ids=list(settings.bot_ids)))
+    mem = ConvMemory.open(
+        settings.db, config=MemoryConfig(bot_ids=list(settings.bot_ids)), pools=settings.pools()
+    )
 
     def send(message: Any) -> None:
         try:

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from convmem_graph._ids import stable_id
-from convmem_graph._text import normalize_text
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import Message, ReadResult
 from convmem_graph.sources._common import (
@@ -47,6 +46,7 @@ from convmem_graph.sources._common import (
     opt_str,
     timestamp_ms,
 )
+from convmem_graph.text.sentences import normalize_text
 
 __all__ = ["MEMORY_BLOCK_TAG", "THINK_PREFIX", "looks_like_agora", "read_agora"]
 

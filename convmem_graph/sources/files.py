@@ -14,6 +14,7 @@ newlines stops at the line cap) and the length of one line or document. Exceedin
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import stat
 import zlib
@@ -25,7 +26,7 @@ from typing import IO, Any
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.sources._common import MAX_DOCUMENT_BYTES, parse_json_text
 
-__all__ = ["DEFAULT_LIMITS", "LineBudget", "ReadLimits", "iter_documents", "open_regular"]
+__all__ = ["DEFAULT_LIMITS", "BadLine", "LineBudget", "ReadLimits", "iter_documents", "open_regular"]
 
 _LINE_SUFFIXES = (".jsonl", ".ndjson")
 
@@ -120,13 +121,26 @@ class LineBudget:
             )
 
 
-def iter_documents(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Iterator[tuple[str, Any]]:
+@dataclass(frozen=True)
+class BadLine:
+    """A JSON Lines line that is not a JSON document, yielded (not raised) with ``skip_bad_lines``."""
+
+    raw: str
+    error: SourceFormatError
+
+
+def iter_documents(
+    path: str | Path, limits: ReadLimits = DEFAULT_LIMITS, *, skip_bad_lines: bool = False
+) -> Iterator[tuple[str, Any]]:
     r"""Yield ``(locator, document)`` for every JSON document in a file.
 
     Args:
         path: A ``.json`` file (one document), a ``.jsonl``/``.ndjson`` file (one document per
             line), or a ``.gz`` of either.
         limits: Bounds on what one file may hold.
+        skip_bad_lines: Read on past a JSON Lines line that is not JSON or is too long: it is
+            yielded as a :class:`BadLine` (replay quarantines it) instead of raising, and its
+            depth and size are left to ``read_payload``. A whole-file document still raises.
 
     Yields:
         ``("file.json", doc)`` for a single-document file, ``("file.jsonl:12", doc)`` per line.
@@ -152,7 +166,7 @@ def iter_documents(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Ite
     with open_regular(path) as handle:
         try:
             if by_line:
-                yield from _lines(handle, name, limits)
+                yield from _lines(handle, name, limits, skip_bad_lines)
             else:
                 cap = min(limits.max_line_bytes, limits.max_file_bytes)
                 data = handle.read(cap + 1)
@@ -163,20 +177,49 @@ def iter_documents(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Ite
             raise SourceFormatError("json", f"{name}:1", f"corrupt gzip data: {exc}") from None
 
 
-def _lines(handle: IO[bytes], name: str, limits: ReadLimits) -> Iterator[tuple[str, Any]]:
+def _lines(handle: IO[bytes], name: str, limits: ReadLimits, skip_bad: bool) -> Iterator[tuple[str, Any]]:
+    """The one JSON Lines reader: raise at the first bad line, or yield it as a :class:`BadLine`."""
     budget = LineBudget(name, limits)
     cap = limits.max_line_bytes
-    while True:
-        line = handle.readline(cap + 1)
-        if not line:
-            return
-        budget.take(line)
-        lineno = budget.lines
-        if len(line) > cap and not line.endswith(b"\n"):
-            raise SourceFormatError("json", f"{name}:{lineno}", f"line longer than {cap} bytes")
-        if not line.strip():
-            continue
-        yield f"{name}:{lineno}", _parse(line, name, lineno)
+    lineno = 0
+    try:
+        while line := handle.readline(cap + 1):
+            budget.take(line)
+            lineno = budget.lines
+            locator = f"{name}:{lineno}"
+            if len(line) > cap and not line.endswith(b"\n"):
+                reason = f"line longer than {cap} bytes"
+                if not skip_bad:
+                    raise SourceFormatError("json", locator, reason)
+                while (rest := handle.readline(cap + 1)) and not rest.endswith(b"\n"):
+                    budget.take(rest, continued=True)  # skip the overlong line, within the budget
+                yield (
+                    locator,
+                    BadLine(
+                        _clip(line.decode("utf-8", "replace")), SourceFormatError("json", locator, reason)
+                    ),
+                )
+            elif not line.strip():
+                continue
+            elif not skip_bad:
+                yield locator, _parse(line, name, lineno)
+            else:
+                try:
+                    # Depth and size are checked once, by read_payload.
+                    yield locator, parse_json_text("json", line, "$", check=False)
+                except SourceFormatError as exc:
+                    error = SourceFormatError("json", locator, exc.reason)
+                    yield locator, BadLine(line.decode("utf-8", "replace").rstrip("\r\n"), error)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        if not skip_bad:
+            raise
+        raise SourceFormatError("json", f"{name}:{lineno + 1}", f"corrupt gzip data: {exc}") from None
+
+
+def _clip(text: str, limit: int = 100_000) -> str:
+    """The JSON form of an overlong line, cut to ``limit`` characters (kept as a dead letter)."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return quoted if len(quoted) <= limit else quoted[:limit] + "…"
 
 
 def _parse(data: bytes, name: str, lineno: int, *, relative: bool = False) -> Any:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from convmem_graph._copies import call_task, has_identity, merge_copies, two_utterances
-from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message, ReadResult, SkippedItem
+from convmem_graph.text.sentences import join_sentences, normalize_text
 
 __all__ = ["merge_timeline", "merge_timeline_traced", "normalize_text"]
 

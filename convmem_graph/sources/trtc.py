@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convmem_graph._ids import stable_id
-from convmem_graph._text import join_sentences
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import Message, ReadResult
 from convmem_graph.sources._common import (
@@ -58,6 +57,7 @@ from convmem_graph.sources._common import (
     parse_json_text,
     timestamp_ms,
 )
+from convmem_graph.text.sentences import join_sentences
 
 __all__ = ["EVENT_NAMES", "join_sentences", "looks_like_trtc", "read_trtc"]
 

@@ -12,8 +12,8 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from convmem_graph.extractors._text import is_cjk_text, norm_text
-from convmem_graph.extractors.keys import canonical_key
+from convmem_graph.text.keys import canonical_key
+from convmem_graph.text.scripts import is_cjk_text, norm_text
 
 __all__ = ["column_default", "derived_columns", "norm_hash"]
 

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from convmem_graph._query_dates import DateSpan, date_spans
-from convmem_graph._terms import search_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
+from convmem_graph.text.terms import search_terms
 
 __all__ = [
     "COUNT_CAP",

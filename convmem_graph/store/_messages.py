@@ -20,7 +20,6 @@ from convmem_graph._copies import (
     merge_copies,
     two_utterances,
 )
-from convmem_graph._text import join_sentences, normalize_text
 from convmem_graph.models import Message
 from convmem_graph.store._rounds import (
     label_welcome_turns,
@@ -31,6 +30,7 @@ from convmem_graph.store._rounds import (
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.store.engine import chunked, dumps
 from convmem_graph.store.schema import memories, messages, snapshots
+from convmem_graph.text.sentences import join_sentences, normalize_text
 
 __all__ = [
     "MESSAGE_COLUMNS",

@@ -22,11 +22,11 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from convmem_graph._text import join_sentences
 from convmem_graph.models import Message
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.store.engine import chunked, insert_ignore
 from convmem_graph.store.schema import messages, round_interruptions
+from convmem_graph.text.sentences import join_sentences
 
 __all__ = [
     "interrupted_copy",

@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -91,6 +90,8 @@ class PoolSettings(NamedTuple):
     store_overflow: int
     checkpoint_size: int
     prepare_threshold: int | None
+    #: libpq's ``connect_timeout`` (s) outside a bounded context (``CONVMEM_PG_CONNECT_TIMEOUT_S``).
+    connect_timeout_s: int = 10
 
 
 #: Defaults, overridden by ``CONVMEM_PG_POOL_SIZE``, ``CONVMEM_PG_MAX_OVERFLOW``,
@@ -137,8 +138,12 @@ def _may_wait_for_a_lock(statement: str) -> bool:
     return "pg_advisory" in statement or " FOR UPDATE" in statement or " FOR SHARE" in statement
 
 
-def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
-    """Return the pool sizes: :data:`POOL_DEFAULTS` overridden by the environment.
+def pool_settings(environ: Mapping[str, str]) -> PoolSettings:
+    """Return the pool sizes: :data:`POOL_DEFAULTS` overridden by ``CONVMEM_PG_*`` entries of ``environ``.
+
+    The store never reads the process environment itself: the settings of the CLI and the server
+    (:class:`convmem_graph.settings.ConvMemSettings`) call this with the values they read, and the
+    result is passed to :class:`~convmem_graph.store.MemoryStore` and the checkpointer.
 
     Raises:
         ValueError: A variable is not a non-negative integer (the message names it);
@@ -150,7 +155,7 @@ def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
         >>> pool_settings({"CONVMEM_PG_PREPARE_THRESHOLD": "none"}).prepare_threshold is None
         True
     """
-    env = os.environ if environ is None else environ
+    env = environ
     values: dict[str, Any] = POOL_DEFAULTS._asdict()
     for field, name in _POOL_ENV.items():
         raw = env.get(name, "").strip()
@@ -176,10 +181,11 @@ def pool_settings(environ: Mapping[str, str] | None = None) -> PoolSettings:
             logger.warning(
                 "%s is no longer used: the per-memory lock is taken inside each run's transaction", name
             )
+    values["connect_timeout_s"] = connect_timeout(env)
     return PoolSettings(**values)
 
 
-def connect_timeout(environ: Mapping[str, str] | None = None) -> int:
+def connect_timeout(environ: Mapping[str, str]) -> int:
     """Return libpq's ``connect_timeout`` in seconds for connects outside a bounded context.
 
     ``CONVMEM_PG_CONNECT_TIMEOUT_S`` (default 10; at least 2, libpq's floor). Inside
@@ -195,8 +201,7 @@ def connect_timeout(environ: Mapping[str, str] | None = None) -> int:
         >>> connect_timeout({"CONVMEM_PG_CONNECT_TIMEOUT_S": "3"})
         3
     """
-    env = os.environ if environ is None else environ
-    raw = env.get(_CONNECT_ENV, "").strip()
+    raw = environ.get(_CONNECT_ENV, "").strip()
     if not raw:
         return _CONNECT_DEFAULT_S
     if not raw.isdigit() or int(raw) < _CONNECT_MIN_S:
@@ -248,12 +253,13 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def create_store_engine(url: str, *, echo: bool = False) -> Engine:
+def create_store_engine(url: str, *, echo: bool = False, pools: PoolSettings = POOL_DEFAULTS) -> Engine:
     """Create the SQLAlchemy engine for a normalized store URL.
 
     Args:
         url: A URL from :func:`convmem_graph.store.urls.normalize_url`.
         echo: Log every SQL statement (SQLAlchemy's own logging; parameters may contain user text).
+        pools: PostgreSQL pool sizes and prepared statements (unused on SQLite).
 
     Returns:
         An engine whose connections are configured for the store.
@@ -277,7 +283,6 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         )
         _install_sqlite_hooks(engine, wal=not memory)
         return engine
-    pools = pool_settings()
     engine = create_engine(
         url,
         echo=echo,
@@ -286,7 +291,10 @@ def create_store_engine(url: str, *, echo: bool = False) -> Engine:
         poolclass=_BoundedQueuePool,
         pool_size=pools.store_size,
         max_overflow=pools.store_overflow,
-        connect_args={"prepare_threshold": pools.prepare_threshold, "connect_timeout": connect_timeout()},
+        connect_args={
+            "prepare_threshold": pools.prepare_threshold,
+            "connect_timeout": pools.connect_timeout_s,
+        },
     )
     _install_postgres_hooks(engine)
     return engine

@@ -38,7 +38,6 @@ from typing import cast
 from sqlalchemy import ColumnElement, Connection, column, delete, select, table
 
 from convmem_graph._query_dates import date_spans
-from convmem_graph._terms import CJK_RUN, bigrams, search_terms, stem, stemmed_terms
 from convmem_graph.models import EpisodeHit, EpisodeSearch
 from convmem_graph.store._episode_search import (
     EPISODE_TABLE,
@@ -52,6 +51,7 @@ from convmem_graph.store._episode_search import (
 from convmem_graph.store._vectors import delete_message_vectors, delete_seq_vectors
 from convmem_graph.store.engine import dumps
 from convmem_graph.store.schema import messages
+from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms, stem, stemmed_terms
 
 __all__ = [
     "EPISODE_TABLE",

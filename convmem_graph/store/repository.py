@@ -31,10 +31,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 
 from convmem_graph._ids import check_identifier
-from convmem_graph._text import split_to_fit
 from convmem_graph._time import now_ms as _now
 from convmem_graph.errors import ConvMemError, MemoryNotFoundError, NotFoundError
-from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.models import (
     FRAGMENT_MAX_CHARS,
     EpisodeSearch,
@@ -73,7 +71,9 @@ from convmem_graph.store._messages import (
 )
 from convmem_graph.store._vectors import dense_episodes, missing_vectors, write_vectors
 from convmem_graph.store.engine import (
+    POOL_DEFAULTS,
     WRITE_OPTION,
+    PoolSettings,
     chunked,
     create_store_engine,
     end_read,
@@ -106,6 +106,8 @@ from convmem_graph.store.schema import (
 )
 from convmem_graph.store.sqlite import SqliteBackend
 from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url
+from convmem_graph.text.keys import canonical_key
+from convmem_graph.text.sentences import split_to_fit
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -175,13 +177,17 @@ class MemoryStore:
     dialect: str
     engine: Engine
 
-    def __init__(self, url: str | None = None, *, echo: bool = False) -> None:
+    def __init__(
+        self, url: str | None = None, *, echo: bool = False, pools: PoolSettings | None = None
+    ) -> None:
         self.url = normalize_url(url)
         self.safe_url = mask_url(self.url)
         self.dialect = make_url(self.url).get_backend_name()
         if self.dialect not in ("sqlite", "postgresql"):
             raise ValueError(f"unsupported database {self.dialect!r}")
-        self.engine = create_store_engine(self.url, echo=echo)
+        #: PostgreSQL pool settings (arguments, never read from the environment here).
+        self.pools = pools or POOL_DEFAULTS
+        self.engine = create_store_engine(self.url, echo=echo, pools=self.pools)
         memory = is_memory_sqlite(self.url)
         # One shared connection backs an in-memory database: transactions must take turns.
         self._serial: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
@@ -209,15 +215,18 @@ class MemoryStore:
         logger.debug("memory store opened at %s", self.safe_url)
 
     @classmethod
-    def from_url(cls, url: str | None = None, *, echo: bool = False) -> MemoryStore:
+    def from_url(
+        cls, url: str | None = None, *, echo: bool = False, pools: PoolSettings | None = None
+    ) -> MemoryStore:
         """Open (and create if needed) the store at a database URL.
 
         Args:
             url: ``None`` for ``convmem.db`` in the current directory, a filesystem path, ``:memory:``,
                 a ``sqlite:///`` URL or a ``postgresql://`` URL (psycopg 3 is used).
             echo: Log SQL statements.
+            pools: PostgreSQL pool sizes (default :data:`~convmem_graph.store.engine.POOL_DEFAULTS`).
         """
-        return cls(url, echo=echo)
+        return cls(url, echo=echo, pools=pools)
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.safe_url!r})"
@@ -1031,7 +1040,7 @@ class MemoryStore:
     ) -> list[Fragment]:
         """Add a fact of any length as linked pieces of at most 200 characters, in one transaction.
 
-        The text is cut at sentence ends (see :func:`convmem_graph._text.split_to_fit`); every piece
+        The text is cut at sentence ends (see :func:`convmem_graph.text.sentences.split_to_fit`); every piece
         is a fragment (Bailian's memory-node limit holds for each) carrying the first piece's id in
         ``part_of`` and its place in ``part``, and the memory block injects the pieces together. A
         fact that fits in one fragment is stored as one, unlinked. Adding the same text again

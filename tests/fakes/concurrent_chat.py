@@ -1,7 +1,8 @@
 """A fake chat model that counts its calls in flight, and a replay archive whose notes show order.
 
 Shared by the unit and PostgreSQL tests of model calls at once in replay
-(``tests/unit/test_model_concurrency.py``, ``tests/integration/test_model_concurrency_postgres.py``).
+(``tests/unit/extractors/test_model_concurrency.py``,
+``tests/integration/test_model_concurrency_postgres.py``).
 """
 
 from __future__ import annotations

@@ -80,9 +80,8 @@ def test_a_persistent_429_stops_one_memory_and_a_rerun_finishes_it_on_postgresql
 def test_more_calls_than_the_postgresql_pool_holds_are_reported(
     pg_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from convmem_graph.store.engine import pool_settings
+    from convmem_graph.store.engine import POOL_DEFAULTS as pools  # ConvMemory.open without pools=
 
-    pools = pool_settings()
     room = pools.store_size + pools.store_overflow  # each run in progress keeps one (its transaction)
     archive = write_archive(tmp_path / "archive", _users()[:1], sessions=1)
     with ConvMemory.open(pg_url, model=InFlightFake(), config=CONFIG) as mem:

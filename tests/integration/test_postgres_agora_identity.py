@@ -8,7 +8,7 @@ import pytest
 
 from convmem_graph.memory import ConvMemory
 from convmem_graph.state import RawInput
-from tests.unit.test_agora_identity import HISTORY, HOOK_103, REFERENCE, _timeline
+from tests.unit.sources.test_agora_identity import HISTORY, HOOK_103, REFERENCE, _timeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_delete_registry import DeleteRegistryContract
+from tests.unit.store.test_registry import DeleteRegistryContract
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

@@ -10,7 +10,7 @@ from convmem_graph import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import episodes as E
-from tests.unit.test_episodic import T0, msg
+from tests.unit.store.test_episodes import T0, msg
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from convmem_graph.store import MemoryStore
-from tests.unit.test_delete_forgets import DeleteContract
-from tests.unit.test_import_hardening import ImportHardeningContract
+from tests.unit.store.test_transfer_validation import ImportHardeningContract
+from tests.unit.test_memory_delete import DeleteContract
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

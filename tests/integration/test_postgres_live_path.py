@@ -15,7 +15,7 @@ from convmem_graph.models import FragmentCandidate
 from convmem_graph.nodes._inference import infer_from_store
 from convmem_graph.nodes.inject import select_fragments
 from convmem_graph.store import MemoryStore
-from tests.unit.test_flat_turn import CONTENTS, CUSTOM, KEYS, NOW, SUBJECTS, Fact, fact, fill
+from tests.unit.nodes.test_flat_turn import CONTENTS, CUSTOM, KEYS, NOW, SUBJECTS, Fact, fact, fill
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

@@ -171,6 +171,7 @@ _WORKER = textwrap.dedent(
     import json, sys, time
     from convmem_graph.extractors.heuristic import HeuristicExtractor
     from convmem_graph.memory import ConvMemory
+    from convmem_graph.settings import ConvMemSettings
 
     url, memory_id, out = sys.argv[1], sys.argv[2], sys.argv[5]
     offset, start_at = int(sys.argv[3]), float(sys.argv[4])
@@ -184,7 +185,8 @@ _WORKER = textwrap.dedent(
             spans.append([began, time.time()])
             return result
 
-    mem = ConvMemory.open(url, extractor=Slow())
+    # An app's settings from CONVMEM_* (PgBouncer: CONVMEM_PG_PREPARE_THRESHOLD=none).
+    mem = ConvMemory.open(url, extractor=Slow(), pools=ConvMemSettings().pools())
     mem.lifecycle.run(memory_id)  # opens the checkpointer before the race
     while time.time() < start_at:
         time.sleep(0.005)
@@ -253,12 +255,14 @@ def test_two_processes_running_the_lifecycle_on_one_memory_never_interleave(
     assert memory_lock_holders(pg_url, memory_id) == []
 
 
-def test_pool_sizes_follow_the_environment(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pool_sizes_follow_the_settings(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from convmem_graph.settings import ConvMemSettings
+
     monkeypatch.setenv("CONVMEM_PG_POOL_SIZE", "3")
     monkeypatch.setenv("CONVMEM_PG_MAX_OVERFLOW", "1")
     monkeypatch.setenv("CONVMEM_PG_CHECKPOINT_POOL_SIZE", "2")
     monkeypatch.setenv("CONVMEM_PG_PREPARE_THRESHOLD", "none")
-    with ConvMemory.open(pg_url) as mem:
+    with ConvMemory.open(pg_url, pools=ConvMemSettings().pools()) as mem:
         mem.ingest(f"env-{uuid.uuid4().hex[:8]}", _turn(0), source="openai")
         pool: Any = mem.store.engine.pool
         assert (pool.size(), pool._max_overflow) == (3, 1)
@@ -425,7 +429,7 @@ def test_a_run_reads_the_messages_it_stored_past_a_cursor_without_a_round_trip(p
 
 def test_pruning_in_one_statement_refuses_delta_channel_threads(pg_url: str) -> None:
     from convmem_graph.checkpoints import postgres_checkpointer, prune_checkpoints
-    from tests.unit.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
+    from tests.unit.checkpoints.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
 
     saver = postgres_checkpointer(pg_url)
     thread = f"delta-{uuid.uuid4().hex[:8]}"

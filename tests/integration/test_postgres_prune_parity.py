@@ -10,7 +10,7 @@ import pytest
 
 from convmem_graph.checkpoints import postgres_checkpointer, prune_checkpoints, sqlite_checkpointer
 from convmem_graph.store.urls import libpq_url
-from tests.unit.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
+from tests.unit.checkpoints.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
 
 _DELTA_META = '{"counters_since_delta_snapshot": {"ids": 1}}'
 

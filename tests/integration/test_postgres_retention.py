@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_retention import RetentionContract
+from tests.unit.test_memory_retention import RetentionContract
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

@@ -22,8 +22,8 @@ from sqlalchemy.engine import make_url
 from convmem_graph.checkpoints import open_checkpointer, postgres_checkpointer, prune_checkpoints
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.urls import libpq_url
-from tests.unit.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
-from tests.unit.test_store import StoreContract
+from tests.unit.checkpoints.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
+from tests.unit.store.test_repository import StoreContract
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

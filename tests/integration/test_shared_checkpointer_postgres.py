@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 
 from convmem_graph import ConvMemory
 from convmem_graph.store.urls import libpq_url
-from tests.unit.test_shared_checkpointer import build_app, exercise
+from tests.unit.checkpoints.test_shared_checkpointer import build_app, exercise
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from convmem_graph.extractors.keys import canonical_key
 from convmem_graph.memory import ConvMemory
+from convmem_graph.text.keys import canonical_key
 
 T0 = 1_767_268_822_030
 

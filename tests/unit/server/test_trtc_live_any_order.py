@@ -36,7 +36,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convmem_graph._text import join_sentences
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message, ReadResult
@@ -47,6 +46,7 @@ from convmem_graph.server.webhooks import delivery_key
 from convmem_graph.server.worker import InboxWorker
 from convmem_graph.sources import merge_timeline, read_payload
 from convmem_graph.state import RawInput
+from convmem_graph.text.sentences import join_sentences
 
 BOT = "ai_bot_7"
 _CALLS = itertools.count()
@@ -447,16 +447,22 @@ def _shared_databases() -> Iterator[None]:
             _SHARED.clear()
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rounds=calls(), deployment=_DEPLOYMENTS, data=st.data())
-def test_a_live_call_is_stored_as_it_happened_in_any_arrival_order(
-    rounds: list[Round], deployment: Deployment, data: st.DataObject
-) -> None:
+def stored_as_it_happened(rounds: list[Round], deployment: Deployment, data: st.DataObject) -> None:
+    """The property: one drawn call, delivered in the drawn order and batches, is stored as it happened."""
     ids = CallIds()
     script, bodies, order, sizes = _draw_arrivals(rounds, ids, data)
     mem, worker = _SHARED[deployment]
     got = deliver(mem, worker, ids, deployment, bodies, order, sizes)
     assert got == expected(rounds, script, ids)
+
+
+# 100 drawn calls here; the integration tier draws 2,000 (tests/integration/test_trtc_live_any_order_full.py).
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds=calls(), deployment=_DEPLOYMENTS, data=st.data())
+def test_a_live_call_is_stored_as_it_happened_in_any_arrival_order(
+    rounds: list[Round], deployment: Deployment, data: st.DataObject
+) -> None:
+    stored_as_it_happened(rounds, deployment, data)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

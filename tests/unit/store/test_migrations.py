@@ -34,7 +34,7 @@ from convmem_graph.store.registry import (
     replay_progress,
     schema_migrations,
 )
-from tests.unit.test_delete_registry import find, live_tables
+from tests.unit.store.test_registry import find, live_tables
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "store_v0_1_0.sqlite"
 MEMORY_ID = "mem_fixture"

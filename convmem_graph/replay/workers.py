@@ -1,0 +1,220 @@
+"""Replay in worker processes, each with its own store and lifecycle on a share of the memories."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from convmem_graph.accounting import merge_usage
+from convmem_graph.config import MemoryConfig
+from convmem_graph.replay.progress import ReplayReport, _ProgressSender
+from convmem_graph.replay.read import GroupBy, Replayer
+from convmem_graph.store.engine import PoolSettings
+
+if TYPE_CHECKING:
+    from convmem_graph.extractors.pacing import ModelPacing
+
+__all__ = ["default_concurrency", "replay_in_processes"]
+
+
+def default_concurrency() -> int:
+    """Worker processes by default: the CPU cores this process may run on.
+
+    ``os.sched_getaffinity`` (a container's or ``taskset``'s limit), not ``os.cpu_count`` (the
+    host's): a replay is CPU-bound, and workers beyond the cores it gets only take turns.
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _exit_with_parent() -> None:
+    """End this worker process as soon as the replay process that started it dies.
+
+    A killed parent (SIGKILL, OOM) would otherwise leave its workers replaying on as orphans, and a
+    rerun of the same command would race with them.
+    """
+    import multiprocessing as mp
+
+    parent = mp.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()  # returns when the parent's end of the pipe closes, i.e. when it exits
+        os._exit(1)
+
+    threading.Thread(target=watch, name="convmem-replay-parent-watch", daemon=True).start()
+
+
+def _worker(
+    db_url: str,
+    paths: list[str],
+    config: dict[str, Any],
+    model: str | None,
+    options: dict[str, Any],
+    queue: Any,
+    worker: int = 0,
+    pools: PoolSettings | None = None,
+) -> None:
+    """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard."""
+    _exit_with_parent()
+    from convmem_graph.assembly import open_lifecycle
+    from convmem_graph.config import MemoryConfig
+
+    try:
+        lifecycle, close_checkpointer = open_lifecycle(
+            db_url, model, MemoryConfig.model_validate(config), durability="exit", pools=pools
+        )
+        try:
+            # Everything imported so far lives as long as the worker: keep the collector off it
+            # (and off the pages a forked worker shares with its parent).
+            gc.freeze()
+            progress = _ProgressSender(queue, worker=worker)
+            replayer = Replayer(lifecycle, on_progress=progress, **options)
+            try:
+                report = replayer.run(paths)
+            finally:
+                progress.flush()
+        finally:
+            if close_checkpointer is not None:
+                close_checkpointer()
+            lifecycle.store.close()
+        queue.put(("done", report.as_dict() | {"memory_ids": sorted(report.memories), "worker": worker}))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
+        queue.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _start_method() -> str:
+    """``fork`` where it is safe (Linux, a parent with one thread), else ``spawn``.
+
+    A forked worker starts with the parent's imports; a spawned one imports LangGraph, LangChain
+    Core and SQLAlchemy again (about 2 s each, a seventh of a 100k-message replay on two cores).
+    Forking a process with other threads can copy a lock some thread holds, so then: spawn.
+    """
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
+
+
+def replay_in_processes(
+    db_url: str,
+    paths: Iterable[str | Path],
+    *,
+    processes: int,
+    config: MemoryConfig,
+    model: str | None = None,
+    source: str | None = None,
+    group_by: GroupBy = "auto",
+    memory_id: str | None = None,
+    shard: tuple[int, int] = (0, 1),
+    batch_messages: int = 1000,
+    pacing: ModelPacing | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    on_files: Callable[[int], None] | None = None,
+    pools: PoolSettings | None = None,
+) -> ReplayReport:
+    """Replay with ``processes`` worker processes, each owning a stable share of the memories.
+
+    Python threads do not run the CPU-bound work of a replay in parallel; processes do (forked
+    from a single-threaded parent on Linux, spawned otherwise: see ``_start_method``). Process
+    ``k`` replays the memories with ``shard_of(memory_id, n * processes) == i + n * k`` for the
+    caller's shard ``(i, n)``, so a memory's batches stay in one process and in order, and the
+    shares of all processes make up exactly the caller's shard.
+
+    ``on_progress`` gets the messages read since its last call; ``on_files`` the files done by
+    the slowest worker (every worker walks every file, replaying only its share of memories).
+
+    ``pacing`` holds the limits for the whole replay: each worker gets an even share
+    (:meth:`~convmem_graph.extractors.pacing.ModelPacing.share`: calls at once, requests and
+    tokens per minute), so together they stay within them; a worker that finished its memories
+    leaves its share unused.
+
+    Raises:
+        ValueError: ``pacing.concurrency`` is below ``processes``.
+        ConvMemError: A worker failed (its message is included); what was committed stays.
+    """
+    import multiprocessing as mp
+    import queue as queue_mod
+
+    from convmem_graph.errors import ConvMemError
+
+    i, n = shard
+    shares = [pacing.share(k, processes) if pacing is not None else None for k in range(processes)]
+    # Forked workers inherit the parent's imports: load LangGraph once here (a lifecycle compiles
+    # its graph on first use, so nothing may have imported it yet).
+    importlib.import_module("convmem_graph.graph")
+    importlib.import_module("convmem_graph.checkpoints")
+    ctx: Any = mp.get_context(_start_method())  # typeshed types each method's context apart
+    queue = ctx.Queue()
+    files = [str(p) for p in paths]
+    workers = []
+    for k in range(processes):
+        options = {
+            "source": source,
+            "group_by": group_by,
+            "memory_id": memory_id,
+            "shard": (i + n * k, n * processes),
+            "batch_messages": batch_messages,
+            "pacing": shares[k],
+        }
+        proc = ctx.Process(
+            target=_worker,
+            args=(db_url, files, config.model_dump(), model, options, queue, k, pools),
+            name=f"convmem-replay-{k}",
+        )
+        proc.start()
+        workers.append(proc)
+    report = ReplayReport()
+    started = time.perf_counter()
+    errors: list[str] = []
+    finished = 0
+    files_done = [0] * processes
+    while finished < processes:
+        try:
+            kind, value = queue.get(timeout=0.5)
+        except queue_mod.Empty:
+            if all(not p.is_alive() for p in workers) and queue.empty():
+                dead = [p.name for p in workers if p.exitcode not in (0, None)]
+                errors.append(f"worker(s) {', '.join(dead) or '?'} exited without a report")
+                break
+            continue
+        if kind == "progress":
+            if on_progress is not None:
+                on_progress(int(value))
+        elif kind == "files":
+            worker, done = value
+            files_done[int(worker)] = int(done)
+            if on_files is not None:
+                on_files(min(files_done))
+        elif kind == "error":
+            errors.append(str(value))
+            finished += 1
+        else:
+            finished += 1
+            files_done[int(value["worker"])] = int(value["files"])
+            if on_files is not None:
+                on_files(min(files_done))
+            report.files = max(report.files, int(value["files"]))
+            report.files_skipped_done = max(report.files_skipped_done, int(value["files_skipped_done"]))
+            report.documents = max(report.documents, int(value["documents"]))
+            report.messages_read += int(value["messages_read"])
+            report.new_messages += int(value["new_messages"])
+            report.memories.update(value["memory_ids"])
+            report.quarantined.update(value["quarantined"])
+            report.skipped.update(value["skipped"])
+            report.model_usage = merge_usage(report.model_usage, value.get("model_usage") or {})
+    for proc in workers:
+        proc.join()
+    report.seconds = time.perf_counter() - started
+    if errors:
+        raise ConvMemError("replay worker failed: " + "; ".join(errors))
+    return report

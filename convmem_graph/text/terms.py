@@ -1,0 +1,105 @@
+"""Search terms shared by the episodic index and the block's ranker (the language-specific edge).
+
+English and other space-delimited words are lower-cased with stop words dropped; CJK runs become
+character bigrams (no segmenter download: see the README for the measurement against jieba).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+from convmem_graph.text.cjk import SCRIPTS
+
+__all__ = ["CJK_RUN", "bigrams", "search_terms", "stem", "stemmed_terms"]
+
+CJK_RUN = re.compile(f"[{SCRIPTS}]+")
+_WORD = re.compile(r"[^\W_]+")
+_EN_STOP = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being am do does
+    did have has had i me my we our you your he him his she her it its they them their this that these
+    those what which who whom when where why how not no so than too very can could will would shall
+    should may might must just about into over also please tell remember user users there then
+    s t don didn doesn isn wasn ll ve re m d""".split()
+)
+# CJK characters that say nothing alone; a bigram made only of them is noise too.
+_CJK_STOP = frozenset("的了是我你他她它们在和也就都而及与着或一个吗呢吧啊这那有要会对把被给让很还又说用户")
+_CJK_STOP_BIGRAMS = frozenset({"用户", "一个", "我们", "你们", "他们", "什么", "这个", "那个", "怎么"})
+_PARTICLES = frozenset("的了吗呢吧啊呀哦嘛着什么")
+
+
+def bigrams(run: str) -> list[str]:
+    """Character bigrams of a CJK run (a lone character stays itself)."""
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def search_terms(query: str, *, max_terms: int | None = 32) -> list[str]:
+    """Split a query into index terms, keeping the *newest* ``max_terms`` of a long query.
+
+    English words are lower-cased with stop words dropped (the index stems them); CJK runs give
+    their bigrams, minus those made of function characters or particles. ``max_terms=None``
+    keeps every distinct term.
+
+    Example:
+        >>> search_terms("Where did Caroline move from? 她以前住在成都吗")
+        ['caroline', 'move', '她以', '以前', '前住', '住在', '在成', '成都']
+    """
+    found: list[str] = []
+    pos = 0
+    for m in CJK_RUN.finditer(query):
+        found.extend(_latin_terms(query[pos : m.start()]))
+        for gram in bigrams(m.group(0)):
+            if len(gram) == 1:
+                if gram not in _CJK_STOP:
+                    found.append(gram)
+            elif not (
+                (gram[0] in _CJK_STOP and gram[1] in _CJK_STOP)
+                or gram[0] in _PARTICLES
+                or gram[1] in _PARTICLES
+                or gram in _CJK_STOP_BIGRAMS
+            ):
+                found.append(gram)
+        pos = m.end()
+    found.extend(_latin_terms(query[pos:]))
+    # Newest first when cutting: the end of a long query is the current turn.
+    unique: dict[str, None] = {}
+    for term in reversed(found):
+        unique.setdefault(term, None)
+        if max_terms is not None and len(unique) == max_terms:
+            break
+    return list(reversed(unique))
+
+
+def _latin_terms(chunk: str) -> list[str]:
+    # Numbers stay ("2023", "19", "5k"): a question about a date or an amount names it.
+    return [w for w in _WORD.findall(chunk.lower()) if len(w) >= 2 and w not in _EN_STOP]
+
+
+@functools.cache
+def _stem_words() -> Callable[[list[str]], list[str]]:
+    try:
+        import Stemmer  # PyStemmer: Snowball in C, with its own word cache
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ImportError(
+            "the PostgreSQL episodic index stems with PyStemmer: pip install 'convmem-graph[postgres]'"
+        ) from exc
+    return Stemmer.Stemmer("english").stemWords  # type: ignore[no-any-return]
+
+
+def stem(terms: list[str]) -> list[str]:
+    """Snowball-stem English terms (CJK terms come back unchanged), one result per term."""
+    return _stem_words()(terms) if terms else []
+
+
+def stemmed_terms(text: str, *, max_terms: int | None = None) -> list[str]:
+    """:func:`search_terms` with English words Snowball-stemmed (CJK bigrams pass unchanged).
+
+    The PostgreSQL episodic index stores these for a turn and looks up the same for a query, so
+    both sides always agree; stemming here keeps that work off the database server.
+
+    Example:
+        >>> stemmed_terms("Caroline went running in 成都")
+        ['carolin', 'went', 'run', '成都']
+    """
+    return list(dict.fromkeys(stem(search_terms(text, max_terms=max_terms))))

@@ -1,0 +1,79 @@
+"""Replay in worker processes.
+
+Forked and spawned workers store the same memories; bad documents are quarantined once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from convmem_graph.config import MemoryConfig
+from convmem_graph.replay import replay_in_processes
+from convmem_graph.store import MemoryStore
+from tests.unit.replay.test_replayer import USERS, stored, write_archive
+
+
+def test_forked_and_spawned_workers_replay_the_same(tmp_path: Path) -> None:
+    archive = write_archive(tmp_path / "archive", USERS)
+    results = []
+    for label, busy in (("fork", False), ("spawn", True)):
+        db = str(tmp_path / f"{label}.db")
+        stop = threading.Event()
+        other = threading.Thread(target=stop.wait)
+        if busy:
+            other.start()  # a second thread makes the parent spawn its workers
+        progress: list[int] = []
+        try:
+            report = replay_in_processes(
+                db,
+                [archive],
+                processes=2,
+                config=MemoryConfig(),
+                group_by="user",
+                batch_messages=4,
+                on_progress=progress.append,
+            )
+        finally:
+            stop.set()
+            if busy:
+                other.join()
+        assert report.messages_read == report.new_messages == sum(progress) == 30
+        store = MemoryStore.from_url(db)
+        results.append(stored(store, USERS))
+        store.close()
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("group_by", ["auto", "user"])
+def test_worker_processes_quarantine_each_bad_document_once(tmp_path: Path, group_by: str) -> None:
+    # Every worker reads every file: a bad line or a document without a user id is seen by all.
+    archive = write_archive(tmp_path / "archive", USERS)
+    with (archive / "part0.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write("{not json\n")
+        fh.write(json.dumps({"messages": [{"role": "user", "content": "whose is this?"}]}) + "\n")
+    with (archive / "solo.jsonl").open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"user": "solo", "messages": [{"role": "user", "content": "I live in Oslo."}]}))
+        fh.write("\n{broken line of solo's file\n")
+    outcomes = []
+    for processes in (1, 2, 3):
+        db = str(tmp_path / f"p{processes}.db")
+        report = replay_in_processes(
+            db, [archive], processes=processes, config=MemoryConfig(), group_by=group_by, batch_messages=4
+        )
+        store = MemoryStore.from_url(db)
+        letters = sorted((d.memory_id or "", d.raw[:40]) for d in store.list_dead_letters())
+        store.close()
+        outcomes.append((dict(report.quarantined), letters))
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    quarantined, letters = outcomes[0]
+    expected = {"json: unreadable document": 2}
+    if group_by == "user":
+        expected["no user id in payload"] = 1
+    assert quarantined == expected
+    # solo.jsonl fed one memory: its bad line is that memory's (deleted with it), by every worker count.
+    assert [m for m, _ in letters].count("solo") == 1
+    assert len(letters) == sum(expected.values())
