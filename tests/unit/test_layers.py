@@ -17,7 +17,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "convmem_graph"
 
 #: Lowest first. A prefix names a module or a package with everything under it.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "_ids", "_time", "_lazy", "tokens", "text", "signatures"),
+    # Leaves: they import nothing of the package.
+    ("errors", "_ids", "_time", "_lazy", "_heap", "tokens", "text", "_query_dates", "signatures"),
+    ("accounting", "tracing", "embeddings"),
     ("models", "config"),
     ("_copies", "sources"),
     ("payloads",),
