@@ -37,7 +37,7 @@ HOBBIES = [s for s in DEFAULT_VARIABLE_SPECS if s.name == "hobbies"]
 
 def _load(name: str) -> Any:
     """``benchmarks/<name>.py``, loaded by path (the benchmarks are scripts, not a package)."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
