@@ -158,10 +158,11 @@ def render_call_start(
     if options.get("budget_tokens") is None:
         options = {**options, "budget_tokens": config.memory_block_budget_tokens}
     query, budget = options.get("query"), options["budget_tokens"]
-    used: frozenset[str] = frozenset()
     if config.episodic and not (isinstance(query, str) and query.strip()):
         # No user input yet (a call opening): recall what the last conversation was about.
-        query, used = context_query(snapshot)
+        # Its turns stay quotable: the block leaves out only the turns a payload already carries
+        # as recent turns (``skip_recent_turns``); an Agora update carries none.
+        query, _ = context_query(snapshot)
         if query:
             options = {**options, "query": query}
     snap = with_episodes(
@@ -172,6 +173,4 @@ def render_call_start(
         budget_tokens=budget if isinstance(budget, int) else None,
         embeddings=embeddings,
     )
-    if used and snap.episodes is not None:
-        snap.episodes.hits = [h for h in snap.episodes.hits if h.message.id not in used]
     return render_payload(vendor, snap, dict(options), now_ms=now_ms)

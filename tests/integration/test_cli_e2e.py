@@ -159,7 +159,16 @@ def test_replay_show_inject_export_import_delete(tmp_path: Path) -> None:
     (block,) = [m["content"] for m in join_system if MEMORY_TAG in m["content"]]
     assert "杭州" in block and "1996" in block
     update = json.loads(ok(agora_update))
-    assert update["properties"]["llm"]["system_messages"] == join_system
+    update_system = update["properties"]["llm"]["system_messages"]
+    assert update_system[0] == join_system[0]
+    # The same profile; what else fills the budget differs: the update quotes none of the newest
+    # turns (the agent's own history holds them) while the join, whose agent starts empty, may.
+    (update_block,) = [m["content"] for m in update_system if MEMORY_TAG in m["content"]]
+
+    def profile(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("[资料]")]
+
+    assert profile(update_block) == profile(block) != []
     assert update["properties"]["llm"]["params"] == props["llm"]["params"]  # an update overwrites params
 
     # OpenAI messages: one system message with the block, then stored turns.
