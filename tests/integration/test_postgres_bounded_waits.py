@@ -197,13 +197,12 @@ def test_a_lock_held_on_postgres_leaves_every_request_answered_in_time(
 def test_a_pool_checkout_and_a_connect_end_within_the_bound(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from convmem_graph.store.engine import create_store_engine
+    from convmem_graph.store.engine import create_store_engine, pool_settings
     from convmem_graph.store.urls import normalize_url
     from convmem_graph.store.write_gate import WriteTimeout, bounded_writes
 
-    monkeypatch.setenv("CONVMEM_PG_POOL_SIZE", "1")
-    monkeypatch.setenv("CONVMEM_PG_MAX_OVERFLOW", "0")
-    engine = create_store_engine(normalize_url(pg_url))
+    one = pool_settings({"CONVMEM_PG_POOL_SIZE": "1", "CONVMEM_PG_MAX_OVERFLOW": "0"})
+    engine = create_store_engine(normalize_url(pg_url), pools=one)
     try:
         with engine.connect():  # the pool's one connection, in use
             started = time.monotonic()

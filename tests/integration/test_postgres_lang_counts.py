@@ -49,6 +49,7 @@ def test_reopening_keeps_one_trigger_and_the_counts(pg_url: str) -> None:
             assert language_counts(conn, "lang_reopen", now_ms=NOW) == (1, 0)
             n = conn.exec_driver_sql(
                 "SELECT count(*) FROM pg_trigger WHERE tgname = 'cm_fragments_lang'"
+                " AND tgrelid = 'cm_fragments'::regclass"
             ).scalar()
         assert n == 1
     finally:
