@@ -183,12 +183,12 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         return self.store.get_memory(memory_id)
 
     def delete(self, memory_id: str) -> bool:
-        """Delete a memory: its rows in every table (dead letters and replay progress too), checkpoints."""
-        from convmem_graph.replay import forget_replay_rows
+        """Delete a memory: its rows in every registered table, and its checkpoints.
 
+        The registry (``store/registry.py``) covers dead letters, replay progress, the server's
+        inbox and task map too.
+        """
         existed = self.store.delete_memory(memory_id)
-        # Replay progress rows keep file paths, which often name the user (issue 10).
-        existed = forget_replay_rows(self.store, memory_id) > 0 or existed
         if self.checkpointer is not None:
             # Only convmem's own thread (and its pre-namespace leftovers), never the app's threads.
             from convmem_graph.checkpoints import delete_memory_checkpoints

@@ -25,7 +25,7 @@ replayer), :mod:`~convmem_graph.replay.progress` (progress rows, dead letters, t
 from __future__ import annotations
 
 from convmem_graph.replay.discover import discover_files, parse_shard, shard_of
-from convmem_graph.replay.progress import ReplayReport, forget_replay_file, forget_replay_rows
+from convmem_graph.replay.progress import ReplayReport, forget_replay_file
 from convmem_graph.replay.progress import _ProgressSender as _ProgressSender
 from convmem_graph.replay.read import GroupBy, Replayer
 from convmem_graph.replay.read import _pool_room as _pool_room
@@ -39,7 +39,6 @@ __all__ = [
     "Replayer",
     "discover_files",
     "forget_replay_file",
-    "forget_replay_rows",
     "parse_shard",
     "replay_in_processes",
     "shard_of",

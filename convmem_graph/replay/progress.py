@@ -1,7 +1,8 @@
 """What a replay records as it goes: per-file progress rows, dead letters, the report.
 
-Progress rows make a rerun skip finished files; ``forget_replay_rows`` and
-``forget_replay_file`` remove them (``ConvMemory.delete`` calls the first).
+Progress rows make a rerun skip finished files. ``ConvMemory.delete`` removes a memory's rows (the
+table is registered in ``store/registry.py``); ``forget_replay_file`` removes a file's rows that
+no single memory owns.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from convmem_graph.store import MemoryStore
 from convmem_graph.store.registry import replay_progress
 from convmem_graph.store.schema import dead_letters
 
-__all__ = ["ReplayReport", "forget_replay_file", "forget_replay_rows"]
+__all__ = ["ReplayReport", "forget_replay_file"]
 
 
 def _storable(text: str) -> str:
@@ -75,18 +76,6 @@ class _FileLetters:
                 error=f"dead-letter limit of {MAX_DEAD_LETTERS_PER_RUN} per file reached",
                 path=str(self.path),
             )
-
-
-def forget_replay_rows(store: MemoryStore, memory_id: str) -> int:
-    """Delete the replay progress rows of files that fed only ``memory_id``; returns how many.
-
-    Called by ``ConvMemory.delete`` (and so ``convmem delete``): progress rows keep file paths,
-    which often name the user. A later replay of such a file reads it again.
-    """
-    with store.transaction() as conn:  # the table is the store's (made by its migrations)
-        return int(
-            conn.execute(replay_progress.delete().where(replay_progress.c.memory_id == memory_id)).rowcount
-        )
 
 
 def forget_replay_file(store: MemoryStore, path: str | Path) -> int:
