@@ -10,6 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
 
@@ -149,3 +152,30 @@ def test_a_replay_report_carries_per_node_time_over_its_runs(tmp_path: Path) -> 
     assert doc["runs"] == 3
     node_ms = doc["node_ms"]
     assert isinstance(node_ms, dict) and {"ingest", "normalize", "inject"} <= set(node_ms)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["ingest", "normalize", "extract", "inject"]), st.floats(0, 5000)),
+        max_size=6,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_merged_node_times_do_not_depend_on_the_order_reports_arrive(
+    runs: list[dict[str, float]], rnd: Any
+) -> None:
+    from convmem_graph.accounting import merge_node_ms
+
+    # Worker processes report in whatever order they finish.
+    shuffled = list(runs)
+    rnd.shuffle(shuffled)
+    ordered: dict[str, float] = {}
+    other: dict[str, float] = {}
+    for run in runs:
+        ordered = merge_node_ms(ordered, run)
+    for run in shuffled:
+        other = merge_node_ms(other, run)
+    assert set(ordered) == set(other)
+    for node, ms in ordered.items():
+        assert other[node] == pytest.approx(ms, abs=0.01)
