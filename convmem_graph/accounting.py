@@ -1,4 +1,4 @@
-"""Per-stage model accounting: calls and prompt/completion tokens of ``extract`` and ``summarize``.
+"""Per-stage accounting: model calls and tokens of ``extract`` and ``summarize``, time of every node.
 
 The model-calling nodes are wrapped (:func:`accounted_node`): the calls a node made are the growth
 of the state's ``model_calls`` across it, and its tokens are the usage the chat model reported
@@ -8,6 +8,12 @@ changes). The run's state then
 carries ``model_usage``, e.g. ``{"extract": {"calls": 2, "prompt_tokens": 1830,
 "completion_tokens": 214}}``; a stage with no model call is absent. A model that reports no usage
 counts its calls with zero tokens.
+
+Every node is timed too (:func:`timed_node`): the run's state carries ``node_ms``, the time spent
+inside each node that ran, in run order (``{"ingest": 3.1, "normalize": 0.4, ...}``). It is part of
+the end state a checkpointer keeps, so a run with ``durability="exit"`` (batch replay), whose
+per-step checkpoints are never written, still shows where its time went (the viewer's lifecycle
+page reads it).
 
 Example:
     >>> usage = add_usage({}, "extract", calls=1, prompt_tokens=100, completion_tokens=20)
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -27,7 +34,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 from langchain_core.tracers.context import register_configure_hook
 
-__all__ = ["STAGES", "accounted_node", "add_usage", "merge_usage"]
+__all__ = ["STAGES", "accounted_node", "add_usage", "merge_node_ms", "merge_usage", "timed_node"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -118,5 +125,45 @@ def accounted_node(stage: str, fn: F) -> F:
             completion_tokens=completion,
         )
         return {**result, "model_usage": usage}
+
+    return node  # type: ignore[return-value]
+
+
+def merge_node_ms(total: Mapping[str, float], more: Mapping[str, float]) -> dict[str, float]:
+    """Return the per-node sum of two ``node_ms`` documents (the runs of a replay, its workers).
+
+    Example:
+        >>> merge_node_ms({"ingest": 1.5, "extract": 2.0}, {"ingest": 0.5, "inject": 1.0})
+        {'ingest': 2.0, 'extract': 2.0, 'inject': 1.0}
+    """
+    out = dict(total)
+    for node, ms in more.items():
+        out[node] = round(out.get(node, 0.0) + float(ms), 3)
+    return out
+
+
+def timed_node(name: str, fn: F, *, starts_run: bool = False) -> F:
+    """Return the node ``fn`` (``(state, ...)``) adding the time spent in it to the state's ``node_ms``.
+
+    Args:
+        name: The node's name (the key in ``node_ms``).
+        fn: The node.
+        starts_run: The run's first node: it starts a fresh ``node_ms`` (the state a checkpointer
+            hands a new run still holds the previous run's).
+
+    Only an attempt that returns is counted: a model node retried by its ``RetryPolicy`` shows the
+    attempt that succeeded (the failed ones raised before their time could be written).
+    """
+
+    @functools.wraps(fn)
+    def node(state: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        result = fn(state, *args, **kwargs)
+        if not isinstance(result, dict):
+            return result
+        ms = round((time.perf_counter() - started) * 1000, 3)
+        before = {} if starts_run else dict(state.get("node_ms") or {})
+        before[name] = ms
+        return {**result, "node_ms": before}
 
     return node  # type: ignore[return-value]

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
-from convmem_graph.accounting import accounted_node
+from convmem_graph.accounting import accounted_node, timed_node
 from convmem_graph.errors import ExtractionError
 from convmem_graph.nodes import extract, ingest, inject, normalize, summarize, update_variables
 from convmem_graph.nodes.report import ReportState
@@ -97,15 +97,24 @@ def build_memory_graph(
         input_schema=input_schema or MemoryState,
         output_schema=ReportState if report else MemoryState,
     )
-    # Each node in an OpenTelemetry span when opentelemetry is installed (convmem_graph.tracing).
-    g.add_node("ingest", traced_node("ingest", ingest))
-    g.add_node("normalize", traced_node("normalize", normalize))
-    g.add_node("extract", traced_node("extract", accounted_node("extract", extract)), retry_policy=policy)
-    g.add_node("update_variables", traced_node("update_variables", update_variables))
+    # Each node timed into the state's node_ms (kept in the end state, so "exit" runs show their
+    # per-node times too), and in an OpenTelemetry span when opentelemetry is installed.
+    g.add_node("ingest", traced_node("ingest", timed_node("ingest", ingest, starts_run=True)))
+    g.add_node("normalize", traced_node("normalize", timed_node("normalize", normalize)))
     g.add_node(
-        "summarize", traced_node("summarize", accounted_node("summarize", summarize)), retry_policy=policy
+        "extract",
+        traced_node("extract", timed_node("extract", accounted_node("extract", extract))),
+        retry_policy=policy,
     )
-    g.add_node("inject", traced_node("inject", inject))
+    g.add_node(
+        "update_variables", traced_node("update_variables", timed_node("update_variables", update_variables))
+    )
+    g.add_node(
+        "summarize",
+        traced_node("summarize", timed_node("summarize", accounted_node("summarize", summarize))),
+        retry_policy=policy,
+    )
+    g.add_node("inject", traced_node("inject", timed_node("inject", inject)))
     g.add_edge(START, "ingest")
     g.add_edge("ingest", "normalize")
     g.add_conditional_edges("normalize", _after_normalize)
@@ -113,7 +122,7 @@ def build_memory_graph(
     g.add_conditional_edges("update_variables", _after_variables)
     g.add_edge("summarize", "inject")
     if report:
-        g.add_node("report", traced_node("report", report_node))
+        g.add_node("report", traced_node("report", timed_node("report", report_node)))
         g.add_edge("inject", "report")
         g.add_edge("report", END)
     else:

@@ -88,6 +88,8 @@ class RunResult(BaseModel):
     model_calls: int = 0
     #: Model calls and prompt/completion tokens per stage (see :mod:`convmem_graph.accounting`).
     model_usage: dict[str, dict[str, int]] = Field(default_factory=dict)
+    #: Milliseconds spent inside each node that ran, in run order (see :mod:`convmem_graph.accounting`).
+    node_ms: dict[str, float] = Field(default_factory=dict)
     payloads: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -283,6 +285,7 @@ class Lifecycle:
             summary_version=out.get("summary_version", 0),
             model_calls=out.get("model_calls", 0),
             model_usage=out.get("model_usage", {}),
+            node_ms=out.get("node_ms", {}),
             payloads=dict(ctx.payloads),
         )
 

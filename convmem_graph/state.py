@@ -83,6 +83,8 @@ class MemoryState(TypedDict, total=False):
     model_calls: int
     #: Model calls and prompt/completion tokens per stage (``extract``, ``summarize``) this run.
     model_usage: dict[str, dict[str, int]]
+    #: Milliseconds spent inside each node this run, in run order (``accounting.timed_node``).
+    node_ms: dict[str, float]
     #: Vendors whose payloads this run built (the payloads themselves are in the context).
     payloads: list[str]
     #: Id of the last ``messages`` entry ``ingest`` read (graphs that also carry ``messages``).

@@ -115,6 +115,10 @@ class ReplayReport:
     skipped: Counter[str] = field(default_factory=Counter)
     #: Model calls and prompt/completion tokens per stage (see :mod:`convmem_graph.accounting`).
     model_usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Milliseconds spent inside each lifecycle node, summed over every run (batch) of the replay.
+    node_ms: dict[str, float] = field(default_factory=dict)
+    #: Lifecycle runs (batches) that completed.
+    runs: int = 0
     seconds: float = 0.0
 
     @property
@@ -134,6 +138,8 @@ class ReplayReport:
             "quarantined": dict(self.quarantined),
             "skipped": dict(self.skipped),
             "model_usage": self.model_usage,
+            "runs": self.runs,
+            "node_ms": self.node_ms,
             "seconds": round(self.seconds, 3),
             "messages_per_second": round(self.messages_per_second, 1),
         }

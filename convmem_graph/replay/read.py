@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from convmem_graph._ids import identifier_problem
-from convmem_graph.accounting import merge_usage
+from convmem_graph.accounting import merge_node_ms, merge_usage
 from convmem_graph.errors import SourceFormatError
 from convmem_graph.models import ReadResult
 from convmem_graph.replay.discover import _file_shard_key, _stem, discover_files, shard_of
@@ -287,6 +287,8 @@ class Replayer:
             report.new_messages += result.new_messages
             report.skipped.update(result.skipped)
             report.model_usage = merge_usage(report.model_usage, result.model_usage)
+            report.node_ms = merge_node_ms(report.node_ms, result.node_ms)
+            report.runs += 1
         fut.set_result(None)
 
     def _flush(self, memory_id: str, report: ReplayReport) -> Future[None] | None:

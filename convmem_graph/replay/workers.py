@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from convmem_graph.accounting import merge_usage
+from convmem_graph.accounting import merge_node_ms, merge_usage
 from convmem_graph.config import MemoryConfig
 from convmem_graph.replay.progress import ReplayReport, _ProgressSender
 from convmem_graph.replay.read import GroupBy, Replayer
@@ -212,6 +212,8 @@ def replay_in_processes(
             report.quarantined.update(value["quarantined"])
             report.skipped.update(value["skipped"])
             report.model_usage = merge_usage(report.model_usage, value.get("model_usage") or {})
+            report.node_ms = merge_node_ms(report.node_ms, value.get("node_ms") or {})
+            report.runs += int(value.get("runs", 0))
     for proc in workers:
         proc.join()
     report.seconds = time.perf_counter() - started

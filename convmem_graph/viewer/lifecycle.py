@@ -1,10 +1,12 @@
 """The lifecycle page: the compiled graph drawn as inline SVG, with the last run's path and timings.
 
 The drawing comes from ``Lifecycle.graph.get_graph()`` (nodes in order, conditional edges dashed),
-so it always matches the graph that runs. The last run is read from the checkpointer's history of
-the memory's thread: each checkpoint says which node runs next, so consecutive checkpoints give the
-path and the time each node took. Runs with ``durability="exit"`` keep only their end state; the
-page then shows the final counters without per-node timings.
+so it always matches the graph that runs. The last run is read from the checkpointer's latest state
+of the memory's thread: its ``node_ms`` holds the time spent inside each node that ran, in order
+(:func:`convmem_graph.accounting.timed_node`), so a run with ``durability="exit"`` (batch replay),
+which keeps only its end state, shows its path and per-node timings too. State written before
+``node_ms`` existed falls back to the checkpoint history: each checkpoint says which node runs next,
+so consecutive checkpoints give the path and the time between them.
 """
 
 from __future__ import annotations
@@ -110,20 +112,24 @@ def last_run(mem: ConvMemory, memory_id: str) -> dict[str, Any]:
             complete = True
             break
     run.reverse()
-    steps = []
-    for before, after in zip(run, run[1:], strict=False):
-        for node in before.next:
-            steps.append({"node": node, "ms": _ms_between(before.created_at, after.created_at)})
     final = run[-1].values or {}
     state = {k: final[k] for k in _RUN_KEYS if k in final}
     if "new_message_ids" in state:
         state["new_messages"] = len(state.pop("new_message_ids") or [])
-    if not steps:
-        note = "this run kept only its end state (durability 'exit'): no per-node timings"
-    elif not complete:
-        note = f"older checkpoints of this run were pruned: its last {len(steps)} steps are shown"
+    timed = final.get("node_ms")
+    note = ""
+    if isinstance(timed, dict) and timed:
+        # Measured inside the nodes and kept in the end state: whole even when only that was written.
+        steps = [{"node": str(node), "ms": float(ms)} for node, ms in timed.items()]
     else:
-        note = ""
+        steps = []
+        for before, after in zip(run, run[1:], strict=False):
+            for node in before.next:
+                steps.append({"node": node, "ms": _ms_between(before.created_at, after.created_at)})
+        if not steps:
+            note = "this run kept only its end state, written before per-node timings were kept"
+        elif not complete:
+            note = f"older checkpoints of this run were pruned: its last {len(steps)} steps are shown"
     return {
         "path": [s["node"] for s in steps],
         "steps": steps,

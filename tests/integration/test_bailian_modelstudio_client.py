@@ -1,167 +1,203 @@
 """Generation-B calls made by Alibaba's newer client, agentscope-runtime's ``modelstudio_memory``.
 
-Every component the client ships is called against the Bailian-compatible API served by uvicorn
-on loopback: AddMemory, SearchMemory, ListMemory, UpdateMemory (with the docs' update example,
-``meta_data: {"location_name": "杭州"}``), DeleteMemory, CreateProfileSchema, GetProfileSchema
-(``name`` and ``attributes[].attribute_id`` at the top level), ListProfileSchemas,
-UpdateProfileSchema (``attributes_operations`` add / update / delete), GetUserProfile,
-DeleteProfileSchema and DeleteEntity. The client is async (aiohttp).
+Every component the client ships is called against ``convmem serve`` on loopback (a real process,
+with a bearer token): AddMemory, SearchMemory, ListMemory, UpdateMemory (with the docs' update
+example, ``meta_data: {"location_name": "杭州"}``), DeleteMemory, CreateProfileSchema,
+GetProfileSchema (``name`` and ``attributes[].attribute_id`` at the top level),
+ListProfileSchemas, UpdateProfileSchema (``attributes_operations`` add / update / delete),
+GetUserProfile, DeleteProfileSchema and DeleteEntity. The client is async (aiohttp); the calls
+are in ``modelstudio_driver.py``.
 
-agentscope-runtime is not in the test extra: 1.1.6 does not install cleanly beside this package
-(it needs ``mcp<2`` for FastMCP while agentscope 2 needs ``mcp>=2``, and it moves pydantic). The
-test runs where it is installed (``pip install agentscope-runtime==1.1.6.post2 'mcp<2'`` in a
-virtualenv) and is skipped elsewhere.
+Why a venv of its own: agentscope-runtime 1.1.6.post2 imports ``mcp.server.fastmcp`` (mcp 1.x)
+but declares only ``mcp>=1.13`` and ``agentscope>=1.0.14``; a resolver then picks agentscope 2,
+which requires ``mcp>=2``, where FastMCP no longer exists, and the import fails. Pinning
+``agentscope<2`` and ``mcp<2`` resolves, but also brings kubernetes (which needs pydantic>=2.14.2),
+celery, redis and some 60 other packages into the environment the whole suite runs in. So the
+client gets a virtualenv of its own with :data:`PINS`, built on first use and cached under a path
+keyed by the pins and the Python version (``CONVMEM_TEST_VENV_DIR``, default
+``~/.cache/convmem-graph/test-venvs``). The test is skipped, saying so, only when the package
+registry cannot be reached to build it.
 """
 
 from __future__ import annotations
 
-import asyncio
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
 pytest.importorskip("fastapi", reason="the server extra (fastapi) is not installed")
-ms = pytest.importorskip(
-    "agentscope_runtime.tools.modelstudio_memory", reason="agentscope-runtime is not installed"
-)
-schemas = pytest.importorskip("agentscope_runtime.tools.modelstudio_memory.schemas")
 
-from fastapi import FastAPI  # noqa: E402
+import httpx  # noqa: E402
 
 from convmem_graph.memory import ConvMemory  # noqa: E402
-from convmem_graph.server.bailian import API_PREFIX, build_router  # noqa: E402
-from tests.integration.live_server import serve  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Any, ConvMemory]]:
-    mem = ConvMemory.open(str(tmp_path / "ms.db"))
-    app = FastAPI()
-    app.include_router(build_router(mem, SimpleNamespace(token=None)))
-    with serve(app) as url:
-        yield ms.MemoryServiceConfig(api_key="sk-test", service_endpoint=url + API_PREFIX), mem
-    mem.close()
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).with_name("modelstudio_driver.py")
+#: The client and the two pins that make it importable (see the module docstring).
+PINS = ("agentscope-runtime==1.1.6.post2", "agentscope==1.0.21", "mcp==1.30.0")
+TOKEN = "sk-modelstudio-test"
 
 
-async def _call(tool_class: Any, config: Any, args: Any) -> Any:
-    tool = tool_class(config=config)
+def _venv_dir() -> Path:
+    root = Path(
+        os.environ.get("CONVMEM_TEST_VENV_DIR") or Path.home() / ".cache" / "convmem-graph" / "test-venvs"
+    )
+    key = hashlib.sha256("\n".join((sys.version, *PINS)).encode()).hexdigest()[:16]
+    return root / f"agentscope-runtime-{key}"
+
+
+def _pip(python: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _client_python() -> Path:
+    """The Python of the cached client venv; built (under a lock, then moved in place) when missing."""
+    target = _venv_dir()
+    python = target / "bin" / "python"
+    if python.exists():
+        return python
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another test run building the same venv: wait for it
+        if python.exists():
+            return python
+        # The registry first: unreachable is the one reason to skip.
+        probe_dir = target.with_name(target.name + ".probe")
+        probe = _pip(
+            Path(sys.executable), "download", "--no-deps", "-q", "-d", str(probe_dir), PINS[0], timeout=300
+        )
+        shutil.rmtree(probe_dir, ignore_errors=True)
+        if probe.returncode != 0:
+            # "from versions: none": no index listed the package at all (offline, or only the local
+            # mirrors answered). A listing without the pinned version is a stale pin: fail on it.
+            unreachable = "(from versions: none)" in probe.stderr or "NewConnectionError" in probe.stderr
+            last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+            assert unreachable, f"the registry answers, but not with {PINS[0]}:\n{probe.stderr[-2000:]}"
+            pytest.skip(f"the package registry is unreachable, cannot build the {PINS[0]} venv: {last}")
+        building = target.with_name(target.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(building)], check=True, timeout=300)
+        installed = _pip(building / "bin" / "python", "install", "-q", *PINS, timeout=1800)
+        assert installed.returncode == 0, f"pip install {' '.join(PINS)} failed:\n{installed.stderr[-4000:]}"
+        building.rename(target)  # only a complete venv gets the cached name
+    return python
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _serve(db: Path) -> Iterator[str]:
+    """``convmem serve`` on a free loopback port with an admin token; yields its base URL."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMEM_")}
+    env.update(PYTHONPATH=str(REPO), CONVMEM_SERVE_TOKEN=TOKEN)
+    cmd = [sys.executable, "-m", "convmem_graph", "serve", "--db", str(db), "--host", "127.0.0.1"]
+    proc = subprocess.Popen(
+        [*cmd, "--port", str(port), "--log-level", "warning"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
     try:
-        return await tool.arun(args)
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(
+                    f"convmem serve exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+                )
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "convmem serve did not answer /healthz within 90 s"
+            time.sleep(0.2)
+        yield base
     finally:
-        await tool.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
-def test_every_modelstudio_memory_call(served: tuple[Any, ConvMemory]) -> None:
-    config, mem = served
-    asyncio.run(_every_call(config, mem))
-
-
-async def _every_call(config: Any, mem: ConvMemory) -> None:
-    s = schemas
-    user = "u_ms_1"
-
-    # Profile schemas: create, get (top-level name and attribute ids), list.
-    created = await _call(
-        ms.CreateProfileSchema,
-        config,
-        s.CreateProfileSchemaInput(
-            name="companion",
-            description="陪伴应用的用户画像",
-            attributes=[
-                s.ProfileAttribute(name="城市", description="常住城市"),
-                s.ProfileAttribute(name="口味偏好", description="喜欢的口味"),
-            ],
-        ),
-    )
-    schema_id = created.profile_schema_id
-    assert schema_id and created.request_id
-    got = await _call(ms.GetProfileSchema, config, s.GetProfileSchemaInput(schema_id=schema_id))
-    assert got.name == "companion" and got.description == "陪伴应用的用户画像"
-    assert [a.name for a in got.attributes] == ["城市", "口味偏好"]
-    ids = [a.attribute_id for a in got.attributes]
-    assert all(i.startswith("pa_") for i in ids) and len(set(ids)) == 2
-    listed = await _call(ms.ListProfileSchemas, config, s.ListProfileSchemasInput(page_num=1, page_size=10))
-    assert listed.total == 1
-    assert [(p.profile_schema_id, p.name) for p in listed.profile_schemas] == [(schema_id, "companion")]
-
-    # Update the schema: add an attribute, rename one, delete one.
-    await _call(
-        ms.UpdateProfileSchema,
-        config,
-        s.UpdateProfileSchemaInput(
-            schema_id=schema_id,
-            description="陪伴画像 v2",
-            attributes_operations=[
-                s.AttributeOperation(op="add", name="favourite_team", description="支持的球队"),
-                s.AttributeOperation(op="update", attribute_id=ids[1], description="口味"),
-                s.AttributeOperation(op="delete", attribute_id=ids[1]),
-            ],
-        ),
-    )
-    got = await _call(ms.GetProfileSchema, config, s.GetProfileSchemaInput(schema_id=schema_id))
-    assert got.description == "陪伴画像 v2"
-    assert [a.name for a in got.attributes] == ["城市", "favourite_team"]
-    assert got.attributes[0].attribute_id == ids[0]  # ids are stable across updates
-
-    # Memory: add (with the profile schema), search, list.
-    added = await _call(
-        ms.AddMemory,
-        config,
-        s.AddMemoryInput(
-            user_id=user,
-            messages=[
-                s.Message(role="user", content="我住在杭州，我对芒果过敏。"),
-                s.Message(role="assistant", content="好的，记住了。"),
-            ],
-            profile_schema=schema_id,
-        ),
-    )
-    assert added.request_id and added.memory_nodes
-    assert {n.event for n in added.memory_nodes} == {"ADD"}
-    found = await _call(
-        ms.SearchMemory,
-        config,
-        s.SearchMemoryInput(user_id=user, messages=[s.Message(role="user", content="芒果")], top_k=3),
-    )
-    assert found.memory_nodes and "芒果" in found.memory_nodes[0].content
-    node_id = found.memory_nodes[0].memory_node_id
-    page = await _call(ms.ListMemory, config, s.ListMemoryInput(user_id=user, page_num=1, page_size=10))
-    assert page.total == len(mem.fragments(user)) and page.page_num == 1 and page.page_size == 10
-    assert node_id in {n.memory_node_id for n in page.memory_nodes}
-
-    # The docs' update example: free-form meta_data is kept and shown back.
-    await _call(
-        ms.UpdateMemory,
-        config,
-        s.UpdateMemoryInput(
-            memory_node_id=node_id, custom_content="用户对芒果严重过敏。", meta_data={"location_name": "杭州"}
-        ),
-    )
-    page = await _call(ms.ListMemory, config, s.ListMemoryInput(user_id=user))
-    node = next(n for n in page.memory_nodes if n.memory_node_id == node_id)
-    assert node.content == "用户对芒果严重过敏。"
-    assert node.meta_data is not None and node.meta_data["location_name"] == "杭州"
-
-    # The user profile follows the schema's attributes.
-    mem.set_variable(user, "favourite_team", "浙江队")
-    profile = await _call(ms.GetUserProfile, config, s.GetUserProfileInput(schema_id=schema_id, user_id=user))
-    values = {a.name: a.value for a in profile.profile.attributes}
-    assert values == {"城市": "杭州", "favourite_team": "浙江队"}
-    assert [a.id for a in profile.profile.attributes] == [a.attribute_id for a in got.attributes]
-
-    # Delete a node, the schema, the user.
-    await _call(ms.DeleteMemory, config, s.DeleteMemoryInput(user_id=user, memory_node_id=node_id))
-    page = await _call(ms.ListMemory, config, s.ListMemoryInput(user_id=user))
-    assert node_id not in {n.memory_node_id for n in page.memory_nodes}
-    await _call(ms.DeleteProfileSchema, config, s.DeleteProfileSchemaInput(schema_id=schema_id))
-    with pytest.raises(ms.MemoryNotFoundError):
-        await _call(ms.GetProfileSchema, config, s.GetProfileSchemaInput(schema_id=schema_id))
-    await _call(ms.DeleteEntity, config, s.DeleteEntityInput(entity_type="user", entity_id=user))
-    assert [i.memory_id for i in mem.memories()] == []
-    with pytest.raises(ms.MemoryNotFoundError):
-        await _call(ms.DeleteEntity, config, s.DeleteEntityInput(entity_type="user", entity_id=user))
+def test_every_modelstudio_memory_call(tmp_path: Path) -> None:
+    python = _client_python()
+    db = tmp_path / "ms.db"
+    with _serve(db) as base:
+        driver = subprocess.Popen(
+            [str(python), str(DRIVER), base + "/api/v2/apps/memory", TOKEN],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            # The client's venv alone: nothing of this checkout or its environment on the path.
+            env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")},
+        )
+        assert driver.stdin is not None and driver.stdout is not None
+        done: dict[str, object] = {}
+        try:
+            for line in driver.stdout:
+                step = json.loads(line)
+                if step["event"] == "done":
+                    done = step
+                    break
+                with ConvMemory.open(str(db)) as mem:  # the server's database, from this process
+                    if step["event"] == "listed":
+                        assert step["total"] == len(mem.fragments(step["user"]))
+                    elif step["event"] == "set_variable":
+                        mem.set_variable(step["user"], step["name"], step["value"])
+                    elif step["event"] == "user_deleted":
+                        assert [i.memory_id for i in mem.memories()] == []
+                driver.stdin.write("ok\n")
+                driver.stdin.flush()
+            driver.stdin.close()
+            assert driver.wait(timeout=120) == 0, driver.stderr.read() if driver.stderr else ""
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait(timeout=10)
+    calls = done.get("calls")
+    assert isinstance(calls, list)
+    assert set(calls) == {
+        "CreateProfileSchema",
+        "GetProfileSchema",
+        "ListProfileSchemas",
+        "UpdateProfileSchema",
+        "AddMemory",
+        "SearchMemory",
+        "ListMemory",
+        "UpdateMemory",
+        "GetUserProfile",
+        "DeleteMemory",
+        "DeleteProfileSchema",
+        "DeleteEntity",
+    }

@@ -42,6 +42,8 @@ def test_forked_and_spawned_workers_replay_the_same(tmp_path: Path) -> None:
             if busy:
                 other.join()
         assert report.messages_read == report.new_messages == sum(progress) == 30
+        # The workers' per-node times and run counts are summed into the parent's report.
+        assert report.runs >= len(USERS) and {"ingest", "normalize", "inject"} <= set(report.node_ms)
         store = MemoryStore.from_url(db)
         results.append(stored(store, USERS))
         store.close()

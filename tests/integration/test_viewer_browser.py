@@ -215,6 +215,19 @@ def test_lifecycle_graph_page(page: Any, base_url: str) -> None:
     _shot(page, "viewer-lifecycle.png")
 
 
+def test_a_replayed_memory_shows_its_per_node_timings(page: Any, base_url: str) -> None:
+    # dulemon_01 was only replayed (`convmem replay`: end-state checkpoints, durability "exit").
+    page.goto(base_url + "/memories/dulemon_01/lifecycle")
+    assert "kept only its end state" not in page.locator("main").inner_text()
+    cells = page.locator("table.steps tbody tr td:first-child")
+    nodes = [cells.nth(i).inner_text() for i in range(cells.count())]
+    assert nodes[:2] == ["ingest", "normalize"] and nodes[-1] == "inject"
+    times = page.locator("table.steps tbody tr td.num")
+    assert all(float(times.nth(i).inner_text()) >= 0 for i in range(times.count()))
+    lit = page.locator("svg.graph g.node.ran")
+    assert {lit.nth(i).get_attribute("data-node") for i in range(lit.count())} == set(nodes)
+
+
 def test_hostile_memory_renders_inert(page: Any, base_url: str) -> None:
     page.goto(base_url + "/")
     page.get_by_role("link", name=HOSTILE, exact=True).click()

@@ -10,6 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
 
@@ -104,3 +107,75 @@ def test_the_viewer_lifecycle_page_shows_calls_and_tokens_per_stage(tmp_path: Pa
         page = lifecycle_page(mem, "u_1")
     row = '<tr><td>extract</td><td class="num">1</td><td class="num">321</td><td class="num">45</td></tr>'
     assert row in page
+
+
+def test_timed_node_starts_a_fresh_record_per_run_and_keeps_run_order() -> None:
+    from convmem_graph.accounting import timed_node
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        return {"ingested": 1}
+
+    first = timed_node("ingest", node, starts_run=True)({"node_ms": {"inject": 9.0}})
+    assert list(first["node_ms"]) == ["ingest"] and first["node_ms"]["ingest"] >= 0
+    second = timed_node("normalize", node)({"node_ms": first["node_ms"]})
+    assert list(second["node_ms"]) == ["ingest", "normalize"]
+    # What a node returns besides an update (a Command, None) passes through untouched.
+    assert timed_node("inject", lambda state: None)({}) is None
+
+
+def test_merge_node_ms_sums_per_node() -> None:
+    from convmem_graph.accounting import merge_node_ms
+
+    assert merge_node_ms({"ingest": 1.25}, {"ingest": 0.5, "extract": 3.0}) == {
+        "ingest": 1.75,
+        "extract": 3.0,
+    }
+
+
+def test_a_run_reports_the_time_of_each_node_it_ran(tmp_path: Path) -> None:
+    with ConvMemory.open(str(tmp_path / "t.db"), durability="exit") as mem:
+        result = mem.ingest("u_1", [{"role": "user", "content": "我对芒果过敏。"}], source="openai")
+    nodes = list(result.node_ms)
+    assert nodes[:2] == ["ingest", "normalize"] and nodes[-1] == "inject"
+    assert all(ms >= 0 for ms in result.node_ms.values())
+
+
+def test_a_replay_report_carries_per_node_time_over_its_runs(tmp_path: Path) -> None:
+    from convmem_graph.replay import Replayer
+
+    archive = tmp_path / "archive.jsonl"
+    lines = [[{"id": f"m{n}", "role": "user", "content": f"我对芒果过敏。{n}"}] for n in range(3)]
+    archive.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+    with ConvMemory.open(str(tmp_path / "r.db"), durability="exit") as mem:
+        report = Replayer(mem.lifecycle, source="openai", memory_id="u_r", batch_messages=1).run([archive])
+    doc = report.as_dict()
+    assert doc["runs"] == 3
+    node_ms = doc["node_ms"]
+    assert isinstance(node_ms, dict) and {"ingest", "normalize", "inject"} <= set(node_ms)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["ingest", "normalize", "extract", "inject"]), st.floats(0, 5000)),
+        max_size=6,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_merged_node_times_do_not_depend_on_the_order_reports_arrive(
+    runs: list[dict[str, float]], rnd: Any
+) -> None:
+    from convmem_graph.accounting import merge_node_ms
+
+    # Worker processes report in whatever order they finish.
+    shuffled = list(runs)
+    rnd.shuffle(shuffled)
+    ordered: dict[str, float] = {}
+    other: dict[str, float] = {}
+    for run in runs:
+        ordered = merge_node_ms(ordered, run)
+    for run in shuffled:
+        other = merge_node_ms(other, run)
+    assert set(ordered) == set(other)
+    for node, ms in ordered.items():
+        assert other[node] == pytest.approx(ms, abs=0.01)

@@ -1,0 +1,47 @@
+"""The lifecycle page of a memory whose runs kept only their end state (replay: durability "exit")."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from convmem_graph.memory import ConvMemory
+from convmem_graph.replay import Replayer
+from convmem_graph.viewer.lifecycle import last_run, lifecycle_page
+
+
+def _replayed(tmp_path: Path) -> ConvMemory:
+    archive = tmp_path / "archive.jsonl"
+    turns = ["我对芒果过敏。", "我住在杭州。", "我女儿今年六岁了。"]
+    lines = [[{"id": f"m{n}", "role": "user", "content": text}] for n, text in enumerate(turns)]
+    archive.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+    # As `convmem replay` opens it: end-state checkpoints only.
+    mem = ConvMemory.open(str(tmp_path / "replayed.db"), durability="exit")
+    Replayer(mem.lifecycle, source="openai", memory_id="u_r", batch_messages=2).run([archive])
+    return mem
+
+
+def test_a_replayed_memory_keeps_per_node_timings_of_its_last_run(tmp_path: Path) -> None:
+    mem = _replayed(tmp_path)
+    try:
+        run = last_run(mem, "u_r")
+        assert run["note"] == ""
+        assert run["path"][:2] == ["ingest", "normalize"] and run["path"][-1] == "inject"
+        assert all(isinstance(s["ms"], float) and s["ms"] >= 0 for s in run["steps"])
+        page = lifecycle_page(mem, "u_r")
+    finally:
+        mem.close()
+    assert "kept only its end state" not in page
+    steps = page.split('<table class="steps">')[1].split("</table>")[0]
+    timed = re.findall(r'<tr><td>([a-z_]+)</td><td class="num">(\d+\.\d)</td></tr>', steps)
+    assert [node for node, _ in timed] == run["path"]
+    # The ran nodes are lit in the drawing.
+    assert 'class="node ran" data-node="ingest"' in page
+
+
+def test_a_run_history_of_sync_checkpoints_still_reads(tmp_path: Path) -> None:
+    with ConvMemory.open(str(tmp_path / "sync.db")) as mem:  # durability "sync": every step checkpointed
+        mem.ingest("u_s", [{"role": "user", "content": "我对芒果过敏。"}], source="openai")
+        run = last_run(mem, "u_s")
+    assert run["note"] == "" and run["path"][0] == "ingest" and len(run["steps"]) >= 3
