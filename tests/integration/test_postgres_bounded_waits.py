@@ -4,11 +4,11 @@ Another session holds the memory's advisory lock (the one every run and write of
 or a row lock on its ``cm_memories`` row, for 30 s. Meanwhile clients in a process of their own
 send TRTC webhooks, viewer edits of that memory, viewer reads and ``/healthz``. Every request is
 answered 2xx or 503 within 5 s (an edit gives up after ``serve_write_timeout_s`` through
-``lock_timeout``, a checkout through the pool's bounded wait), ``/healthz`` answers 200 (its read within its 0.8 s timeout),
-every edit of the locked memory answered while the lock was surely held is a 503, and after the
-lock every delivery is stored once. The worker, unbounded, waits behind the lock and goes on
-after it. The lock is held on the shared test server (a lock, not an outage); the schema is this
-test's own.
+``lock_timeout``, a checkout through the pool's bounded wait), ``/healthz`` answers 200 (its read
+within its 0.8 s timeout), every edit of the locked memory answered while the lock was surely
+held is a 503, and after the lock every delivery is stored once. The worker, unbounded, waits
+behind the lock and goes on after it. The lock is held on the shared test server (a lock, not an
+outage); the schema is this test's own.
 """
 
 from __future__ import annotations
