@@ -70,6 +70,8 @@ _EN_SEVERITY = {
 # Tails that add no fact: a relative clause on the whole statement, when the user has time.
 _EN_TAIL = re.compile(
     r"\s*,\s*which (?:is|was|makes|means) .*$|\s*,\s*(?:to be honest|honestly|tbh|though|haha|lol)$"
+    # A closing discourse adverb says how the statement relates to the last one, not what it is about.
+    r"|\s*,?\s+(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well)$"
     r"|\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
     r"|whenever I can)$",
     re.IGNORECASE,

@@ -45,7 +45,9 @@ BAD_OBJECT_START = re.compile(
     r"who|the way|the fact|to hear|to see|"
     r"hearing|seeing|being|having|doing|so|such|too|all of|everything|anything|"
     r"something|nothing|when|if|because|"
-    r"the idea|the thought|the feeling|one|ones|yours|a lot|lots|both|each|every)\b",
+    r"the idea|the thought|the feeling|one|ones|yours|a lot|lots|both|each|every|"
+    # A time is not an object: "I stopped drinking last year" has no drink after "drinking".
+    r"last|next|yesterday|today|tonight|tomorrow|recently|lately|earlier)\b",
     re.IGNORECASE,
 )
 
@@ -121,6 +123,8 @@ _TOO_VAGUE = frozenset("few lot bit little couple while few things stuff somethi
 
 
 _CLAUSE_TAIL = re.compile(
+    # A hedge goes with the reason it hedges: "..., probably because the bed is too hard".
+    r"(?:\s*,?\s+(?:probably|maybe|perhaps|possibly|partly|mostly|mainly|likely|just))?"
     r"\s+(?:because|cause|since|as|when|whenever|but|so that|which|the most|more than anything)\b",
     re.IGNORECASE,
 )

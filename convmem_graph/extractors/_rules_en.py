@@ -31,7 +31,7 @@ from convmem_graph.extractors._rules_en_profile import health_food, identity, pe
 from convmem_graph.text.scripts import Clause, contains_any, norm_key
 from convmem_graph.text.timeexpr import find_en
 
-__all__ = ["could_state", "extract_en_clause"]
+__all__ = ["CONDITION_CLAUSE", "could_state", "extract_en_clause"]
 
 _FILLERS = re.compile(
     r"^(?:(?:by the way|btw|oh|ah|well|actually|also|yeah|yes|yep|so|anyway|hi|hello|hi there|hello there|"
@@ -120,6 +120,14 @@ _HABIT_VERB_BAD = re.compile(
 )
 
 
+# A habit under a condition ("I always have a great time whenever I visit", "I sometimes fall when
+# I run too fast") holds only then: the rules would cut the condition off and state it as always.
+_CONDITION = re.compile(r"\b(?:when|whenever|if|every time|each time|unless)\b", re.IGNORECASE)
+#: A clause that is only a condition ("When I'm there, I usually bring a book"): the habit that
+#: follows it in the same sentence holds only then.
+CONDITION_CLAUSE = re.compile(r"^(?:when|whenever|if|every time|each time|unless|once)\b", re.IGNORECASE)
+
+
 # A pronoun after taking someone along is the dog or the child, not someone else's habit:
 # "I take her for a run every morning", "I walk him along the canal daily".
 _ALONG_VERBS = frozenset({"take", "walk", "bring", "drive"})
@@ -151,8 +159,30 @@ _LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=[^,]*$)")
 _CUT_NOUN = re.compile(r"\b(?:a|an)\s+[\w-]+$", re.IGNORECASE)
 
 
+# What a liking names only by pointing at something said or shown before, so the fact would name
+# nothing: someone else's thing ("their work", "his music"), "all the ..." of a photo, a quality
+# without its owner ("the color and texture", "the energy"), a list owned by "this city", a count
+# ("two projects in particular").
+_POINTING = re.compile(
+    r"^(?:their|his|her|its|all (?:the|those|these)|the (?:colou?rs?|texture|energy|vibes?|atmosphere|theme|"
+    r"design|style|details?|mood|look|feel|sound|shape|patterns?|lighting|composition)(?=$|,| and ))"
+    r"|\bof (?:this|that|these|those|their|his|her|its)\b"
+    r"|^(?:two|three|four|five|several|a few|a couple of|\d+) \w+(?: in particular)?$",
+    re.IGNORECASE,
+)
+# A favourite is a thing, not where or when it comes up ("My favorite dish is for dinner tonight").
+_NOT_A_VALUE = re.compile(
+    r"^(?:for|at|in|on|to|from|with|about|when|tonight|today|tomorrow)\b", re.IGNORECASE
+)
+# An adverb the user put after the verb ("I like also cheese pizza") is not part of the object.
+_OBJ_ADVERB = re.compile(r"^(?:also|too|really|even|especially|very much)\s+", re.IGNORECASE)
+
+
 def _prefs(obj: str, lead: str, polarity: int) -> list[Fact] | None:
     """One fact per item of a comma list ("hiking, swimming, and reading"), else one fact."""
+    obj = _OBJ_ADVERB.sub("", obj)
+    if _POINTING.search(obj):
+        return None
     full, obj = obj, trim_object(obj)
     first = _LIST_SPLIT.split(obj)[0]
     if "," in full and len(first.split()) > 2 and _CUT_NOUN.search(first):
@@ -184,7 +214,7 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     if m:
         return _prefs(m.group(2), f"User is {m.group(1)}", 1)
     m = _FAVORITE.match(s)
-    if m and ok_object(m.group(2)):
+    if m and ok_object(m.group(2)) and not _NOT_A_VALUE.match(m.group(2)):
         thing, value = m.group(1).lower(), third_person(m.group(2))
         content = f"User's favorite {thing} is {value}."
         return [Fact(content, "preference", f"pref:favorite_{norm_key(thing)}", value, single_valued=True)]
@@ -199,6 +229,7 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             and m.group(1).lower() not in _PAST
             and not YOU.search(s)
             and len(s.split()) <= 16
+            and not _CONDITION.search(m.group(2))
         ):
             verb, tail = m.group(1), trim_object(m.group(2))
             rest = f" {third_person(tail)}" if tail else ""

@@ -8,6 +8,7 @@ from convmem_graph.extractors._en_base import (
     BAD_OBJECT_START,
     OBJ,
     PLACE,
+    VAGUE,
     YOU,
     EnClause,
     article,
@@ -212,7 +213,7 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
                     confidence=0.8,
                 )
             )
-        elif where and not YOU.search(where):
+        elif where and not YOU.search(where) and not _NOT_WORKPLACE.match(where):
             where = third_person(where)
             facts.append(
                 Fact(
@@ -228,7 +229,7 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     m = _WORK_AT.match(s)
     if m:
         where = third_person(m.group(1) or m.group(2))
-        if YOU.search(where) or len(where.split()) > 6:
+        if YOU.search(where) or len(where.split()) > 6 or _NOT_WORKPLACE.match(where):
             return None
         return [
             Fact(
@@ -241,7 +242,12 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             )
         ]
     m = _WORK_IN.match(s)
-    if m and not YOU.search(m.group(1)) and len(m.group(1).split()) <= 6:
+    if (
+        m
+        and not YOU.search(m.group(1))
+        and len(m.group(1).split()) <= 6
+        and not _NOT_WORKPLACE.match(m.group(1))
+    ):
         where = third_person(m.group(1))
         key = "profile:city" if where[:1].isupper() else "profile:workplace"
         return [Fact(f"User works in {where}.", "profile", key, where, single_valued=True, confidence=0.75)]
@@ -563,8 +569,18 @@ _FAMILY_ATTR = re.compile(
     r"is a (?:big |huge )?fan of|is afraid of|is learning|plays|collects))\s+" + OBJ + "$",
     re.IGNORECASE,
 )
+# A group the user belongs to is not an employer: "a coach in my group", "works in a team".
+_NOT_WORKPLACE = re.compile(
+    r"^(?:my|our|their|the|a|an)\s+(?:own\s+)?(?:group|team|class|community|area|field|neighbou?rhood|family|"
+    r"free time|spare time|life|way|home)$",
+    re.IGNORECASE,
+)
+# Who a relative is, what they do, where they live or come from, what they got: "My grandpa grew
+# up in Naples", "My nephew got a hamster", "My aunt teaches math".
 _FAMILY_POSS = re.compile(
-    rf"^[Mm]y ({EN_RELATIONS})(?:'s| is| works| lives|'s name is| is named)\s*(.{{2,60}})$", re.IGNORECASE
+    rf"^[Mm]y ({EN_RELATIONS})(?:'s| is| works| lives| lived| grew up| was born| moved| studies| teaches"
+    r"| got| retired| runs| owns|'s name is| is named)\s*(.{2,60})$",
+    re.IGNORECASE,
 )
 
 
@@ -669,7 +685,8 @@ def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         key = f"family:{en_relation(rel)}:{norm_key(obj)}"
         return [Fact(f"User's {rel} {verb} {obj}.", "relation", key, obj, confidence=0.7)]
     m = _FAMILY_POSS.match(s)
-    if m and not YOU.search(m.group(2)):
+    # "My brother lives there", "My sister got it": what they point at was said before.
+    if m and not YOU.search(m.group(2)) and not VAGUE.search(m.group(2)):
         rel = m.group(1).lower()
         rest = third_person(s[len("my ") + len(rel) :].strip())
         if rest.startswith("'s "):

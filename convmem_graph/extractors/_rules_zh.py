@@ -44,8 +44,10 @@ _HABIT = re.compile(
 )
 _TEMP = re.compile(r"最近|近期|近来|这几天|这些天|这段时间|这段日子|这阵子|这一阵|目前|暂时|眼下")
 _THIS_WEEK = ("这周", "本周", "这个星期", "这星期", "这礼拜", "这个礼拜")
+# Someone else as the subject, also an indefinite someone said with an adverb ("总有人…", "有的人…").
 _OTHER_SUBJECT = re.compile(
-    r"^(?:他们|她们|它们|他|她|它|你们|你|您|咱们|我们|大家|别人|有人|人家|朋友|同事|老板)"
+    r"^(?:他们|她们|它们|他|她|它|你们|你|您|咱们|我们|大家|别人|(?:总|老|总是|老是)?(?:有人|有的人)|人家|朋友|同事|老板"
+    r"|一些人|某些人)"
 )
 _ADVERBS = re.compile(r"^(?:也|还|就|都|又|真的|确实|其实|已经|一直|本来)+")
 _TRAIL = re.compile(r"(?:了|啦|呀|啊|哦|哈|呢|嘛|喔|噢|哟|吧)+$")
@@ -565,8 +567,9 @@ _RELATIVE = re.compile(rf"^的?(?P<rel>{ZH_RELATIONS})(?P<pred>.*)$")
 _ACQUAINTANCE = re.compile(
     r"^的?(?:好朋友|朋友|同事|同学|室友|舍友|老板|领导|上司|老师|邻居|闺蜜|哥们|兄弟|网友|客户|前妻|前夫|前任|家人|亲戚)"
 )
+# Who a relative is and where they live, also said with an adverb ("岳母也住在西安", "舅舅一直住在老家").
 _REL_IDENTITY = re.compile(
-    r"^(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+    r"^(?:也|还|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
 _REL_JOB = re.compile(

@@ -85,7 +85,7 @@ from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext,
 from convmem_graph.extractors._families import clause_family_facts, could_state_family, merge_family_facts
 from convmem_graph.extractors._noise import looks_like_noise
 from convmem_graph.extractors._precision import carries_fact
-from convmem_graph.extractors._rules_en import could_state, extract_en_clause
+from convmem_graph.extractors._rules_en import CONDITION_CLAUSE, could_state, extract_en_clause
 from convmem_graph.extractors._rules_zh import extract_zh_sentence
 from convmem_graph.models import (
     FRAGMENT_MAX_CHARS,
@@ -239,8 +239,11 @@ def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
 def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact]:
     facts: list[Fact] = []
     if not cjk:  # fast path: every clause is English
-        for clause in clauses:
-            facts.extend(extract_en_clause(clause, ctx))
+        for n, clause in enumerate(clauses):
+            found = extract_en_clause(clause, ctx)
+            if n and _conditional(clauses[n - 1], clause):
+                found = [f for f in found if not f.key.startswith("habit:")]
+            facts.extend(found)
         return facts
     i = 0
     while i < len(clauses):
@@ -256,6 +259,14 @@ def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact
                 facts.extend(extract_en_clause(clause, ctx))
         i = j
     return facts
+
+
+def _conditional(before: Clause, clause: Clause) -> bool:
+    """Whether ``clause`` follows a bare condition of its sentence ("When I'm there, I usually ...").
+
+    A habit said under a condition holds only then; stated alone it would say "always".
+    """
+    return before.sentence == clause.sentence and CONDITION_CLAUSE.match(before.text) is not None
 
 
 def _candidate(fact: Fact, message_id: str) -> FragmentCandidate:
