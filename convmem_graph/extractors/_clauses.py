@@ -72,6 +72,8 @@ _EN_TAIL = re.compile(
     r"\s*,\s*which (?:is|was|makes|means) .*$|\s*,\s*(?:to be honest|honestly|tbh|though|haha|lol)$"
     # A closing discourse adverb says how the statement relates to the last one, not what it is about.
     r"|\s*,?\s+(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well)$"
+    # A reason given after a comma is why, not what: "I don't eat pork, for religious reasons".
+    r"|\s*,\s*(?:for (?:\w+\s+){0,2}reasons?|for my health|for health reasons)$"
     r"|\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
     r"|whenever I can)$",
     re.IGNORECASE,
@@ -79,8 +81,23 @@ _EN_TAIL = re.compile(
 # Adverbs after "I" that the rules' patterns do not expect and that change nothing.
 _EN_ADVERB = re.compile(r"^I (?:also|still|really|totally|absolutely|definitely) (?=\w)")
 _EN_NOW_TAIL = re.compile(r"\s*,?\s+(?:now|these days|nowadays)$")
+# "We adopted ...", "My daughter and I got ...": a pet of the household is the user's pet too.
 _EN_WE_GOT = re.compile(
-    rf"^[Ww]e(?:'ve| have)?\s+(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
+    r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
+    rf"(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
+)
+# "..., we call him Biscuit", "and I named her Luna": the name of the pet just got, said after it.
+_EN_CALL_IT = re.compile(
+    r"(?P<mid>\s+(?:last \w+|this \w+|recently|(?:a|one|two|three|a few|\d+) \w+ ago))?,?\s+(?:and\s+)?"
+    r"(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)\s+(?P<n>[A-Z][\w'-]*(?:\s+and\s+[A-Z][\w'-]*)?)$"
+)
+_EN_AND_CALL_IT = re.compile(r",?\s+and\s+(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])")
+# "Last year we rescued a greyhound": the time goes to the end, where the rules read it.
+_EN_LEAD_TIME = re.compile(
+    r"^(?P<t>last (?:year|month|week|summer|winter|spring|fall|autumn|weekend)|this (?:year|month|week)"
+    r"|(?:a|one|two|three|four|five|a few|\d+) (?:years?|months?|weeks?|days?) ago|recently),?\s+"
+    r"(?=(?:we|I|my)\b)",
+    re.IGNORECASE,
 )
 # "..., Miso and Tofu, last month": the trailing comma before a time word hides the names' end.
 _EN_COMMA_WHEN = re.compile(r",\s+(?=(?:last|this|a few|two|three|\d+)\s+\w+(?:\s+ago)?$|recently$)")
@@ -99,6 +116,8 @@ def mark_discourse(text: str) -> str:
         text = _ZH_MARKERS.sub(r"，\1", text)
     if " " in text:
         text = _EN_MARKERS.sub(r", \1 ", text)
+        # "..., and we call her Olive" names the pet just got: kept in its clause, not split off.
+        text = _EN_AND_CALL_IT.sub(" named ", text)
     return text
 
 
@@ -138,6 +157,10 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     m = _EN_ALLERGY_NOUN.match(out.rstrip("."))
     if m:
         out = f"I'm {_EN_SEVERITY.get((m['sev'] or '').lower(), '')}allergic to {m['obj']}"
+    lead = _EN_LEAD_TIME.match(out)
+    if lead:
+        out = f"{out[lead.end() :].rstrip(' .!')} {lead['t'].lower()}"
+    out = _EN_CALL_IT.sub(lambda m: f" named {m['n']}{m['mid'] or ''}", out.rstrip(" .!"))
     out = _EN_TAIL.sub("", out)
     out = _EN_ADVERB.sub("I ", out)
     out = _EN_NOW_TAIL.sub("", out)

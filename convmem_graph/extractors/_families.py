@@ -26,15 +26,25 @@ from convmem_graph.extractors._taxonomy import (
     DIETS_ZH,
     INSTRUMENTS_EN,
     INSTRUMENTS_ZH,
+    INTOLERANCES_EN,
+    INTOLERANCES_ZH,
     PET_VERBS_EN,
     QUIT_ZH,
+    SPORT_ACTIVITIES_EN,
+    SPORT_ACTIVITIES_ZH,
     SPORTS_EN,
     SPORTS_ZH,
     alternation,
 )
 from convmem_graph.text.scripts import Clause, norm_key
 
-__all__ = ["clause_family_facts", "could_state_family", "family_facts", "merge_family_facts"]
+__all__ = [
+    "clause_family_facts",
+    "could_state_family",
+    "family_facts",
+    "merge_family_facts",
+    "split_allergy_lists",
+]
 
 # ----------------------------------------------------------------- Chinese
 
@@ -63,7 +73,20 @@ _ZH_ACT_TO_QUIT = {"抽烟": "抽烟", "吸烟": "抽烟", "喝酒": "喝酒"}
 # "会弹古筝", "在学拉小提琴" (learning is read by the ongoing rule), "喜欢打网球" (by the likes rule).
 _ZH_FREQUENCY = re.compile(r"平时|平常|经常|常常|每|周末|通常|一般|总是")
 _ZH_PLAYS = re.compile(
-    rf"^{_ZH_ADV}(?P<mod>会|能)?(?P<verb>弹|拉|吹|打|踢|练)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+    rf"^{_ZH_ADV}(?P<mod>会|能)?(?P<verb>弹|拉|吹|打|踢|练)(?:一点|一些|点儿?)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+)
+_ZH_SPAN = r"(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?(?:年|个月)(?:多)?的?"
+# "从小学钢琴", "学过五年小提琴", "弹了十年吉他": an instrument or sport learned or played for years.
+_ZH_LEARNED = re.compile(
+    rf"^{_ZH_ADV}(?P<how>从小就?学|小时候学过|学过|学了|弹了|拉了|吹了|打了|踢了|练了)(?P<span>{_ZH_SPAN})?"
+    rf"(?P<verb>弹|拉|吹|打|踢|练)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+)
+# "会游泳", "能滑雪": a sport the user can do.
+_ZH_CAN_SPORT = re.compile(rf"^{_ZH_ADV}(?:会|能)(?P<act>{alternation(SPORT_ACTIVITIES_ZH)})$")
+# "是校篮球队的", "在乐队里打鼓": a team or band the user plays in.
+_ZH_ON_TEAM = re.compile(
+    rf"^(?:是|在)(?P<team>[\u4e00-\u9fff]{{0,6}}?(?P<obj>{_ZH_SPORT})队)(?:的|里)?(?:队员|成员|一员)?$"
+    rf"|^在(?P<band>[\u4e00-\u9fff]{{1,6}}?)里?(?P<verb>弹|拉|吹|打)(?P<instr>{_ZH_INSTR})$"
 )
 _ZH_DIET_RX = re.compile(
     rf"^{_ZH_ADV}(?:是|吃|在吃|坚持|坚持吃|只吃|保持|遵循)?(?P<diet>{_ZH_DIET})(?:饮食|的)?(?:者)?$"
@@ -76,11 +99,21 @@ _ZH_SEVERE_ALLERGY = re.compile(
 )
 
 
+# "乳糖不耐受", "有乳糖不耐症", "对麸质不耐受": an intolerance is a lasting health fact.
+_ZH_INTOLERANT = re.compile(
+    rf"^{_ZH_ADV}(?:有|是)?(?:对)?(?:轻微|严重|一点|点)?(?P<obj>{alternation(INTOLERANCES_ZH)})(?:有点|有些)?不耐(?:受|症)$"
+)
+
+
 def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
     m = _ZH_SUBJECT.match(text)
     if m is None:
         return []
     body = text[m.end() :].rstrip("。！!，,")
+    hit = _ZH_INTOLERANT.match(body)
+    if hit:
+        what = f"{hit['obj']}不耐受"
+        return [Fact(f"用户{what}。", "health", f"health:{what}", what, confidence=0.85)]
     if _ZH_NOT_VEGETARIAN.match(body):  # the key of "我吃素" (food:素食), not food:素
         return [Fact("用户不再吃素。", "diet", "food:素食", "素食", polarity=-1, confidence=0.8)]
     hit = _ZH_EATS_NOW.match(body)
@@ -120,6 +153,34 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
             content = f"用户{mod}{act}。"
             key = f"pref:{norm_key(act)}"
             return [Fact(content, "preference", key, act, confidence=0.75)]
+    hit = _ZH_LEARNED.match(body)
+    if hit:
+        obj = hit["obj"]
+        verb = INSTRUMENTS_ZH.get(obj) or SPORTS_ZH.get(obj) or ""
+        how = hit["how"]
+        if how[0] in "弹拉吹打踢练" and how[0] != verb and not (how[0] == "打" and obj in ("鼓", "架子鼓")):
+            return []  # "打了两年钢琴" is no way to say it: not this family's
+        span = hit["span"] or ""
+        said = f"{how}{span}{obj}" if how[0] in "弹拉吹打踢练" else f"{how}{span}{hit['verb'] or ''}{obj}"
+        act = f"{verb}{obj}"
+        return [Fact(f"用户{said}。", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
+    hit = _ZH_CAN_SPORT.match(body)
+    if hit:
+        act = hit["act"]
+        return [Fact(f"用户会{act}。", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
+    hit = _ZH_ON_TEAM.match(body)
+    if hit:
+        if hit["team"]:
+            obj = hit["obj"]
+            act = f"{SPORTS_ZH.get(obj, '打')}{obj}"
+            content = f"用户是{hit['team']}的队员。"
+        else:
+            obj = hit["instr"]
+            act = f"{hit['verb']}{obj}"
+            if INSTRUMENTS_ZH.get(obj) != hit["verb"] and obj not in ("鼓", "架子鼓"):
+                return []
+            content = f"用户在{hit['band']}{act}。"
+        return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
     hit = _ZH_DIET_RX.match(body)
     if hit:
         diet = DIETS_ZH[hit["diet"]]
@@ -176,10 +237,28 @@ _EN_ACT |= {"vaping": "vape", "vape": "vape"}
 _EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
 # "I play the cello", "I can play the guitar", "I play tennis", "I've played piano for years".
 _EN_PLAYS = re.compile(
-    r"^I\s+(?P<mod>can\s+|also\s+|still\s+|often\s+|sometimes\s+|mostly\s+)?"
-    r"(?:play|'ve played|have played|'ve been playing)\s+"
+    r"^I(?:\s+(?P<mod>can|also|still|often|sometimes|mostly))?"
+    r"(?:\s+play|'ve played|\s+have played|'ve been playing|\s+have been playing)\s+"
     rf"(?P<the>the\s+)?(?P<obj>{_EN_INSTR}|{_EN_SPORT})"
     r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well))?$",
+    re.IGNORECASE,
+)
+# "I go hiking", "I do yoga", "I run marathons", "I go climbing on weekends": a sport done, said
+# without a count (with "three times a week" or "every day" the habit rules read it).
+_EN_GO = alternation(SPORT_ACTIVITIES_EN["go"])
+_EN_DO = alternation(SPORT_ACTIVITIES_EN["do"])
+_EN_BARE = alternation(SPORT_ACTIVITIES_EN["bare"])
+_EN_DOES_SPORT = re.compile(
+    r"^I(?:\s+(?:also|still|often|sometimes|mostly|regularly))?\s+"
+    rf"(?:(?P<go>go)\s+(?P<g>{_EN_GO})|(?P<do>do|practi[cs]e)\s+(?P<d>{_EN_DO})"
+    rf"|(?P<b>{_EN_BARE})(?:\s+(?P<bo>marathons|half[- ]marathons|ultramarathons|triathlons|laps|trails))?)"
+    r"(?:\s+(?P<when>on (?:the )?weekends|in my (?:free|spare) time|a lot|competitively))?$",
+    re.IGNORECASE,
+)
+# "I play in a soccer league on Sundays", "I'm on a volleyball team": the sport is played.
+_EN_PLAYS_IN = re.compile(
+    r"^I(?:\s+play\s+(?:in|on|for)|'m on|'m in| am on| am in)\s+(?:a|an|the|my|our|a local)\s+"
+    rf"(?:local\s+|amateur\s+|weekly\s+|company\s+)?(?P<obj>{_EN_SPORT})\s+(?:league|team|club)\b.{{0,30}}$",
     re.IGNORECASE,
 )
 _EN_SEVERE = re.compile(
@@ -190,15 +269,33 @@ _EN_SEVERE = re.compile(
     re.IGNORECASE,
 )
 _EN_PET_GATE = re.compile(
-    rf"^[Ww]e(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b"
+    r"^(?:(?:last|this) \w+,? |(?:a|one|two|three|a few|\d+) \w+ ago,? |recently,? )?"
+    r"(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
+    rf"(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b",
+    re.IGNORECASE,
 )
 _EN_BAD_OBJ = re.compile(
     r"\b(?:you|your|it|that|this|them|something|anything|lunch|dinner|breakfast)\b", re.IGNORECASE
 )
 
 
+# "I have lactose intolerance", "I'm fructose intolerant", "I'm celiac": the key the health rules
+# give "I'm lactose intolerant" and "I have celiac disease".
+_EN_INTOLERANT = re.compile(
+    r"^I(?:'m| am| have| have got|'ve got)\s+(?:(?:a|an|mild|severe|slight)\s+)*"
+    rf"(?P<obj>{alternation(INTOLERANCES_EN)})\s+intoleran(?:t|ce)$|^I(?:'m| am)\s+(?P<celiac>c(?:o)?eliac)$",
+    re.IGNORECASE,
+)
+
+
 def _en_family(text: str) -> list[Fact]:
     s = text.strip().rstrip(".!")
+    m = _EN_INTOLERANT.match(s)
+    if m:
+        if m["celiac"]:
+            return [Fact("User has celiac disease.", "health", "health:celiac_disease", "celiac disease")]
+        what = f"{m['obj'].lower()} intolerant"
+        return [Fact(f"User is {what}.", "health", f"health:{norm_key(what)}", what, confidence=0.85)]
     m = _EN_DIET_NOT.match(s)
     if m:
         diet = DIETS_EN[(m["d1"] or m["d2"]).lower()]
@@ -247,6 +344,32 @@ def _en_family(text: str) -> list[Fact]:
         )
         content = f"User is {word + ' ' if word else ''}allergic to {obj}."
         return [Fact(content, "health", f"allergy:{norm_key(obj)}", obj, confidence=0.9)]
+    m = _EN_PLAYS_IN.match(s)
+    if m and not _EN_BAD_OBJ.search(s):
+        act = f"play {m['obj'].lower()}"
+        return [
+            Fact(
+                f"User plays {m['obj'].lower()}.", "preference", f"pref:{norm_key(act)}", act, confidence=0.75
+            )
+        ]
+    m = _EN_DOES_SPORT.match(s)
+    if m:
+        when = f" {m['when'].lower()}" if m["when"] else ""
+        if m["go"]:
+            act = m["g"].lower()
+            return [
+                Fact(f"User goes {act}{when}.", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)
+            ]
+        if m["do"]:
+            act = m["d"].lower()
+            return [
+                Fact(f"User does {act}{when}.", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)
+            ]
+        verb = m["b"].lower()
+        act = f"{verb} {m['bo'].lower()}" if m["bo"] else verb
+        said = f"{_third_s(verb)} {m['bo'].lower()}" if m["bo"] else _third_s(verb)
+        content = f"User {said}{when}."
+        return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.7)]
     m = _EN_PLAYS.match(s)
     if m:
         obj = m["obj"].lower()
@@ -256,6 +379,11 @@ def _en_family(text: str) -> list[Fact]:
         content = f"User {can}{'play' if can else 'plays'} {the}{obj}."
         return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
     return []
+
+
+def _third_s(verb: str) -> str:
+    """Third person of a sport verb: run -> runs, box -> boxes."""
+    return verb + ("es" if verb.endswith(("x", "sh", "ch", "s")) else "s")
 
 
 # ----------------------------------------------------------------- entry points
@@ -352,3 +480,51 @@ def _same_subject(a: str, b: str) -> bool:
     pa, _, sa = a.partition(":")
     pb, _, sb = b.partition(":")
     return pa == pb and bool(sa) and bool(sb) and ":" not in sa + sb and (sa in sb or sb in sa)
+
+
+# Items of an allergy list: "花生和芒果", "cats, dogs and pollen", "shellfish or nuts".
+_LIST_ZH = re.compile(r"和|、|与|跟|以及|及")
+_LIST_EN = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+
+
+def split_allergy_lists(facts: list[Fact]) -> list[Fact]:
+    """One allergy fact per allergen: "对花生和芒果过敏" is two facts, each its own key.
+
+    Each allergen can then change on its own ("我现在对芒果不过敏了" supersedes only the mango).
+
+    Example:
+        >>> fact = Fact("用户对花生和芒果过敏。", "health", "allergy:花生和芒果", "花生和芒果")
+        >>> [f.key for f in split_allergy_lists([fact])]
+        ['allergy:花生', 'allergy:芒果']
+    """
+    out: list[Fact] = []
+    for f in facts:
+        value = f.value or ""
+        if not f.key.startswith("allergy:") or ":" in f.key[len("allergy:") :] or value not in f.content:
+            out.append(f)
+            continue
+        items = [i.strip() for i in (_LIST_ZH if _has_han(value) else _LIST_EN).split(value) if i.strip()]
+        if len(items) < 2 or any(len(i) > 24 for i in items):
+            out.append(f)
+            continue
+        for item in items:
+            key = f"allergy:{norm_key(item)}"
+            content = f.content.replace(value, item, 1)
+            out.append(
+                Fact(
+                    content,
+                    f.category,
+                    key,
+                    item,
+                    polarity=f.polarity,
+                    single_valued=f.single_valued,
+                    transient=f.transient,
+                    expires_at=f.expires_at,
+                    confidence=f.confidence,
+                )
+            )
+    return out
+
+
+def _has_han(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)

@@ -104,7 +104,11 @@ EN_JOB_NOUNS = frozenset(
 
 EN_SPECIES = frozenset(
     "cat cats kitten kitty dog dogs puppy pup rabbit bunny hamster parrot bird fish goldfish turtle tortoise "
-    "snake lizard gecko guinea pig ferret horse pony hedgehog".split()
+    "snake lizard gecko guinea pig ferret horse pony hedgehog "
+    # Breeds and small pets are species too: "we rescued a greyhound", "I got a budgie".
+    "greyhound labrador poodle beagle corgi husky terrier retriever dachshund chihuahua pug bulldog "
+    "collie spaniel shiba mutt canary budgie cockatiel parakeet chinchilla gerbil axolotl iguana "
+    "tabby".split()
 )
 
 _EN_REL_CANON = dict(KINSHIP_EN)

@@ -40,8 +40,8 @@ _TAKEN_ALONG = re.compile(r"带[他她它]们?")
 # An outcome is not something the user does: "sometimes I win", "I always miss out", "总是错过最好玩的"
 # name no activity (what is won or missed was said before).
 _OUTCOME = re.compile(
-    r"^(?:win|wins|lose|loses|fail|fails|miss|misses|miss_out|fall|falls|succeed|succeeds|get_lost"
-    r"|错过|赢|输|失败|摔倒|摔跤)(?:_|$|[\u4e00-\u9fff])",
+    r"^(?:win|wins|lose|loses|fail|fails|miss|misses|fall|falls|succeed|succeeds|get lost"
+    r"|错过|赢|输|失败|摔倒|摔跤)(?:[_ ]|$|[\u4e00-\u9fff])",
     re.IGNORECASE,
 )
 

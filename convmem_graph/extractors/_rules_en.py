@@ -63,7 +63,10 @@ _HABIT_POST = re.compile(
     r"\s+(every\s+(?:single\s+)?(?:day|morning|evening|night|week|weekend|month|"
     r"year|monday|tuesday|wednesday|"
     r"thursday|friday|saturday|sunday)|daily|weekly|on weekends|on the weekends|each (?:day|morning|week)|"
-    r"most days|most mornings|most weekends)\b",
+    r"most days|most mornings|most weekends"
+    # A count per period is a frequency too: "three times a week", "twice a month".
+    r"|(?:once|twice|(?:one|two|three|four|five|six|seven|a few|several|\d+)\s+times)\s+(?:a|per|every)\s+"
+    r"(?:day|week|month|year))\b",
     re.IGNORECASE,
 )
 _TEMP = re.compile(
@@ -534,7 +537,7 @@ _LEAD_WORDS = tuple(
 _OPENINGS = ("i ", "i'", "im ", "my ", *_LEAD_WORDS)
 _HABIT_WORDS = tuple(
     "usually|often|always|normally|regularly|typically|generally|frequently|sometimes|mostly|"
-    "every|daily|weekly|weekend|each |most ".split("|")
+    "every|daily|weekly|weekend|each |most |times a|times per|once a|twice a|once per|twice per".split("|")
 )
 _TEMP_WORDS = tuple(
     "lately|recently|these days|for now|at the moment|currently|right now|nowadays|this week".split("|")

@@ -579,7 +579,7 @@ _NOT_WORKPLACE = re.compile(
 # up in Naples", "My nephew got a hamster", "My aunt teaches math".
 _FAMILY_POSS = re.compile(
     rf"^[Mm]y ({EN_RELATIONS})(?:'s| is| works| lives| lived| grew up| was born| moved| studies| teaches"
-    r"| got| retired| runs| owns|'s name is| is named)\s*(.{2,60})$",
+    r"| got| opened| started| retired| runs| owns|'s name is| is named)\s*(.{2,60})$",
     re.IGNORECASE,
 )
 

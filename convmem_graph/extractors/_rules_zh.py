@@ -368,7 +368,7 @@ _DONT_WANT = re.compile(r"^(?:不要|别放|不要放|别加)(?:太)?(.{1,4}?)�
 # "从2019年开始吃素", "吃素三年了": since when is kept, the diet is the same fact.
 _VEGETARIAN = re.compile(
     r"^(?:从(?P<since>[^开起]{0,10}?)(?:开始|起)就?)?(?:开始|已经|一直)?(?:吃素|是素食(?:者|主义者)?|只吃素)"
-    r"(?:了?(?:快|差不多|将近|好)?(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?个?(?:年|月)多?)?$"
+    r"(?:了?(?:已经|有|都)?(?:快|差不多|将近|好)?(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?个?(?:年|月)多?)?$"
 )
 # Working hours and leave bound to a period ("这周上夜班", "下周休年假"): temporary, never a habit.
 _SHIFT = re.compile(
@@ -569,7 +569,7 @@ _ACQUAINTANCE = re.compile(
 )
 # Who a relative is and where they live, also said with an adverb ("岳母也住在西安", "舅舅一直住在老家").
 _REL_IDENTITY = re.compile(
-    r"^(?:也|还|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+    r"^(?:也|还|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
 _REL_JOB = re.compile(
@@ -628,8 +628,21 @@ def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] |
     return None
 
 
+# When and where a pet was got ("去年领养了", "前两天在楼下捡到"): the pet is had all the same.
+# Past times are not read by the date finder (it resolves what is planned), so they are cut here.
+_PAST_WHEN = (
+    r"(?:去年|前年|今年|上个?月|上周|上个?星期|上礼拜|前几天|前两天|前些天|前阵子|前段时间|昨天|前天|刚刚|刚|最近|"
+    r"(?:\d{1,4}|[一二两三四五六七八九十几]+)(?:年|个月|天|周|星期)(?:前|以前)?)"
+)
+# "养过一只狗": a pet the user had once, maybe not any more.
+_HAD_ONCE = re.compile(r"^(?:家里?)?(?:有|养|领养|收养|捡)过")
+_PET_WHEN = re.compile(rf"^{_PAST_WHEN}*(?:在[\u4e00-\u9fff]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?")
+
+
 def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
-    b = c.body
+    b = _PET_WHEN.sub("", c.body) or c.body
+    if _HAD_ONCE.match(b):
+        return None
     m = _PET.match(b)
     if m and ZH_SPECIES_RE.match(m["sp"]):
         species, name, adj = m["sp"], m["n1"] or m["n2"], m["adj"] or ""
@@ -915,6 +928,9 @@ def _plan_date(text: str, ctx: RuleContext) -> list[Fact] | None:
 _RULES: Sequence[Rule] = (_identity, _work, _health_food, _pets_family, _likes_habits, _plans)
 
 
+_TIME_BEFORE_ME = re.compile(rf"^({_PAST_WHEN}+)我(?!们)")
+
+
 def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
     """Strip fillers and markers; return the clause and its subject: ``user``, ``other`` or ``""``."""
     text = _FILLERS.sub("", _MEMO_PREFIX.sub("", text))
@@ -940,6 +956,10 @@ def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
             temp = said
         text = text[: when.start] + text[when.end :]
     text = _FILLERS.sub("", text.strip("，, "))
+    # "上个月我捡了一只猫": a past time before the subject; the subject still opens the clause.
+    before = _TIME_BEFORE_ME.match(text)
+    if before:
+        text = "我" + before[1] + text[before.end() :]
     subject = ""
     if text.startswith("我") and not text.startswith("我们"):
         subject = "user"
@@ -1049,7 +1069,7 @@ _INTRODUCES = re.compile(r"^(?:还)?(?:有|养了|养着|养)(?:一|两|几)?(?:
 
 # "叫豆豆", "分别叫胡椒和盐巴", "叫做团子": the names of what was just introduced.
 _PET_NAMES = re.compile(
-    r"^(?:分别|一个|一只)?(?:叫做|叫作|名叫|叫|名字(?:是|叫))"
+    r"^(?:分别|一个|一只)?(?:给(?:它|他|她|它们|他们)(?:取|起)(?:了个?)?名字?|(?:取|起)名字?)?(?:叫做|叫作|名叫|叫|名字(?:是|叫))"
     r"(?P<names>[\u4e00-\u9fffA-Za-z]{1,6}(?:(?:和|、|跟|与)[\u4e00-\u9fffA-Za-z]{1,6})*)$"
 )
 

@@ -82,7 +82,12 @@ from collections.abc import Sequence
 
 from convmem_graph.extractors._clauses import mark_discourse, normalize_clause
 from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
-from convmem_graph.extractors._families import clause_family_facts, could_state_family, merge_family_facts
+from convmem_graph.extractors._families import (
+    clause_family_facts,
+    could_state_family,
+    merge_family_facts,
+    split_allergy_lists,
+)
 from convmem_graph.extractors._noise import looks_like_noise
 from convmem_graph.extractors._precision import carries_fact
 from convmem_graph.extractors._rules_en import CONDITION_CLAUSE, could_state, extract_en_clause
@@ -233,7 +238,7 @@ def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
     extra = clause_family_facts(clauses, ctx)
     for n, clause in enumerate(clauses):
         clauses[n] = clause._replace(text=normalize_clause(clause.text, zh=clause.zh))
-    return merge_family_facts(_rule_facts(clauses, ctx, cjk), extra)
+    return split_allergy_lists(merge_family_facts(_rule_facts(clauses, ctx, cjk), extra))
 
 
 def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact]:

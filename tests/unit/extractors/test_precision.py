@@ -104,3 +104,58 @@ def test_carries_fact_reads_the_content_when_the_key_drops_the_pronoun() -> None
     assert not carries_fact(Fact("用户经常给她梳头发。", "habit", "habit:梳头发"))
     assert carries_fact(Fact("用户经常给妹妹梳头发。", "habit", "habit:给妹妹梳头发"))
     assert not carries_fact(Fact("User sometimes wins.", "habit", "habit:win"))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Pets got with any verb, at any time said before or after, named in the next clause.
+        ("我前年收养了一只柴犬，叫可乐。", [("pet:可乐", "用户养了一只叫可乐的柴犬。")]),
+        ("上周我在小区门口捡到一只小猫，给它起名叫布丁。", [("pet:布丁", "用户养了一只叫布丁的小猫。")]),
+        ("我家新添了一只仓鼠。", [("pet:仓鼠", "用户养了一只仓鼠。")]),
+        ("我小时候养过一只兔子。", []),
+        (
+            "Three weeks ago we rescued a beagle named Toast.",
+            [("pet:toast", "User rescued a beagle named Toast.")],
+        ),
+        (
+            "My son and I got a kitten, and we call her Olive.",
+            [("pet:olive", "User got a kitten named Olive.")],
+        ),
+        # Intolerances are lasting health facts; an allergy list is one fact per allergen.
+        ("我有乳糖不耐症。", [("health:乳糖不耐受", "用户乳糖不耐受。")]),
+        ("I have fructose intolerance.", [("health:fructose_intolerant", "User is fructose intolerant.")]),
+        ("I'm coeliac.", [("health:celiac_disease", "User has celiac disease.")]),
+        ("我对虾和螃蟹过敏。", [("allergy:虾", "用户对虾过敏。"), ("allergy:螃蟹", "用户对螃蟹过敏。")]),
+        (
+            "I'm allergic to bees, latex and penicillin.",
+            [
+                ("allergy:bees", "User is allergic to bees."),
+                ("allergy:latex", "User is allergic to latex."),
+                ("allergy:penicillin", "User is allergic to penicillin."),
+            ],
+        ),
+        # Diets with a reason after a comma, a duration after 已经.
+        ("I don't eat beef, for health reasons.", [("food:beef", "User doesn't eat beef.")]),
+        ("我吃素已经三年了。", [("food:素食", "用户吃素。")]),
+        # Instruments and sports in their other forms.
+        ("我学过三年大提琴。", [("pref:拉大提琴", "用户学过三年大提琴。")]),
+        ("我吹了五年萨克斯。", [("pref:吹萨克斯", "用户吹了五年萨克斯。")]),
+        ("我会潜水。", [("pref:潜水", "用户会潜水。")]),
+        ("我是公司足球队的。", [("pref:踢足球", "用户是公司足球队的队员。")]),
+        ("I've been playing the cello for ten years.", [("pref:play_the_cello", "User plays the cello.")]),
+        ("I play in a local hockey league.", [("pref:play_hockey", "User plays hockey.")]),
+        ("I go bouldering on weekends.", [("pref:bouldering", "User goes bouldering on weekends.")]),
+        ("I do judo.", [("pref:judo", "User does judo.")]),
+        ("I swim laps.", [("pref:swim_laps", "User swims laps.")]),
+        ("I go running twice a week.", [("habit:go_running", "User goes running twice a week.")]),
+        # Kinship: any relative, in-laws and step-family included.
+        ("我大姨子是护士。", [("family:小姨子", "用户的大姨子是护士。")]),
+        ("我舅舅在昆明开了一家面馆。", [("family:舅舅", "用户的舅舅在昆明开了一家面馆。")]),
+        ("My stepsister is a vet.", [("family:stepsister", "User's stepsister is a vet.")]),
+        ("My grandpa was born in Porto.", [("family:grandfather", "User's grandpa was born in Porto.")]),
+        ("My half-sister moved to Quebec.", [("family:half-sister", "User's half-sister moved to Quebec.")]),
+    ],
+)
+def test_taxonomy_family_covers_its_class(text: str, expected: list[tuple[str, str]]) -> None:
+    assert sorted(_facts(text)) == sorted(expected)
