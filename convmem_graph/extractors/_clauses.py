@@ -74,6 +74,8 @@ _EN_TAIL = re.compile(
     r"|\s*,?\s+(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well)$"
     # A reason given after a comma is why, not what: "I don't eat pork, for religious reasons".
     r"|\s*,\s*(?:for (?:\w+\s+){0,2}reasons?|for my health|for health reasons)$"
+    # A narrowing after a comma ("..., mostly blues") keeps the statement it narrows.
+    r"|\s*,\s*(?:mostly|mainly|especially|usually)\s+[\w' -]{1,30}$"
     r"|\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
     r"|whenever I can)$",
     re.IGNORECASE,

@@ -144,7 +144,13 @@ def trim_object(obj: str) -> str:
     return ", ".join(kept)
 
 
+# A time is not an object: "I quit drinking about two years ago".
+_TIME_ONLY = re.compile(r"^(?:about|around|almost|nearly|over|some)?\s*[\w ]{1,20}\bago$", re.IGNORECASE)
+
+
 def ok_object(obj: str) -> bool:
+    if _TIME_ONLY.match(obj.strip(" ,.;!")):
+        return False
     if not obj or len(obj.split()) > 12 or YOU.search(obj) or BAD_OBJECT_START.match(obj):
         return False
     core = re.sub(r"^(?:to|a|an|the)\s+", "", obj, flags=re.IGNORECASE)

@@ -62,7 +62,8 @@ _ZH_EATS_NOW = re.compile(
 )
 # "戒烟了", "戒了烟", "把酒戒了", "已经不抽烟了", "不再喝酒了": a habit given up.
 _ZH_QUIT = re.compile(
-    rf"^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于|成功)?(?:戒了|戒掉了|戒)(?P<obj>{_ZH_QUIT_OBJ})(?:了|啦)?$"
+    rf"^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于|成功)?(?:戒了|戒掉了|戒)(?P<obj>{_ZH_QUIT_OBJ})"
+    r"(?:(?:快|差不多|将近|有|都)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?)?(?:了|啦)?$"
     rf"|^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
     r"|^(?:已经|早就|现在)?(?:不再|不|没再)(?P<act>抽烟|吸烟|喝酒)了$"
 )
@@ -228,19 +229,39 @@ _EN_EATS_AGAIN = re.compile(
 _EN_QUIT = re.compile(
     r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped)\s+"
     r"(?P<act>smoking|drinking|vaping)"
-    r"(?:\s+(?:last \w+|.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
+    r"(?:\s+(?:last \w+|(?:about |around |almost |nearly |over )?.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
     r"|^I no longer (?P<act2>smoke|drink|vape)$"
 )
 # The key is the plain verb, as the habit rules write it ("I smoke every day" -> ``habit:smoke``).
 _EN_ACT = {"smoking": "smoke", "smoke": "smoke", "drinking": "drink", "drink": "drink"}
 _EN_ACT |= {"vaping": "vape", "vape": "vape"}
 _EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
+# "I used to smoke, but I stopped last year": the second clause gives up what the first one named.
+_EN_USED_TO = re.compile(
+    r"^I used to (?P<act>smoke|drink|vape)(?:\s+a lot|\s+heavily|\s+every day)?$", re.IGNORECASE
+)
+_EN_STOPPED_IT = re.compile(
+    r"^(?:but\s+|and\s+)?(?:now\s+)?I(?:'ve| have)?\s+(?:finally\s+|already\s+)?"
+    r"(?:stopped|quit|gave up|given up)"
+    r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|for good|years ago))?$",
+    re.IGNORECASE,
+)
+
+
+def _en_quit(act: str) -> Fact:
+    return Fact(
+        f"User no longer {_EN_ACT_SAY[act]}.", "habit", f"habit:{act}", act, polarity=-1, confidence=0.8
+    )
+
+
 # "I play the cello", "I can play the guitar", "I play tennis", "I've played piano for years".
 _EN_PLAYS = re.compile(
     r"^I(?:\s+(?P<mod>can|also|still|often|sometimes|mostly))?"
     r"(?:\s+play|'ve played|\s+have played|'ve been playing|\s+have been playing)\s+"
     rf"(?P<the>the\s+)?(?P<obj>{_EN_INSTR}|{_EN_SPORT})"
-    r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well))?$",
+    r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well"
+    r"|in (?:a|an|the|my|our) [\w -]{0,20}?(?:band|orchestra|ensemble|group|choir|club|league|team)))?"
+    r"(?:\s*,\s*(?:mostly|mainly|especially)\s+[\w' -]{1,30})?$",
     re.IGNORECASE,
 )
 # "I go hiking", "I do yoga", "I run marathons", "I go climbing on weekends": a sport done, said
@@ -328,9 +349,7 @@ def _en_family(text: str) -> list[Fact]:
             return [Fact(f"User {verb} {obj} again.", "diet", f"food:{norm_key(obj)}", obj, confidence=0.8)]
     m = _EN_QUIT.match(s)
     if m:
-        act = _EN_ACT[(m["act"] or m["act2"]).lower()]
-        content = f"User no longer {_EN_ACT_SAY[act]}."
-        return [Fact(content, "habit", f"habit:{act}", act, polarity=-1, confidence=0.8)]
+        return [_en_quit(_EN_ACT[(m["act"] or m["act2"]).lower()])]
     m = _EN_SEVERE.match(s)
     if m:
         obj = (m["obj"] or m["obj2"] or m["obj3"]).strip().lower()
@@ -420,10 +439,20 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     """
     facts: list[Fact] = []
     sentence, owner = -1, ""
+    used_to = ""  # a habit the user said they used to have: "I stopped" after it gives it up
     for clause in clauses:
         if clause.sentence != sentence:
             sentence, owner = clause.sentence, ""
         text = strip_fillers(clause.text, zh=clause.zh)
+        if not clause.zh:
+            past = _EN_USED_TO.match(text)
+            if past:
+                used_to = _EN_ACT[past["act"].lower()]
+                continue
+            if used_to and _EN_STOPPED_IT.match(text) and not clause.question:
+                facts.append(_en_quit(used_to))
+                used_to = ""
+                continue
         if clause.zh:
             if _ZH_OWN.match(text):
                 owner = "user"

@@ -28,6 +28,7 @@ from convmem_graph.extractors._en_base import (
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS
 from convmem_graph.extractors._rules_en_profile import health_food, identity, pets_family, work
+from convmem_graph.extractors._taxonomy import SPORT_ACTIVITIES_EN, alternation
 from convmem_graph.text.scripts import Clause, contains_any, norm_key
 from convmem_graph.text.timeexpr import find_en
 
@@ -92,7 +93,7 @@ _LIKE = re.compile(
     r"kind of |pretty much |definitely )*(love|like|enjoy|adore|prefer)\s+" + OBJ + "$"
 )
 _INTO = re.compile(
-    r"^I'm (?:really |also |very |super |so |totally |pretty |quite |a bit )*(into|"
+    r"^I'm (?:really |also |very |super |so |totally |pretty |quite |a bit |more |much more |mostly )*(into|"
     r"passionate about|keen on|obsessed with|"
     r"a (?:big |huge )?fan of|crazy about|fond of|interested in)\s+" + OBJ + "$"
 )
@@ -111,11 +112,14 @@ _PLACE_SPLIT = re.compile(r"\s+(?:at|in|on|with|by|along|near|around|before|afte
 _PAST = frozenset(
     "lost went got made took saw came left met ran bought found gave felt had was were did said".split()
 )
+_DO_SPORT = alternation(SPORT_ACTIVITIES_EN["do"])
 _HABIT_CLAUSE = re.compile(r"^I\s+([A-Za-z]+)\b(.*)$")
 _HABIT_VERB_BAD = re.compile(
     r"^(?:'m|am|was|were|feel|felt|think|thought|wonder|know|knew|guess|hope|"
     r"wish|want|need|have to|had|got|get|"
-    r"can|could|would|will|should|do|did|don't|just|really|also|love|like|enjoy|hate|mean|say|said|see|saw|"
+    # "do" alone is no habit ("I always do that"), "do karate" is a sport done (see _DO_SPORT).
+    rf"can|could|would|will|should|do(?!\s+(?:{_DO_SPORT})\b)|did|don't|just|really|also|love|like|enjoy|hate|mean|"
+    r"say|said|see|saw|"
     r"remember|forget|try|tried|find|found|end up|come|came|make sure|tell|told|"
     r"look|didn|don|doesn|only|never|"
     r"rarely|won|can't|cannot)\b",

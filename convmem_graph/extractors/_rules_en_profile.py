@@ -300,6 +300,7 @@ _STOPPED = re.compile(
     + OBJ
     + r"(?:\s+(since .{2,30}|in \d{4}|.{1,15} ago))?$"
 )
+_APPROX = frozenset({"about", "around", "almost", "nearly", "over", "roughly"})
 _TRYING = re.compile(r"^I'm\s+(?:trying|trying out|experimenting with|testing out)\s+" + OBJ + "$")
 _BEEN = re.compile(r"^I've been\s+" + OBJ + "$")
 # Learning is a state even without "lately"; other activities in progress only with a time word
@@ -402,7 +403,8 @@ def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             content = f"User went {diet} in {when.year}." if when else content
         return [Fact(content, "diet", f"food:{diet}", diet, confidence=0.85)]
     m = _STOPPED.match(s)
-    if m and ok_object(m.group(2)) and not YOU.search(s):
+    # "I quit drinking about two years ago": "about" starts the time, not a drink.
+    if m and ok_object(m.group(2)) and not YOU.search(s) and m.group(2).lower() not in _APPROX:
         item = third_person(m.group(2))
         tail = f" {m.group(3)}" if m.group(3) else ""
         content = f"User stopped {m.group(1)} {item}{tail}."
@@ -525,7 +527,7 @@ _NAMES = rf"{_NAME_WORD}(?:(?:\s*,\s*|\s+and\s+|\s*&\s*|\s*,\s*and\s+){_NAME_WOR
 _PET_GOT = re.compile(
     r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?"
     rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM}\s+"
-    rf"((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})"
+    rf"((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})(?:\s+for\s+(?:the|my|our)\s+\w+)?"
     rf"(?:\s*,\s*|\s+(?:named|called)\s+)({_NAMES})"
     r"(?:\s+(?:last \w+|recently|this \w+|.{1,12} ago))?$"
 )
@@ -578,8 +580,12 @@ _NOT_WORKPLACE = re.compile(
 # Who a relative is, what they do, where they live or come from, what they got: "My grandpa grew
 # up in Naples", "My nephew got a hamster", "My aunt teaches math".
 _FAMILY_POSS = re.compile(
-    rf"^[Mm]y ({EN_RELATIONS})(?:'s| is| works| lives| lived| grew up| was born| moved| studies| teaches"
-    r"| got| opened| started| retired| runs| owns|'s name is| is named)\s*(.{2,60})$",
+    rf"^[Mm]y ({EN_RELATIONS})(?: (?:still|also|now|currently|just))?(?:'s| is| works| lives| lived"
+    # "are" only for where they are or what they are, not how they feel ("are so excited").
+    r"| are(?= (?:still |both |also )*(?:in|from|living|retired|divorced|married|twins)\b)| live"
+    r"| grew up| was born| moved| studies| teaches"
+    r"| got| opened| started| retired| runs| owns|'s name is| is named"
+    r"| has(?= (?:a|an) [\w -]{1,24} allergy$))\s*(.{2,60})$",
     re.IGNORECASE,
 )
 

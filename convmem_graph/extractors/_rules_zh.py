@@ -353,7 +353,9 @@ def _work(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- health, food
 
-_ALLERGY = re.compile(r"^(?:对)?(.{1,10}?)(不)?过敏(?:症)?$|^有(.{1,8}?)过敏(?:症)?$|^过敏(?:原)?是(.{1,8})$")
+_ALLERGY = re.compile(
+    r"^(?:对)?(.{1,10}?)(?:都|也|还)?(不)?过敏(?:症)?$|^有(.{1,8}?)过敏(?:症)?$|^过敏(?:原)?是(.{1,8})$"
+)
 _ALLERGY_ADV = re.compile(
     r"^(?:有点|有些|一点|很|特别|比较|经常|容易|严重|轻微|也|还|都)+|(?:有点|有些|很|特别|比较|严重|也)+$"
 )
@@ -569,8 +571,9 @@ _ACQUAINTANCE = re.compile(
 )
 # Who a relative is and where they live, also said with an adverb ("岳母也住在西安", "舅舅一直住在老家").
 _REL_IDENTITY = re.compile(
-    r"^(?:也|还|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+    r"^(?:也|还|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?去.{1,8}?(?:留学|读书|上学|上大学|工作|定居)|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
+_REL_IN_PLACE = re.compile(r"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[\u4e00-\u9fff]{2,6})$")
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
 _REL_JOB = re.compile(
     r"^(?:也|还|现在|一直)*(?:在(?P<place>.{1,10}?))?(?:当|做|干|从事)(?:一名|一个|一位|个|名)?(?P<job>.{2,10})$"
@@ -583,7 +586,7 @@ _REL_LIKE = re.compile(
     rf"^{_REL_ADV}(?:不太|不怎么|不)?(?:喜欢|爱吃|爱喝|爱|热爱|讨厌|害怕|怕|迷上了|不吃|不能吃|吃不了|不喝)"
     r"(?P<obj>.{1,15})$"
 )
-_REL_ALLERGY = re.compile(rf"^{_REL_ADV}(?:对)?(?P<obj>.{{1,8}}?)(?:不)?过敏$")
+_REL_ALLERGY = re.compile(rf"^{_REL_ADV}(?:对)?(?P<obj>.{{1,8}}?)(?:都|也|还)?(?:不)?过敏$")
 _REL_SPOKEN = {"妈": "妈妈", "爸": "爸爸", "哥": "哥哥", "姐": "姐姐", "弟": "弟弟", "妹": "妹妹"}
 _REL_STATE = re.compile(r"^(?:在)?(?:生病|住院|感冒|发烧|咳嗽|怀孕|出差|备考|考研|找工作)$")
 
@@ -607,6 +610,9 @@ def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] |
             content = f"用户的{rel}{name}{_third(rest)}。"
             return [Fact(content, "relation", f"family:{canon}:{norm_key(name)}", name, confidence=0.7)]
     job = _REL_JOB.match(pred)
+    located = _REL_IN_PLACE.match(pred)
+    if located and _place(located["place"]):  # "姑姑一家都在济南" (not "妈妈在厨房")
+        return [Fact(f"用户的{rel}{_third(pred)}。", "relation", f"family:{canon}", rel, confidence=0.7)]
     if _REL_IDENTITY.match(pred) or (job and _job(job["job"])):
         return [Fact(f"用户的{rel}{_third(pred)}。", "relation", f"family:{canon}", rel, confidence=0.7)]
     m = _REL_AGE.match(pred)
@@ -636,7 +642,9 @@ _PAST_WHEN = (
 )
 # "养过一只狗": a pet the user had once, maybe not any more.
 _HAD_ONCE = re.compile(r"^(?:家里?)?(?:有|养|领养|收养|捡)过")
-_PET_WHEN = re.compile(rf"^{_PAST_WHEN}*(?:在[\u4e00-\u9fff]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?")
+_PET_WHEN = re.compile(
+    rf"^(?:家里?)?{_PAST_WHEN}*(?:在[\u4e00-\u9fff]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?"
+)
 
 
 def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
@@ -928,6 +936,7 @@ def _plan_date(text: str, ctx: RuleContext) -> list[Fact] | None:
 _RULES: Sequence[Rule] = (_identity, _work, _health_food, _pets_family, _likes_habits, _plans)
 
 
+_OUR_HOME_HAS = re.compile(rf"^我们家(?:里)?(?:{_PAST_WHEN})*(?:新)?(?:有|{_PET_VERBS})")
 _TIME_BEFORE_ME = re.compile(rf"^({_PAST_WHEN}+)我(?!们)")
 
 
@@ -960,6 +969,9 @@ def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
     before = _TIME_BEFORE_ME.match(text)
     if before:
         text = "我" + before[1] + text[before.end() :]
+    # "我们家收养了一条狗": the household's pet is the user's; "我们家" is read as "我家".
+    if _OUR_HOME_HAS.match(text):
+        text = "我家" + text[3:]
     subject = ""
     if text.startswith("我") and not text.startswith("我们"):
         subject = "user"
@@ -1025,10 +1037,13 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
         if not c.body:
             continue
         name = _NAME.match(c.body) if subject == "" else None
-        pet_names = _PET_NAMES.match(c.body) if subject == "" and introduced else None
+        # "…，然后我给它取名叫旺财": naming it is said with or without the 我.
+        named_it = subject == "" or c.body.startswith("给")
+        pet_names = _PET_NAMES.match(c.body) if named_it and introduced else None
         if pet_names:
-            introduced = False
-            _name_previous(facts, pet_names["names"])
+            # "一只叫豆豆，一只叫花卷": each clause names one more of the pets just introduced.
+            introduced = c.body.startswith(("一只", "一个", "一条"))
+            _name_previous(facts, pet_names["names"], one=introduced)
             continue
         if name and earlier:
             introduced = False
@@ -1074,26 +1089,35 @@ _PET_NAMES = re.compile(
 )
 
 
-def _name_previous(facts: list[Fact], names: str) -> None:
-    """Name the pet(s) just mentioned ("我养了两只兔子，叫胡椒和盐巴"); anyone else is left unnamed."""
+def _name_previous(facts: list[Fact], names: str, *, one: bool = False) -> None:
+    """Name the pet(s) just mentioned ("我养了两只兔子，叫胡椒和盐巴"); anyone else is left unnamed.
+
+    With ``one`` ("…两只仓鼠，一只叫豆豆，一只叫花卷") the clause names one of several: the unnamed
+    fact stays for the next clause to name.
+    """
     for i in range(len(facts) - 1, -1, -1):
         f = facts[i]
-        if f.key.startswith("pet:") and ":" not in f.key[4:]:
-            species = f.key[4:]
-            each = [n for n in re.split(r"和|、|跟|与", names) if n]
-            if len(each) < 2 or not all(valid_zh_name(n) for n in each):
-                each = [names]
-            facts[i : i + 1] = [
-                Fact(
-                    f"用户养了一只叫{n}的{species}。",
-                    f.category,
-                    f"pet:{norm_key(n)}",
-                    n,
-                    confidence=f.confidence,
-                )
-                for n in each
-            ]
-            return
+        species = f.value or ""
+        if not f.key.startswith("pet:") or ":" in f.key[4:] or f.key[4:] != norm_key(species):
+            continue  # not a pet, or a pet already named
+        each = [n for n in re.split(r"和|、|跟|与", names) if n]
+        if len(each) < 2 or not all(valid_zh_name(n) for n in each):
+            each = [names]
+        named = [
+            Fact(
+                f"用户养了一只叫{n}的{species}。",
+                f.category,
+                f"pet:{norm_key(n)}",
+                species,
+                confidence=f.confidence,
+            )
+            for n in each
+        ]
+        several = one and re.search(r"[两三四五六七八九十几]只", f.content) is not None
+        facts[i:i] = named if several else []
+        if not several:
+            facts[i : i + 1] = named
+        return
 
 
 def _merge_state_and_food(facts: list[Fact]) -> list[Fact]:

@@ -159,3 +159,57 @@ def test_carries_fact_reads_the_content_when_the_key_drops_the_pronoun() -> None
 )
 def test_taxonomy_family_covers_its_class(text: str, expected: list[tuple[str, str]]) -> None:
     assert sorted(_facts(text)) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The household's pet, named by "我给它…"; several pets named one clause at a time.
+        ("我们家去年领养了一只边牧，然后我给它起名叫闪电。", [("pet:闪电", "用户养了一只叫闪电的边牧。")]),
+        (
+            "我养了两只鹦鹉，一只叫小绿，一只叫小黄。",
+            [
+                ("pet:小绿", "用户养了一只叫小绿的鹦鹉。"),
+                ("pet:小黄", "用户养了一只叫小黄的鹦鹉。"),
+                ("pet:鹦鹉", "用户养了两只鹦鹉。"),
+            ],
+        ),
+        # A quit habit with how long ago; an allergy list with 都; a relative's city and studies.
+        ("我戒酒差不多两年了。", [("habit:喝酒", "用户不再喝酒。")]),
+        (
+            "我对桃子和李子都过敏。",
+            [("allergy:桃子", "用户对桃子过敏。"), ("allergy:李子", "用户对李子过敏。")],
+        ),
+        ("我舅舅一家都在西宁。", [("family:舅舅", "用户的舅舅一家都在西宁。")]),
+        ("我妈妈在厨房。", []),
+        ("我外甥准备去日本留学。", [("family:外甥", "用户的外甥准备去日本留学。")]),
+        # English: a habit named in a "used to" clause and given up in the next one.
+        ("I used to vape, but I quit a few months ago.", [("habit:vape", "User no longer vapes.")]),
+        ("I do pilates three times a week.", [("habit:do_pilates", "User does pilates three times a week.")]),
+        ("I always do that every day.", []),
+        ("My in-laws are both retired.", []),
+        (
+            "My grandparents are still in Kerala.",
+            [("family:grandparents", "User's grandparents are still in Kerala.")],
+        ),
+        ("My kids are so excited about the trip.", []),
+        ("My daughter has a peanut allergy.", [("family:daughter", "User's daughter has a peanut allergy.")]),
+        ("We got a rabbit for the kids, Clover.", [("pet:clover", "User got a rabbit named Clover.")]),
+        ("I play the oboe in a youth orchestra.", [("pref:play_the_oboe", "User plays the oboe.")]),
+        (
+            "I've been playing piano for six years, mostly jazz.",
+            [("pref:play_the_piano", "User plays the piano.")],
+        ),
+        (
+            "My wife likes tennis, but I'm more into squash.",
+            [("family:wife:tennis", "User's wife likes tennis."), ("pref:squash", "User is into squash.")],
+        ),
+        ("I quit smoking around three years ago.", [("habit:smoke", "User no longer smokes.")]),
+        (
+            "I'm learning about sailing.",
+            [("state:learning_about_sailing", "User is learning about sailing.")],
+        ),
+    ],
+)
+def test_family_reads_longer_turns(text: str, expected: list[tuple[str, str]]) -> None:
+    assert sorted(_facts(text)) == sorted(expected)
