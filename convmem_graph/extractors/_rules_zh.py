@@ -157,7 +157,7 @@ def _name_fact(name: str) -> Fact:
 def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = c.body
     m = _NAME.match(b)
-    if m:
+    if m and not c.habit:  # "我经常叫披萨" orders pizza: a name is not said with a frequency
         name = m.group(1).strip()
         return [_name_fact(name)] if valid_zh_name(name) else None
     m = _SELF_IS.match(b)
@@ -571,7 +571,7 @@ _ACQUAINTANCE = re.compile(
 )
 # Who a relative is and where they live, also said with an adverb ("岳母也住在西安", "舅舅一直住在老家").
 _REL_IDENTITY = re.compile(
-    r"^(?:也|还|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?去.{1,8}?(?:留学|读书|上学|上大学|工作|定居)|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+    r"^(?:也|还(?!是)|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?去.{1,8}?(?:留学|读书|上学|上大学|工作|定居)|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
 _REL_IN_PLACE = re.compile(r"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[\u4e00-\u9fff]{2,6})$")
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
@@ -786,6 +786,16 @@ def _resolve_pet(body: str, ctx: RuleContext) -> str:
     return re.sub(r"(?<=[带陪跟和同给喂遛])它(?!们)", label, body, count=1)
 
 
+_PLACE_WORD = re.compile(
+    r"(?:乐园|公园|图书馆|健身房|超市|市场|商场|博物馆|教堂|寺|庙|海边|山上|老家|学校|医院|酒吧|咖啡馆|书店|游泳馆)$"
+)
+
+
+def _place_like(text: str) -> bool:
+    """Whether a habit's object after 去 is where the user goes (a place word or a known place name)."""
+    return _PLACE_WORD.search(text) is not None or _place(text)
+
+
 def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = c.body
     m = _DISLIKE.match(b)
@@ -818,6 +828,10 @@ def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         return None
     if c.habit:
         body = _ADVERBS.sub("", re.sub(r"^(?:都|会|要|去|常|总|就|也|得|该)+(?=.)", "", b))
+        # "每年都去迪斯尼乐园": going to a place is the habit, 去 stays ("去跑步" is 跑步).
+        went = re.match(r"^(?:都|会|要|常|总|就|也|得|该)*去(?P<where>.+)$", b)
+        if went and _place_like(went["where"]):
+            body = "去" + went["where"]
         if (
             2 <= len(body) <= 20
             and not _HABIT_BODY_BAD.search(body)

@@ -208,6 +208,7 @@ class HeuristicExtractor:
                     continue
                 if not carries_fact(fact):  # "用户每周两次。", "用户每天下班回来。"
                     continue
+                fact.content = _balanced(fact.content)
                 seen.add((fact.key, fact.content))
                 candidates.append(_candidate(fact, message.id))
         logger.debug("heuristic extraction: %d messages -> %d candidates", len(messages), len(candidates))
@@ -264,6 +265,18 @@ def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact
                 facts.extend(extract_en_clause(clause, ctx))
         i = j
     return facts
+
+
+_PAIRS = (("《", "》"), ("“", "”"), ("「", "」"), ("『", "』"), ("（", "）"), ("(", ")"))
+
+
+def _balanced(content: str) -> str:
+    """Close a title or quote the clause splitter cut at its edge ("…是《傲慢与偏见。" gets its 》)."""
+    for opening, closing in _PAIRS:
+        if content.count(opening) > content.count(closing):
+            stop = content[-1] if content[-1:] in "。." else ""
+            content = content[: len(content) - len(stop)] + closing + stop
+    return content
 
 
 def _conditional(before: Clause, clause: Clause) -> bool:

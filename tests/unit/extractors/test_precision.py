@@ -213,3 +213,21 @@ def test_taxonomy_family_covers_its_class(text: str, expected: list[tuple[str, s
 )
 def test_family_reads_longer_turns(text: str, expected: list[tuple[str, str]]) -> None:
     assert sorted(_facts(text)) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Going to a place is the habit; going to do something is the something.
+        ("我每周都去健身房。", [("habit:去健身房", "用户每周去健身房。")]),
+        ("我每天去游泳。", [("habit:游泳", "用户每天游泳。")]),
+        # 叫 with a frequency orders something; it names no one.
+        ("我周末经常叫外卖。", []),
+        # A title or a quote cut at the clause's edge is closed again.
+        ("我最喜欢的歌是《晴天》。", [("pref:最喜欢的歌", "用户最喜欢的歌是《晴天》。")]),
+        # "还是" is "still / rather", not "also is".
+        ("孩子们还是最喜欢去游乐场。", []),
+    ],
+)
+def test_wording_stays_whole(text: str, expected: list[tuple[str, str]]) -> None:
+    assert sorted(_facts(text)) == sorted(expected)
