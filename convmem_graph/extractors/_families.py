@@ -82,6 +82,10 @@ _ZH_LEARNED = re.compile(
     rf"^{_ZH_ADV}(?P<how>从小就?学|小时候学过|学过|学了|弹了|拉了|吹了|打了|踢了|练了)(?P<span>{_ZH_SPAN})?"
     rf"(?P<verb>弹|拉|吹|打|踢|练)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
 )
+# "从初中开始打乒乓球": an instrument or sport played since then.
+_ZH_SINCE_PLAYS = re.compile(
+    rf"^{_ZH_ADV}从(?P<since>[^开起]{{1,8}}?)(?:开始|起)就?(?P<verb>弹|拉|吹|打|踢|练|学)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+)
 # "会游泳", "能滑雪": a sport the user can do.
 _ZH_CAN_SPORT = re.compile(rf"^{_ZH_ADV}(?:会|能)(?P<act>{alternation(SPORT_ACTIVITIES_ZH)})$")
 # "是校篮球队的", "在乐队里打鼓": a team or band the user plays in.
@@ -165,6 +169,14 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
         said = f"{how}{span}{obj}" if how[0] in "弹拉吹打踢练" else f"{how}{span}{hit['verb'] or ''}{obj}"
         act = f"{verb}{obj}"
         return [Fact(f"用户{said}。", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
+    hit = _ZH_SINCE_PLAYS.match(body)
+    if hit:
+        obj = hit["obj"]
+        verb = INSTRUMENTS_ZH.get(obj) or SPORTS_ZH.get(obj) or ""
+        if hit["verb"] in (verb, "学") or (hit["verb"] == "打" and obj in ("鼓", "架子鼓")):
+            act = f"{verb}{obj}"
+            content = f"用户从{hit['since']}开始{hit['verb']}{obj}。"
+            return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
     hit = _ZH_CAN_SPORT.match(body)
     if hit:
         act = hit["act"]
@@ -233,17 +245,26 @@ _EN_QUIT = re.compile(
     r"|^I no longer (?P<act2>smoke|drink|vape)$"
 )
 # The key is the plain verb, as the habit rules write it ("I smoke every day" -> ``habit:smoke``).
+# "I quit coffee last month", "I gave up sugar two years ago": a food or drink given up.
+_EN_QUIT_FOOD = re.compile(
+    r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped|cut out)\s+"
+    r"(?P<obj>[a-z][a-z -]{1,20}?)"
+    r"(?:\s+(?:last \w+|(?:about |almost |around )?.{1,20} ago|in \d{4}|for good|completely))?$",
+    re.IGNORECASE,
+)
 _EN_ACT = {"smoking": "smoke", "smoke": "smoke", "drinking": "drink", "drink": "drink"}
 _EN_ACT |= {"vaping": "vape", "vape": "vape"}
 _EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
 # "I used to smoke, but I stopped last year": the second clause gives up what the first one named.
 _EN_USED_TO = re.compile(
-    r"^I used to (?P<act>smoke|drink|vape)(?:\s+a lot|\s+heavily|\s+every day)?$", re.IGNORECASE
+    r"^I used to (?P<act>smoke|drink|vape)(?:\s+(?:a lot|heavily|socially|daily|every \w+|on weekends))?$",
+    re.IGNORECASE,
 )
 _EN_STOPPED_IT = re.compile(
     r"^(?:but\s+|and\s+)?(?:now\s+)?I(?:'ve| have)?\s+(?:finally\s+|already\s+)?"
-    r"(?:stopped|quit|gave up|given up)"
-    r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|for good|years ago))?$",
+    r"(?:stopped|quit|gave up|given up|gave (?:it|that) up|given (?:it|that) up|kicked the habit)"
+    r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|for good|years ago"
+    r"|when .{2,40}|after .{2,40}))?$",
     re.IGNORECASE,
 )
 
@@ -260,7 +281,8 @@ _EN_PLAYS = re.compile(
     r"(?:\s+play|'ve played|\s+have played|'ve been playing|\s+have been playing)\s+"
     rf"(?P<the>the\s+)?(?P<obj>{_EN_INSTR}|{_EN_SPORT})"
     r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well"
-    r"|in (?:a|an|the|my|our) [\w -]{0,20}?(?:band|orchestra|ensemble|group|choir|club|league|team)))?"
+    r"|in (?:a|an|the|my|our) [\w -]{0,20}?(?:band|orchestra|ensemble|group|choir|club|league|team|trio"
+    r"|quartet|quintet|duo)))?(?:\s+(?:on (?:\w+days?|weekends)|at church|at night))?"
     r"(?:\s*,\s*(?:mostly|mainly|especially)\s+[\w' -]{1,30})?$",
     re.IGNORECASE,
 )
@@ -350,6 +372,12 @@ def _en_family(text: str) -> list[Fact]:
     m = _EN_QUIT.match(s)
     if m:
         return [_en_quit(_EN_ACT[(m["act"] or m["act2"]).lower()])]
+    m = _EN_QUIT_FOOD.match(s)
+    if m and m["obj"].lower() in EN_FOODS:
+        obj = m["obj"].lower()
+        return [
+            Fact(f"User gave up {obj}.", "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.8)
+        ]
     m = _EN_SEVERE.match(s)
     if m:
         obj = (m["obj"] or m["obj2"] or m["obj3"]).strip().lower()

@@ -528,8 +528,10 @@ _PET_GOT = re.compile(
     r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?"
     rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM}\s+"
     rf"((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})(?:\s+for\s+(?:the|my|our)\s+\w+)?"
+    # "... from the shelter last year, Ginger and Pip": where and when before the names.
+    r"(?:\s+(?:from|at) (?:the|a|an) [\w ]{1,20}?)?(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?"
     rf"(?:\s*,\s*|\s+(?:named|called)\s+)({_NAMES})"
-    r"(?:\s+(?:last \w+|recently|this \w+|.{1,12} ago))?$"
+    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?$"
 )
 # "I adopted two rabbits": adopting (not buying or getting: "got a fish") is a pet without names.
 _PET_ADOPTED = re.compile(
@@ -585,7 +587,9 @@ _FAMILY_POSS = re.compile(
     r"| are(?= (?:still |both |also )*(?:in|from|living|retired|divorced|married|twins)\b)| live"
     r"| grew up| was born| moved| studies| teaches"
     r"| got| opened| started| retired| runs| owns|'s name is| is named"
-    r"| has(?= (?:a|an) [\w -]{1,24} allergy$))\s*(.{2,60})$",
+    r"| has(?= (?:a|an) [\w -]{1,24} allergy$)"
+    r"| has(?= (?:a|an|one|two|three|four|\d+) (?:kids?|children|child|boys?|girls?|sons?|daughters?)\b)"
+    r"| was(?= (?:a|an) \w+(?: \w+)?$))\s*(.{2,60})$",
     re.IGNORECASE,
 )
 

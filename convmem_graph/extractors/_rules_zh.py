@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import (
@@ -571,7 +571,7 @@ _ACQUAINTANCE = re.compile(
 )
 # Who a relative is and where they live, also said with an adverb ("岳母也住在西安", "舅舅一直住在老家").
 _REL_IDENTITY = re.compile(
-    r"^(?:也|还(?!是)|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?去.{1,8}?(?:留学|读书|上学|上大学|工作|定居)|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+    r"^(?:也|还(?!是)|都|一直|现在|目前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?(?:去|来|到).{1,8}?(?:留学|读书|上学|上大学|工作|定居|实习)|(?:上|读)(?:小学|初中|高中|大学|幼儿园|研究生|博士)|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
 _REL_IN_PLACE = re.compile(r"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[\u4e00-\u9fff]{2,6})$")
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
@@ -640,10 +640,14 @@ _PAST_WHEN = (
     r"(?:去年|前年|今年|上个?月|上周|上个?星期|上礼拜|前几天|前两天|前些天|前阵子|前段时间|昨天|前天|刚刚|刚|最近|"
     r"(?:\d{1,4}|[一二两三四五六七八九十几]+)(?:年|个月|天|周|星期)(?:前|以前)?)"
 )
+_TWO_PETS = re.compile(
+    rf"^(?P<verb>(?:家里?)?(?:有|{_PET_VERBS}))(?P<first>[一两三四几\d]?[只条个头][\u4e00-\u9fff]{{1,6}}?)和"
+    r"(?P<second>[一两三四几\d]?[只条个头][\u4e00-\u9fff]{1,6})$"
+)
 # "养过一只狗": a pet the user had once, maybe not any more.
 _HAD_ONCE = re.compile(r"^(?:家里?)?(?:有|养|领养|收养|捡)过")
 _PET_WHEN = re.compile(
-    rf"^(?:家里?)?{_PAST_WHEN}*(?:在[\u4e00-\u9fff]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?"
+    rf"^(?:家里?)?{_PAST_WHEN}*(?:(?:在|从)[\u4e00-\u9fff]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?"
 )
 
 
@@ -651,6 +655,14 @@ def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = _PET_WHEN.sub("", c.body) or c.body
     if _HAD_ONCE.match(b):
         return None
+    both = _TWO_PETS.match(b)
+    if both:  # "养了一只柯基和一只橘猫": each pet on its own
+        facts = [
+            f
+            for part in (both["first"], both["second"])
+            for f in (_pets_family(replace(c, body=both["verb"] + part), ctx) or ())
+        ]
+        return facts or None
     m = _PET.match(b)
     if m and ZH_SPECIES_RE.match(m["sp"]):
         species, name, adj = m["sp"], m["n1"] or m["n2"], m["adj"] or ""

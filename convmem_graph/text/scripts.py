@@ -50,6 +50,7 @@ _EN_CLAUSE = re.compile(
     rf"[,:;] *(?=(?:and |but |so |because |cause |plus |also )?{_EN_ADVERBS}(?:I|my|My|remember|you know|haha"
     r"|lol)\b)"
     r"|[,;] *(?=(?:and|but|so) (?:he|she|they|we|it|his|her|their|our|please|no)\b)"
+    r"|[,;] *(?=(?:he|she|they)(?:'s|'re| is| are| was| were)\b)"
     r"|, *(?=so (?!much|many|far|long|that|good|well|glad|happy|much)\w)"
     rf"| (?:and|but|so|because|cause|plus) (?={_EN_ADVERBS}(?:I|my)\b)"
     r"| (?=(?:and|but) (?:he|she|they)\b)| -+ "

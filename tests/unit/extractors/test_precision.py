@@ -231,3 +231,45 @@ def test_family_reads_longer_turns(text: str, expected: list[tuple[str, str]]) -
 )
 def test_wording_stays_whole(text: str, expected: list[tuple[str, str]]) -> None:
     assert sorted(_facts(text)) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Round three (prompted by multiclause_heldout3.jsonl), on sentences written for this test.
+        ("我堂妹明年要到广州实习。", [("family:堂妹", "用户的堂妹要到广州实习。")]),
+        ("我儿子上幼儿园了。", [("family:儿子", "用户的儿子上幼儿园。")]),
+        ("我去年从朋友那里领养了一只兔子。", [("pet:兔子", "用户养了一只兔子。")]),
+        (
+            "我养了一条金鱼和一只乌龟。",
+            [("pet:金鱼", "用户养了一条金鱼。"), ("pet:乌龟", "用户养了一只乌龟。")],
+        ),
+        ("我从大学开始踢足球。", [("pref:踢足球", "用户从大学开始踢足球。")]),
+        (
+            "My nephew just started school in Leeds, he's six.",
+            [("family:nephew", "User's nephew just started school in Leeds.")],
+        ),
+        ("My brother has three daughters.", [("family:brother", "User's brother has three daughters.")]),
+        (
+            "My grandmother was a seamstress.",
+            [("family:grandmother", "User's grandmother was a seamstress.")],
+        ),
+        ("My mom was sick all week.", []),
+        ("I quit soda two years ago.", [("food:soda", "User gave up soda.")]),
+        ("I quit my job.", []),
+        (
+            "I play the cello in a string quartet on Sundays.",
+            [("pref:play_the_cello", "User plays the cello.")],
+        ),
+        (
+            "We adopted two dogs from a rescue last spring, Rex and Lulu.",
+            [("pet:rex", "User adopted a dog named Rex."), ("pet:lulu", "User adopted a dog named Lulu.")],
+        ),
+        (
+            "I used to smoke on weekends, but I gave it up after my daughter was born.",
+            [("habit:smoke", "User no longer smokes.")],
+        ),
+    ],
+)
+def test_family_round_three(text: str, expected: list[tuple[str, str]]) -> None:
+    assert sorted(_facts(text)) == sorted(expected)
