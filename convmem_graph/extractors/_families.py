@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from convmem_graph.extractors._clauses import strip_fillers
+from convmem_graph.extractors._clauses import strip_fillers, strip_tails
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS, ZH_RELATIONS
 from convmem_graph.extractors._taxonomy import (
@@ -28,6 +28,7 @@ from convmem_graph.extractors._taxonomy import (
     INSTRUMENTS_ZH,
     INTOLERANCES_EN,
     INTOLERANCES_ZH,
+    PAST_TIMES_ZH,
     PET_VERBS_EN,
     QUIT_ZH,
     SPORT_ACTIVITIES_EN,
@@ -62,7 +63,8 @@ _ZH_EATS_NOW = re.compile(
 )
 # "戒烟了", "戒了烟", "把酒戒了", "已经不抽烟了", "不再喝酒了": a habit given up.
 _ZH_QUIT = re.compile(
-    rf"^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于|成功)?(?:戒了|戒掉了|戒)(?P<obj>{_ZH_QUIT_OBJ})"
+    rf"^(?:现在|如今|后来)?{PAST_TIMES_ZH}*{_ZH_ADV}(?:已经|早就|终于|成功|刚刚|刚)?(?:戒了|戒掉了|戒)"
+    rf"(?P<obj>{_ZH_QUIT_OBJ})"
     r"(?:(?:快|差不多|将近|有|都)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?)?(?:了|啦)?$"
     rf"|^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
     r"|^(?:已经|早就|现在)?(?:不再|不|没再)(?P<act>抽烟|吸烟|喝酒)了$"
@@ -79,7 +81,7 @@ _ZH_PLAYS = re.compile(
 _ZH_SPAN = r"(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?(?:年|个月)(?:多)?的?"
 # "从小学钢琴", "学过五年小提琴", "弹了十年吉他": an instrument or sport learned or played for years.
 _ZH_LEARNED = re.compile(
-    rf"^{_ZH_ADV}(?P<how>从小就?学|小时候学过|学过|学了|弹了|拉了|吹了|打了|踢了|练了)(?P<span>{_ZH_SPAN})?"
+    rf"^(?:[\u4e00-\u9fff]{{1,4}}的时候)?{_ZH_ADV}(?P<how>从小就?学|小时候学过|学过|学了|弹了|拉了|吹了|打了|踢了|练了)(?P<span>{_ZH_SPAN})?"
     rf"(?P<verb>弹|拉|吹|打|踢|练)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
 )
 # "从初中开始打乒乓球": an instrument or sport played since then.
@@ -295,7 +297,8 @@ _EN_DOES_SPORT = re.compile(
     r"^I(?:\s+(?:also|still|often|sometimes|mostly|regularly))?\s+"
     rf"(?:(?P<go>go)\s+(?P<g>{_EN_GO})|(?P<do>do|practi[cs]e)\s+(?P<d>{_EN_DO})"
     rf"|(?P<b>{_EN_BARE})(?:\s+(?P<bo>marathons|half[- ]marathons|ultramarathons|triathlons|laps|trails))?)"
-    r"(?:\s+(?P<when>on (?:the )?weekends|in my (?:free|spare) time|a lot|competitively))?$",
+    r"(?:\s+(?P<when>on (?:the )?weekends|on \w+days(?: and \w+days)?(?: after work| before work)?|after work"
+    r"|before work|in the (?:mornings?|evenings?)|in my (?:free|spare) time|a lot|competitively))?$",
     re.IGNORECASE,
 )
 # "I play in a soccer league on Sundays", "I'm on a volleyball team": the sport is played.
@@ -314,7 +317,8 @@ _EN_SEVERE = re.compile(
 _EN_PET_GATE = re.compile(
     r"^(?:(?:last|this) \w+,? |(?:a|one|two|three|a few|\d+) \w+ ago,? |recently,? )?"
     r"(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
-    rf"(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b",
+    rf"(?:(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b"
+    r"|(?:a|an|one|two|three|four|\d+) )",
     re.IGNORECASE,
 )
 _EN_BAD_OBJ = re.compile(
@@ -401,7 +405,7 @@ def _en_family(text: str) -> list[Fact]:
         ]
     m = _EN_DOES_SPORT.match(s)
     if m:
-        when = f" {m['when'].lower()}" if m["when"] else ""
+        when = f" {m['when']}" if m["when"] else ""
         if m["go"]:
             act = m["g"].lower()
             return [
@@ -473,6 +477,7 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
             sentence, owner = clause.sentence, ""
         text = strip_fillers(clause.text, zh=clause.zh)
         if not clause.zh:
+            text = strip_tails(text)
             past = _EN_USED_TO.match(text)
             if past:
                 used_to = _EN_ACT[past["act"].lower()]

@@ -99,6 +99,9 @@ EN_JOB_NOUNS = frozenset(
     instructor coach trainer dancer singer actor actress athlete soldier banker investor realtor recruiter
     translator tutor professor lecturer administrator coordinator director supervisor specialist technician
     carpenter baker butcher tailor housewife homemaker retiree volunteer blogger youtuber streamer
+    paramedic midwife surveyor optometrist radiologist hairdresser stylist gardener janitor receptionist
+    courier sailor fisherman welder bartender chemist biologist physicist economist statistician historian
+    detective judge paralegal nanny caregiver worker programmer illustrator animator copywriter pastor
     """.split()
 )
 

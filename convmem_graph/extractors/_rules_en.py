@@ -241,7 +241,8 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             verb, tail = m.group(1), trim_object(m.group(2))
             rest = f" {third_person(tail)}" if tail else ""
             pre = f"{c.habit_pre.lower()} " if c.habit_pre else ""
-            post = f" {c.habit_post.lower()}" if c.habit_post else ""
+            # "every Tuesday" keeps its capital; "Every day" at a clause start does not.
+            post = f" {c.habit_post[:1].lower()}{c.habit_post[1:]}" if c.habit_post else ""
             content = f"User {pre}{conj(verb)}{rest}{post}."
             activity = _PLACE_SPLIT.split(f"{verb} {tail}".strip())[0]
             if along:  # "take her for a run" is running, "drive them to school" driving to school

@@ -531,7 +531,8 @@ _PET_GOT = re.compile(
     # "... from the shelter last year, Ginger and Pip": where and when before the names.
     r"(?:\s+(?:from|at) (?:the|a|an) [\w ]{1,20}?)?(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?"
     rf"(?:\s*,\s*|\s+(?:named|called)\s+)({_NAMES})"
-    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?$"
+    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?"
+    r"(?:\s*,?\s+and\s+(?:a|an|one|two|three)\s+[\w ]{1,30})?$"
 )
 # "I adopted two rabbits": adopting (not buying or getting: "got a fish") is a pet without names.
 _PET_ADOPTED = re.compile(
@@ -582,7 +583,8 @@ _NOT_WORKPLACE = re.compile(
 # Who a relative is, what they do, where they live or come from, what they got: "My grandpa grew
 # up in Naples", "My nephew got a hamster", "My aunt teaches math".
 _FAMILY_POSS = re.compile(
-    rf"^[Mm]y ({EN_RELATIONS})(?: (?:still|also|now|currently|just))?(?:'s| is| works| lives| lived"
+    r"^[Mm]y (?:(?:older|younger|little|big|baby|twin|elder|oldest|youngest|eldest)\s+)?"
+    rf"({EN_RELATIONS})(?: (?:still|also|now|currently|just))?(?:'s| is| works| lives| lived| turned"
     # "are" only for where they are or what they are, not how they feel ("are so excited").
     r"| are(?= (?:still |both |also )*(?:in|from|living|retired|divorced|married|twins)\b)| live"
     r"| grew up| was born| moved| studies| teaches"
@@ -698,8 +700,17 @@ def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     # "My brother lives there", "My sister got it": what they point at was said before.
     if m and not YOU.search(m.group(2)) and not VAGUE.search(m.group(2)):
         rel = m.group(1).lower()
-        rest = third_person(s[len("my ") + len(rel) :].strip())
+        said = s[len("my ") : m.end(1)]  # the relation as said, with "older" / "little"
+        rest = third_person(s[m.end(1) :].strip())
         if rest.startswith("'s "):
             return None
-        return [Fact(f"User's {rel} {rest}.", "relation", f"family:{en_relation(rel)}", rel, confidence=0.7)]
+        return [
+            Fact(
+                f"User's {said.lower()} {rest}.",
+                "relation",
+                f"family:{en_relation(rel)}",
+                rel,
+                confidence=0.7,
+            )
+        ]
     return None

@@ -24,6 +24,7 @@ __all__ = [
     "INSTRUMENTS_ZH",
     "KINSHIP_EN",
     "KINSHIP_ZH",
+    "PAST_TIMES_ZH",
     "PET_VERBS_EN",
     "PET_VERBS_ZH",
     "QUIT_ZH",
@@ -128,6 +129,26 @@ KINSHIP_ZH = _canon(
     继子:
     继女:
     """
+)
+
+# Ordinals before an aunt or uncle ("二姨", "三姑", "四舅", "二婶"): the same relation.
+for _base, _canon_word in (
+    ("姨", "姨妈"),
+    ("姑", "姑姑"),
+    ("舅", "舅舅"),
+    ("叔", "叔叔"),
+    ("伯", "伯伯"),
+    ("婶", "婶婶"),
+):
+    for _ordinal in "大二三四五六小老":
+        KINSHIP_ZH.setdefault(_ordinal + _base, _canon_word)
+
+#: Past times said before what happened ("去年冬天", "前几天", "三年前"): when a pet was got, a habit
+#: quit. The date finder resolves what is planned, not these.
+PAST_TIMES_ZH = (
+    r"(?:(?:去年|前年|今年|上个?月|上周|上个?星期|上礼拜|前几天|前两天|前些天|前阵子|前段时间|昨天|前天|刚刚|刚|最近|"
+    r"(?:\d{1,4}|[一二两三四五六七八九十几]+)(?:年|个月|天|周|星期)(?:前|以前)?)"
+    r"(?:春天|夏天|秋天|冬天|年初|年底|底|初)?)"
 )
 
 #: English kinship terms -> the relation word a key uses (plural and familiar forms folded).

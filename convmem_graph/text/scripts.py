@@ -49,7 +49,9 @@ _EN_ADVERBS = r"(?:(?:also|honestly|actually|sometimes|usually|still|now|then|re
 _EN_CLAUSE = re.compile(
     rf"[,:;] *(?=(?:and |but |so |because |cause |plus |also )?{_EN_ADVERBS}(?:I|my|My|remember|you know|haha"
     r"|lol)\b)"
-    r"|[,;] *(?=(?:and|but|so) (?:he|she|they|we|it|his|her|their|our|please|no)\b)"
+    rf"|[,;] *(?=(?:and|but|so) {_EN_ADVERBS}(?:he|she|they|we|it|his|her|their|our|please|no)\b)"
+    # ", but cheese doesn't bother me": what follows "but" qualifies, it is not the first clause's object.
+    r"|, *(?=but \w)"
     r"|[,;] *(?=(?:he|she|they)(?:'s|'re| is| are| was| were)\b)"
     r"|, *(?=so (?!much|many|far|long|that|good|well|glad|happy|much)\w)"
     rf"| (?:and|but|so|because|cause|plus) (?={_EN_ADVERBS}(?:I|my)\b)"

@@ -273,3 +273,48 @@ def test_wording_stays_whole(text: str, expected: list[tuple[str, str]]) -> None
 )
 def test_family_round_three(text: str, expected: list[tuple[str, str]]) -> None:
     assert sorted(_facts(text)) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Round four (prompted by multiclause_heldout4.jsonl), on sentences written for this test.
+        ("我三姑在厦门开了一家花店。", [("family:姑姑", "用户的三姑在厦门开了一家花店。")]),
+        ("我前年夏天收养了一只小猫，叫年年。", [("pet:年年", "用户养了一只叫年年的小猫。")]),
+        ("我高中的时候学过两年长笛。", [("pref:吹长笛", "用户学过两年长笛。")]),
+        ("我上个月刚戒了烟。", [("habit:抽烟", "用户不再抽烟。")]),
+        ("我表哥考上了研究生。", [("family:表哥", "用户的表哥考上了研究生。")]),
+        (
+            "I cycle to work every Friday, and honestly it's the best part of my week.",
+            [("habit:cycle_to_work", "User cycles to work every Friday.")],
+        ),
+        (
+            "My younger sister is a pharmacist in Perth.",
+            [("family:sister", "User's younger sister is a pharmacist in Perth.")],
+        ),
+        (
+            "I have a slight dust allergy, no big deal.",
+            [("allergy:dust", "User is mildly allergic to dust.")],
+        ),
+        (
+            "We have three cats, Tom, Kit and Moss.",
+            [
+                ("pet:tom", "User has a cat named Tom."),
+                ("pet:kit", "User has a cat named Kit."),
+                ("pet:moss", "User has a cat named Moss."),
+            ],
+        ),
+        ("We have a meeting at noon.", []),
+        (
+            "I'm gluten intolerant, but rice is fine.",
+            [("health:gluten_intolerant", "User is gluten intolerant.")],
+        ),
+        ("My son just turned seven.", [("family:son", "User's son just turned seven.")]),
+        (
+            "I do yoga on Tuesdays and Thursdays.",
+            [("pref:yoga", "User does yoga on Tuesdays and Thursdays.")],
+        ),
+    ],
+)
+def test_family_round_four(text: str, expected: list[tuple[str, str]]) -> None:
+    assert sorted(_facts(text)) == sorted(expected)
