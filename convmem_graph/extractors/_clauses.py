@@ -104,8 +104,10 @@ _EN_WE_HAVE = re.compile(
 )
 # "..., we call him Biscuit", "and I named her Luna": the name of the pet just got, said after it.
 _EN_CALL_IT = re.compile(
-    r"(?P<mid>\s+(?:last \w+|this \w+|recently|(?:a|one|two|three|a few|\d+) \w+ ago))?,?\s+(?:and\s+)?"
-    r"(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)\s+(?P<n>[A-Z][\w'-]*(?:\s+and\s+[A-Z][\w'-]*)?)$"
+    r"(?P<mid>\s+(?:last \w+|this \w+|recently|in [A-Z]\w+|(?:a|one|two|three|a few|\d+) \w+ ago))?"
+    r",?\s+(?:and\s+)?"
+    r"(?:(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)|(?:his|her|its|their) names? (?:is|are))\s+"
+    r"(?P<n>[A-Z][\w'-]*(?:\s+and\s+[A-Z][\w'-]*)?)$"
 )
 _EN_AND_CALL_IT = re.compile(r",?\s+and\s+(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])")
 # "Last year we rescued a greyhound": the time goes to the end, where the rules read it.

@@ -66,8 +66,13 @@ _ZH_QUIT = re.compile(
     rf"^(?:现在|如今|后来)?{PAST_TIMES_ZH}*{_ZH_ADV}(?:已经|早就|终于|成功|刚刚|刚)?(?:戒了|戒掉了|戒)"
     rf"(?P<obj>{_ZH_QUIT_OBJ})"
     r"(?:(?:快|差不多|将近|有|都)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?)?(?:了|啦)?$"
-    rf"|^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
+    rf"|^(?:现在|如今|后来)?{PAST_TIMES_ZH}*{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
     r"|^(?:已经|早就|现在)?(?:不再|不|没再)(?P<act>抽烟|吸烟|喝酒)了$"
+)
+# "已经两年没喝奶茶了", "好几个月没吃辣了": a food or drink not had for a long time, given up.
+_ZH_NOT_HAD = re.compile(
+    r"^(?:已经|都)?(?:好|快)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?(?:都)?没(?:再)?(?P<verb>吃|喝)"
+    r"(?:过)?(?P<obj>[\u4e00-\u9fff]{1,5}?)了$"
 )
 _ZH_NOT_VEGETARIAN = re.compile(
     r"^(?:现在|已经|早就)?(?:不再|不|没再)(?:吃素|是素食者?)了?$|^(?:现在|已经)?(?:开荤|破戒吃肉)了$"
@@ -132,6 +137,11 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
             verb = hit["verb"]
             content = f"用户{mark}{verb}{obj}了。"
             return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=1, confidence=0.8)]
+    hit = _ZH_NOT_HAD.match(body)
+    if hit and (hit["obj"] in ZH_FOODS or len(hit["obj"]) <= 3):
+        obj = hit["obj"]
+        content = f"用户不再{hit['verb']}{obj}。"
+        return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.75)]
     hit = _ZH_QUIT.match(body)
     if hit:
         if hit["act"]:
@@ -243,8 +253,12 @@ _EN_EATS_AGAIN = re.compile(
 _EN_QUIT = re.compile(
     r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped)\s+"
     r"(?P<act>smoking|drinking|vaping)"
+    r"(?:\s+cold turkey)?"
     r"(?:\s+(?:last \w+|(?:about |around |almost |nearly |over )?.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
     r"|^I no longer (?P<act2>smoke|drink|vape)$"
+    # "I haven't had a drink in three years", "I haven't touched a cigarette since college".
+    r"|^I (?:haven't|have not) (?:had|touched) (?:a |any )?(?P<act3>drink|alcohol|cigarette|smoke)s?"
+    r"(?: in .{1,20}| since .{2,30}| for .{1,20})$"
 )
 # The key is the plain verb, as the habit rules write it ("I smoke every day" -> ``habit:smoke``).
 # "I quit coffee last month", "I gave up sugar two years ago": a food or drink given up.
@@ -255,6 +269,7 @@ _EN_QUIT_FOOD = re.compile(
     re.IGNORECASE,
 )
 _EN_ACT = {"smoking": "smoke", "smoke": "smoke", "drinking": "drink", "drink": "drink"}
+_EN_ACT |= {"alcohol": "drink", "cigarette": "smoke"}
 _EN_ACT |= {"vaping": "vape", "vape": "vape"}
 _EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
 # "I used to smoke, but I stopped last year": the second clause gives up what the first one named.
@@ -375,7 +390,8 @@ def _en_family(text: str) -> list[Fact]:
             return [Fact(f"User {verb} {obj} again.", "diet", f"food:{norm_key(obj)}", obj, confidence=0.8)]
     m = _EN_QUIT.match(s)
     if m:
-        return [_en_quit(_EN_ACT[(m["act"] or m["act2"]).lower()])]
+        said = (m["act"] or m["act2"] or m["act3"]).lower()
+        return [_en_quit(_EN_ACT[said])]
     m = _EN_QUIT_FOOD.match(s)
     if m and m["obj"].lower() in EN_FOODS:
         obj = m["obj"].lower()

@@ -110,7 +110,7 @@ EN_SPECIES = frozenset(
     "snake lizard gecko guinea pig ferret horse pony hedgehog "
     # Breeds and small pets are species too: "we rescued a greyhound", "I got a budgie".
     "greyhound labrador poodle beagle corgi husky terrier retriever dachshund chihuahua pug bulldog "
-    "collie spaniel shiba mutt canary budgie cockatiel parakeet chinchilla gerbil axolotl iguana "
+    "collie spaniel shiba mutt dragon canary budgie cockatiel parakeet chinchilla gerbil axolotl iguana "
     "tabby".split()
 )
 

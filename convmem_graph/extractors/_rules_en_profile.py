@@ -181,7 +181,9 @@ _WORK_IN = re.compile(r"^I work in\s+(.{2,60})$")
 _LIVE = re.compile(
     r"^I(?:'m| have| 've|'ve)?\s*(live|living|been living|based|moved|just moved|"
     r"recently moved|relocated|settled)"
-    r"\s+(?:in|to)\s+" + PLACE + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago))?$"
+    r"\s+(?:in|to)\s+"
+    + PLACE
+    + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago|in \d{4}|in))?$"
 )
 _FROM = re.compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
 
@@ -300,7 +302,9 @@ _STOPPED = re.compile(
     + OBJ
     + r"(?:\s+(since .{2,30}|in \d{4}|.{1,15} ago))?$"
 )
-_APPROX = frozenset({"about", "around", "almost", "nearly", "over", "roughly"})
+_APPROX = frozenset(
+    {"about", "around", "almost", "nearly", "over", "roughly", "cold turkey", "for good", "completely"}
+)
 _TRYING = re.compile(r"^I'm\s+(?:trying|trying out|experimenting with|testing out)\s+" + OBJ + "$")
 _BEEN = re.compile(r"^I've been\s+" + OBJ + "$")
 # Learning is a state even without "lately"; other activities in progress only with a time word
@@ -531,7 +535,7 @@ _PET_GOT = re.compile(
     # "... from the shelter last year, Ginger and Pip": where and when before the names.
     r"(?:\s+(?:from|at) (?:the|a|an) [\w ]{1,20}?)?(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?"
     rf"(?:\s*,\s*|\s+(?:named|called)\s+)({_NAMES})"
-    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?"
+    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago|in [A-Z]\w+|in \d{4}))?"
     r"(?:\s*,?\s+and\s+(?:a|an|one|two|three)\s+[\w ]{1,30})?$"
 )
 # "I adopted two rabbits": adopting (not buying or getting: "got a fish") is a pet without names.

@@ -147,8 +147,8 @@ for _base, _canon_word in (
 #: quit. The date finder resolves what is planned, not these.
 PAST_TIMES_ZH = (
     r"(?:(?:去年|前年|今年|上个?月|上周|上个?星期|上礼拜|前几天|前两天|前些天|前阵子|前段时间|昨天|前天|刚刚|刚|最近|"
-    r"(?:\d{1,4}|[一二两三四五六七八九十几]+)(?:年|个月|天|周|星期)(?:前|以前)?)"
-    r"(?:春天|夏天|秋天|冬天|年初|年底|底|初)?)"
+    r"(?:\d{1,4}|[一二两三四五六七八九十几]+)(?:年|个月|天|周|星期)(?:前|以前)?|(?:[一二三四五六七八九十]{1,2}|\d{1,2})月份?)"
+    r"(?:春天|夏天|秋天|冬天|年初|年底|底|初|(?:[一二三四五六七八九十]{1,2}|\d{1,2})月份?)?)"
 )
 
 #: English kinship terms -> the relation word a key uses (plural and familiar forms folded).

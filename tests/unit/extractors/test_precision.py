@@ -318,3 +318,29 @@ def test_family_round_three(text: str, expected: list[tuple[str, str]]) -> None:
 )
 def test_family_round_four(text: str, expected: list[tuple[str, str]]) -> None:
     assert sorted(_facts(text)) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Round five (prompted by multiclause_heldout5.jsonl), on sentences written for this test.
+        ("我舅舅以前是消防员。", [("family:舅舅", "用户的舅舅以前是消防员。")]),
+        ("我去年五月从朋友家抱回了一只小狗，名字叫豆沙。", [("pet:豆沙", "用户养了一只叫豆沙的小狗。")]),
+        ("我都半年没喝可乐了。", [("food:可乐", "用户不再喝可乐。")]),
+        ("我前年就把酒戒了。", [("habit:喝酒", "用户不再喝酒。")]),
+        ("不过我自己更喜欢狗。", [("pref:狗", "用户喜欢狗。")]),
+        (
+            "I adopted a kitten in June, her name is Pebble.",
+            [("pet:pebble", "User adopted a kitten named Pebble.")],
+        ),
+        ("I moved to Lisbon in 2021.", [("profile:city", "User moved to Lisbon.")]),
+        ("I haven't touched a cigarette since college.", [("habit:smoke", "User no longer smokes.")]),
+        ("I quit drinking cold turkey.", [("habit:drink", "User no longer drinks alcohol.")]),
+        (
+            "We've got a bearded dragon named Ziggy.",
+            [("pet:ziggy", "User got a bearded dragon named Ziggy.")],
+        ),
+    ],
+)
+def test_family_round_five(text: str, expected: list[tuple[str, str]]) -> None:
+    assert sorted(_facts(text)) == sorted(expected)
