@@ -7,10 +7,19 @@ session's date). Every fragment is looked up in ``precision_sample.jsonl`` besid
 (``turn``, ``key``, ``content``, ``verdict``: ``correct`` when it is true of the speaker, said by
 the speaker and worded faithfully). Prints correct / judged and lists fragments without a verdict.
 
+A second slice, ``--slice persona``, is text no rule was written or tuned on (issue 25, second
+pass): every DuLeMon persona sentence (``bot_persona``, ``user_said_persona``,
+``user_no_said_persona``: first-person statements such as "我 喜欢 运动", spaces removed) and every
+DuLeMon ``Bot:`` utterance (the bot speaks as a person with that persona), each extracted alone at a
+fixed date, each judged as a fact about its speaker. Its verdicts are in ``precision_persona.jsonl``.
+The slice is Chinese only: every English user line of the shared data is already in the first
+slice or in ``extraction_precision.py``'s sample.
+
 Usage::
 
     python benchmarks/precision_sample.py ../shared/data            # the figure
     python benchmarks/precision_sample.py ../shared/data --unjudged # fragments needing a verdict (JSON lines)
+    python benchmarks/precision_sample.py ../shared/data --slice persona   # the untuned slice
 """
 
 from __future__ import annotations
@@ -59,23 +68,50 @@ def turns_of(data: Path) -> list[Turn]:
     return madial_turns(data) + [t for t in all_locomo if t.id not in judged]
 
 
+_SPACE_IN_CJK = re.compile(r"(?<![A-Za-z0-9]) | (?![A-Za-z0-9])")
+
+
+def persona_turns(data: Path) -> list[Turn]:
+    """Every DuLeMon persona sentence and ``Bot:`` utterance (spaces between Chinese words removed)."""
+    turns: list[Turn] = []
+    path = data / "dulemon-samples" / "samples.json"
+    for s, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        session = json.loads(line)
+        for field in ("bot_persona", "user_said_persona", "user_no_said_persona"):
+            for raw in session[field]:
+                pid, _, text = raw.partition(":")
+                turns.append(
+                    Turn(f"dulemon-persona:{s}:{pid.strip()}", _SPACE_IN_CJK.sub("", text.strip()), MADIAL_TS)
+                )
+        for u, raw in enumerate(session["conversation"]):
+            speaker, _, rest = raw.partition(":")
+            if speaker == "Bot":
+                text = _SPACE_IN_CJK.sub("", rest.split("\t")[0].strip())
+                turns.append(Turn(f"dulemon-bot:{s}:{u}", text, MADIAL_TS))
+    return turns
+
+
 def main() -> None:
     """Print the figure (or the fragments without a verdict)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", type=Path, help="the shared data folder (holding locomo/ and madial-bench/)")
-    p.add_argument("--judgements", type=Path, default=HERE / "precision_sample.jsonl")
+    p.add_argument("--slice", choices=("dialogues", "persona"), default="dialogues")
+    p.add_argument("--judgements", type=Path, help="verdicts (default: the slice's file beside this script)")
     p.add_argument("--unjudged", action="store_true")
     args = p.parse_args()
+    judgements = args.judgements or HERE / (
+        "precision_sample.jsonl" if args.slice == "dialogues" else "precision_persona.jsonl"
+    )
     verdicts: dict[tuple[str, str, str], str] = {}
-    if args.judgements.exists():
-        for line in args.judgements.read_text(encoding="utf-8").splitlines():
+    if judgements.exists():
+        for line in judgements.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             verdicts[(row["turn"], row["key"], row["content"])] = row["verdict"]
     extractor = HeuristicExtractor()
     good = bad = 0
     missing: list[dict[str, str]] = []
     wrong: list[str] = []
-    for t in turns_of(args.data):
+    for t in turns_of(args.data) if args.slice == "dialogues" else persona_turns(args.data):
         msg = Message(
             id=t.id, role="user", content=t.text, channel="im", source="message", timestamp_ms=t.ts_ms
         )

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 
+from convmem_graph.extractors._lexicon import EN_SPECIES
 from convmem_graph.extractors._taxonomy import PET_VERBS_EN, alternation
 
-__all__ = ["mark_discourse", "normalize_clause", "strip_fillers"]
+__all__ = ["mark_discourse", "normalize_clause", "strip_fillers", "strip_tails"]
 
 # Chinese markers glued to the previous clause ("我喜欢猫而且我对花生过敏"): a comma before them
 # when a first-person statement follows.
@@ -70,15 +71,51 @@ _EN_SEVERITY = {
 # Tails that add no fact: a relative clause on the whole statement, when the user has time.
 _EN_TAIL = re.compile(
     r"\s*,\s*which (?:is|was|makes|means) .*$|\s*,\s*(?:to be honest|honestly|tbh|though|haha|lol)$"
-    r"|\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
+    # A closing discourse adverb says how the statement relates to the last one, not what it is about.
+    r"|\s*,?\s+(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well)$"
+    # A reason given after a comma is why, not what: "I don't eat pork, for religious reasons".
+    r"|\s*,\s*(?:for (?:\w+\s+){0,2}reasons?|for my health|for health reasons)$"
+    # A remark after a comma ("..., nothing too serious", "..., no big deal") says how much it matters.
+    r"|\s*,\s*(?:nothing|not) (?:too|that|very|really) (?:serious|bad)$|\s*,\s*no big deal$"
+    # A narrowing after a comma ("..., mostly blues") keeps the statement it narrows.
+    r"|\s*,\s*(?:mostly|mainly|especially|usually)\s+[\w' -]{1,30}$",
+    re.IGNORECASE,
+)
+# When the user has time: the rules' likes do not expect it ("I like to hike on weekends"); the
+# families keep it ("User goes bouldering on weekends"), so only normalize_clause drops it.
+_EN_LEISURE_TAIL = re.compile(
+    r"\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
     r"|whenever I can)$",
     re.IGNORECASE,
 )
 # Adverbs after "I" that the rules' patterns do not expect and that change nothing.
 _EN_ADVERB = re.compile(r"^I (?:also|still|really|totally|absolutely|definitely) (?=\w)")
 _EN_NOW_TAIL = re.compile(r"\s*,?\s+(?:now|these days|nowadays)$")
+# A species and its plural ("two dogs"), for "We have two dogs, ...".
+_EN_SPECIES_FORMS = EN_SPECIES | {f"{s}s" for s in EN_SPECIES} | {"puppies", "bunnies", "guinea pigs"}
+# "We adopted ...", "My daughter and I got ...", "We have two dogs": a pet of the household is the user's too.
 _EN_WE_GOT = re.compile(
-    rf"^[Ww]e(?:'ve| have)?\s+(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
+    r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
+    rf"(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
+)
+_EN_WE_HAVE = re.compile(
+    r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)\s+(?:have|'ve got|have got)\s+"
+    rf"(?=(?:a|an|one|two|three|four|\d+) (?:\w+ )?(?:{alternation(_EN_SPECIES_FORMS)})\b)"
+)
+# "..., we call him Biscuit", "and I named her Luna": the name of the pet just got, said after it.
+_EN_CALL_IT = re.compile(
+    r"(?P<mid>\s+(?:last \w+|this \w+|recently|in [A-Z]\w+|(?:a|one|two|three|a few|\d+) \w+ ago))?"
+    r",?\s+(?:and\s+)?"
+    r"(?:(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)|(?:his|her|its|their) names? (?:is|are))\s+"
+    r"(?P<n>[A-Z][\w'-]*(?:\s+and\s+[A-Z][\w'-]*)?)$"
+)
+_EN_AND_CALL_IT = re.compile(r",?\s+and\s+(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])")
+# "Last year we rescued a greyhound": the time goes to the end, where the rules read it.
+_EN_LEAD_TIME = re.compile(
+    r"^(?P<t>last (?:year|month|week|summer|winter|spring|fall|autumn|weekend)|this (?:year|month|week)"
+    r"|(?:a|one|two|three|four|five|a few|\d+) (?:years?|months?|weeks?|days?) ago|recently),?\s+"
+    r"(?=(?:we|I|my)\b)",
+    re.IGNORECASE,
 )
 # "..., Miso and Tofu, last month": the trailing comma before a time word hides the names' end.
 _EN_COMMA_WHEN = re.compile(r",\s+(?=(?:last|this|a few|two|three|\d+)\s+\w+(?:\s+ago)?$|recently$)")
@@ -97,6 +134,8 @@ def mark_discourse(text: str) -> str:
         text = _ZH_MARKERS.sub(r"，\1", text)
     if " " in text:
         text = _EN_MARKERS.sub(r", \1 ", text)
+        # "..., and we call her Olive" names the pet just got: kept in its clause, not split off.
+        text = _EN_AND_CALL_IT.sub(" named ", text)
     return text
 
 
@@ -111,6 +150,16 @@ def strip_fillers(text: str, *, zh: bool) -> str:
     """
     out = (_ZH_FILLERS if zh else _EN_FILLERS).sub("", text).strip()
     return out or text
+
+
+def strip_tails(text: str) -> str:
+    """Drop an English clause's closing remark, reason or discourse adverb (see ``_EN_TAIL``).
+
+    Example:
+        >>> strip_tails("I have a mild shellfish allergy, nothing too serious")
+        'I have a mild shellfish allergy'
+    """
+    return _EN_TAIL.sub("", text) or text
 
 
 def normalize_clause(text: str, *, zh: bool) -> str:
@@ -133,13 +182,19 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     m = _EN_NOT_ANY_MORE.match(out)
     if m:
         out = f"I no longer {m.group(1)}{m.group(2)}"
+    out = _EN_TAIL.sub("", out)  # first, so "a mild X allergy, nothing too serious" reads as an allergy
     m = _EN_ALLERGY_NOUN.match(out.rstrip("."))
     if m:
         out = f"I'm {_EN_SEVERITY.get((m['sev'] or '').lower(), '')}allergic to {m['obj']}"
-    out = _EN_TAIL.sub("", out)
+    lead = _EN_LEAD_TIME.match(out)
+    if lead:
+        out = f"{out[lead.end() :].rstrip(' .!')} {lead['t'].lower()}"
+    out = _EN_CALL_IT.sub(lambda m: f" named {m['n']}{m['mid'] or ''}", out.rstrip(" .!"))
+    out = _EN_LEISURE_TAIL.sub("", _EN_TAIL.sub("", out))
     out = _EN_ADVERB.sub("I ", out)
     out = _EN_NOW_TAIL.sub("", out)
     out = _EN_WE_GOT.sub("I ", out)
+    out = _EN_WE_HAVE.sub("I have ", out)
     out = _EN_COMMA_WHEN.sub(" ", out)
     if out[:1].islower() and out[:2] in ("i ", "i'", "my"):
         out = out[0].upper() + out[1:]

@@ -45,7 +45,9 @@ BAD_OBJECT_START = re.compile(
     r"who|the way|the fact|to hear|to see|"
     r"hearing|seeing|being|having|doing|so|such|too|all of|everything|anything|"
     r"something|nothing|when|if|because|"
-    r"the idea|the thought|the feeling|one|ones|yours|a lot|lots|both|each|every)\b",
+    r"the idea|the thought|the feeling|one|ones|yours|a lot|lots|both|each|every|"
+    # A time is not an object: "I stopped drinking last year" has no drink after "drinking".
+    r"last|next|yesterday|today|tonight|tomorrow|recently|lately|earlier)\b",
     re.IGNORECASE,
 )
 
@@ -121,6 +123,8 @@ _TOO_VAGUE = frozenset("few lot bit little couple while few things stuff somethi
 
 
 _CLAUSE_TAIL = re.compile(
+    # A hedge goes with the reason it hedges: "..., probably because the bed is too hard".
+    r"(?:\s*,?\s+(?:probably|maybe|perhaps|possibly|partly|mostly|mainly|likely|just))?"
     r"\s+(?:because|cause|since|as|when|whenever|but|so that|which|the most|more than anything)\b",
     re.IGNORECASE,
 )
@@ -140,7 +144,13 @@ def trim_object(obj: str) -> str:
     return ", ".join(kept)
 
 
+# A time is not an object: "I quit drinking about two years ago".
+_TIME_ONLY = re.compile(r"^(?:about|around|almost|nearly|over|some)?\s*[\w ]{1,20}\bago$", re.IGNORECASE)
+
+
 def ok_object(obj: str) -> bool:
+    if _TIME_ONLY.match(obj.strip(" ,.;!")):
+        return False
     if not obj or len(obj.split()) > 12 or YOU.search(obj) or BAD_OBJECT_START.match(obj):
         return False
     core = re.sub(r"^(?:to|a|an|the)\s+", "", obj, flags=re.IGNORECASE)

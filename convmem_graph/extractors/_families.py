@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from convmem_graph.extractors._clauses import strip_fillers
+from convmem_graph.extractors._clauses import strip_fillers, strip_tails
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS, ZH_RELATIONS
 from convmem_graph.extractors._taxonomy import (
@@ -26,15 +26,26 @@ from convmem_graph.extractors._taxonomy import (
     DIETS_ZH,
     INSTRUMENTS_EN,
     INSTRUMENTS_ZH,
+    INTOLERANCES_EN,
+    INTOLERANCES_ZH,
+    PAST_TIMES_ZH,
     PET_VERBS_EN,
     QUIT_ZH,
+    SPORT_ACTIVITIES_EN,
+    SPORT_ACTIVITIES_ZH,
     SPORTS_EN,
     SPORTS_ZH,
     alternation,
 )
 from convmem_graph.text.scripts import Clause, norm_key
 
-__all__ = ["clause_family_facts", "could_state_family", "family_facts", "merge_family_facts"]
+__all__ = [
+    "clause_family_facts",
+    "could_state_family",
+    "family_facts",
+    "merge_family_facts",
+    "split_allergy_lists",
+]
 
 # ----------------------------------------------------------------- Chinese
 
@@ -52,9 +63,16 @@ _ZH_EATS_NOW = re.compile(
 )
 # "戒烟了", "戒了烟", "把酒戒了", "已经不抽烟了", "不再喝酒了": a habit given up.
 _ZH_QUIT = re.compile(
-    rf"^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于|成功)?(?:戒了|戒掉了|戒)(?P<obj>{_ZH_QUIT_OBJ})(?:了|啦)?$"
-    rf"|^(?:现在|如今|后来)?{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
+    rf"^(?:现在|如今|后来)?{PAST_TIMES_ZH}*{_ZH_ADV}(?:已经|早就|终于|成功|刚刚|刚)?(?:戒了|戒掉了|戒)"
+    rf"(?P<obj>{_ZH_QUIT_OBJ})"
+    r"(?:(?:快|差不多|将近|有|都)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?)?(?:了|啦)?$"
+    rf"|^(?:现在|如今|后来)?{PAST_TIMES_ZH}*{_ZH_ADV}(?:已经|早就|终于)?把(?P<obj2>{_ZH_QUIT_OBJ})戒(?:掉)?了$"
     r"|^(?:已经|早就|现在)?(?:不再|不|没再)(?P<act>抽烟|吸烟|喝酒)了$"
+)
+# "已经两年没喝奶茶了", "好几个月没吃辣了": a food or drink not had for a long time, given up.
+_ZH_NOT_HAD = re.compile(
+    r"^(?:已经|都)?(?:好|快)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?(?:都)?没(?:再)?(?P<verb>吃|喝)"
+    r"(?:过)?(?P<obj>[\u4e00-\u9fff]{1,5}?)了$"
 )
 _ZH_NOT_VEGETARIAN = re.compile(
     r"^(?:现在|已经|早就)?(?:不再|不|没再)(?:吃素|是素食者?)了?$|^(?:现在|已经)?(?:开荤|破戒吃肉)了$"
@@ -63,7 +81,24 @@ _ZH_ACT_TO_QUIT = {"抽烟": "抽烟", "吸烟": "抽烟", "喝酒": "喝酒"}
 # "会弹古筝", "在学拉小提琴" (learning is read by the ongoing rule), "喜欢打网球" (by the likes rule).
 _ZH_FREQUENCY = re.compile(r"平时|平常|经常|常常|每|周末|通常|一般|总是")
 _ZH_PLAYS = re.compile(
-    rf"^{_ZH_ADV}(?P<mod>会|能)?(?P<verb>弹|拉|吹|打|踢|练)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+    rf"^{_ZH_ADV}(?P<mod>会|能)?(?P<verb>弹|拉|吹|打|踢|练)(?:一点|一些|点儿?)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+)
+_ZH_SPAN = r"(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?(?:年|个月)(?:多)?的?"
+# "从小学钢琴", "学过五年小提琴", "弹了十年吉他": an instrument or sport learned or played for years.
+_ZH_LEARNED = re.compile(
+    rf"^(?:[\u4e00-\u9fff]{{1,4}}的时候)?{_ZH_ADV}(?P<how>从小就?学|小时候学过|学过|学了|弹了|拉了|吹了|打了|踢了|练了)(?P<span>{_ZH_SPAN})?"
+    rf"(?P<verb>弹|拉|吹|打|踢|练)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+)
+# "从初中开始打乒乓球": an instrument or sport played since then.
+_ZH_SINCE_PLAYS = re.compile(
+    rf"^{_ZH_ADV}从(?P<since>[^开起]{{1,8}}?)(?:开始|起)就?(?P<verb>弹|拉|吹|打|踢|练|学)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+)
+# "会游泳", "能滑雪": a sport the user can do.
+_ZH_CAN_SPORT = re.compile(rf"^{_ZH_ADV}(?:会|能)(?P<act>{alternation(SPORT_ACTIVITIES_ZH)})$")
+# "是校篮球队的", "在乐队里打鼓": a team or band the user plays in.
+_ZH_ON_TEAM = re.compile(
+    rf"^(?:是|在)(?P<team>[\u4e00-\u9fff]{{0,6}}?(?P<obj>{_ZH_SPORT})队)(?:的|里)?(?:队员|成员|一员)?$"
+    rf"|^在(?P<band>[\u4e00-\u9fff]{{1,6}}?)里?(?P<verb>弹|拉|吹|打)(?P<instr>{_ZH_INSTR})$"
 )
 _ZH_DIET_RX = re.compile(
     rf"^{_ZH_ADV}(?:是|吃|在吃|坚持|坚持吃|只吃|保持|遵循)?(?P<diet>{_ZH_DIET})(?:饮食|的)?(?:者)?$"
@@ -76,11 +111,21 @@ _ZH_SEVERE_ALLERGY = re.compile(
 )
 
 
+# "乳糖不耐受", "有乳糖不耐症", "对麸质不耐受": an intolerance is a lasting health fact.
+_ZH_INTOLERANT = re.compile(
+    rf"^{_ZH_ADV}(?:有|是)?(?:对)?(?:轻微|严重|一点|点)?(?P<obj>{alternation(INTOLERANCES_ZH)})(?:有点|有些)?不耐(?:受|症)$"
+)
+
+
 def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
     m = _ZH_SUBJECT.match(text)
     if m is None:
         return []
     body = text[m.end() :].rstrip("。！!，,")
+    hit = _ZH_INTOLERANT.match(body)
+    if hit:
+        what = f"{hit['obj']}不耐受"
+        return [Fact(f"用户{what}。", "health", f"health:{what}", what, confidence=0.85)]
     if _ZH_NOT_VEGETARIAN.match(body):  # the key of "我吃素" (food:素食), not food:素
         return [Fact("用户不再吃素。", "diet", "food:素食", "素食", polarity=-1, confidence=0.8)]
     hit = _ZH_EATS_NOW.match(body)
@@ -92,6 +137,11 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
             verb = hit["verb"]
             content = f"用户{mark}{verb}{obj}了。"
             return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=1, confidence=0.8)]
+    hit = _ZH_NOT_HAD.match(body)
+    if hit and (hit["obj"] in ZH_FOODS or len(hit["obj"]) <= 3):
+        obj = hit["obj"]
+        content = f"用户不再{hit['verb']}{obj}。"
+        return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.75)]
     hit = _ZH_QUIT.match(body)
     if hit:
         if hit["act"]:
@@ -120,6 +170,42 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
             content = f"用户{mod}{act}。"
             key = f"pref:{norm_key(act)}"
             return [Fact(content, "preference", key, act, confidence=0.75)]
+    hit = _ZH_LEARNED.match(body)
+    if hit:
+        obj = hit["obj"]
+        verb = INSTRUMENTS_ZH.get(obj) or SPORTS_ZH.get(obj) or ""
+        how = hit["how"]
+        if how[0] in "弹拉吹打踢练" and how[0] != verb and not (how[0] == "打" and obj in ("鼓", "架子鼓")):
+            return []  # "打了两年钢琴" is no way to say it: not this family's
+        span = hit["span"] or ""
+        said = f"{how}{span}{obj}" if how[0] in "弹拉吹打踢练" else f"{how}{span}{hit['verb'] or ''}{obj}"
+        act = f"{verb}{obj}"
+        return [Fact(f"用户{said}。", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
+    hit = _ZH_SINCE_PLAYS.match(body)
+    if hit:
+        obj = hit["obj"]
+        verb = INSTRUMENTS_ZH.get(obj) or SPORTS_ZH.get(obj) or ""
+        if hit["verb"] in (verb, "学") or (hit["verb"] == "打" and obj in ("鼓", "架子鼓")):
+            act = f"{verb}{obj}"
+            content = f"用户从{hit['since']}开始{hit['verb']}{obj}。"
+            return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
+    hit = _ZH_CAN_SPORT.match(body)
+    if hit:
+        act = hit["act"]
+        return [Fact(f"用户会{act}。", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
+    hit = _ZH_ON_TEAM.match(body)
+    if hit:
+        if hit["team"]:
+            obj = hit["obj"]
+            act = f"{SPORTS_ZH.get(obj, '打')}{obj}"
+            content = f"用户是{hit['team']}的队员。"
+        else:
+            obj = hit["instr"]
+            act = f"{hit['verb']}{obj}"
+            if INSTRUMENTS_ZH.get(obj) != hit["verb"] and obj not in ("鼓", "架子鼓"):
+                return []
+            content = f"用户在{hit['band']}{act}。"
+        return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
     hit = _ZH_DIET_RX.match(body)
     if hit:
         diet = DIETS_ZH[hit["diet"]]
@@ -167,19 +253,73 @@ _EN_EATS_AGAIN = re.compile(
 _EN_QUIT = re.compile(
     r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped)\s+"
     r"(?P<act>smoking|drinking|vaping)"
-    r"(?:\s+(?:last \w+|.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
+    r"(?:\s+cold turkey)?"
+    r"(?:\s+(?:last \w+|(?:about |around |almost |nearly |over )?.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
     r"|^I no longer (?P<act2>smoke|drink|vape)$"
+    # "I haven't had a drink in three years", "I haven't touched a cigarette since college".
+    r"|^I (?:haven't|have not) (?:had|touched) (?:a |any )?(?P<act3>drink|alcohol|cigarette|smoke)s?"
+    r"(?: in .{1,20}| since .{2,30}| for .{1,20})$"
 )
 # The key is the plain verb, as the habit rules write it ("I smoke every day" -> ``habit:smoke``).
+# "I quit coffee last month", "I gave up sugar two years ago": a food or drink given up.
+_EN_QUIT_FOOD = re.compile(
+    r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped|cut out)\s+"
+    r"(?P<obj>[a-z][a-z -]{1,20}?)"
+    r"(?:\s+(?:last \w+|(?:about |almost |around )?.{1,20} ago|in \d{4}|for good|completely))?$",
+    re.IGNORECASE,
+)
 _EN_ACT = {"smoking": "smoke", "smoke": "smoke", "drinking": "drink", "drink": "drink"}
+_EN_ACT |= {"alcohol": "drink", "cigarette": "smoke"}
 _EN_ACT |= {"vaping": "vape", "vape": "vape"}
 _EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
+# "I used to smoke, but I stopped last year": the second clause gives up what the first one named.
+_EN_USED_TO = re.compile(
+    r"^I used to (?P<act>smoke|drink|vape)(?:\s+(?:a lot|heavily|socially|daily|every \w+|on weekends))?$",
+    re.IGNORECASE,
+)
+_EN_STOPPED_IT = re.compile(
+    r"^(?:but\s+|and\s+)?(?:now\s+)?I(?:'ve| have)?\s+(?:finally\s+|already\s+)?"
+    r"(?:stopped|quit|gave up|given up|gave (?:it|that) up|given (?:it|that) up|kicked the habit)"
+    r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|for good|years ago"
+    r"|when .{2,40}|after .{2,40}))?$",
+    re.IGNORECASE,
+)
+
+
+def _en_quit(act: str) -> Fact:
+    return Fact(
+        f"User no longer {_EN_ACT_SAY[act]}.", "habit", f"habit:{act}", act, polarity=-1, confidence=0.8
+    )
+
+
 # "I play the cello", "I can play the guitar", "I play tennis", "I've played piano for years".
 _EN_PLAYS = re.compile(
-    r"^I\s+(?P<mod>can\s+|also\s+|still\s+|often\s+|sometimes\s+|mostly\s+)?"
-    r"(?:play|'ve played|have played|'ve been playing)\s+"
+    r"^I(?:\s+(?P<mod>can|also|still|often|sometimes|mostly))?"
+    r"(?:\s+play|'ve played|\s+have played|'ve been playing|\s+have been playing)\s+"
     rf"(?P<the>the\s+)?(?P<obj>{_EN_INSTR}|{_EN_SPORT})"
-    r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well))?$",
+    r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well"
+    r"|in (?:a|an|the|my|our) [\w -]{0,20}?(?:band|orchestra|ensemble|group|choir|club|league|team|trio"
+    r"|quartet|quintet|duo)))?(?:\s+(?:on (?:\w+days?|weekends)|at church|at night))?"
+    r"(?:\s*,\s*(?:mostly|mainly|especially)\s+[\w' -]{1,30})?$",
+    re.IGNORECASE,
+)
+# "I go hiking", "I do yoga", "I run marathons", "I go climbing on weekends": a sport done, said
+# without a count (with "three times a week" or "every day" the habit rules read it).
+_EN_GO = alternation(SPORT_ACTIVITIES_EN["go"])
+_EN_DO = alternation(SPORT_ACTIVITIES_EN["do"])
+_EN_BARE = alternation(SPORT_ACTIVITIES_EN["bare"])
+_EN_DOES_SPORT = re.compile(
+    r"^I(?:\s+(?:also|still|often|sometimes|mostly|regularly))?\s+"
+    rf"(?:(?P<go>go)\s+(?P<g>{_EN_GO})|(?P<do>do|practi[cs]e)\s+(?P<d>{_EN_DO})"
+    rf"|(?P<b>{_EN_BARE})(?:\s+(?P<bo>marathons|half[- ]marathons|ultramarathons|triathlons|laps|trails))?)"
+    r"(?:\s+(?P<when>on (?:the )?weekends|on \w+days(?: and \w+days)?(?: after work| before work)?|after work"
+    r"|before work|in the (?:mornings?|evenings?)|in my (?:free|spare) time|a lot|competitively))?$",
+    re.IGNORECASE,
+)
+# "I play in a soccer league on Sundays", "I'm on a volleyball team": the sport is played.
+_EN_PLAYS_IN = re.compile(
+    r"^I(?:\s+play\s+(?:in|on|for)|'m on|'m in| am on| am in)\s+(?:a|an|the|my|our|a local)\s+"
+    rf"(?:local\s+|amateur\s+|weekly\s+|company\s+)?(?P<obj>{_EN_SPORT})\s+(?:league|team|club)\b.{{0,30}}$",
     re.IGNORECASE,
 )
 _EN_SEVERE = re.compile(
@@ -190,15 +330,34 @@ _EN_SEVERE = re.compile(
     re.IGNORECASE,
 )
 _EN_PET_GATE = re.compile(
-    rf"^[Ww]e(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b"
+    r"^(?:(?:last|this) \w+,? |(?:a|one|two|three|a few|\d+) \w+ ago,? |recently,? )?"
+    r"(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
+    rf"(?:(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b"
+    r"|(?:a|an|one|two|three|four|\d+) )",
+    re.IGNORECASE,
 )
 _EN_BAD_OBJ = re.compile(
     r"\b(?:you|your|it|that|this|them|something|anything|lunch|dinner|breakfast)\b", re.IGNORECASE
 )
 
 
+# "I have lactose intolerance", "I'm fructose intolerant", "I'm celiac": the key the health rules
+# give "I'm lactose intolerant" and "I have celiac disease".
+_EN_INTOLERANT = re.compile(
+    r"^I(?:'m| am| have| have got|'ve got)\s+(?:(?:a|an|mild|severe|slight)\s+)*"
+    rf"(?P<obj>{alternation(INTOLERANCES_EN)})\s+intoleran(?:t|ce)$|^I(?:'m| am)\s+(?P<celiac>c(?:o)?eliac)$",
+    re.IGNORECASE,
+)
+
+
 def _en_family(text: str) -> list[Fact]:
     s = text.strip().rstrip(".!")
+    m = _EN_INTOLERANT.match(s)
+    if m:
+        if m["celiac"]:
+            return [Fact("User has celiac disease.", "health", "health:celiac_disease", "celiac disease")]
+        what = f"{m['obj'].lower()} intolerant"
+        return [Fact(f"User is {what}.", "health", f"health:{norm_key(what)}", what, confidence=0.85)]
     m = _EN_DIET_NOT.match(s)
     if m:
         diet = DIETS_EN[(m["d1"] or m["d2"]).lower()]
@@ -231,9 +390,14 @@ def _en_family(text: str) -> list[Fact]:
             return [Fact(f"User {verb} {obj} again.", "diet", f"food:{norm_key(obj)}", obj, confidence=0.8)]
     m = _EN_QUIT.match(s)
     if m:
-        act = _EN_ACT[(m["act"] or m["act2"]).lower()]
-        content = f"User no longer {_EN_ACT_SAY[act]}."
-        return [Fact(content, "habit", f"habit:{act}", act, polarity=-1, confidence=0.8)]
+        said = (m["act"] or m["act2"] or m["act3"]).lower()
+        return [_en_quit(_EN_ACT[said])]
+    m = _EN_QUIT_FOOD.match(s)
+    if m and m["obj"].lower() in EN_FOODS:
+        obj = m["obj"].lower()
+        return [
+            Fact(f"User gave up {obj}.", "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.8)
+        ]
     m = _EN_SEVERE.match(s)
     if m:
         obj = (m["obj"] or m["obj2"] or m["obj3"]).strip().lower()
@@ -247,6 +411,32 @@ def _en_family(text: str) -> list[Fact]:
         )
         content = f"User is {word + ' ' if word else ''}allergic to {obj}."
         return [Fact(content, "health", f"allergy:{norm_key(obj)}", obj, confidence=0.9)]
+    m = _EN_PLAYS_IN.match(s)
+    if m and not _EN_BAD_OBJ.search(s):
+        act = f"play {m['obj'].lower()}"
+        return [
+            Fact(
+                f"User plays {m['obj'].lower()}.", "preference", f"pref:{norm_key(act)}", act, confidence=0.75
+            )
+        ]
+    m = _EN_DOES_SPORT.match(s)
+    if m:
+        when = f" {m['when']}" if m["when"] else ""
+        if m["go"]:
+            act = m["g"].lower()
+            return [
+                Fact(f"User goes {act}{when}.", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)
+            ]
+        if m["do"]:
+            act = m["d"].lower()
+            return [
+                Fact(f"User does {act}{when}.", "preference", f"pref:{norm_key(act)}", act, confidence=0.75)
+            ]
+        verb = m["b"].lower()
+        act = f"{verb} {m['bo'].lower()}" if m["bo"] else verb
+        said = f"{_third_s(verb)} {m['bo'].lower()}" if m["bo"] else _third_s(verb)
+        content = f"User {said}{when}."
+        return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.7)]
     m = _EN_PLAYS.match(s)
     if m:
         obj = m["obj"].lower()
@@ -256,6 +446,11 @@ def _en_family(text: str) -> list[Fact]:
         content = f"User {can}{'play' if can else 'plays'} {the}{obj}."
         return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
     return []
+
+
+def _third_s(verb: str) -> str:
+    """Third person of a sport verb: run -> runs, box -> boxes."""
+    return verb + ("es" if verb.endswith(("x", "sh", "ch", "s")) else "s")
 
 
 # ----------------------------------------------------------------- entry points
@@ -292,10 +487,21 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     """
     facts: list[Fact] = []
     sentence, owner = -1, ""
+    used_to = ""  # a habit the user said they used to have: "I stopped" after it gives it up
     for clause in clauses:
         if clause.sentence != sentence:
             sentence, owner = clause.sentence, ""
         text = strip_fillers(clause.text, zh=clause.zh)
+        if not clause.zh:
+            text = strip_tails(text)
+            past = _EN_USED_TO.match(text)
+            if past:
+                used_to = _EN_ACT[past["act"].lower()]
+                continue
+            if used_to and _EN_STOPPED_IT.match(text) and not clause.question:
+                facts.append(_en_quit(used_to))
+                used_to = ""
+                continue
         if clause.zh:
             if _ZH_OWN.match(text):
                 owner = "user"
@@ -352,3 +558,51 @@ def _same_subject(a: str, b: str) -> bool:
     pa, _, sa = a.partition(":")
     pb, _, sb = b.partition(":")
     return pa == pb and bool(sa) and bool(sb) and ":" not in sa + sb and (sa in sb or sb in sa)
+
+
+# Items of an allergy list: "花生和芒果", "cats, dogs and pollen", "shellfish or nuts".
+_LIST_ZH = re.compile(r"和|、|与|跟|以及|及")
+_LIST_EN = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+
+
+def split_allergy_lists(facts: list[Fact]) -> list[Fact]:
+    """One allergy fact per allergen: "对花生和芒果过敏" is two facts, each its own key.
+
+    Each allergen can then change on its own ("我现在对芒果不过敏了" supersedes only the mango).
+
+    Example:
+        >>> fact = Fact("用户对花生和芒果过敏。", "health", "allergy:花生和芒果", "花生和芒果")
+        >>> [f.key for f in split_allergy_lists([fact])]
+        ['allergy:花生', 'allergy:芒果']
+    """
+    out: list[Fact] = []
+    for f in facts:
+        value = f.value or ""
+        if not f.key.startswith("allergy:") or ":" in f.key[len("allergy:") :] or value not in f.content:
+            out.append(f)
+            continue
+        items = [i.strip() for i in (_LIST_ZH if _has_han(value) else _LIST_EN).split(value) if i.strip()]
+        if len(items) < 2 or any(len(i) > 24 for i in items):
+            out.append(f)
+            continue
+        for item in items:
+            key = f"allergy:{norm_key(item)}"
+            content = f.content.replace(value, item, 1)
+            out.append(
+                Fact(
+                    content,
+                    f.category,
+                    key,
+                    item,
+                    polarity=f.polarity,
+                    single_valued=f.single_valued,
+                    transient=f.transient,
+                    expires_at=f.expires_at,
+                    confidence=f.confidence,
+                )
+            )
+    return out
+
+
+def _has_han(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)

@@ -99,12 +99,19 @@ EN_JOB_NOUNS = frozenset(
     instructor coach trainer dancer singer actor actress athlete soldier banker investor realtor recruiter
     translator tutor professor lecturer administrator coordinator director supervisor specialist technician
     carpenter baker butcher tailor housewife homemaker retiree volunteer blogger youtuber streamer
+    paramedic midwife surveyor optometrist radiologist hairdresser stylist gardener janitor receptionist
+    courier sailor fisherman welder bartender chemist biologist physicist economist statistician historian
+    detective judge paralegal nanny caregiver worker programmer illustrator animator copywriter pastor
     """.split()
 )
 
 EN_SPECIES = frozenset(
     "cat cats kitten kitty dog dogs puppy pup rabbit bunny hamster parrot bird fish goldfish turtle tortoise "
-    "snake lizard gecko guinea pig ferret horse pony hedgehog".split()
+    "snake lizard gecko guinea pig ferret horse pony hedgehog "
+    # Breeds and small pets are species too: "we rescued a greyhound", "I got a budgie".
+    "greyhound labrador poodle beagle corgi husky terrier retriever dachshund chihuahua pug bulldog "
+    "collie spaniel shiba mutt dragon canary budgie cockatiel parakeet chinchilla gerbil axolotl iguana "
+    "tabby".split()
 )
 
 _EN_REL_CANON = dict(KINSHIP_EN)

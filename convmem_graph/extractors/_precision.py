@@ -35,6 +35,17 @@ _BARE_ROUTINE = re.compile(
 )
 
 
+# Taking someone along ("带它去江边散步") is the user's own walk: the pronoun is the dog or the child.
+_TAKEN_ALONG = re.compile(r"带[他她它]们?")
+# An outcome is not something the user does: "sometimes I win", "I always miss out", "总是错过最好玩的"
+# name no activity (what is won or missed was said before).
+_OUTCOME = re.compile(
+    r"^(?:win|wins|lose|loses|fail|fails|miss|misses|fall|falls|succeed|succeeds|get lost"
+    r"|错过|赢|输|失败|摔倒|摔跤)(?:[_ ]|$|[\u4e00-\u9fff])",
+    re.IGNORECASE,
+)
+
+
 # A pronoun or a "that kind" in what the user likes or does points at something said before:
 # "用户喜欢和他们一起做饭", "用户喜欢多肉的那种" say nothing on their own (吉他 and 其他 are words).
 _UNRESOLVED_ZH = re.compile(r"(?<![吉其])[他她它]|那种$|这种$")
@@ -51,7 +62,12 @@ def carries_fact(fact: Fact) -> bool:
     """
     subject = key_subject(fact.key)
     if fact.key.startswith(("habit:", "pref:", "state:")) and (
-        _COUNT_ONLY.match(subject) or _BARE_ROUTINE.match(subject) or _UNRESOLVED_ZH.search(subject)
+        _COUNT_ONLY.match(subject)
+        or _BARE_ROUTINE.match(subject)
+        or _UNRESOLVED_ZH.search(subject)
+        # The key may leave the pronoun out ("给她换衣服" -> habit:换衣服): the content says it.
+        or _UNRESOLVED_ZH.search(_TAKEN_ALONG.sub("", fact.content.removeprefix("用户")))
+        or (fact.key.startswith("habit:") and _OUTCOME.match(subject))
     ):
         return False
     return not looks_like_instruction(fact.content)

@@ -28,10 +28,11 @@ from convmem_graph.extractors._en_base import (
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS
 from convmem_graph.extractors._rules_en_profile import health_food, identity, pets_family, work
+from convmem_graph.extractors._taxonomy import SPORT_ACTIVITIES_EN, alternation
 from convmem_graph.text.scripts import Clause, contains_any, norm_key
 from convmem_graph.text.timeexpr import find_en
 
-__all__ = ["could_state", "extract_en_clause"]
+__all__ = ["CONDITION_CLAUSE", "could_state", "extract_en_clause"]
 
 _FILLERS = re.compile(
     r"^(?:(?:by the way|btw|oh|ah|well|actually|also|yeah|yes|yep|so|anyway|hi|hello|hi there|hello there|"
@@ -63,7 +64,10 @@ _HABIT_POST = re.compile(
     r"\s+(every\s+(?:single\s+)?(?:day|morning|evening|night|week|weekend|month|"
     r"year|monday|tuesday|wednesday|"
     r"thursday|friday|saturday|sunday)|daily|weekly|on weekends|on the weekends|each (?:day|morning|week)|"
-    r"most days|most mornings|most weekends)\b",
+    r"most days|most mornings|most weekends"
+    # A count per period is a frequency too: "three times a week", "twice a month".
+    r"|(?:once|twice|(?:one|two|three|four|five|six|seven|a few|several|\d+)\s+times)\s+(?:a|per|every)\s+"
+    r"(?:day|week|month|year))\b",
     re.IGNORECASE,
 )
 _TEMP = re.compile(
@@ -89,7 +93,7 @@ _LIKE = re.compile(
     r"kind of |pretty much |definitely )*(love|like|enjoy|adore|prefer)\s+" + OBJ + "$"
 )
 _INTO = re.compile(
-    r"^I'm (?:really |also |very |super |so |totally |pretty |quite |a bit )*(into|"
+    r"^I'm (?:really |also |very |super |so |totally |pretty |quite |a bit |more |much more |mostly )*(into|"
     r"passionate about|keen on|obsessed with|"
     r"a (?:big |huge )?fan of|crazy about|fond of|interested in)\s+" + OBJ + "$"
 )
@@ -108,16 +112,27 @@ _PLACE_SPLIT = re.compile(r"\s+(?:at|in|on|with|by|along|near|around|before|afte
 _PAST = frozenset(
     "lost went got made took saw came left met ran bought found gave felt had was were did said".split()
 )
+_DO_SPORT = alternation(SPORT_ACTIVITIES_EN["do"])
 _HABIT_CLAUSE = re.compile(r"^I\s+([A-Za-z]+)\b(.*)$")
 _HABIT_VERB_BAD = re.compile(
     r"^(?:'m|am|was|were|feel|felt|think|thought|wonder|know|knew|guess|hope|"
     r"wish|want|need|have to|had|got|get|"
-    r"can|could|would|will|should|do|did|don't|just|really|also|love|like|enjoy|hate|mean|say|said|see|saw|"
+    # "do" alone is no habit ("I always do that"), "do karate" is a sport done (see _DO_SPORT).
+    rf"can|could|would|will|should|do(?!\s+(?:{_DO_SPORT})\b)|did|don't|just|really|also|love|like|enjoy|hate|mean|"
+    r"say|said|see|saw|"
     r"remember|forget|try|tried|find|found|end up|come|came|make sure|tell|told|"
     r"look|didn|don|doesn|only|never|"
     r"rarely|won|can't|cannot)\b",
     re.IGNORECASE,
 )
+
+
+# A habit under a condition ("I always have a great time whenever I visit", "I sometimes fall when
+# I run too fast") holds only then: the rules would cut the condition off and state it as always.
+_CONDITION = re.compile(r"\b(?:when|whenever|if|every time|each time|unless)\b", re.IGNORECASE)
+#: A clause that is only a condition ("When I'm there, I usually bring a book"): the habit that
+#: follows it in the same sentence holds only then.
+CONDITION_CLAUSE = re.compile(r"^(?:when|whenever|if|every time|each time|unless|once)\b", re.IGNORECASE)
 
 
 # A pronoun after taking someone along is the dog or the child, not someone else's habit:
@@ -151,8 +166,30 @@ _LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=[^,]*$)")
 _CUT_NOUN = re.compile(r"\b(?:a|an)\s+[\w-]+$", re.IGNORECASE)
 
 
+# What a liking names only by pointing at something said or shown before, so the fact would name
+# nothing: someone else's thing ("their work", "his music"), "all the ..." of a photo, a quality
+# without its owner ("the color and texture", "the energy"), a list owned by "this city", a count
+# ("two projects in particular").
+_POINTING = re.compile(
+    r"^(?:their|his|her|its|all (?:the|those|these)|the (?:colou?rs?|texture|energy|vibes?|atmosphere|theme|"
+    r"design|style|details?|mood|look|feel|sound|shape|patterns?|lighting|composition)(?=$|,| and ))"
+    r"|\bof (?:this|that|these|those|their|his|her|its)\b"
+    r"|^(?:two|three|four|five|several|a few|a couple of|\d+) \w+(?: in particular)?$",
+    re.IGNORECASE,
+)
+# A favourite is a thing, not where or when it comes up ("My favorite dish is for dinner tonight").
+_NOT_A_VALUE = re.compile(
+    r"^(?:for|at|in|on|to|from|with|about|when|tonight|today|tomorrow)\b", re.IGNORECASE
+)
+# An adverb the user put after the verb ("I like also cheese pizza") is not part of the object.
+_OBJ_ADVERB = re.compile(r"^(?:also|too|really|even|especially|very much)\s+", re.IGNORECASE)
+
+
 def _prefs(obj: str, lead: str, polarity: int) -> list[Fact] | None:
     """One fact per item of a comma list ("hiking, swimming, and reading"), else one fact."""
+    obj = _OBJ_ADVERB.sub("", obj)
+    if _POINTING.search(obj):
+        return None
     full, obj = obj, trim_object(obj)
     first = _LIST_SPLIT.split(obj)[0]
     if "," in full and len(first.split()) > 2 and _CUT_NOUN.search(first):
@@ -184,7 +221,7 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     if m:
         return _prefs(m.group(2), f"User is {m.group(1)}", 1)
     m = _FAVORITE.match(s)
-    if m and ok_object(m.group(2)):
+    if m and ok_object(m.group(2)) and not _NOT_A_VALUE.match(m.group(2)):
         thing, value = m.group(1).lower(), third_person(m.group(2))
         content = f"User's favorite {thing} is {value}."
         return [Fact(content, "preference", f"pref:favorite_{norm_key(thing)}", value, single_valued=True)]
@@ -199,11 +236,13 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             and m.group(1).lower() not in _PAST
             and not YOU.search(s)
             and len(s.split()) <= 16
+            and not _CONDITION.search(m.group(2))
         ):
             verb, tail = m.group(1), trim_object(m.group(2))
             rest = f" {third_person(tail)}" if tail else ""
             pre = f"{c.habit_pre.lower()} " if c.habit_pre else ""
-            post = f" {c.habit_post.lower()}" if c.habit_post else ""
+            # "every Tuesday" keeps its capital; "Every day" at a clause start does not.
+            post = f" {c.habit_post[:1].lower()}{c.habit_post[1:]}" if c.habit_post else ""
             content = f"User {pre}{conj(verb)}{rest}{post}."
             activity = _PLACE_SPLIT.split(f"{verb} {tail}".strip())[0]
             if along:  # "take her for a run" is running, "drive them to school" driving to school
@@ -503,7 +542,7 @@ _LEAD_WORDS = tuple(
 _OPENINGS = ("i ", "i'", "im ", "my ", *_LEAD_WORDS)
 _HABIT_WORDS = tuple(
     "usually|often|always|normally|regularly|typically|generally|frequently|sometimes|mostly|"
-    "every|daily|weekly|weekend|each |most ".split("|")
+    "every|daily|weekly|weekend|each |most |times a|times per|once a|twice a|once per|twice per".split("|")
 )
 _TEMP_WORDS = tuple(
     "lately|recently|these days|for now|at the moment|currently|right now|nowadays|this week".split("|")

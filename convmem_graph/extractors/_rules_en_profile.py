@@ -8,6 +8,7 @@ from convmem_graph.extractors._en_base import (
     BAD_OBJECT_START,
     OBJ,
     PLACE,
+    VAGUE,
     YOU,
     EnClause,
     article,
@@ -180,7 +181,9 @@ _WORK_IN = re.compile(r"^I work in\s+(.{2,60})$")
 _LIVE = re.compile(
     r"^I(?:'m| have| 've|'ve)?\s*(live|living|been living|based|moved|just moved|"
     r"recently moved|relocated|settled)"
-    r"\s+(?:in|to)\s+" + PLACE + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago))?$"
+    r"\s+(?:in|to)\s+"
+    + PLACE
+    + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago|in \d{4}|in))?$"
 )
 _FROM = re.compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
 
@@ -212,7 +215,7 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
                     confidence=0.8,
                 )
             )
-        elif where and not YOU.search(where):
+        elif where and not YOU.search(where) and not _NOT_WORKPLACE.match(where):
             where = third_person(where)
             facts.append(
                 Fact(
@@ -228,7 +231,7 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     m = _WORK_AT.match(s)
     if m:
         where = third_person(m.group(1) or m.group(2))
-        if YOU.search(where) or len(where.split()) > 6:
+        if YOU.search(where) or len(where.split()) > 6 or _NOT_WORKPLACE.match(where):
             return None
         return [
             Fact(
@@ -241,7 +244,12 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             )
         ]
     m = _WORK_IN.match(s)
-    if m and not YOU.search(m.group(1)) and len(m.group(1).split()) <= 6:
+    if (
+        m
+        and not YOU.search(m.group(1))
+        and len(m.group(1).split()) <= 6
+        and not _NOT_WORKPLACE.match(m.group(1))
+    ):
         where = third_person(m.group(1))
         key = "profile:city" if where[:1].isupper() else "profile:workplace"
         return [Fact(f"User works in {where}.", "profile", key, where, single_valued=True, confidence=0.75)]
@@ -293,6 +301,9 @@ _STOPPED = re.compile(
     r"^I (?:stopped|quit|gave up) (eating|drinking)\s+"
     + OBJ
     + r"(?:\s+(since .{2,30}|in \d{4}|.{1,15} ago))?$"
+)
+_APPROX = frozenset(
+    {"about", "around", "almost", "nearly", "over", "roughly", "cold turkey", "for good", "completely"}
 )
 _TRYING = re.compile(r"^I'm\s+(?:trying|trying out|experimenting with|testing out)\s+" + OBJ + "$")
 _BEEN = re.compile(r"^I've been\s+" + OBJ + "$")
@@ -396,7 +407,8 @@ def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             content = f"User went {diet} in {when.year}." if when else content
         return [Fact(content, "diet", f"food:{diet}", diet, confidence=0.85)]
     m = _STOPPED.match(s)
-    if m and ok_object(m.group(2)) and not YOU.search(s):
+    # "I quit drinking about two years ago": "about" starts the time, not a drink.
+    if m and ok_object(m.group(2)) and not YOU.search(s) and m.group(2).lower() not in _APPROX:
         item = third_person(m.group(2))
         tail = f" {m.group(3)}" if m.group(3) else ""
         content = f"User stopped {m.group(1)} {item}{tail}."
@@ -519,9 +531,12 @@ _NAMES = rf"{_NAME_WORD}(?:(?:\s*,\s*|\s+and\s+|\s*&\s*|\s*,\s*and\s+){_NAME_WOR
 _PET_GOT = re.compile(
     r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?"
     rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM}\s+"
-    rf"((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})"
+    rf"((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})(?:\s+for\s+(?:the|my|our)\s+\w+)?"
+    # "... from the shelter last year, Ginger and Pip": where and when before the names.
+    r"(?:\s+(?:from|at) (?:the|a|an) [\w ]{1,20}?)?(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?"
     rf"(?:\s*,\s*|\s+(?:named|called)\s+)({_NAMES})"
-    r"(?:\s+(?:last \w+|recently|this \w+|.{1,12} ago))?$"
+    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago|in [A-Z]\w+|in \d{4}))?"
+    r"(?:\s*,?\s+and\s+(?:a|an|one|two|three)\s+[\w ]{1,30})?$"
 )
 # "I adopted two rabbits": adopting (not buying or getting: "got a fish") is a pet without names.
 _PET_ADOPTED = re.compile(
@@ -563,8 +578,25 @@ _FAMILY_ATTR = re.compile(
     r"is a (?:big |huge )?fan of|is afraid of|is learning|plays|collects))\s+" + OBJ + "$",
     re.IGNORECASE,
 )
+# A group the user belongs to is not an employer: "a coach in my group", "works in a team".
+_NOT_WORKPLACE = re.compile(
+    r"^(?:my|our|their|the|a|an)\s+(?:own\s+)?(?:group|team|class|community|area|field|neighbou?rhood|family|"
+    r"free time|spare time|life|way|home)$",
+    re.IGNORECASE,
+)
+# Who a relative is, what they do, where they live or come from, what they got: "My grandpa grew
+# up in Naples", "My nephew got a hamster", "My aunt teaches math".
 _FAMILY_POSS = re.compile(
-    rf"^[Mm]y ({EN_RELATIONS})(?:'s| is| works| lives|'s name is| is named)\s*(.{{2,60}})$", re.IGNORECASE
+    r"^[Mm]y (?:(?:older|younger|little|big|baby|twin|elder|oldest|youngest|eldest)\s+)?"
+    rf"({EN_RELATIONS})(?: (?:still|also|now|currently|just))?(?:'s| is| works| lives| lived| turned"
+    # "are" only for where they are or what they are, not how they feel ("are so excited").
+    r"| are(?= (?:still |both |also )*(?:in|from|living|retired|divorced|married|twins)\b)| live"
+    r"| grew up| was born| moved| studies| teaches"
+    r"| got| opened| started| retired| runs| owns|'s name is| is named"
+    r"| has(?= (?:a|an) [\w -]{1,24} allergy$)"
+    r"| has(?= (?:a|an|one|two|three|four|\d+) (?:kids?|children|child|boys?|girls?|sons?|daughters?)\b)"
+    r"| was(?= (?:a|an) \w+(?: \w+)?$))\s*(.{2,60})$",
+    re.IGNORECASE,
 )
 
 
@@ -669,10 +701,20 @@ def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         key = f"family:{en_relation(rel)}:{norm_key(obj)}"
         return [Fact(f"User's {rel} {verb} {obj}.", "relation", key, obj, confidence=0.7)]
     m = _FAMILY_POSS.match(s)
-    if m and not YOU.search(m.group(2)):
+    # "My brother lives there", "My sister got it": what they point at was said before.
+    if m and not YOU.search(m.group(2)) and not VAGUE.search(m.group(2)):
         rel = m.group(1).lower()
-        rest = third_person(s[len("my ") + len(rel) :].strip())
+        said = s[len("my ") : m.end(1)]  # the relation as said, with "older" / "little"
+        rest = third_person(s[m.end(1) :].strip())
         if rest.startswith("'s "):
             return None
-        return [Fact(f"User's {rel} {rest}.", "relation", f"family:{en_relation(rel)}", rel, confidence=0.7)]
+        return [
+            Fact(
+                f"User's {said.lower()} {rest}.",
+                "relation",
+                f"family:{en_relation(rel)}",
+                rel,
+                confidence=0.7,
+            )
+        ]
     return None

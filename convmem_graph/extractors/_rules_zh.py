@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import (
@@ -20,7 +20,7 @@ from convmem_graph.extractors._lexicon import (
     ZH_SPECIES_RE,
     zh_relation,
 )
-from convmem_graph.extractors._taxonomy import PET_VERBS_ZH, alternation
+from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_VERBS_ZH, alternation
 from convmem_graph.text.scripts import Clause, has_cjk, norm_key
 from convmem_graph.text.timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
 
@@ -44,8 +44,10 @@ _HABIT = re.compile(
 )
 _TEMP = re.compile(r"最近|近期|近来|这几天|这些天|这段时间|这段日子|这阵子|这一阵|目前|暂时|眼下")
 _THIS_WEEK = ("这周", "本周", "这个星期", "这星期", "这礼拜", "这个礼拜")
+# Someone else as the subject, also an indefinite someone said with an adverb ("总有人…", "有的人…").
 _OTHER_SUBJECT = re.compile(
-    r"^(?:他们|她们|它们|他|她|它|你们|你|您|咱们|我们|大家|别人|有人|人家|朋友|同事|老板)"
+    r"^(?:他们|她们|它们|他|她|它|你们|你|您|咱们|我们|大家|别人|(?:总|老|总是|老是)?(?:有人|有的人)|人家|朋友|同事|老板"
+    r"|一些人|某些人)"
 )
 _ADVERBS = re.compile(r"^(?:也|还|就|都|又|真的|确实|其实|已经|一直|本来)+")
 _TRAIL = re.compile(r"(?:了|啦|呀|啊|哦|哈|呢|嘛|喔|噢|哟|吧)+$")
@@ -155,7 +157,7 @@ def _name_fact(name: str) -> Fact:
 def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = c.body
     m = _NAME.match(b)
-    if m:
+    if m and not c.habit:  # "我经常叫披萨" orders pizza: a name is not said with a frequency
         name = m.group(1).strip()
         return [_name_fact(name)] if valid_zh_name(name) else None
     m = _SELF_IS.match(b)
@@ -351,7 +353,9 @@ def _work(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- health, food
 
-_ALLERGY = re.compile(r"^(?:对)?(.{1,10}?)(不)?过敏(?:症)?$|^有(.{1,8}?)过敏(?:症)?$|^过敏(?:原)?是(.{1,8})$")
+_ALLERGY = re.compile(
+    r"^(?:对)?(.{1,10}?)(?:都|也|还)?(不)?过敏(?:症)?$|^有(.{1,8}?)过敏(?:症)?$|^过敏(?:原)?是(.{1,8})$"
+)
 _ALLERGY_ADV = re.compile(
     r"^(?:有点|有些|一点|很|特别|比较|经常|容易|严重|轻微|也|还|都)+|(?:有点|有些|很|特别|比较|严重|也)+$"
 )
@@ -366,7 +370,7 @@ _DONT_WANT = re.compile(r"^(?:不要|别放|不要放|别加)(?:太)?(.{1,4}?)�
 # "从2019年开始吃素", "吃素三年了": since when is kept, the diet is the same fact.
 _VEGETARIAN = re.compile(
     r"^(?:从(?P<since>[^开起]{0,10}?)(?:开始|起)就?)?(?:开始|已经|一直)?(?:吃素|是素食(?:者|主义者)?|只吃素)"
-    r"(?:了?(?:快|差不多|将近|好)?(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?个?(?:年|月)多?)?$"
+    r"(?:了?(?:已经|有|都)?(?:快|差不多|将近|好)?(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?个?(?:年|月)多?)?$"
 )
 # Working hours and leave bound to a period ("这周上夜班", "下周休年假"): temporary, never a habit.
 _SHIFT = re.compile(
@@ -565,9 +569,11 @@ _RELATIVE = re.compile(rf"^的?(?P<rel>{ZH_RELATIONS})(?P<pred>.*)$")
 _ACQUAINTANCE = re.compile(
     r"^的?(?:好朋友|朋友|同事|同学|室友|舍友|老板|领导|上司|老师|邻居|闺蜜|哥们|兄弟|网友|客户|前妻|前夫|前任|家人|亲戚)"
 )
+# Who a relative is and where they live, also said with an adverb ("岳母也住在西安", "舅舅一直住在老家").
 _REL_IDENTITY = re.compile(
-    r"^(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+    r"^(?:也|还(?!是)|都|一直|现在|目前|以前|原来|曾经|之前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?(?:去|来|到).{1,8}?(?:留学|读书|上学|上大学|工作|定居|实习)|(?:上|读)(?:小学|初中|高中|大学|幼儿园|研究生|博士)|(?:考上了?|考进了?|被.{1,8}录取).{2,10}|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
+_REL_IN_PLACE = re.compile(r"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[\u4e00-\u9fff]{2,6})$")
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
 _REL_JOB = re.compile(
     r"^(?:也|还|现在|一直)*(?:在(?P<place>.{1,10}?))?(?:当|做|干|从事)(?:一名|一个|一位|个|名)?(?P<job>.{2,10})$"
@@ -580,7 +586,7 @@ _REL_LIKE = re.compile(
     rf"^{_REL_ADV}(?:不太|不怎么|不)?(?:喜欢|爱吃|爱喝|爱|热爱|讨厌|害怕|怕|迷上了|不吃|不能吃|吃不了|不喝)"
     r"(?P<obj>.{1,15})$"
 )
-_REL_ALLERGY = re.compile(rf"^{_REL_ADV}(?:对)?(?P<obj>.{{1,8}}?)(?:不)?过敏$")
+_REL_ALLERGY = re.compile(rf"^{_REL_ADV}(?:对)?(?P<obj>.{{1,8}}?)(?:都|也|还)?(?:不)?过敏$")
 _REL_SPOKEN = {"妈": "妈妈", "爸": "爸爸", "哥": "哥哥", "姐": "姐姐", "弟": "弟弟", "妹": "妹妹"}
 _REL_STATE = re.compile(r"^(?:在)?(?:生病|住院|感冒|发烧|咳嗽|怀孕|出差|备考|考研|找工作)$")
 
@@ -604,6 +610,9 @@ def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] |
             content = f"用户的{rel}{name}{_third(rest)}。"
             return [Fact(content, "relation", f"family:{canon}:{norm_key(name)}", name, confidence=0.7)]
     job = _REL_JOB.match(pred)
+    located = _REL_IN_PLACE.match(pred)
+    if located and _place(located["place"]):  # "姑姑一家都在济南" (not "妈妈在厨房")
+        return [Fact(f"用户的{rel}{_third(pred)}。", "relation", f"family:{canon}", rel, confidence=0.7)]
     if _REL_IDENTITY.match(pred) or (job and _job(job["job"])):
         return [Fact(f"用户的{rel}{_third(pred)}。", "relation", f"family:{canon}", rel, confidence=0.7)]
     m = _REL_AGE.match(pred)
@@ -625,8 +634,32 @@ def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] |
     return None
 
 
+# When and where a pet was got ("去年领养了", "前两天在楼下捡到"): the pet is had all the same.
+# Past times are not read by the date finder (it resolves what is planned), so they are cut here.
+_PAST_WHEN = PAST_TIMES_ZH
+_TWO_PETS = re.compile(
+    rf"^(?P<verb>(?:家里?)?(?:有|{_PET_VERBS}))(?P<first>[一两三四几\d]?[只条个头][\u4e00-\u9fff]{{1,6}}?)和"
+    r"(?P<second>[一两三四几\d]?[只条个头][\u4e00-\u9fff]{1,6})$"
+)
+# "养过一只狗": a pet the user had once, maybe not any more.
+_HAD_ONCE = re.compile(r"^(?:家里?)?(?:有|养|领养|收养|捡)过")
+_PET_WHEN = re.compile(
+    rf"^(?:家里?)?{_PAST_WHEN}*(?:(?:在|从)[\u4e00-\u9fff]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?"
+)
+
+
 def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
-    b = c.body
+    b = _PET_WHEN.sub("", c.body) or c.body
+    if _HAD_ONCE.match(b):
+        return None
+    both = _TWO_PETS.match(b)
+    if both:  # "养了一只柯基和一只橘猫": each pet on its own
+        facts = [
+            f
+            for part in (both["first"], both["second"])
+            for f in (_pets_family(replace(c, body=both["verb"] + part), ctx) or ())
+        ]
+        return facts or None
     m = _PET.match(b)
     if m and ZH_SPECIES_RE.match(m["sp"]):
         species, name, adj = m["sp"], m["n1"] or m["n2"], m["adj"] or ""
@@ -762,6 +795,16 @@ def _resolve_pet(body: str, ctx: RuleContext) -> str:
     return re.sub(r"(?<=[带陪跟和同给喂遛])它(?!们)", label, body, count=1)
 
 
+_PLACE_WORD = re.compile(
+    r"(?:乐园|公园|图书馆|健身房|超市|市场|商场|博物馆|教堂|寺|庙|海边|山上|老家|学校|医院|酒吧|咖啡馆|书店|游泳馆)$"
+)
+
+
+def _place_like(text: str) -> bool:
+    """Whether a habit's object after 去 is where the user goes (a place word or a known place name)."""
+    return _PLACE_WORD.search(text) is not None or _place(text)
+
+
 def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = c.body
     m = _DISLIKE.match(b)
@@ -794,6 +837,10 @@ def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         return None
     if c.habit:
         body = _ADVERBS.sub("", re.sub(r"^(?:都|会|要|去|常|总|就|也|得|该)+(?=.)", "", b))
+        # "每年都去迪斯尼乐园": going to a place is the habit, 去 stays ("去跑步" is 跑步).
+        went = re.match(r"^(?:都|会|要|常|总|就|也|得|该)*去(?P<where>.+)$", b)
+        if went and _place_like(went["where"]):
+            body = "去" + went["where"]
         if (
             2 <= len(body) <= 20
             and not _HABIT_BODY_BAD.search(body)
@@ -912,6 +959,10 @@ def _plan_date(text: str, ctx: RuleContext) -> list[Fact] | None:
 _RULES: Sequence[Rule] = (_identity, _work, _health_food, _pets_family, _likes_habits, _plans)
 
 
+_OUR_HOME_HAS = re.compile(rf"^我们家(?:里)?(?:{_PAST_WHEN})*(?:新)?(?:有|{_PET_VERBS})")
+_TIME_BEFORE_ME = re.compile(rf"^({_PAST_WHEN}+)我(?!们)")
+
+
 def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
     """Strip fillers and markers; return the clause and its subject: ``user``, ``other`` or ``""``."""
     text = _FILLERS.sub("", _MEMO_PREFIX.sub("", text))
@@ -937,10 +988,17 @@ def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
             temp = said
         text = text[: when.start] + text[when.end :]
     text = _FILLERS.sub("", text.strip("，, "))
+    # "上个月我捡了一只猫": a past time before the subject; the subject still opens the clause.
+    before = _TIME_BEFORE_ME.match(text)
+    if before:
+        text = "我" + before[1] + text[before.end() :]
+    # "我们家收养了一条狗": the household's pet is the user's; "我们家" is read as "我家".
+    if _OUR_HOME_HAS.match(text):
+        text = "我家" + text[3:]
     subject = ""
     if text.startswith("我") and not text.startswith("我们"):
         subject = "user"
-        text = text[1:]
+        text = text[1:].removeprefix("自己")  # "我自己更喜欢猫"
     elif _OTHER_SUBJECT.match(text):
         subject = "other"
     body = _ADVERBS.sub("", text.strip())
@@ -1002,10 +1060,13 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
         if not c.body:
             continue
         name = _NAME.match(c.body) if subject == "" else None
-        pet_names = _PET_NAMES.match(c.body) if subject == "" and introduced else None
+        # "…，然后我给它取名叫旺财": naming it is said with or without the 我.
+        named_it = subject == "" or c.body.startswith("给")
+        pet_names = _PET_NAMES.match(c.body) if named_it and introduced else None
         if pet_names:
-            introduced = False
-            _name_previous(facts, pet_names["names"])
+            # "一只叫豆豆，一只叫花卷": each clause names one more of the pets just introduced.
+            introduced = c.body.startswith(("一只", "一个", "一条"))
+            _name_previous(facts, pet_names["names"], one=introduced)
             continue
         if name and earlier:
             introduced = False
@@ -1046,31 +1107,40 @@ _INTRODUCES = re.compile(r"^(?:还)?(?:有|养了|养着|养)(?:一|两|几)?(?:
 
 # "叫豆豆", "分别叫胡椒和盐巴", "叫做团子": the names of what was just introduced.
 _PET_NAMES = re.compile(
-    r"^(?:分别|一个|一只)?(?:叫做|叫作|名叫|叫|名字(?:是|叫))"
+    r"^(?:分别|一个|一只)?(?:给(?:它|他|她|它们|他们)(?:取|起)(?:了个?)?名字?|(?:取|起)名字?)?(?:叫做|叫作|名叫|叫|名字(?:是|叫))"
     r"(?P<names>[\u4e00-\u9fffA-Za-z]{1,6}(?:(?:和|、|跟|与)[\u4e00-\u9fffA-Za-z]{1,6})*)$"
 )
 
 
-def _name_previous(facts: list[Fact], names: str) -> None:
-    """Name the pet(s) just mentioned ("我养了两只兔子，叫胡椒和盐巴"); anyone else is left unnamed."""
+def _name_previous(facts: list[Fact], names: str, *, one: bool = False) -> None:
+    """Name the pet(s) just mentioned ("我养了两只兔子，叫胡椒和盐巴"); anyone else is left unnamed.
+
+    With ``one`` ("…两只仓鼠，一只叫豆豆，一只叫花卷") the clause names one of several: the unnamed
+    fact stays for the next clause to name.
+    """
     for i in range(len(facts) - 1, -1, -1):
         f = facts[i]
-        if f.key.startswith("pet:") and ":" not in f.key[4:]:
-            species = f.key[4:]
-            each = [n for n in re.split(r"和|、|跟|与", names) if n]
-            if len(each) < 2 or not all(valid_zh_name(n) for n in each):
-                each = [names]
-            facts[i : i + 1] = [
-                Fact(
-                    f"用户养了一只叫{n}的{species}。",
-                    f.category,
-                    f"pet:{norm_key(n)}",
-                    n,
-                    confidence=f.confidence,
-                )
-                for n in each
-            ]
-            return
+        species = f.value or ""
+        if not f.key.startswith("pet:") or ":" in f.key[4:] or f.key[4:] != norm_key(species):
+            continue  # not a pet, or a pet already named
+        each = [n for n in re.split(r"和|、|跟|与", names) if n]
+        if len(each) < 2 or not all(valid_zh_name(n) for n in each):
+            each = [names]
+        named = [
+            Fact(
+                f"用户养了一只叫{n}的{species}。",
+                f.category,
+                f"pet:{norm_key(n)}",
+                species,
+                confidence=f.confidence,
+            )
+            for n in each
+        ]
+        several = one and re.search(r"[两三四五六七八九十几]只", f.content) is not None
+        facts[i:i] = named if several else []
+        if not several:
+            facts[i : i + 1] = named
+        return
 
 
 def _merge_state_and_food(facts: list[Fact]) -> list[Fact]:

@@ -19,13 +19,18 @@ __all__ = [
     "DIETS_EN",
     "DIETS_ZH",
     "INSTRUMENTS_EN",
+    "INTOLERANCES_EN",
+    "INTOLERANCES_ZH",
     "INSTRUMENTS_ZH",
     "KINSHIP_EN",
     "KINSHIP_ZH",
+    "PAST_TIMES_ZH",
     "PET_VERBS_EN",
     "PET_VERBS_ZH",
     "QUIT_ZH",
     "SPORTS_EN",
+    "SPORT_ACTIVITIES_EN",
+    "SPORT_ACTIVITIES_ZH",
     "SPORTS_ZH",
     "alternation",
 ]
@@ -107,7 +112,43 @@ KINSHIP_ZH = _canon(
     未婚夫:
     未婚妻:
     对象:
+    小舅子: 大舅子
+    小姨子: 大姨子
+    连襟:
+    妯娌:
+    亲家:
+    表叔:
+    表姑:
+    表舅:
+    表姨:
+    堂叔:
+    太爷爷: 曾祖父
+    太奶奶: 曾祖母
+    干爹: 干爸
+    干妈:
+    继子:
+    继女:
     """
+)
+
+# Ordinals before an aunt or uncle ("二姨", "三姑", "四舅", "二婶"): the same relation.
+for _base, _canon_word in (
+    ("姨", "姨妈"),
+    ("姑", "姑姑"),
+    ("舅", "舅舅"),
+    ("叔", "叔叔"),
+    ("伯", "伯伯"),
+    ("婶", "婶婶"),
+):
+    for _ordinal in "大二三四五六小老":
+        KINSHIP_ZH.setdefault(_ordinal + _base, _canon_word)
+
+#: Past times said before what happened ("去年冬天", "前几天", "三年前"): when a pet was got, a habit
+#: quit. The date finder resolves what is planned, not these.
+PAST_TIMES_ZH = (
+    r"(?:(?:去年|前年|今年|上个?月|上周|上个?星期|上礼拜|前几天|前两天|前些天|前阵子|前段时间|昨天|前天|刚刚|刚|最近|"
+    r"(?:\d{1,4}|[一二两三四五六七八九十几]+)(?:年|个月|天|周|星期)(?:前|以前)?|(?:[一二三四五六七八九十]{1,2}|\d{1,2})月份?)"
+    r"(?:春天|夏天|秋天|冬天|年初|年底|底|初|(?:[一二三四五六七八九十]{1,2}|\d{1,2})月份?)?)"
 )
 
 #: English kinship terms -> the relation word a key uses (plural and familiar forms folded).
@@ -149,6 +190,16 @@ KINSHIP_EN = _canon(
     daughter-in-law:
     godmother:
     godfather:
+    godson:
+    goddaughter:
+    stepbrother:
+    stepsister:
+    half-brother:
+    half-sister:
+    great-grandmother: great-grandma
+    great-grandfather: great-grandpa
+    great-aunt:
+    great-uncle:
     boyfriend:
     girlfriend:
     fiance:
@@ -189,6 +240,11 @@ DIETS_ZH = _canon(
     低糖: 少糖 控糖
     """
 )
+
+#: What the body does not tolerate, besides allergies: "I'm lactose intolerant", "I have fructose
+#: intolerance", "我乳糖不耐受", "我有麸质不耐症" all read these (a ``health:`` key, not ``allergy:``).
+INTOLERANCES_EN = frozenset("lactose gluten fructose histamine caffeine alcohol sulfite".split())
+INTOLERANCES_ZH = frozenset("乳糖 麸质 果糖 组胺 咖啡因 酒精".split())
 
 #: What a quit habit is called: "戒烟" / "戒了烟" -> 抽烟 (the habit given up), in its plain verb form.
 QUIT_ZH = {
@@ -262,6 +318,31 @@ SPORTS_EN = frozenset(
     pickleball ping-pong table-tennis handball softball lacrosse polo chess
     """.split()
 )
+#: Sports said with another verb than "play", by that verb: "I go hiking", "I do judo", "I run".
+SPORT_ACTIVITIES_EN: dict[str, frozenset[str]] = {
+    "go": frozenset(
+        """
+        hiking swimming climbing bouldering skiing snowboarding surfing running jogging cycling biking
+        kayaking canoeing sailing skating rowing diving scuba-diving horseback-riding fishing
+        """.split()
+    ),
+    "do": frozenset(
+        """
+        yoga pilates judo karate taekwondo aikido crossfit boxing kickboxing ballet gymnastics fencing
+        archery jiu-jitsu
+        """.split()
+    )
+    | {"kung fu", "tai chi", "martial arts", "rock climbing", "weight lifting", "weightlifting"},
+    "bare": frozenset("run swim surf ski climb cycle hike box fence skate row".split()),
+}
+
+#: Sports Chinese says as one verb, no object: "我会游泳", "我会滑雪".
+SPORT_ACTIVITIES_ZH = frozenset(
+    """
+    游泳 滑雪 滑冰 溜冰 潜水 冲浪 攀岩 骑马 骑行 徒步 登山 划船 跳水 击剑 射箭 轮滑 滑板 皮划艇 自由潜
+    """.split()
+)
+
 #: Verbs of getting a pet, any of which makes a pet the user has (领养, 捡了, adopted, rescued ...).
 PET_VERBS_ZH = (
     "养了",
@@ -278,6 +359,19 @@ PET_VERBS_ZH = (
     "新养了",
     "接回了",
     "救了",
+    "救助了",
+    "收留了",
+    "收留",
+    "新添了",
+    "添了",
+    "抱回了",
+    "抱回来了",
+    "领回了",
+    "领回来了",
+    "带回了",
+    "捡回了",
+    "捡回来了",
+    "入手了",
 )
 PET_VERBS_EN = ("adopted", "rescued", "got", "bought", "brought home", "took in")
 

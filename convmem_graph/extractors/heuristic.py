@@ -82,10 +82,15 @@ from collections.abc import Sequence
 
 from convmem_graph.extractors._clauses import mark_discourse, normalize_clause
 from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
-from convmem_graph.extractors._families import clause_family_facts, could_state_family, merge_family_facts
+from convmem_graph.extractors._families import (
+    clause_family_facts,
+    could_state_family,
+    merge_family_facts,
+    split_allergy_lists,
+)
 from convmem_graph.extractors._noise import looks_like_noise
 from convmem_graph.extractors._precision import carries_fact
-from convmem_graph.extractors._rules_en import could_state, extract_en_clause
+from convmem_graph.extractors._rules_en import CONDITION_CLAUSE, could_state, extract_en_clause
 from convmem_graph.extractors._rules_zh import extract_zh_sentence
 from convmem_graph.models import (
     FRAGMENT_MAX_CHARS,
@@ -203,6 +208,7 @@ class HeuristicExtractor:
                     continue
                 if not carries_fact(fact):  # "用户每周两次。", "用户每天下班回来。"
                     continue
+                fact.content = _balanced(fact.content)
                 seen.add((fact.key, fact.content))
                 candidates.append(_candidate(fact, message.id))
         logger.debug("heuristic extraction: %d messages -> %d candidates", len(messages), len(candidates))
@@ -233,14 +239,17 @@ def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
     extra = clause_family_facts(clauses, ctx)
     for n, clause in enumerate(clauses):
         clauses[n] = clause._replace(text=normalize_clause(clause.text, zh=clause.zh))
-    return merge_family_facts(_rule_facts(clauses, ctx, cjk), extra)
+    return split_allergy_lists(merge_family_facts(_rule_facts(clauses, ctx, cjk), extra))
 
 
 def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact]:
     facts: list[Fact] = []
     if not cjk:  # fast path: every clause is English
-        for clause in clauses:
-            facts.extend(extract_en_clause(clause, ctx))
+        for n, clause in enumerate(clauses):
+            found = extract_en_clause(clause, ctx)
+            if n and _conditional(clauses[n - 1], clause):
+                found = [f for f in found if not f.key.startswith("habit:")]
+            facts.extend(found)
         return facts
     i = 0
     while i < len(clauses):
@@ -256,6 +265,26 @@ def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact
                 facts.extend(extract_en_clause(clause, ctx))
         i = j
     return facts
+
+
+_PAIRS = (("《", "》"), ("“", "”"), ("「", "」"), ("『", "』"), ("（", "）"), ("(", ")"))
+
+
+def _balanced(content: str) -> str:
+    """Close a title or quote the clause splitter cut at its edge ("…是《傲慢与偏见。" gets its 》)."""
+    for opening, closing in _PAIRS:
+        if content.count(opening) > content.count(closing):
+            stop = content[-1] if content[-1:] in "。." else ""
+            content = content[: len(content) - len(stop)] + closing + stop
+    return content
+
+
+def _conditional(before: Clause, clause: Clause) -> bool:
+    """Whether ``clause`` follows a bare condition of its sentence ("When I'm there, I usually ...").
+
+    A habit said under a condition holds only then; stated alone it would say "always".
+    """
+    return before.sentence == clause.sentence and CONDITION_CLAUSE.match(before.text) is not None
 
 
 def _candidate(fact: Fact, message_id: str) -> FragmentCandidate:

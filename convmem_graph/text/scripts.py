@@ -33,13 +33,29 @@ _CJK_SPACE = re.compile(
 _TAG = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _LEADING_ANNOTATION = re.compile(r"^\s*[（(](?:文字|语音|text|voice|typed)[）)]\s*", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^。！？!?；;\n]+[。！？!?；;]*")
-_EN_PERIOD = re.compile(r"\.(?<=[A-Za-z0-9)\"']\.)(?:\s+|(?=[\u4e00-\u9fff]))(?=[A-Z\"'\u4e00-\u9fff])")
+# Not after a title or a saint's abbreviation: "St. Mary's hospital", "Dr. Lee" are one sentence.
+_EN_PERIOD = re.compile(
+    r"(?<!\bSt)(?<!\bMt)(?<!\bDr)(?<!\bMr)(?<!\bMs)(?<!\bMrs)(?<!\bJr)(?<!\bSr)"
+    r"\.(?<=[A-Za-z0-9)\"']\.)(?:\s+|(?=[\u4e00-\u9fff]))(?=[A-Z\"'\u4e00-\u9fff])"
+)
 # A colon between digits is a clock time ("6:30"), not a clause break.
 _ZH_CLAUSE = re.compile(r"[，,]|(?<!\d)[：:]|[：:](?!\d)")
-# Split English only where a new first-person clause (or a trailing "remember that") starts.
+# Split English only where a new first-person clause (or a trailing "remember that") starts, a
+# sentence adverb allowed between the conjunction and "I" ("and honestly I", "but sometimes I"), or
+# where a comma and a conjunction start a clause about someone else or a consequence ("..., and he
+# named it Nibbles", "..., so no red meat for me", "..., so please ..."): that clause is not part
+# of the first one's object. A list ("hiking, swimming and reading") has no such start.
+_EN_ADVERBS = r"(?:(?:also|honestly|actually|sometimes|usually|still|now|then|really|frankly|luckily) )?"
 _EN_CLAUSE = re.compile(
-    r"[,:;] *(?=(?:and |but |so |because |cause |plus |also )?(?:I|my|My|remember|you know|haha|lol)\b)"
-    r"| (?:and|but|so|because|cause|plus) (?=(?:I|my|also I)\b)| -+ "
+    rf"[,:;] *(?=(?:and |but |so |because |cause |plus |also )?{_EN_ADVERBS}(?:I|my|My|remember|you know|haha"
+    r"|lol)\b)"
+    rf"|[,;] *(?=(?:and|but|so) {_EN_ADVERBS}(?:he|she|they|we|it|his|her|their|our|please|no)\b)"
+    # ", but cheese doesn't bother me": what follows "but" qualifies, it is not the first clause's object.
+    r"|, *(?=but \w)"
+    r"|[,;] *(?=(?:he|she|they)(?:'s|'re| is| are| was| were)\b)"
+    r"|, *(?=so (?!much|many|far|long|that|good|well|glad|happy|much)\w)"
+    rf"| (?:and|but|so|because|cause|plus) (?={_EN_ADVERBS}(?:I|my)\b)"
+    r"| (?=(?:and|but) (?:he|she|they)\b)| -+ "
 )
 _SPACES = re.compile(r"[ \t]{2,}")
 _EDGE_CHARS = " \t\r\n\"'“”‘’「」『』《》()（）-–—~～…·.,，。!！?？;；:：\u3000"

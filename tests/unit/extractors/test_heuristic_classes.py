@@ -125,7 +125,7 @@ CASES = [
         "我家有一只狗叫可乐，每周六早上带它去河边散步",
         [("pet:可乐", "用户养了一只叫可乐的狗。"), ("habit:散步", "用户每周六早上带可乐去河边散步。")],
     ),
-    ("I take him for a swim every Sunday", [("habit:swim", "User takes him for a swim every sunday.")]),
+    ("I take him for a swim every Sunday", [("habit:swim", "User takes him for a swim every Sunday.")]),
     # the city from where the user works or is
     ("我现在在成都上班", [("profile:city", "用户在成都工作。")]),
     ("我在苏州工作五年了", [("profile:city", "用户在苏州工作。")]),
