@@ -769,6 +769,10 @@ def build_proxy_router(
                 )
             )
         if answer.strip():
+            # When the request was open (sent, stream closed: this runs as it closes): the bot
+            # round of the call spoken in that span is the one it answered, even when the call
+            # repeats its words (convmem_graph._copies.answers_round).
+            span = {"request_ms": started, "answered_ms": max(now_ms(), first, started)}
             messages.append(
                 Message(
                     id=_turn_id(request_id, "assistant"),
@@ -778,7 +782,7 @@ def build_proxy_router(
                     source="llm",
                     timestamp_ms=max(first, started + 1),
                     interrupted=interrupted,
-                    metadata=dict(meta),
+                    metadata={**meta, **span},
                 )
             )
         if not messages:

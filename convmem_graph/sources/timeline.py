@@ -21,7 +21,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from convmem_graph._copies import call_task, has_identity, merge_copies, two_utterances
+from convmem_graph._copies import (
+    CopyView,
+    absorb_proxy_copy,
+    merge_copies,
+    merged_generated,
+    one_utterance,
+    original_of,
+)
 from convmem_graph.models import Message, ReadResult, SkippedItem
 from convmem_graph.text.sentences import join_sentences, normalize_text
 
@@ -40,21 +47,22 @@ def _richness(m: Message) -> int:
     return 1 if (m.turn_id is not None or m.round_id is not None) else 0
 
 
-def _identified(m: Message) -> bool:
-    return has_identity(m.round_id, m.metadata)
+def _may_be_copies(a: Message, b: Message, window: int) -> bool:
+    """Whether ``a`` and ``b`` (same role and words, close in time) are one utterance.
 
-
-def _may_be_copies(a: Message, b: Message) -> bool:
-    """Whether the text window may merge ``a`` and ``b`` (same role and words, close in time).
-
-    Across channels it may. Inside one channel (whatever the source), two messages that both
-    carry the vendor's identity and still got different ids are two utterances: the proxy's
-    "好的" said twice, two IM messages, two TRTC rounds. Only a copy without such an identity
-    (an Agora custom-LLM request has no agent id) is matched by its words.
+    The one identity rule the store also applies (:func:`convmem_graph._copies.one_utterance`):
+    inside one channel two messages that both carry the vendor's identity are two utterances
+    (the proxy's "好的" said twice, two IM messages, two TRTC rounds); a proxy answer of a TRTC
+    call is only the round its request was open for.
     """
-    return not two_utterances(
-        a.channel, _identified(a), b.channel, _identified(b), call_task(a.metadata), call_task(b.metadata)
-    )
+    return one_utterance(CopyView.of_message(a), CopyView.of_message(b), window)
+
+
+def _absorbed(keep: Message, drop: Message) -> Message:
+    # A proxy copy dropped for the call's voice copy hands over what it knows (a hung-up stream).
+    if keep.channel == "voice" and drop.channel == "api":
+        return absorb_proxy_copy(keep, drop)
+    return keep
 
 
 def _path(m: Message) -> str:
@@ -84,13 +92,19 @@ def _merge_same_id(kept: Message, other: Message) -> Message:
             metadata["final_text"] = final
         content = final if role == "assistant" and isinstance(final, str) and final else joined
         interrupted = kept.interrupted or other.interrupted
+        generated = merged_generated(kept.metadata, other.metadata)
+        if generated:
+            metadata["generated"] = generated
+        text = content or kept.content
         return kept.model_copy(
             update={
                 "role": role,
-                "content": content or kept.content,
+                "content": text,
                 "timestamp_ms": sentences[0][0] if sentences else min(kept.timestamp_ms, other.timestamp_ms),
                 "interrupted": interrupted,
-                "original": joined if interrupted and joined and joined != content else kept.original,
+                "original": (original_of(text, joined, generated) or kept.original)
+                if interrupted
+                else kept.original,
                 "metadata": metadata,
             }
         )
@@ -173,13 +187,14 @@ def merge_timeline_traced(
         ]
         recent[key] = candidates
         match = next(
-            (c for c in candidates if c.origin != entry.origin and _may_be_copies(c.message, m)), None
+            (c for c in candidates if c.origin != entry.origin and _may_be_copies(c.message, m, window)), None
         )
         if match is None:
             candidates.append(entry)
             continue
         keep, drop = (entry, match) if _richness(m) > _richness(match.message) else (match, entry)
         drop.dropped = True
+        keep.message = _absorbed(keep.message, drop.message)
         if keep is entry:
             candidates.append(entry)
         detail = f"{drop.message.id} duplicates {keep.message.id} ({drop.message.channel})"

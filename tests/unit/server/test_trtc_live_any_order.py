@@ -8,7 +8,12 @@ batch per webhook is how a live server sees them. Three deployments: ``CONVMEM_B
 the call registered at start (bot and human known, ``task`` mapping); nothing known (``room``
 mapping: the worker learns the bot from a 905 and the human from a 904 and parks the rest).
 In half of the calls every round also goes through the memory proxy (its copy of the user's
-text and of the streamed answer, cut when interrupted, carrying the task id), and up to three
+text and of the streamed answer, carrying the task id and when its request was open); in half
+of the rounds TRTC hung up on that stream (the proxy's answer is cut, its text runs past the
+round's sentences, with or without an interruption metric: the round is interrupted and the
+streamed text is its ``original``), and in half of the calls every answer starts with the same
+"好的。", so a cut answer's text also starts other rounds' (only the request's time names its
+round: carrying the cut to any round with those words marks the welcome message). Up to three
 lines are typed in IM around the call (one pull each, the same short words within seconds of a
 round), and in a third of them the same person's earlier Agora call (its GET history, pulled,
 and its 103, a webhook; checked against one run over both, as their own test does): all copies
@@ -97,6 +102,10 @@ class Round:
     spoken: int  # bot sentences spoken before the end (== len(bot) unless interrupted)
     has_905: bool
     interrupted_by: int | None  # 906 or 908 carrying the interruption metric, or None
+    #: TRTC hung up on the proxy's stream (the human barged in): the proxy's answer is cut,
+    #: streamed up to ``tail``, words that never became a sentence TRTC spoke or sent.
+    hung_up: bool = False
+    tail: str = ""
 
 
 def _body(ids: CallIds, event: int, ms: int, payload: dict[str, Any]) -> dict[str, Any]:
@@ -104,14 +113,25 @@ def _body(ids: CallIds, event: int, ms: int, payload: dict[str, Any]) -> dict[st
     return {"EventGroupId": 9, "EventType": event, "CallbackTs": ms + 30, "EventInfo": info}
 
 
+#: What a stream cut short had generated past its last whole sentence.
+TAILS = ["还有，", "and then", "另外"]
+
+
 @st.composite
 def calls(draw: st.DrawFn) -> list[Round]:
     rounds: list[Round] = []
     if draw(st.booleans()):
         rounds.append(Round("r-welcome", [], [draw(st.sampled_from(BOT_SAYS))], 1, True, None))
+    # Repeated words: every answer starts with the same "好的。" (a cut answer's text then starts
+    # another round's as well, and only the request's time tells them apart).
+    repeat = draw(st.booleans())
     for i in range(draw(st.integers(1, 3))):
         bot = draw(st.lists(st.sampled_from(BOT_SAYS), min_size=1, max_size=3))
-        cut = draw(st.booleans()) and len(bot) > 1
+        if repeat:
+            bot = ["好的。", *bot[:2]]
+        metric = draw(st.booleans()) and len(bot) > 1
+        hung_up = draw(st.booleans())
+        cut = (metric or hung_up) and len(bot) > 1
         rounds.append(
             Round(
                 round_id=f"r-{i:03d}",
@@ -119,18 +139,19 @@ def calls(draw: st.DrawFn) -> list[Round]:
                 bot=bot,
                 spoken=draw(st.integers(1, len(bot) - 1)) if cut else len(bot),
                 # An interrupted round always says what was spoken; a whole one may not.
-                has_905=cut or draw(st.booleans()),
-                interrupted_by=draw(st.sampled_from([906, 908])) if cut else None,
+                has_905=metric or draw(st.booleans()),
+                interrupted_by=draw(st.sampled_from([906, 908])) if metric else None,
+                hung_up=hung_up,
+                tail=draw(st.sampled_from(TAILS)) if hung_up else "",
             )
         )
     return rounds
 
 
-def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int) -> dict[str, Any]:
+def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int, closed_ms: int) -> dict[str, Any]:
     """The memory proxy's copy of a round (TRTC sent the LLM request through it), as it stores it."""
     request_id = f"req-{ids.n}-{rnd.round_id}"
     meta = {"proxy_request_id": request_id, "task_id": ids.task}
-    cut = rnd.interrupted_by is not None
     messages = [
         Message(
             id=f"proxy-{request_id}-user",
@@ -142,15 +163,16 @@ def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int) -> dict[
             metadata=dict(meta),
         ),
         Message(
-            # The generated answer as streamed; cut short when TRTC hung up on an interruption.
+            # The generated answer as streamed: cut short, past its last sentence, when TRTC hung up.
             id=f"proxy-{request_id}-assistant",
             role="assistant",
-            content=join_sentences(rnd.bot[: rnd.spoken + 1] if cut else rnd.bot),
+            content=join_sentences([*rnd.bot, rnd.tail] if rnd.hung_up else rnd.bot),
             channel="api",
             source="llm",
             timestamp_ms=answer_ms,
-            interrupted=cut,
-            metadata=dict(meta),
+            interrupted=rnd.hung_up,
+            # When the request was sent and its stream closed (the proxy's clock).
+            metadata={**meta, "request_ms": user_ms, "answered_ms": closed_ms},
         ),
     ]
     return {"proxy": {"messages": [m.model_dump(mode="json") for m in messages]}, "request_id": request_id}
@@ -171,11 +193,13 @@ def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> lis
         out.append(
             _body(ids, 906, ms, {"Metric": "llm_first_token", "Value": 412, "Tag": {"RoundId": rnd.round_id}})
         )
-        if proxy and rnd.human:
-            out.append(_proxy_turn(ids, rnd, user_ms=ms + 60, answer_ms=ms + 500))
+        sent = ms
         for text in rnd.bot:
             ms += 800
             out.append(_body(ids, 903, ms, {"UserId": BOT, "Text": text, "RoundId": rnd.round_id}))
+        if proxy and rnd.human:
+            # The stream stays open while TRTC makes the round's sentences of it.
+            out.append(_proxy_turn(ids, rnd, user_ms=sent + 60, answer_ms=sent + 500, closed_ms=ms + 100))
         if rnd.has_905:
             ms += 600
             spoken = join_sentences(rnd.bot[: rnd.spoken])
@@ -273,7 +297,12 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
             )
         generated = join_sentences(rnd.bot)
         spoken = join_sentences(rnd.bot[: rnd.spoken]) if rnd.has_905 else generated
-        cut = rnd.interrupted_by is not None
+        # Interrupted when the metric says so or the proxy's stream of the round was cut; the
+        # generated text is then the stream's, which runs past the round's sentences.
+        proxy_cut = rnd.hung_up and bool(rnd.human) and any("proxy" in body for body in bodies)
+        if proxy_cut:
+            generated = join_sentences([*rnd.bot, rnd.tail])
+        cut = rnd.interrupted_by is not None or proxy_cut
         original = generated if cut and generated != spoken else None
         source = "llm" if rnd.human else "greeting"  # only the welcome round has no human turn
         rows.append(("assistant", spoken, original, cut, rnd.round_id, first[(rnd.round_id, BOT)], source))
