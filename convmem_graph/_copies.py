@@ -91,15 +91,29 @@ def merge_copies(a: Message, b: Message) -> Message:
         update["timestamp_ms"] = second.timestamp_ms
     if second.interrupted and not first.interrupted:
         update["interrupted"] = True
-    if first.original is None and second.original is not None:
-        update["original"] = second.original
+    generated = merged_generated(first.metadata, second.metadata)
+    original = generated_text(first.original, second.original, generated)
+    if original != first.original:
+        update["original"] = original
+    # What names the call (a 103 item's channel, a proxy answer's stream) survives the merge, so
+    # a copy of the call arriving later still finds this one (GET history names no channel).
+    learned = {k: second.metadata[k] for k in _CALL_KEYS if k in second.metadata and k not in first.metadata}
+    if generated and generated != first.metadata.get("generated"):
+        learned["generated"] = generated
+    if learned:
+        update["metadata"] = {**first.metadata, **learned}
     return first.model_copy(update=update) if update else first
+
+
+#: Metadata a merged copy keeps from either copy: what names its call, the proxy's stream.
+_CALL_KEYS = ("task_id", "agent_id", "rtc_channel")
 
 
 def adds_to(stored: Message, merged: Message) -> bool:
     """Whether ``merged`` (a stored row merged with a new copy) differs from ``stored``.
 
-    Only the fields of the precedence rule count: a difference means the row must be replaced.
+    Only the fields of the precedence rule count (and what names the copy's call, the proxy's
+    stream): a difference means the row must be replaced.
     """
     return (
         merged.content != stored.content
@@ -108,6 +122,7 @@ def adds_to(stored: Message, merged: Message) -> bool:
         or merged.timestamp_ms != stored.timestamp_ms
         or merged.interrupted != stored.interrupted
         or merged.original != stored.original
+        or any(merged.metadata.get(k) != stored.metadata.get(k) for k in (*_CALL_KEYS, "generated"))
     )
 
 
@@ -143,14 +158,20 @@ def same_call_utterance(voice_texts: tuple[str | None, ...], proxy_text: str) ->
 def copy_call(channel: str, metadata: Mapping[str, Any] | None) -> str | None:
     """Which voice call a voice or proxy copy belongs to, as far as the copy tells.
 
-    The TRTC task when the copy names one (its voice copy, and the proxy's copy through
-    ``X-Task-Id``); ``""`` (a call that cannot be named) for an Agora voice copy (``agent_id``)
-    and a proxy copy without a task: Agora's request to a custom LLM names no agent, channel or
-    call. ``None``: not a copy of a call's turn.
+    - The TRTC task when the copy names one (its voice copy, and the proxy's copy through
+      ``X-Task-Id``).
+    - ``agora:<channel>`` for an Agora copy that names its RTC channel: a 103 item (its
+      ``payload.channel``) and the proxy's copy of a request whose join put the channel in
+      ``llm.params`` (``convmem_call``, which Agora merges into every custom-LLM request body).
+    - ``""`` (a call that cannot be named) for another Agora copy (``agent_id``: ``GET history``
+      carries no channel) and a proxy copy without either.
+    - ``None``: not a copy of a call's turn.
 
     Example:
         >>> copy_call("api", {"task_id": "t1"}), copy_call("voice", {"agent_id": "A4"})
         ('t1', '')
+        >>> copy_call("api", {"proxy_request_id": "q", "rtc_channel": "c1"})
+        'agora:c1'
         >>> copy_call("im", {"msg_key": "k"}) is None
         True
     """
@@ -158,9 +179,11 @@ def copy_call(channel: str, metadata: Mapping[str, Any] | None) -> str | None:
     if task is not None:
         return task
     meta = metadata or {}
-    if (channel == "api" and meta.get("proxy_request_id")) or (channel == "voice" and meta.get("agent_id")):
-        return ""
-    return None
+    agora = meta.get("agent_id") if channel != "api" else meta.get("proxy_request_id")
+    if not agora:
+        return None
+    rtc_channel = meta.get("rtc_channel")
+    return f"agora:{rtc_channel}" if isinstance(rtc_channel, str) and rtc_channel else ""
 
 
 def answers_round(request: tuple[int, int], times: tuple[int, ...]) -> bool:
@@ -216,8 +239,10 @@ class CopyView:
     call: str | None
     #: The TRTC task named by the copy (:func:`call_task`).
     task: str | None
-    #: A voice round's sentence times and its own time.
-    times: tuple[int, ...]
+    #: A TRTC round's sentence times and its own time (none for other copies).
+    round_times: tuple[int, ...]
+    #: Known to be cut off.
+    interrupted: bool
     #: A proxy answer's request span (``request_ms``, ``answered_ms``), else ``None``.
     request: tuple[int, int] | None
 
@@ -231,9 +256,11 @@ class CopyView:
         timestamp_ms: int,
         round_id: str | None,
         metadata: Mapping[str, Any] | None,
+        interrupted: bool = False,
     ) -> CopyView:
         """The view of a copy from its fields (a stored row's columns, a message's attributes)."""
         meta = metadata or {}
+        is_round = isinstance(meta.get("sentences"), list)  # a TRTC round (sources/trtc.py)
         return cls(
             role=role,
             channel=channel,
@@ -243,14 +270,17 @@ class CopyView:
             identified=has_identity(round_id, meta),
             call=copy_call(channel, meta),
             task=call_task(meta),
-            times=(*_sentence_times(meta), timestamp_ms),
+            round_times=(*_sentence_times(meta), timestamp_ms) if is_round else (),
+            interrupted=interrupted,
             request=_request_span(channel, role, meta),
         )
 
     @classmethod
     def of_message(cls, m: Message) -> CopyView:
         """The view of a message."""
-        return cls.of(m.role, m.channel, m.content, m.original, m.timestamp_ms, m.round_id, m.metadata)
+        return cls.of(
+            m.role, m.channel, m.content, m.original, m.timestamp_ms, m.round_id, m.metadata, m.interrupted
+        )
 
 
 def one_utterance(a: CopyView, b: CopyView, window_ms: int) -> bool:
@@ -285,11 +315,17 @@ def one_utterance(a: CopyView, b: CopyView, window_ms: int) -> bool:
         return False
     for proxy, other in ((a, b), (b, a)):
         if proxy.channel == "api" and other.channel != "api" and proxy.call:
-            if other.channel != "voice" or other.call != proxy.call:
+            if other.call != proxy.call:
                 return False
-            if proxy.request is not None and other.role == "assistant":
-                return answers_round(proxy.request, other.times)
-            return same_call_utterance((other.content, other.original), proxy.content)
+            text = same_call_utterance((other.content, other.original), proxy.content)
+            if proxy.request is None or other.role != "assistant":
+                return text
+            if other.round_times:
+                # A TRTC round: its sentences tell which request it answered, whatever the words.
+                return answers_round(proxy.request, other.round_times)
+            # An Agora answer (its time is when its speech began): one spoken while the request
+            # was open, for a stream cut short (an answer streamed whole may be spoken later).
+            return text and (not proxy.interrupted or answers_round(proxy.request, (other.timestamp_ms,)))
     if normalize_text(a.content) != normalize_text(b.content) or not normalize_text(a.content):
         return False
     both_identified = a.identified and b.identified

@@ -9,10 +9,13 @@ Rules:
   payloads share an id and are joined back (their ``sentences`` metadata is merged).
 - The same utterance from two payloads (two read results: another source, channel, pull or
   webhook delivery): same role, same normalized text (NFKC, case, whitespace and punctuation
-  ignored), ``|dt| <= dedupe_window_ms``. Inside one payload a repeat is a real repeat and is kept
-  (the vendor's own keys already tell its items apart).
-  The richer message is kept (the one with ``turn_id``/``round_id``, else the earlier one); the
-  other is reported as ``SkippedItem(reason="duplicate")``.
+  ignored), ``|dt| <= dedupe_window_ms``, and one utterance by the identity rule the store also
+  applies (:func:`convmem_graph._copies.one_utterance`). Inside one payload a repeat is a real
+  repeat and is kept (the vendor's own keys already tell its items apart).
+  The richer message is kept (a call's own copy over the memory proxy's, then the one with
+  ``turn_id``/``round_id``, else the earlier one), taking in what a proxy copy knows (a cut
+  stream: :func:`convmem_graph._copies.absorb_proxy_copy`); the other is reported as
+  ``SkippedItem(reason="duplicate")``.
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ class _Entry:
     dropped: bool = False
 
 
-def _richness(m: Message) -> int:
-    return 1 if (m.turn_id is not None or m.round_id is not None) else 0
+def _richness(m: Message) -> tuple[int, int]:
+    # The call's own copy over the proxy's (as the store keeps it), then a vendor turn or round id.
+    return (0 if m.channel == "api" else 1, 1 if (m.turn_id is not None or m.round_id is not None) else 0)
 
 
 def _may_be_copies(a: Message, b: Message, window: int) -> bool:
@@ -153,9 +157,12 @@ def merge_timeline_traced(
                 merged = _merge_same_id(seen.message, m)
                 # A TRTC turn read in pieces is joined; anything that adds nothing is a duplicate.
                 if merged.metadata.get("sentences") == seen.message.metadata.get("sentences"):
-                    dropped, dropped_origin = (
-                        (m, origin) if merged is seen.message else (seen.message, seen.origin)
+                    # The kept copy may only have learned what names its call (a 103's channel).
+                    kept = (
+                        merged is seen.message
+                        or merged.model_copy(update={"metadata": seen.message.metadata}) == seen.message
                     )
+                    dropped, dropped_origin = (m, origin) if kept else (seen.message, seen.origin)
                     item = SkippedItem(reason="duplicate", path=_path(dropped), detail=f"same id {m.id}")
                     skipped.append((dropped_origin, item))
                 if merged is m:

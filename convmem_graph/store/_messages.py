@@ -292,7 +292,8 @@ def _absorb_proxy_copies(
         query = select(*MESSAGE_COLUMNS).where(
             messages.c.memory_id == memory_id,
             messages.c.timestamp_ms.between(lo, hi),
-            messages.c.channel.in_(("voice", "api")),
+            # An Agora call's text typed over RTM is its "im" copy (sources/agora.py).
+            messages.c.channel.in_(("voice", "api", "im")),
         )
         for row in conn.execute(query):
             stored = row_to_message(row)
@@ -300,7 +301,7 @@ def _absorb_proxy_copies(
                 copies[stored.id] = stored
                 seqs[stored.id] = (int(row[0]), stored.content)
     views = {mid: CopyView.of_message(m) for mid, m in copies.items()}
-    voices = sorted(mid for mid, v in views.items() if v.channel == "voice")
+    voices = sorted(mid for mid, v in views.items() if v.channel != "api")
     absorbed: dict[str, tuple[int, str]] = {}
     learned: dict[str, tuple[Message, int, str]] = {}
     for pid in sorted(mid for mid, v in views.items() if v.channel == "api"):

@@ -175,7 +175,11 @@ def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int, closed_m
             metadata={**meta, "request_ms": user_ms, "answered_ms": closed_ms},
         ),
     ]
-    return {"proxy": {"messages": [m.model_dump(mode="json") for m in messages]}, "request_id": request_id}
+    return {
+        "proxy": {"messages": [m.model_dump(mode="json") for m in messages]},
+        "request_id": request_id,
+        "call": "trtc",
+    }
 
 
 def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> list[dict[str, Any]]:
@@ -221,11 +225,11 @@ AGORA_HISTORY = json.loads((_VENDORS / "agora_history_response.json").read_text(
 AGORA_103 = json.loads((_VENDORS / "agora_webhook_103_agent_history.json").read_text(encoding="utf-8"))
 
 
-def _agora_reference() -> list[tuple[Any, ...]]:
-    """The Agora call's messages from one run over both documents (their own test checks that run)."""
+def _agora_reference(docs: list[Any]) -> list[tuple[Any, ...]]:
+    """The Agora call's messages from one run over ``docs`` (their own test checks that run)."""
     mem = ConvMemory.open(":memory:")
     try:
-        mem.ingest("u_agora", [RawInput(AGORA_HISTORY, "agora"), RawInput(AGORA_103, "agora")])
+        mem.ingest("u_agora", [RawInput(doc, "agora") for doc in docs])
         return [
             (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms, m.source)
             for m in mem.store.recent_messages("u_agora", 1_000)
@@ -234,7 +238,52 @@ def _agora_reference() -> list[tuple[Any, ...]]:
         mem.close()
 
 
-AGORA_ROWS = _agora_reference()
+AGORA_ROWS = _agora_reference([AGORA_HISTORY, AGORA_103])
+#: The 103 alone: it carries no ``interrupted`` or ``original``, so its cut answer is plain.
+AGORA_103_ROWS = _agora_reference([AGORA_103])
+#: The cut answer of the Agora call: what was spoken, and what the model generated (history).
+AGORA_CUT = next(item for item in AGORA_HISTORY["contents"] if item.get("metadata", {}).get("interrupted"))
+AGORA_CHANNEL = AGORA_103["payload"]["channel"]
+
+
+def agora_proxy_turns(ids: CallIds) -> list[dict[str, Any]]:
+    """The memory proxy's copies of the Agora call's two model turns (``convmem_call`` names the channel).
+
+    The second answer is the one the user cut off: Agora hung up on its stream, so the proxy's copy
+    holds the whole generated text, interrupted; the request was open while it was spoken.
+    """
+    out = []
+    items = AGORA_HISTORY["contents"]
+    for k, (asked, answered, closed_ms) in enumerate([(1, 2, 1_767_268_811_000), (3, 4, 1_767_268_827_390)]):
+        request_id = f"agora-req-{ids.n}-{k}"
+        meta = {"proxy_request_id": request_id, "rtc_channel": AGORA_CHANNEL}
+        sent = items[asked]["timestamp"] + 70
+        answer = items[answered]
+        cut = bool(answer.get("metadata", {}).get("interrupted"))
+        messages = [
+            Message(
+                id=f"proxy-{request_id}-user",
+                role="user",
+                content=items[asked]["content"],
+                channel="api",
+                source="message",
+                timestamp_ms=sent,
+                metadata=dict(meta),
+            ),
+            Message(
+                id=f"proxy-{request_id}-assistant",
+                role="assistant",
+                content=answer["metadata"]["original"] if cut else answer["content"],
+                channel="api",
+                source="llm",
+                timestamp_ms=sent + 500,
+                interrupted=cut,
+                metadata={**meta, "request_ms": sent, "answered_ms": closed_ms},
+            ),
+        ]
+        body = {"messages": [m.model_dump(mode="json") for m in messages]}
+        out.append({"proxy": body, "request_id": request_id, "call": "agora"})
+    return out
 
 
 def im_pages(ids: CallIds, lines: list[tuple[int, bool, str]]) -> list[dict[str, Any]]:
@@ -268,10 +317,18 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
     """
     first: dict[tuple[str, str], int] = {}
     rows: list[tuple[Any, ...]] = []
+    agora = {body["kind"] for body in bodies if "agora" in body}
+    if "history" in agora:
+        rows.extend(AGORA_ROWS)  # the history knows the cut answer's original itself
+    elif agora:
+        through_proxy = any(body.get("call") == "agora" for body in bodies)
+        for row in AGORA_103_ROWS:
+            if through_proxy and row[:2] == ("assistant", AGORA_CUT["content"]):
+                # The proxy's copy of the cut answer: interrupted, the generated text as original.
+                row = (*row[:2], AGORA_CUT["metadata"]["original"], True, *row[4:])
+            rows.append(row)
     for body in bodies:
         if "agora" in body:
-            if body["kind"] == "history":
-                rows.extend(AGORA_ROWS)
             continue
         if "im" in body:
             ts, by_bot, text = body["line"]
@@ -299,7 +356,7 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
         spoken = join_sentences(rnd.bot[: rnd.spoken]) if rnd.has_905 else generated
         # Interrupted when the metric says so or the proxy's stream of the round was cut; the
         # generated text is then the stream's, which runs past the round's sentences.
-        proxy_cut = rnd.hung_up and bool(rnd.human) and any("proxy" in body for body in bodies)
+        proxy_cut = rnd.hung_up and bool(rnd.human) and any(body.get("call") == "trtc" for body in bodies)
         if proxy_cut:
             generated = join_sentences([*rnd.bot, rnd.tail])
         cut = rnd.interrupted_by is not None or proxy_cut
@@ -447,9 +504,15 @@ def _draw_arrivals(rounds: list[Round], ids: CallIds, data: st.DataObject) -> tu
     lines = st.tuples(st.integers(-5, 25), st.booleans(), st.sampled_from(HUMAN_SAYS + BOT_SAYS))
     script += im_pages(ids, data.draw(st.lists(lines, max_size=3, unique_by=lambda line: line[0])))
     if data.draw(st.integers(0, 2)) == 0:
-        # The same person's earlier Agora call: history and 103 overlap almost completely.
+        # The same person's earlier Agora call: history and 103 overlap almost completely; or
+        # the 103 alone (the history was never pulled).
         hook = {**AGORA_103, "noticeId": f"{AGORA_103['noticeId']}-{ids.n}"}  # a notice per call
-        script += [{"agora": AGORA_HISTORY, "kind": "history"}, {"agora": hook, "kind": "103"}]
+        script.append({"agora": hook, "kind": "103"})
+        if data.draw(st.booleans()):
+            script.append({"agora": AGORA_HISTORY, "kind": "history"})
+        if data.draw(st.booleans()):
+            # Its model turns through the memory proxy, the cut answer's stream included.
+            script += agora_proxy_turns(ids)
     bodies = _retried(script, data.draw(st.lists(st.integers(0, 1000), max_size=3)))
     order = data.draw(st.permutations(range(len(bodies))))
     sizes = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))
