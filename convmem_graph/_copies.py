@@ -190,10 +190,13 @@ def answers_round(request: tuple[int, int], times: tuple[int, ...]) -> bool:
     """Whether a bot round with sentences at ``times`` is the one a proxy request answered.
 
     ``request`` is ``(sent, closed)`` on the proxy's clock: the request went out after the
-    human's turn and stayed open while the answer streamed, and TRTC's 903 sentences of a round
-    are the model's text as it completes (spec 3.6), so the answering round has a sentence in
-    that span; the round before ended before the human spoke again, the one after starts after
-    the next human turn. ``CLOCK_SKEW_MS`` either side covers the two clocks.
+    human's turn and stayed open while the answer streamed. A bot 903 is "the completed LLM
+    text" of the round (spec 3.6), sent as the model's sentences complete, so the answering
+    round has a sentence in that span; the round before ended before the human spoke again, the
+    one after starts after the next human turn. ``CLOCK_SKEW_MS`` either side covers the two
+    clocks. (Assumed, not verified on a live account: that TRTC sends a bot sentence when it is
+    generated, not only after it was spoken. Were it later, an answer's copy would find no round
+    and be stored beside it.)
 
     Example:
         >>> answers_round((1_000, 3_000), (2_400, 3_200)), answers_round((1_000, 3_000), (6_000,))
