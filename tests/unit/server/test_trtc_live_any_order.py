@@ -128,7 +128,7 @@ def calls(draw: st.DrawFn) -> list[Round]:
     for i in range(draw(st.integers(1, 3))):
         bot = draw(st.lists(st.sampled_from(BOT_SAYS), min_size=1, max_size=3))
         if repeat:
-            bot = ["好的。", *bot[:2]]
+            bot = ["好的。", *bot[1:]]  # as long as drawn: the calls cost what they did
         metric = draw(st.booleans()) and len(bot) > 1
         hung_up = draw(st.booleans())
         cut = (metric or hung_up) and len(bot) > 1
