@@ -47,7 +47,7 @@ class _Entry:
 
 
 def _richness(m: Message) -> tuple[int, int]:
-    # The call's own copy over the proxy's (as the store keeps it), then a vendor turn or round id.
+    # A vendor's copy over the memory proxy's (as the store keeps a call's), then a turn or round id.
     return (0 if m.channel == "api" else 1, 1 if (m.turn_id is not None or m.round_id is not None) else 0)
 
 
@@ -64,7 +64,7 @@ def _may_be_copies(a: Message, b: Message, window: int) -> bool:
 
 def _absorbed(keep: Message, drop: Message) -> Message:
     # A proxy copy dropped for the call's voice copy hands over what it knows (a hung-up stream).
-    if keep.channel == "voice" and drop.channel == "api":
+    if keep.channel != "api" and drop.channel == "api":
         return absorb_proxy_copy(keep, drop)
     return keep
 

@@ -15,6 +15,7 @@ from convmem_graph._copies import (
     CopyView,
     absorb_proxy_copy,
     adds_to,
+    copy_call,
     merge_copies,
     merged_generated,
     one_utterance,
@@ -280,20 +281,27 @@ def _absorb_proxy_copies(
         The stored proxy copies to delete, ``{id: (seq, content)}``, and the stored voice copies
         that learned from a proxy copy, ``{id: (updated message, seq, stored content)}``.
     """
-    batch = {m.id: m for m in unique.values() if CopyView.of_message(m).call is not None}
-    if not batch:
+    called = {
+        m.id: (m, call) for m in unique.values() if (call := copy_call(m.channel, m.metadata)) is not None
+    }
+    if not called:
         return {}, {}
+    batch = {mid: m for mid, (m, _call) in called.items()}
     copies: dict[str, Message] = dict(batch)
     seqs: dict[str, tuple[int, str]] = {}
-    calls = {CopyView.of_message(m).call for m in batch.values()}
+    calls = {call for _m, call in called.values()}
+    # An Agora call's text typed over RTM is its "im" copy (sources/agora.py); TRTC has none, and
+    # a batch of TRTC calls does not read the IM rows of its span.
+    channels = (
+        ("voice", "api", "im") if any(c == "" or c.startswith("agora:") for c in calls) else ("voice", "api")
+    )
     if not new_memory:
         lo = min(m.timestamp_ms for m in batch.values()) - window_ms
         hi = max(m.timestamp_ms for m in batch.values()) + window_ms
         query = select(*MESSAGE_COLUMNS).where(
             messages.c.memory_id == memory_id,
             messages.c.timestamp_ms.between(lo, hi),
-            # An Agora call's text typed over RTM is its "im" copy (sources/agora.py).
-            messages.c.channel.in_(("voice", "api", "im")),
+            messages.c.channel.in_(channels),
         )
         for row in conn.execute(query):
             stored = row_to_message(row)
