@@ -1,4 +1,4 @@
-"""Issue 20, items 1-2: a live TRTC call comes out the same whatever order its copies arrive in.
+"""Issue 20, items 1-3: a live TRTC call comes out the same whatever order its copies arrive in.
 
 Scripted calls (a greeting or not, 1-3 rounds of 1-2 human and 1-3 bot sentences, repeated short replies
 such as "好的", rounds cut short by an interruption metric sent as its own webhook - 906 or 908 -
@@ -15,11 +15,13 @@ streamed text is its ``original``), and in half of the calls every answer starts
 "好的。", so a cut answer's text also starts other rounds' (only the request's time names its
 round: carrying the cut to any round with those words marks the welcome message). Up to three
 lines are typed in IM around the call (one pull each, the same short words within seconds of a
-round), and in a third of them the same person's earlier Agora call (its GET history, pulled,
-and its 103, a webhook; checked against one run over both, as their own test does): all copies
-are shuffled together. 2,000 examples run the real worker with each run stopping at the stored
-timeline (one database per deployment, new ids per call, ~50 ms an example); 40 more run the
-whole lifecycle.
+round), and in a third of them the same person's earlier Agora call (its 103, a webhook, and
+in half of those its GET history, pulled; checked against one run over the same documents, as
+their own test does; in half of them its two model turns also went through the proxy, tagged
+with the call's channel, the second answer cut off: its 103 copy then becomes interrupted with
+the generated text as ``original``, as the history says): all copies are shuffled together.
+2,000 examples run the real worker with each run stopping at the stored timeline (one database
+per deployment, new ids per call, ~50 ms an example); 40 more run the whole lifecycle.
 
 The stored timeline is compared with the script, not with another read: every utterance once,
 the right role, the spoken text, the generated text as ``original`` when it was cut short,
