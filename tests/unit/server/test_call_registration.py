@@ -226,3 +226,13 @@ def test_an_agora_call_names_itself_in_every_custom_llm_request(served: Any) -> 
     assert answered["rtc_channel"] == sent["channel"]
     # When the request was sent and answered: the store tells a cut answer's round by it.
     assert answered["request_ms"] <= answered["answered_ms"]
+
+
+def test_a_bad_call_name_is_refused_naming_the_field(served: Any) -> None:
+    settings, upstream = served
+    app = create_app(settings, upstream_transport=httpx.MockTransport(upstream.handler))
+    body = {"messages": [{"role": "user", "content": "hi"}], "memory_id": MEMORY, CALL_PARAM: "room\x01"}
+    with TestClient(app) as client:
+        answer = client.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == CALL_PARAM
+    assert upstream.requests == []  # nothing reached the model
