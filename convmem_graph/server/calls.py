@@ -13,7 +13,9 @@ nothing depends on hand-made labels:
 
 :func:`tag_call_options` also writes the memory id where each vendor copies it into every LLM
 request (TRTC ``LLMConfig.MetaInfo``, Agora ``llm.params``) and, for Agora, into ``labels`` (which
-103 carries), so the memory proxy and the webhooks find it even without the registration.
+103 carries), so the memory proxy and the webhooks find it even without the registration. An
+Agora join's ``llm.params`` also name the call by its channel (``convmem_call``): its custom-LLM
+requests carry no other trace of the call, and the 103 names the channel too.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from typing import Any, Literal
 
 from convmem_graph.server.inbox import Inbox
 
-__all__ = ["AGORA_TASK_PREFIX", "agora_task_id", "register_call", "tag_call_options"]
+__all__ = ["AGORA_TASK_PREFIX", "CALL_PARAM", "agora_task_id", "register_call", "tag_call_options"]
+
+#: The ``llm.params`` key (a top-level field of every Agora custom-LLM request) naming the call
+#: by its RTC channel; the memory proxy reads it and takes it out before the model sees the body.
+CALL_PARAM = "convmem_call"
 
 #: Agora agents share the task table with TRTC tasks under this prefix (ids cannot collide).
 AGORA_TASK_PREFIX = "agora:"
@@ -60,7 +66,7 @@ def tag_call_options(
         {'memory_id': 'u_1'}
         >>> opts = tag_call_options("agora", {"properties": {"channel": "c"}}, "u_1")
         >>> opts["params"], opts["properties"]["labels"]
-        ({'memory_id': 'u_1'}, {'memory_id': 'u_1'})
+        ({'memory_id': 'u_1', 'convmem_call': 'c'}, {'memory_id': 'u_1'})
     """
     out = copy.deepcopy(dict(options))
     if vendor == "trtc":
@@ -69,8 +75,15 @@ def tag_call_options(
         llm["MetaInfo"] = {"memory_id": memory_id, **(meta if isinstance(meta, Mapping) else {})}
         return out
     params = out.get("params")
-    out["params"] = {"memory_id": memory_id, **(params if isinstance(params, Mapping) else {})}
+    tags: dict[str, Any] = {"memory_id": memory_id}
     properties = out.get("properties")
+    channel = _text(properties.get("channel")) if isinstance(properties, Mapping) else None
+    if channel is not None:
+        # The call's name in every custom-LLM request (Agora merges params into the body, and
+        # names no agent or channel itself): the proxy stores its turns with it, so the store
+        # links them to the 103's copies of the call (convmem_graph._copies.copy_call).
+        tags[CALL_PARAM] = channel
+    out["params"] = {**tags, **(params if isinstance(params, Mapping) else {})}
     if isinstance(properties, dict):
         labels = properties.get("labels")
         properties["labels"] = {label: memory_id, **(labels if isinstance(labels, Mapping) else {})}

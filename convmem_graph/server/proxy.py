@@ -26,7 +26,10 @@ Put this URL in TRTC ``LLMConfig.APIUrl`` or an Agora ``llm.url`` (``vendor: cus
    relayed line by line as its lines complete, in linear time, and one line longer than
    ``proxy_max_sse_line_bytes`` ends it with an SSE error event rather than being buffered.
 4. The finished turn (the user's text verbatim and what was streamed, ``interrupted`` when the
-   client went away first) is stored in the inbox and reaches the lifecycle in the worker. When
+   client went away first, with the call it belongs to: TRTC ``X-Task-Id``, or the Agora channel
+   a tagged join puts in ``llm.params`` as ``convmem_call``, taken out before forwarding, and for
+   the answer when its request was sent and its stream closed) is stored in the inbox and
+   reaches the lifecycle in the worker. When
    the inbox cannot take it (a database outage, a lock past the bounded wait) it is appended to
    the turn spool (:mod:`convmem_graph.server.spool`, ``CONVMEM_PROXY_SPOOL_DIR``) and moved into
    the inbox, with the same key, once the database answers: an answered turn is delayed, never
@@ -75,6 +78,7 @@ from convmem_graph.server._boundary import (
     parse_json,
 )
 from convmem_graph.server._http import openai_error, read_capped_body
+from convmem_graph.server.calls import CALL_PARAM
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.spool import SpooledTurn, SpoolFlusher, TurnSpool, default_spool_dir
@@ -103,7 +107,7 @@ _TURNS_TAGS = ("<recent_turns>", "</recent_turns>")
 _MAX_WARNED_CALLERS = 1024
 _SYSTEM_ROLES = ("system", "developer")
 #: Top-level keys only the proxy reads; OpenAI itself rejects unknown request fields.
-_PROXY_ONLY_KEYS = ("memory_id",)
+_PROXY_ONLY_KEYS = ("memory_id", CALL_PARAM)
 _MAX_ERROR_BYTES = 64 * 1024
 #: Shown instead of a secret in an upstream error body.
 _REDACTED = "[redacted]"
@@ -737,9 +741,11 @@ def build_proxy_router(
         started: int,
         first: int,
         task_id: str = "",
+        rtc_channel: str = "",
     ) -> None:
         # Parsed here, in the worker thread: a JSON answer of megabytes must not hold the event loop.
-        record(memory_id, request_id, user_text, _completion_text(content), started, first, False, task_id)
+        answer = _completion_text(content)
+        record(memory_id, request_id, user_text, answer, started, first, False, task_id, rtc_channel)
 
     def record(
         memory_id: str,
@@ -750,11 +756,14 @@ def build_proxy_router(
         first: int,
         interrupted: bool,
         task_id: str = "",
+        rtc_channel: str = "",
     ) -> None:
-        # The TRTC task of the call: the store lets the call's voice copy of these turns win.
+        # The call (TRTC task, Agora channel): the store lets the call's voice copy of these turns win.
         meta: dict[str, Any] = {"proxy_request_id": request_id}
         if task_id:
             meta["task_id"] = task_id
+        elif rtc_channel:
+            meta["rtc_channel"] = rtc_channel
         messages = []
         if user_text.strip():
             messages.append(
@@ -769,6 +778,10 @@ def build_proxy_router(
                 )
             )
         if answer.strip():
+            # When the request was open (sent, stream closed: this runs as it closes): the bot
+            # round of the call spoken in that span is the one it answered, even when the call
+            # repeats its words (convmem_graph._copies.answers_round).
+            span = {"request_ms": started, "answered_ms": max(now_ms(), first, started)}
             messages.append(
                 Message(
                     id=_turn_id(request_id, "assistant"),
@@ -778,7 +791,7 @@ def build_proxy_router(
                     source="llm",
                     timestamp_ms=max(first, started + 1),
                     interrupted=interrupted,
-                    metadata=dict(meta),
+                    metadata={**meta, **span},
                 )
             )
         if not messages:
@@ -851,6 +864,9 @@ def build_proxy_router(
             if memory_id is not None:
                 # Found under one of proxy_memory_keys: the same identifier rule as everywhere.
                 check_id(memory_id, "memory_id", "memory_id")
+        # An Agora join tagged at call start names its channel in every request (server/calls.py).
+        rtc_channel = body.get(CALL_PARAM)
+        rtc_channel = check_id(rtc_channel, CALL_PARAM) if rtc_channel is not None else ""
         user_text = last_user_text(messages)
         given_request_id = request.headers.get("x-request-id") or request.headers.get("x-rquest-id")
         request_id = given_request_id or uuid.uuid4().hex
@@ -946,6 +962,7 @@ def build_proxy_router(
                     started,
                     now_ms(),
                     task_id,
+                    rtc_channel,
                 )
             return Response(content, status_code=upstream.status_code, headers=passthrough, background=task)
 
@@ -991,6 +1008,7 @@ def build_proxy_router(
                         first or now_ms(),
                         interrupted,
                         task_id,
+                        rtc_channel,
                     )
 
         passthrough.setdefault("content-type", "text/event-stream")

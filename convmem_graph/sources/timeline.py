@@ -9,10 +9,13 @@ Rules:
   payloads share an id and are joined back (their ``sentences`` metadata is merged).
 - The same utterance from two payloads (two read results: another source, channel, pull or
   webhook delivery): same role, same normalized text (NFKC, case, whitespace and punctuation
-  ignored), ``|dt| <= dedupe_window_ms``. Inside one payload a repeat is a real repeat and is kept
-  (the vendor's own keys already tell its items apart).
-  The richer message is kept (the one with ``turn_id``/``round_id``, else the earlier one); the
-  other is reported as ``SkippedItem(reason="duplicate")``.
+  ignored), ``|dt| <= dedupe_window_ms``, and one utterance by the identity rule the store also
+  applies (:func:`convmem_graph._copies.one_utterance`). Inside one payload a repeat is a real
+  repeat and is kept (the vendor's own keys already tell its items apart).
+  The richer message is kept (a call's own copy over the memory proxy's, then the one with
+  ``turn_id``/``round_id``, else the earlier one), taking in what a proxy copy knows (a cut
+  stream: :func:`convmem_graph._copies.absorb_proxy_copy`); the other is reported as
+  ``SkippedItem(reason="duplicate")``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from convmem_graph._copies import call_task, has_identity, merge_copies, two_utterances
+from convmem_graph._copies import (
+    CopyView,
+    absorb_proxy_copy,
+    merge_copies,
+    merged_generated,
+    one_utterance,
+    original_of,
+)
 from convmem_graph.models import Message, ReadResult, SkippedItem
 from convmem_graph.text.sentences import join_sentences, normalize_text
 
@@ -36,25 +46,27 @@ class _Entry:
     dropped: bool = False
 
 
-def _richness(m: Message) -> int:
-    return 1 if (m.turn_id is not None or m.round_id is not None) else 0
+def _richness(m: Message) -> tuple[int, int]:
+    # A vendor's copy over the memory proxy's (as the store keeps a call's), then a turn or round id.
+    return (0 if m.channel == "api" else 1, 1 if (m.turn_id is not None or m.round_id is not None) else 0)
 
 
-def _identified(m: Message) -> bool:
-    return has_identity(m.round_id, m.metadata)
+def _may_be_copies(a: Message, b: Message, window: int) -> bool:
+    """Whether ``a`` and ``b`` (same role and words, close in time) are one utterance.
 
-
-def _may_be_copies(a: Message, b: Message) -> bool:
-    """Whether the text window may merge ``a`` and ``b`` (same role and words, close in time).
-
-    Across channels it may. Inside one channel (whatever the source), two messages that both
-    carry the vendor's identity and still got different ids are two utterances: the proxy's
-    "好的" said twice, two IM messages, two TRTC rounds. Only a copy without such an identity
-    (an Agora custom-LLM request has no agent id) is matched by its words.
+    The one identity rule the store also applies (:func:`convmem_graph._copies.one_utterance`):
+    inside one channel two messages that both carry the vendor's identity are two utterances
+    (the proxy's "好的" said twice, two IM messages, two TRTC rounds); a proxy answer of a TRTC
+    call is only the round its request was open for.
     """
-    return not two_utterances(
-        a.channel, _identified(a), b.channel, _identified(b), call_task(a.metadata), call_task(b.metadata)
-    )
+    return one_utterance(CopyView.of_message(a), CopyView.of_message(b), window)
+
+
+def _absorbed(keep: Message, drop: Message) -> Message:
+    # A proxy copy dropped for the call's voice copy hands over what it knows (a hung-up stream).
+    if keep.channel != "api" and drop.channel == "api":
+        return absorb_proxy_copy(keep, drop)
+    return keep
 
 
 def _path(m: Message) -> str:
@@ -84,13 +96,19 @@ def _merge_same_id(kept: Message, other: Message) -> Message:
             metadata["final_text"] = final
         content = final if role == "assistant" and isinstance(final, str) and final else joined
         interrupted = kept.interrupted or other.interrupted
+        generated = merged_generated(kept.metadata, other.metadata)
+        if generated:
+            metadata["generated"] = generated
+        text = content or kept.content
         return kept.model_copy(
             update={
                 "role": role,
-                "content": content or kept.content,
+                "content": text,
                 "timestamp_ms": sentences[0][0] if sentences else min(kept.timestamp_ms, other.timestamp_ms),
                 "interrupted": interrupted,
-                "original": joined if interrupted and joined and joined != content else kept.original,
+                "original": (original_of(text, joined, generated) or kept.original)
+                if interrupted
+                else kept.original,
                 "metadata": metadata,
             }
         )
@@ -139,9 +157,12 @@ def merge_timeline_traced(
                 merged = _merge_same_id(seen.message, m)
                 # A TRTC turn read in pieces is joined; anything that adds nothing is a duplicate.
                 if merged.metadata.get("sentences") == seen.message.metadata.get("sentences"):
-                    dropped, dropped_origin = (
-                        (m, origin) if merged is seen.message else (seen.message, seen.origin)
+                    # The kept copy may only have learned what names its call (a 103's channel).
+                    kept = (
+                        merged is seen.message
+                        or merged.model_copy(update={"metadata": seen.message.metadata}) == seen.message
                     )
+                    dropped, dropped_origin = (m, origin) if kept else (seen.message, seen.origin)
                     item = SkippedItem(reason="duplicate", path=_path(dropped), detail=f"same id {m.id}")
                     skipped.append((dropped_origin, item))
                 if merged is m:
@@ -173,13 +194,14 @@ def merge_timeline_traced(
         ]
         recent[key] = candidates
         match = next(
-            (c for c in candidates if c.origin != entry.origin and _may_be_copies(c.message, m)), None
+            (c for c in candidates if c.origin != entry.origin and _may_be_copies(c.message, m, window)), None
         )
         if match is None:
             candidates.append(entry)
             continue
         keep, drop = (entry, match) if _richness(m) > _richness(match.message) else (match, entry)
         drop.dropped = True
+        keep.message = _absorbed(keep.message, drop.message)
         if keep is entry:
             candidates.append(entry)
         detail = f"{drop.message.id} duplicates {keep.message.id} ({drop.message.channel})"

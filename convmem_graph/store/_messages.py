@@ -12,13 +12,14 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, delete, select
 
 from convmem_graph._copies import (
+    CopyView,
+    absorb_proxy_copy,
     adds_to,
-    call_task,
     copy_call,
-    has_identity,
-    is_proxy_copy,
     merge_copies,
-    two_utterances,
+    merged_generated,
+    one_utterance,
+    original_of,
 )
 from convmem_graph.models import Message
 from convmem_graph.store._rounds import (
@@ -59,14 +60,9 @@ def content_hash(role: str, content: str) -> int | None:
 class _Seen:
     """A stored or accepted message as far as cross-channel duplicate detection is concerned."""
 
-    role: str
-    channel: str
     source: str
-    timestamp_ms: int
-    #: Carries its vendor's identity (``convmem_graph._copies.has_identity``).
-    identified: bool
-    #: The voice call (TRTC task) it belongs to (``convmem_graph._copies.call_task``).
-    call: str | None
+    #: What the identity rule reads of it (``convmem_graph._copies.one_utterance``).
+    view: CopyView
 
 
 def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int) -> bool:
@@ -114,13 +110,17 @@ def _merge_round(
     bot = new.role == "assistant" or stored.role == "assistant"
     content = final if bot and isinstance(final, str) and final else joined or stored.content
     interrupted = bot and (new.interrupted or stored.interrupted)
-    original = joined if interrupted and joined and joined != content else None
+    # The proxy's streamed answer of a cut round (``convmem_graph._copies.absorb_proxy_copy``).
+    generated = merged_generated(old_meta, new.metadata)
+    original = original_of(content, joined, generated) if interrupted else None
     timestamp = sentences[0][0] if sentences else min(new.timestamp_ms, stored.timestamp_ms)
     # "greeting" or "llm": decided on what is stored once the batch is merged (store._rounds).
     source = stored.source
     metadata = {**old_meta, **new.metadata, "sentences": [list(item) for item in sentences]}
     if final:
         metadata["final_text"] = final
+    if generated:
+        metadata["generated"] = generated
     merged = new.model_copy(
         update={
             "content": content,
@@ -213,19 +213,13 @@ def _load_metadata(raw: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
-    identified = has_identity(msg.round_id, msg.metadata)
-    for other in seen:
-        if (
-            other.role == msg.role
-            and (other.channel, other.source) != (msg.channel, msg.source)
-            and not two_utterances(
-                other.channel, other.identified, msg.channel, identified, other.call, call_task(msg.metadata)
-            )
-            and abs(other.timestamp_ms - msg.timestamp_ms) <= window_ms
-        ):
-            return True
-    return False
+def _mirrored(msg: Message, view: CopyView, seen: list[_Seen], window_ms: int) -> bool:
+    # Copies from one (channel, source) have their own ids: a further same-text one is a repeat.
+    return any(
+        (other.view.channel, other.source) != (msg.channel, msg.source)
+        and one_utterance(other.view, view, window_ms)
+        for other in seen
+    )
 
 
 @dataclass(slots=True)
@@ -268,78 +262,79 @@ def _rows_in(conn: Connection, columns: str, memory_id: str, key: str, values: S
     return conn.exec_driver_sql(sql, (memory_id, *values))
 
 
-@dataclass(slots=True)
-class _CallCopy:
-    """A copy of an utterance of a voice call, on the voice channel or through the proxy."""
-
-    id: str
-    seq: int | None  # None: in the batch being stored
-    role: str
-    channel: str
-    content: str
-    original: str | None
-    timestamp_ms: int
-    task: str
-
-
 def _absorb_proxy_copies(
     conn: Connection, memory_id: str, unique: dict[str, Message], window_ms: int, new_memory: bool
-) -> dict[str, tuple[int, str]]:
+) -> tuple[dict[str, tuple[int, str]], dict[str, tuple[Message, int, str]]]:
     """The voice copy of a call's utterance wins over the memory proxy's copy of it, in any order.
 
-    A TRTC call through the proxy says everything twice: the voice channel (903/905, a round id;
-    the spoken text, interrupted from 906/908) and the proxy's copy (the LLM request's user
-    text and the generated answer, ``task_id`` from ``X-Task-Id``). A proxy copy of the same call
-    and speaker, within ``window_ms`` of a voice copy whose text starts it or is started by it
-    (:func:`~convmem_graph._copies.is_proxy_copy`), is that utterance again: a proxy copy in
-    the batch is not stored, a stored one is deleted. An Agora call names no call in its request
-    to the proxy (:func:`_copy_call`): its proxy copy is an Agora voice copy's only with the same
-    words (the text window's rule, with the voice copy kept whatever came first).
-
-    The proxy copy's own ``interrupted`` (its client hung up) is not carried over: TRTC's request
-    names no round, so when a call repeats its words ("好的") the proxy copy of a cut answer
-    matches an earlier or later round as well, and marking that one would be wrong (the live
-    property test found it). The voice copy's interruption comes from 906/908.
+    A call through the proxy says everything twice: the voice channel (TRTC 903/905 with a round
+    id, the spoken text, interrupted from 906/908; Agora history/103) and the proxy's copy (the
+    LLM request's user text and the generated answer; ``task_id`` from ``X-Task-Id``, and for an
+    answer the span its request was open). A proxy copy that is a voice copy's utterance
+    (:func:`~convmem_graph._copies.one_utterance`, the rule the batch merge also applies) is
+    not stored when it is in the batch and deleted when it was stored. What it knows goes to the
+    voice copy (:func:`~convmem_graph._copies.absorb_proxy_copy`): an answer whose client hung
+    up marks the round it answered interrupted, with the streamed text as ``original``; a stored
+    voice copy that learns this is returned for replacement.
 
     Returns:
-        The stored proxy copies to delete, ``{id: (seq, content)}``.
+        The stored proxy copies to delete, ``{id: (seq, content)}``, and the stored voice copies
+        that learned from a proxy copy, ``{id: (updated message, seq, stored content)}``.
     """
-    batch = [(m, key) for m in unique.values() if (key := copy_call(m.channel, m.metadata)) is not None]
-    if not batch:
-        return {}
-    copies = [
-        _CallCopy(m.id, None, m.role, m.channel, m.content, m.original, m.timestamp_ms, key)
-        for m, key in batch
-    ]
-    tasks = {c.task for c in copies}
+    called = {
+        m.id: (m, call) for m in unique.values() if (call := copy_call(m.channel, m.metadata)) is not None
+    }
+    if not called:
+        return {}, {}
+    batch = {mid: m for mid, (m, _call) in called.items()}
+    copies: dict[str, Message] = dict(batch)
+    seqs: dict[str, tuple[int, str]] = {}
+    calls = {call for _m, call in called.values()}
+    # An Agora call's text typed over RTM is its "im" copy (sources/agora.py); TRTC has none, and
+    # a batch of TRTC calls does not read the IM rows of its span.
+    channels = (
+        ("voice", "api", "im") if any(c == "" or c.startswith("agora:") for c in calls) else ("voice", "api")
+    )
     if not new_memory:
-        lo = min(c.timestamp_ms for c in copies) - window_ms
-        hi = max(c.timestamp_ms for c in copies) + window_ms
-        names = ("id", "seq", "role", "channel", "content", "original", "timestamp_ms", "metadata")
-        query = select(*(messages.c[name] for name in names)).where(
+        lo = min(m.timestamp_ms for m in batch.values()) - window_ms
+        hi = max(m.timestamp_ms for m in batch.values()) + window_ms
+        query = select(*MESSAGE_COLUMNS).where(
             messages.c.memory_id == memory_id,
             messages.c.timestamp_ms.between(lo, hi),
-            messages.c.channel.in_(("voice", "api")),
+            messages.c.channel.in_(channels),
         )
-        for mid, seq, role, channel, content, original, ts, meta in conn.execute(query):
-            task = copy_call(channel, _load_metadata(meta))
-            if task in tasks and mid not in unique:
-                copies.append(_CallCopy(mid, int(seq), role, channel, content or "", original, int(ts), task))
-    voices = [c for c in copies if c.channel == "voice"]
+        for row in conn.execute(query):
+            stored = row_to_message(row)
+            if stored.id not in unique and CopyView.of_message(stored).call in calls:
+                copies[stored.id] = stored
+                seqs[stored.id] = (int(row[0]), stored.content)
+    views = {mid: CopyView.of_message(m) for mid, m in copies.items()}
+    voices = sorted(mid for mid, v in views.items() if v.channel != "api")
     absorbed: dict[str, tuple[int, str]] = {}
-    for proxy in (c for c in copies if c.channel == "api"):
-        if any(
-            v.task == proxy.task
-            and v.role == proxy.role
-            and abs(v.timestamp_ms - proxy.timestamp_ms) <= window_ms
-            and is_proxy_copy(v.task, (v.content, v.original), proxy.content)
-            for v in voices
-        ):
-            if proxy.seq is None:
-                del unique[proxy.id]
+    learned: dict[str, tuple[Message, int, str]] = {}
+    for pid in sorted(mid for mid, v in views.items() if v.channel == "api"):
+        proxy = copies[pid]
+        matches = [
+            vid
+            for vid in voices
+            if views[vid].call == views[pid].call and one_utterance(views[pid], views[vid], window_ms)
+        ]
+        if not matches:
+            continue
+        if pid in seqs:
+            absorbed[pid] = seqs[pid]
+        else:
+            del unique[pid]
+        for vid in matches:
+            updated = absorb_proxy_copy(copies[vid], proxy)
+            if updated is copies[vid]:
+                continue
+            copies[vid] = updated
+            if vid in seqs:
+                learned[vid] = (updated, *seqs[vid])
             else:
-                absorbed[proxy.id] = (proxy.seq, proxy.content)
-    return absorbed
+                unique[vid] = updated
+    return absorbed, learned
 
 
 def insert_messages(
@@ -430,18 +425,20 @@ def insert_messages(
                 old_rows[mid] = (int(seq), content or "")
                 hashes[mid] = content_hash(merged.role, merged.content)
 
-    absorbed = _absorb_proxy_copies(conn, memory_id, unique, window_ms, new_memory)
+    absorbed, learned = _absorb_proxy_copies(conn, memory_id, unique, window_ms, new_memory)
     old_rows.update(absorbed)
     replace.update(absorbed)  # deleted below: not a copy the text window may keep instead
 
     def replace_stored(rows: dict[str, tuple[Message, int, str]]) -> None:
         # A stored copy that learned from another (a welcome message with a human turn before
-        # it): replaced like a merged copy.
+        # it, a round its proxy answer marks interrupted): replaced like a merged copy.
         for mid, (updated, seq, content) in rows.items():
             unique[mid] = updated
             hashes[mid] = content_hash(updated.role, updated.content)
             replace.add(mid)
             old_rows[mid] = (seq, content)
+
+    replace_stored(learned)
 
     # With the batch final: the welcome message's label (a stored one may turn to llm).
     replace_stored(label_welcome_turns(conn, memory_id, unique, new_memory))
@@ -451,18 +448,17 @@ def insert_messages(
     for hpart in () if new_memory else chunked(wanted):
         same = _rows_in(
             conn,
-            "id, role, channel, source, timestamp_ms, content_hash, round_id, metadata",
+            "id, role, channel, source, timestamp_ms, content_hash, round_id, metadata, content, original",
             memory_id,
             "content_hash",
             hpart,
         )
-        for rid, role, channel, source, ts, h, round_id, meta in same:
+        for rid, role, channel, source, ts, h, round_id, meta, content, original in same:
             if rid not in replace:
-                meta_doc = _load_metadata(meta)
-                identified = has_identity(round_id, meta_doc)
-                seen.setdefault(h, []).append(
-                    _Seen(role, channel, source, ts, identified, call_task(meta_doc))
+                view = CopyView.of(
+                    role, channel, content or "", original, int(ts), round_id, _load_metadata(meta)
                 )
+                seen.setdefault(h, []).append(_Seen(source, view))
 
     rows: list[tuple[Any, ...]] = []
     inserted: list[str] = []
@@ -470,18 +466,10 @@ def insert_messages(
         h = hashes[mid]
         if h is not None and mid not in replace:
             bucket = seen.setdefault(h, [])
-            if bucket and _mirrored(msg, bucket, window_ms):
+            view = CopyView.of_message(msg)
+            if bucket and _mirrored(msg, view, bucket, window_ms):
                 continue
-            bucket.append(
-                _Seen(
-                    msg.role,
-                    msg.channel,
-                    msg.source,
-                    msg.timestamp_ms,
-                    has_identity(msg.round_id, msg.metadata),
-                    call_task(msg.metadata),
-                )
-            )
+            bucket.append(_Seen(msg.source, view))
         rows.append(
             (
                 memory_id,

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from convmem_graph._copies import original_of
 from convmem_graph.models import Message
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.store.engine import chunked, insert_ignore
@@ -58,10 +59,15 @@ def _sentence_texts(metadata: dict[str, Any]) -> list[str]:
 
 
 def interrupted_copy(msg: Message) -> Message:
-    """``msg`` marked interrupted, with its generated sentences as ``original`` when they differ."""
+    """``msg`` marked interrupted, with its generated text as ``original`` when it differs.
+
+    The generated text is its sentences, or the proxy's streamed answer when that extends them
+    (``metadata.generated``, :func:`convmem_graph._copies.original_of`).
+    """
     joined = join_sentences(_sentence_texts(msg.metadata))
-    original = joined if joined and joined != msg.content else msg.original
-    return msg.model_copy(update={"interrupted": True, "original": original})
+    generated = msg.metadata.get("generated")
+    original = original_of(msg.content, joined, generated if isinstance(generated, str) else None)
+    return msg.model_copy(update={"interrupted": True, "original": original or msg.original})
 
 
 def record_interruptions(conn: Connection, memory_id: str, rounds: Collection[Round], now_ms: int) -> None:

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from convmem_graph import ConvMemory
 from convmem_graph.cli.call import start_call
 from convmem_graph.server.app import create_app
-from convmem_graph.server.calls import agora_task_id, tag_call_options
+from convmem_graph.server.calls import CALL_PARAM, agora_task_id, tag_call_options
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.proxy import MEMORY_HEADER
 from convmem_graph.signatures import sign_agora_v2, sign_trtc
@@ -198,3 +198,41 @@ def test_the_registration_routes_take_the_speakers(served: Any) -> None:
         info = app.state.inbox.task("t-9")
         assert (info.memory_id, info.bot_id, info.human_id) == (MEMORY, "bot-9", "u-9")
         assert app.state.inbox.task(agora_task_id("A-9")).memory_id == MEMORY
+
+
+def test_an_agora_call_names_itself_in_every_custom_llm_request(served: Any) -> None:
+    # Issue 20, gap 3: the join's llm.params carry the channel; Agora merges them into each request
+    # body; the proxy stores its turns with the channel and the model never sees the key.
+    settings, upstream = served
+    agora = FakeAgora()
+    with ConvMemory.open(settings.db) as mem:
+        start_call(mem, "agora", MEMORY, _agora_options(), client=agora)
+    sent = agora.bodies[0]["properties"]
+    params = sent["llm"]["params"]
+    assert params == {"memory_id": MEMORY, CALL_PARAM: sent["channel"]}
+    body = {**load_fixture("agora_custom_llm_request.json"), **params, "stream": False}
+    app = create_app(settings, upstream_transport=httpx.MockTransport(upstream.handler))
+    with TestClient(app) as client:
+        answer = client.post("/v1/chat/completions", json=body)
+        assert answer.status_code == 200 and answer.headers[MEMORY_HEADER] == "used"
+        assert app.state.worker.wait_idle(30)
+        turns = app.state.mem.recent(MEMORY, 10)
+    forwarded = upstream.requests[-1]["body"]
+    assert CALL_PARAM not in forwarded and "memory_id" not in forwarded
+    by_role = {m.role: m for m in turns if m.channel == "api"}
+    assert by_role["user"].content == "对对，还有我下个月要去成都出差。"
+    assert by_role["user"].metadata["rtc_channel"] == sent["channel"]
+    answered = by_role["assistant"].metadata
+    assert answered["rtc_channel"] == sent["channel"]
+    # When the request was sent and answered: the store tells a cut answer's round by it.
+    assert answered["request_ms"] <= answered["answered_ms"]
+
+
+def test_a_bad_call_name_is_refused_naming_the_field(served: Any) -> None:
+    settings, upstream = served
+    app = create_app(settings, upstream_transport=httpx.MockTransport(upstream.handler))
+    body = {"messages": [{"role": "user", "content": "hi"}], "memory_id": MEMORY, CALL_PARAM: "room\x01"}
+    with TestClient(app) as client:
+        answer = client.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == CALL_PARAM
+    assert upstream.requests == []  # nothing reached the model

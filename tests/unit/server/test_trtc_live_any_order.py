@@ -1,4 +1,4 @@
-"""Issue 20, items 1-2: a live TRTC call comes out the same whatever order its copies arrive in.
+"""Issue 20, items 1-3: a live TRTC call comes out the same whatever order its copies arrive in.
 
 Scripted calls (a greeting or not, 1-3 rounds of 1-2 human and 1-3 bot sentences, repeated short replies
 such as "好的", rounds cut short by an interruption metric sent as its own webhook - 906 or 908 -
@@ -8,13 +8,20 @@ batch per webhook is how a live server sees them. Three deployments: ``CONVMEM_B
 the call registered at start (bot and human known, ``task`` mapping); nothing known (``room``
 mapping: the worker learns the bot from a 905 and the human from a 904 and parks the rest).
 In half of the calls every round also goes through the memory proxy (its copy of the user's
-text and of the streamed answer, cut when interrupted, carrying the task id), and up to three
+text and of the streamed answer, carrying the task id and when its request was open); in half
+of the rounds TRTC hung up on that stream (the proxy's answer is cut, its text runs past the
+round's sentences, with or without an interruption metric: the round is interrupted and the
+streamed text is its ``original``), and in half of the calls every answer starts with the same
+"好的。", so a cut answer's text also starts other rounds' (only the request's time names its
+round: carrying the cut to any round with those words marks the welcome message). Up to three
 lines are typed in IM around the call (one pull each, the same short words within seconds of a
-round), and in a third of them the same person's earlier Agora call (its GET history, pulled,
-and its 103, a webhook; checked against one run over both, as their own test does): all copies
-are shuffled together. 2,000 examples run the real worker with each run stopping at the stored
-timeline (one database per deployment, new ids per call, ~50 ms an example); 40 more run the
-whole lifecycle.
+round), and in a third of them the same person's earlier Agora call (its 103, a webhook, and
+in half of those its GET history, pulled; checked against one run over the same documents, as
+their own test does; in half of them its two model turns also went through the proxy, tagged
+with the call's channel, the second answer cut off: its 103 copy then becomes interrupted with
+the generated text as ``original``, as the history says): all copies are shuffled together.
+2,000 examples run the real worker with each run stopping at the stored timeline (one database
+per deployment, new ids per call, ~50 ms an example); 40 more run the whole lifecycle.
 
 The stored timeline is compared with the script, not with another read: every utterance once,
 the right role, the spoken text, the generated text as ``original`` when it was cut short,
@@ -97,6 +104,10 @@ class Round:
     spoken: int  # bot sentences spoken before the end (== len(bot) unless interrupted)
     has_905: bool
     interrupted_by: int | None  # 906 or 908 carrying the interruption metric, or None
+    #: TRTC hung up on the proxy's stream (the human barged in): the proxy's answer is cut,
+    #: streamed up to ``tail``, words that never became a sentence TRTC spoke or sent.
+    hung_up: bool = False
+    tail: str = ""
 
 
 def _body(ids: CallIds, event: int, ms: int, payload: dict[str, Any]) -> dict[str, Any]:
@@ -104,14 +115,25 @@ def _body(ids: CallIds, event: int, ms: int, payload: dict[str, Any]) -> dict[st
     return {"EventGroupId": 9, "EventType": event, "CallbackTs": ms + 30, "EventInfo": info}
 
 
+#: What a stream cut short had generated past its last whole sentence.
+TAILS = ["还有，", "and then", "另外"]
+
+
 @st.composite
 def calls(draw: st.DrawFn) -> list[Round]:
     rounds: list[Round] = []
     if draw(st.booleans()):
         rounds.append(Round("r-welcome", [], [draw(st.sampled_from(BOT_SAYS))], 1, True, None))
+    # Repeated words: every answer starts with the same "好的。" (a cut answer's text then starts
+    # another round's as well, and only the request's time tells them apart).
+    repeat = draw(st.booleans())
     for i in range(draw(st.integers(1, 3))):
         bot = draw(st.lists(st.sampled_from(BOT_SAYS), min_size=1, max_size=3))
-        cut = draw(st.booleans()) and len(bot) > 1
+        if repeat:
+            bot = ["好的。", *bot[1:]]  # as long as drawn: the calls cost what they did
+        metric = draw(st.booleans()) and len(bot) > 1
+        hung_up = draw(st.booleans())
+        cut = (metric or hung_up) and len(bot) > 1
         rounds.append(
             Round(
                 round_id=f"r-{i:03d}",
@@ -119,18 +141,19 @@ def calls(draw: st.DrawFn) -> list[Round]:
                 bot=bot,
                 spoken=draw(st.integers(1, len(bot) - 1)) if cut else len(bot),
                 # An interrupted round always says what was spoken; a whole one may not.
-                has_905=cut or draw(st.booleans()),
-                interrupted_by=draw(st.sampled_from([906, 908])) if cut else None,
+                has_905=metric or draw(st.booleans()),
+                interrupted_by=draw(st.sampled_from([906, 908])) if metric else None,
+                hung_up=hung_up,
+                tail=draw(st.sampled_from(TAILS)) if hung_up else "",
             )
         )
     return rounds
 
 
-def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int) -> dict[str, Any]:
+def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int, closed_ms: int) -> dict[str, Any]:
     """The memory proxy's copy of a round (TRTC sent the LLM request through it), as it stores it."""
     request_id = f"req-{ids.n}-{rnd.round_id}"
     meta = {"proxy_request_id": request_id, "task_id": ids.task}
-    cut = rnd.interrupted_by is not None
     messages = [
         Message(
             id=f"proxy-{request_id}-user",
@@ -142,18 +165,23 @@ def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int) -> dict[
             metadata=dict(meta),
         ),
         Message(
-            # The generated answer as streamed; cut short when TRTC hung up on an interruption.
+            # The generated answer as streamed: cut short, past its last sentence, when TRTC hung up.
             id=f"proxy-{request_id}-assistant",
             role="assistant",
-            content=join_sentences(rnd.bot[: rnd.spoken + 1] if cut else rnd.bot),
+            content=join_sentences([*rnd.bot, rnd.tail] if rnd.hung_up else rnd.bot),
             channel="api",
             source="llm",
             timestamp_ms=answer_ms,
-            interrupted=cut,
-            metadata=dict(meta),
+            interrupted=rnd.hung_up,
+            # When the request was sent and its stream closed (the proxy's clock).
+            metadata={**meta, "request_ms": user_ms, "answered_ms": closed_ms},
         ),
     ]
-    return {"proxy": {"messages": [m.model_dump(mode="json") for m in messages]}, "request_id": request_id}
+    return {
+        "proxy": {"messages": [m.model_dump(mode="json") for m in messages]},
+        "request_id": request_id,
+        "call": "trtc",
+    }
 
 
 def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> list[dict[str, Any]]:
@@ -171,11 +199,13 @@ def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> lis
         out.append(
             _body(ids, 906, ms, {"Metric": "llm_first_token", "Value": 412, "Tag": {"RoundId": rnd.round_id}})
         )
-        if proxy and rnd.human:
-            out.append(_proxy_turn(ids, rnd, user_ms=ms + 60, answer_ms=ms + 500))
+        sent = ms
         for text in rnd.bot:
             ms += 800
             out.append(_body(ids, 903, ms, {"UserId": BOT, "Text": text, "RoundId": rnd.round_id}))
+        if proxy and rnd.human:
+            # The stream stays open while TRTC makes the round's sentences of it.
+            out.append(_proxy_turn(ids, rnd, user_ms=sent + 60, answer_ms=sent + 500, closed_ms=ms + 100))
         if rnd.has_905:
             ms += 600
             spoken = join_sentences(rnd.bot[: rnd.spoken])
@@ -197,11 +227,11 @@ AGORA_HISTORY = json.loads((_VENDORS / "agora_history_response.json").read_text(
 AGORA_103 = json.loads((_VENDORS / "agora_webhook_103_agent_history.json").read_text(encoding="utf-8"))
 
 
-def _agora_reference() -> list[tuple[Any, ...]]:
-    """The Agora call's messages from one run over both documents (their own test checks that run)."""
+def _agora_reference(docs: list[Any]) -> list[tuple[Any, ...]]:
+    """The Agora call's messages from one run over ``docs`` (their own test checks that run)."""
     mem = ConvMemory.open(":memory:")
     try:
-        mem.ingest("u_agora", [RawInput(AGORA_HISTORY, "agora"), RawInput(AGORA_103, "agora")])
+        mem.ingest("u_agora", [RawInput(doc, "agora") for doc in docs])
         return [
             (m.role, m.content, m.original, m.interrupted, m.round_id, m.timestamp_ms, m.source)
             for m in mem.store.recent_messages("u_agora", 1_000)
@@ -210,7 +240,52 @@ def _agora_reference() -> list[tuple[Any, ...]]:
         mem.close()
 
 
-AGORA_ROWS = _agora_reference()
+AGORA_ROWS = _agora_reference([AGORA_HISTORY, AGORA_103])
+#: The 103 alone: it carries no ``interrupted`` or ``original``, so its cut answer is plain.
+AGORA_103_ROWS = _agora_reference([AGORA_103])
+#: The cut answer of the Agora call: what was spoken, and what the model generated (history).
+AGORA_CUT = next(item for item in AGORA_HISTORY["contents"] if item.get("metadata", {}).get("interrupted"))
+AGORA_CHANNEL = AGORA_103["payload"]["channel"]
+
+
+def agora_proxy_turns(ids: CallIds) -> list[dict[str, Any]]:
+    """The memory proxy's copies of the Agora call's two model turns (``convmem_call`` names the channel).
+
+    The second answer is the one the user cut off: Agora hung up on its stream, so the proxy's copy
+    holds the whole generated text, interrupted; the request was open while it was spoken.
+    """
+    out = []
+    items = AGORA_HISTORY["contents"]
+    for k, (asked, answered, closed_ms) in enumerate([(1, 2, 1_767_268_811_000), (3, 4, 1_767_268_827_390)]):
+        request_id = f"agora-req-{ids.n}-{k}"
+        meta = {"proxy_request_id": request_id, "rtc_channel": AGORA_CHANNEL}
+        sent = items[asked]["timestamp"] + 70
+        answer = items[answered]
+        cut = bool(answer.get("metadata", {}).get("interrupted"))
+        messages = [
+            Message(
+                id=f"proxy-{request_id}-user",
+                role="user",
+                content=items[asked]["content"],
+                channel="api",
+                source="message",
+                timestamp_ms=sent,
+                metadata=dict(meta),
+            ),
+            Message(
+                id=f"proxy-{request_id}-assistant",
+                role="assistant",
+                content=answer["metadata"]["original"] if cut else answer["content"],
+                channel="api",
+                source="llm",
+                timestamp_ms=sent + 500,
+                interrupted=cut,
+                metadata={**meta, "request_ms": sent, "answered_ms": closed_ms},
+            ),
+        ]
+        body = {"messages": [m.model_dump(mode="json") for m in messages]}
+        out.append({"proxy": body, "request_id": request_id, "call": "agora"})
+    return out
 
 
 def im_pages(ids: CallIds, lines: list[tuple[int, bool, str]]) -> list[dict[str, Any]]:
@@ -244,10 +319,18 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
     """
     first: dict[tuple[str, str], int] = {}
     rows: list[tuple[Any, ...]] = []
+    agora = {body["kind"] for body in bodies if "agora" in body}
+    if "history" in agora:
+        rows.extend(AGORA_ROWS)  # the history knows the cut answer's original itself
+    elif agora:
+        through_proxy = any(body.get("call") == "agora" for body in bodies)
+        for row in AGORA_103_ROWS:
+            if through_proxy and row[:2] == ("assistant", AGORA_CUT["content"]):
+                # The proxy's copy of the cut answer: interrupted, the generated text as original.
+                row = (*row[:2], AGORA_CUT["metadata"]["original"], True, *row[4:])
+            rows.append(row)
     for body in bodies:
         if "agora" in body:
-            if body["kind"] == "history":
-                rows.extend(AGORA_ROWS)
             continue
         if "im" in body:
             ts, by_bot, text = body["line"]
@@ -273,7 +356,12 @@ def expected(rounds: list[Round], bodies: list[dict[str, Any]], ids: CallIds) ->
             )
         generated = join_sentences(rnd.bot)
         spoken = join_sentences(rnd.bot[: rnd.spoken]) if rnd.has_905 else generated
-        cut = rnd.interrupted_by is not None
+        # Interrupted when the metric says so or the proxy's stream of the round was cut; the
+        # generated text is then the stream's, which runs past the round's sentences.
+        proxy_cut = rnd.hung_up and bool(rnd.human) and any(body.get("call") == "trtc" for body in bodies)
+        if proxy_cut:
+            generated = join_sentences([*rnd.bot, rnd.tail])
+        cut = rnd.interrupted_by is not None or proxy_cut
         original = generated if cut and generated != spoken else None
         source = "llm" if rnd.human else "greeting"  # only the welcome round has no human turn
         rows.append(("assistant", spoken, original, cut, rnd.round_id, first[(rnd.round_id, BOT)], source))
@@ -418,9 +506,15 @@ def _draw_arrivals(rounds: list[Round], ids: CallIds, data: st.DataObject) -> tu
     lines = st.tuples(st.integers(-5, 25), st.booleans(), st.sampled_from(HUMAN_SAYS + BOT_SAYS))
     script += im_pages(ids, data.draw(st.lists(lines, max_size=3, unique_by=lambda line: line[0])))
     if data.draw(st.integers(0, 2)) == 0:
-        # The same person's earlier Agora call: history and 103 overlap almost completely.
+        # The same person's earlier Agora call: history and 103 overlap almost completely; or
+        # the 103 alone (the history was never pulled).
         hook = {**AGORA_103, "noticeId": f"{AGORA_103['noticeId']}-{ids.n}"}  # a notice per call
-        script += [{"agora": AGORA_HISTORY, "kind": "history"}, {"agora": hook, "kind": "103"}]
+        script.append({"agora": hook, "kind": "103"})
+        if data.draw(st.booleans()):
+            script.append({"agora": AGORA_HISTORY, "kind": "history"})
+        if data.draw(st.booleans()):
+            # Its model turns through the memory proxy, the cut answer's stream included.
+            script += agora_proxy_turns(ids)
     bodies = _retried(script, data.draw(st.lists(st.integers(0, 1000), max_size=3)))
     order = data.draw(st.permutations(range(len(bodies))))
     sizes = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))
