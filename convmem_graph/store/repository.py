@@ -2,8 +2,10 @@
 
 Same code on SQLite (default, one file) and PostgreSQL. Each public mutating method is one
 transaction, so a failure never leaves half a step written, and every query filters by memory id.
-On PostgreSQL, inside :meth:`MemoryStore.memory_lock` (a lifecycle run), the thread's calls are
-parts of the run's one transaction instead, which holds the memory's ``pg_advisory_xact_lock``.
+Calls made on a :class:`StoreRun` (``with store.run(memory_id) as run:``, a lifecycle run) share
+the run's connection; on PostgreSQL they are parts of the run's one transaction instead, which
+holds the memory's ``pg_advisory_xact_lock``. Which it is follows from the object a call is made
+on, never from per-thread state.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ from convmem_graph.store.episodes import (
     pg_index_terms,
     search_episodes,
 )
+from convmem_graph.store.locks import held_here
 from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.migrations import apply_migrations
 from convmem_graph.store.postgres import PostgresBackend
@@ -104,6 +107,7 @@ from convmem_graph.store.schema import (
     variable_specs,
     variables,
 )
+from convmem_graph.store.session import RunScope
 from convmem_graph.store.sqlite import SqliteBackend
 from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url
 from convmem_graph.text.keys import canonical_key
@@ -112,7 +116,7 @@ from convmem_graph.text.sentences import split_to_fit
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "StoreRun"]
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +180,9 @@ class MemoryStore:
     safe_url: str
     dialect: str
     engine: Engine
+    #: The session this object's calls go through: ``None`` on the store itself (each call opens
+    #: its own connection and transaction), set on the :class:`StoreRun` views of it.
+    _scope: RunScope | None = None
 
     def __init__(
         self, url: str | None = None, *, echo: bool = False, pools: PoolSettings | None = None
@@ -195,8 +202,6 @@ class MemoryStore:
         # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
         self._parsed: OrderedDict[str, tuple[str, MemorySnapshot]] = OrderedDict()
         self._parsed_lock = threading.Lock()
-        # The connection of the current thread's pinned() block, if any.
-        self._pin = threading.local()
         # Where the two databases differ in what they must do: store/sqlite.py, store/postgres.py.
         self._backend: SqliteBackend | PostgresBackend = (
             SqliteBackend(self.url, memory=memory) if self.dialect == "sqlite" else PostgresBackend()
@@ -241,24 +246,146 @@ class MemoryStore:
         """Release every database connection of the store."""
         self.engine.dispose()
 
-    # -- transactions ---------------------------------------------------------------------------
-    @contextmanager
-    def pinned(self) -> Iterator[None]:
-        """Run this thread's store calls on one connection until the block ends.
+    # -- sessions, runs and transactions ----------------------------------------------------------
+    def _bind(self, scope: RunScope) -> StoreRun:
+        """This store as a :class:`StoreRun` whose calls go through ``scope`` (engine and caches shared)."""
+        view = object.__new__(StoreRun)
+        view.__dict__.update(self.__dict__)
+        view._scope = scope
+        return view
 
-        Every public method still is its own statement or transaction; only the connection is
-        kept, which saves a pool checkout per call (a lifecycle run makes dozens of calls).
-        Nested blocks reuse the outer connection.
+    @contextmanager
+    def session(self) -> Iterator[StoreRun]:
+        """The store bound to one connection until the block ends.
+
+        Every call made on the yielded :class:`StoreRun` still is its own statement or transaction;
+        only the connection is kept, which saves a pool checkout per call (a lifecycle run makes
+        dozens of calls). Calls on the store itself are not affected. A session of a session is
+        the same session.
+
+        Example:
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.session() as s:
+            ...     s.ensure_memory("mem_1").memory_id
+            'mem_1'
         """
-        if getattr(self._pin, "conn", None) is not None:
-            yield
+        if self._scope is not None:
+            yield cast(StoreRun, self)
             return
         with self.engine.connect() as conn:
-            self._pin.conn = conn
+            yield self._bind(RunScope(conn))
+
+    def pinned(self) -> AbstractContextManager[StoreRun]:
+        """The earlier name of :meth:`session` (calls share the connection only when made on its value)."""
+        return self.session()
+
+    def run(self, memory_id: str) -> AbstractContextManager[StoreRun]:
+        """Serialize work on one memory; the yielded :class:`StoreRun` is the run's view of the store.
+
+        The run owns the memory's lock (re-entrant in-process; across processes the memory's lock
+        file on a SQLite file, the transaction's ``pg_advisory_xact_lock`` on PostgreSQL), one
+        connection, and on PostgreSQL one transaction with a read cache: every call made on the
+        run joins that transaction (a lifecycle run's checkpoint writes too, see
+        :mod:`convmem_graph.checkpoints.postgres`), which commits when the block ends. Other
+        processes and hosts wait for the commit; no session-level lock is taken, so this works
+        behind PgBouncer in transaction mode. When the block raises, what the completed calls
+        wrote is committed (as each call's own transaction would have been), unless a call was
+        interrupted half-way or the database failed the transaction: then all of it is rolled
+        back. On SQLite each call on the run is its own transaction on the run's connection.
+
+        Calls made on the store itself inside the block are their own transactions, as anywhere;
+        on PostgreSQL a write of the held memory that way would wait for the run forever, so it
+        raises :class:`~convmem_graph.errors.ConvMemError` instead. A run of the same memory
+        inside the block (on the store or the run) is the same run; a run of another memory
+        made on a run whose transaction is open joins that transaction. Different memories never
+        block each other.
+
+        Example:
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.run("mem_1") as run:
+            ...     run.ensure_memory("mem_1").memory_id
+            'mem_1'
+        """
+        _check_id(memory_id)
+        scope = self._scope
+        if scope is not None and scope.writing:
+            return self._join_run(scope, memory_id)
+        return cast(
+            AbstractContextManager[StoreRun],
+            _memory_lock(self._lock_scope, memory_id, hold=self._open_run),
+        )
+
+    def memory_lock(self, memory_id: str) -> AbstractContextManager[StoreRun]:
+        """The earlier name of :meth:`run` (store calls join the run only when made on its value)."""
+        return self.run(memory_id)
+
+    @contextmanager
+    def _join_run(self, scope: RunScope, memory_id: str) -> Iterator[StoreRun]:
+        """A run of ``memory_id`` inside this session's open transaction: its locks join it."""
+        with _memory_lock(self._lock_scope, memory_id, hold=self._backend.hold_memory):
+            if self._backend.locks_memories:
+                self._lock_in(scope.conn, memory_id)
+            yield cast(StoreRun, self)
+
+    @contextmanager
+    def _open_run(self, memory_id: str) -> Iterator[StoreRun]:
+        """The outermost hold of :meth:`run`: the cross-process lock, the session, the PG transaction."""
+        # After the in-process lock (one thread of this process at a time reaches the lock file),
+        # before any store call (no write gate is held while waiting for another process).
+        with self._backend.hold_memory(memory_id), self.session() as run:
+            if not self._backend.locks_memories:
+                yield run
+                return
+            scope = run._scope
+            conn = scope.conn
+            if conn.in_transaction():
+                conn.rollback()  # an unfinished read's implicit transaction
+            txn = conn.begin()
+            scope.begun()
+            scope.writing, scope.interrupted, scope.cache = True, False, {}
             try:
-                yield
+                run._lock_in(conn, memory_id)
+                yield run
+            except BaseException:
+                scope.writing = False
+                run._end_failed_run(conn, txn, memory_id)
+                raise
+            else:
+                scope.writing = False
+                txn.commit()
             finally:
-                self._pin.conn = None
+                scope.writing, scope.interrupted, scope.cache = False, False, None
+                scope.begun()
+
+    def _end_failed_run(self, conn: Connection, txn: Any, memory_id: str) -> None:
+        """Commit what the completed store calls of a failed block wrote, or roll it all back."""
+        if not txn.is_active:
+            return
+        keep = not (self._scope is not None and self._scope.interrupted) and not _aborted(conn)
+        try:
+            if keep:
+                txn.commit()
+                return
+        except Exception:  # noqa: BLE001 - the block's own error is the one to raise
+            logger.warning("commit after a failed run of memory %r failed", memory_id, exc_info=True)
+        if txn.is_active:
+            try:
+                txn.rollback()
+            except Exception:  # noqa: BLE001 - a broken connection: the pool discards it
+                logger.warning("rollback of a failed run of memory %r failed", memory_id, exc_info=True)
+        logger.info("rolled back the unfinished run of memory %r", memory_id)
+
+    def run_connection(self) -> Any | None:
+        """The psycopg connection of this run's PostgreSQL transaction, or ``None``.
+
+        On a :class:`StoreRun` of :meth:`run` on PostgreSQL, the DBAPI connection whose transaction
+        holds the memory's lock; the lifecycle writes its checkpoints on it so they commit with the
+        store. ``None`` on the store itself, on SQLite, and outside the run's transaction.
+        """
+        scope = self._scope
+        if not self._backend.locks_memories or scope is None or not scope.writing:
+            return None
+        return scope.conn.connection.driver_connection
 
     @contextmanager
     def transaction(self, memory_id: str | None = None) -> Iterator[Connection]:
@@ -268,25 +395,26 @@ class MemoryStore:
         (import): on SQLite it takes the write lock up front and queues at the write gate, like
         every store write; with ``memory_id`` on PostgreSQL it also takes that memory's
         transaction-scoped advisory lock. A plain ``engine.begin()`` does neither (and, on SQLite,
-        would run each statement in autocommit). Store calls made by this thread inside the block
-        join the transaction: an exception undoes them too.
+        would run each statement in autocommit). Store calls made on a :class:`StoreRun` inside
+        its own ``transaction()`` join it: an exception undoes them too. Calls on the store itself
+        are their own transactions (on SQLite one would wait for this one's write lock).
 
         Example:
             >>> store = MemoryStore.from_url(":memory:")
-            >>> with store.transaction() as conn:
+            >>> with store.session() as s, s.transaction() as conn:
             ...     _ = conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS mine (k TEXT)")
-            ...     store.ensure_memory("mem_1").memory_id
+            ...     s.ensure_memory("mem_1").memory_id
             'mem_1'
         """
-        with self.pinned(), self._write(memory_id) as conn:
+        with self._write(memory_id) as conn:
             yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A connection for reads of tables of your own beside the store's (replay progress).
 
-        Inside a :meth:`transaction` of this thread it is that transaction's connection. Its
-        implicit transaction ends with COMMIT (see :func:`~convmem_graph.store.engine.end_read`):
+        On a :class:`StoreRun` inside its :meth:`transaction` it is that transaction's connection.
+        Its implicit transaction ends with COMMIT (see :func:`~convmem_graph.store.engine.end_read`):
         a plain ``engine.connect()`` block rolls back on close, which makes psycopg prepare every
         statement of the connection again.
 
@@ -319,14 +447,15 @@ class MemoryStore:
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        conn: Connection | None = getattr(self._pin, "conn", None)
-        if conn is None:
+        scope = self._scope
+        if scope is None:
             with self._serial, self.engine.connect() as fresh:
                 yield fresh
                 end_read(fresh)  # not reached after an error: closing rolls back
             return
+        conn = scope.conn
         if conn.in_transaction():
-            # A read inside a write of this thread: it belongs to that transaction.
+            # A read inside a write of this session: it belongs to that transaction.
             yield conn
             return
         with self._serial:
@@ -342,63 +471,92 @@ class MemoryStore:
         """Take the memory's ``pg_advisory_xact_lock`` in the current transaction, once per transaction.
 
         Writers of one memory take turns: concurrent inserts cannot both pass the duplicate check,
-        and seqs commit in order. ``memory_lock`` takes the same key, so a run's writes find it
-        held already. Two-int key space: never meets the one-bigint schema and setup locks.
+        and seqs commit in order. A run takes the same key, so its writes find it held already.
+        Two-int key space: never meets the one-bigint schema and setup locks.
         """
-        locked: set[str] = self._pin.locked
-        if memory_id in locked:
+        scope = self._scope
+        if scope is None:
+            self._backend.lock_memory(conn, memory_id)  # a call's own transaction: once anyway
+            return
+        if memory_id in scope.locked:
             return
         self._backend.lock_memory(conn, memory_id)
-        locked.add(memory_id)
+        scope.locked.add(memory_id)
 
     @contextmanager
     def _write(
         self, memory_id: str | None = None, *, keeps: frozenset[str] = frozenset()
     ) -> Iterator[Connection]:
-        """A write transaction (or a part of this thread's current one).
+        """A write transaction (or a part of this session's open one).
 
         ``keeps`` names the kinds of the run's read cache (see :meth:`_cached`) this write cannot
         change; every other kind cached for the memory (for all memories without one) is dropped.
         """
-        pinned: Connection | None = getattr(self._pin, "conn", None)
-        if pinned is not None and getattr(self._pin, "writing", False):
-            # A write inside a write of this thread joins it (a second transaction on one
+        scope = self._scope
+        if scope is None:
+            with self._own_write(memory_id) as conn:
+                yield conn
+            return
+        if scope.writing:
+            # A write inside a write of this session joins it (a second transaction on one
             # connection cannot be begun, and on another one would wait for this one forever).
             if memory_id is not None and self._backend.locks_memories:
-                self._lock_in(pinned, memory_id)
+                self._lock_in(scope.conn, memory_id)
             try:
-                yield pinned
+                yield scope.conn
             except BaseException:
                 # Its statements so far stay in the enclosing transaction: a run must not commit them.
-                self._pin.interrupted = True
+                scope.interrupted = True
                 raise
             finally:
                 self._forget(memory_id, keeps)
             return
-        with self._serial, nullcontext(pinned) if pinned is not None else self.engine.connect() as conn:
+        conn = scope.conn
+        with self._serial:
             with self._gate.hold() if self._gate is not None else nullcontext():
                 end_read(conn)  # an unfinished read's implicit transaction, never a write's
                 conn.execution_options(**{WRITE_OPTION: True})
-                self._pin.writing = pinned is not None
-                self._begun(conn)
+                scope.writing = True
+                scope.begun()
                 try:
                     with conn.begin():
                         if memory_id is not None and self._backend.locks_memories:
                             self._lock_in(conn, memory_id)
                         yield conn
                 finally:
-                    self._pin.writing = False
-                    if pinned is not None:
-                        conn.execution_options(**{WRITE_OPTION: False})
-            driver = conn.connection.driver_connection
-            if self._gate is not None and driver is not None:
-                # Outside the gate: other writers go on while a checkpoint copies pages.
-                self._gate.committed(driver)
+                    scope.writing = False
+                    conn.execution_options(**{WRITE_OPTION: False})
+            self._committed(conn)
+
+    @contextmanager
+    def _own_write(self, memory_id: str | None) -> Iterator[Connection]:
+        """A call's own write transaction, on a connection of its own."""
+        if memory_id is not None and self._backend.locks_memories and held_here(self._lock_scope, memory_id):
+            # Its advisory lock is held by this thread's run, which waits for this call: never ends.
+            raise ConvMemError(
+                f"a write of memory {memory_id!r} on the store itself inside this thread's run of it "
+                "would wait for the run; make the call on the run (with store.run(...) as run: run.<call>)"
+            )
+        with self._serial, self.engine.connect() as conn:
+            with self._gate.hold() if self._gate is not None else nullcontext():
+                conn.execution_options(**{WRITE_OPTION: True})
+                with conn.begin():
+                    if memory_id is not None and self._backend.locks_memories:
+                        self._backend.lock_memory(conn, memory_id)
+                    yield conn
+            self._committed(conn)
+
+    def _committed(self, conn: Connection) -> None:
+        driver = conn.connection.driver_connection
+        if self._gate is not None and driver is not None:
+            # Outside the gate: other writers go on while a checkpoint copies pages.
+            self._gate.committed(driver)
 
     def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
         # Once per transaction: a run's steps all ensure their memory (one round trip each on PG).
-        ensured: tuple[Connection, set[str]] | None = getattr(self._pin, "ensured", None)
-        if ensured is not None and ensured[0] is conn and memory_id in ensured[1]:
+        scope = self._scope
+        in_txn = scope is not None and scope.writing and scope.conn is conn
+        if in_txn and memory_id in scope.ensured:  # type: ignore[union-attr]
             return False
         row = {
             "memory_id": memory_id,
@@ -409,35 +567,35 @@ class MemoryStore:
             "summarized_seq": 0,
         }
         inserted = conn.execute(insert_ignore(self.dialect, memories), row).rowcount == 1
-        if ensured is not None and ensured[0] is conn:
-            ensured[1].add(memory_id)
+        if in_txn:
+            scope.ensured.add(memory_id)  # type: ignore[union-attr]
         return inserted
 
-    def _begun(self, conn: Connection) -> None:
-        """Reset the per-transaction bookkeeping of this thread for a new transaction on ``conn``."""
-        self._pin.locked = set()
-        self._pin.ensured = (conn, set())
-
     def _cached(self, kind: str, memory_id: str, load: Callable[[Connection], _T]) -> _T:
-        """Read ``kind`` of a memory through the run's cache when this thread is in a PostgreSQL run.
+        """Read ``kind`` of a memory through the run's cache when this is a PostgreSQL run.
 
         Inside a run's transaction nobody else can change the memory (other writers wait for its
         lock, and its uncommitted rows are its own), so a read answers for the whole run until one
         of the run's own writes drops it (``_write(keeps=...)``). Outside a run: a plain read.
         Values are shared between callers: treat them as read-only.
         """
-        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        cache = self._cache()
         if cache is not None and (kind, memory_id) in cache:
             return cast(_T, cache[(kind, memory_id)])
         with self._read() as conn:
             value = load(conn)
-        if cache is not None and getattr(self._pin, "writing", False):
+        if cache is not None:
             cache[(kind, memory_id)] = value
         return value
 
+    def _cache(self) -> dict[tuple[str, str], Any] | None:
+        """The run's read cache while its transaction is open, else ``None``."""
+        scope = self._scope
+        return scope.cache if scope is not None and scope.writing else None
+
     def _peek(self, kind: str, memory_id: str) -> Any | None:
         """What the run's cache holds for ``kind`` of a memory (``None``: nothing, or not in a run)."""
-        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        cache = self._cache()
         return cache.get((kind, memory_id)) if cache else None
 
     def _remember(self, kind: str, memory_id: str, value: Any) -> None:
@@ -445,17 +603,17 @@ class MemoryStore:
 
         For writes whose effect on a cached kind is known without reading it back.
         """
-        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
-        if cache is not None and getattr(self._pin, "writing", False):
+        cache = self._cache()
+        if cache is not None:
             cache[(kind, memory_id)] = value
 
     def _recall(self, kind: str, memory_id: str) -> Any:
         """What the run's cache holds for ``kind`` of a memory, or ``_UNKNOWN`` (``None`` is a value)."""
-        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        cache = self._cache()
         return cache.get((kind, memory_id), _UNKNOWN) if cache else _UNKNOWN
 
     def _forget(self, memory_id: str | None, keeps: frozenset[str]) -> None:
-        cache: dict[tuple[str, str], Any] | None = getattr(self._pin, "cache", None)
+        cache = self._cache()
         if not cache:
             return
         for key in [k for k in cache if (memory_id is None or k[1] == memory_id) and k[0] not in keeps]:
@@ -561,9 +719,8 @@ class MemoryStore:
                 delete_message_episodes(conn, memory_id)
                 for entry in MEMORY_TABLES:
                     deleted += self._delete_rows(conn, entry, memory_id)
-            ensured = getattr(self._pin, "ensured", None)
-            if ensured is not None:
-                ensured[1].discard(memory_id)
+            if self._scope is not None:
+                self._scope.ensured.discard(memory_id)
         if checkpointer is not None:
             checkpointer.delete_thread(memory_id)
         logger.info("deleted memory %r (%d rows)", memory_id, deleted)
@@ -1377,7 +1534,7 @@ class MemoryStore:
         before: Cursors | None = self._peek("cursors", memory_id)
         with self._write(memory_id, keeps=frozenset({"specs", "summary"}) | _SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
-            in_run = getattr(self._pin, "cache", None) is not None
+            in_run = self._cache() is not None
             stored = self._stored_values(memory_id) if in_run else var.read_values(conn, memory_id)
             after = dict(stored) if in_run else None
             entries: list[dict[str, Any]] = []
@@ -1598,90 +1755,37 @@ class MemoryStore:
         with self._read() as conn:
             return [row_to_audit(r) for r in conn.execute(stmt)]
 
-    # -- serialization --------------------------------------------------------------------------
-    def memory_lock(self, memory_id: str) -> AbstractContextManager[None]:
-        """Serialize work on one memory: a re-entrant in-process lock and, on PostgreSQL, a transaction.
 
-        On PostgreSQL the outermost hold of a thread pins a pooled connection, begins one
-        transaction and takes the memory's ``pg_advisory_xact_lock`` in it; every store call of
-        the thread inside the block joins that transaction (a lifecycle run's checkpoint writes
-        too, see :mod:`convmem_graph.checkpoints.postgres`), and it commits when the block ends.
-        Other processes and hosts wait for the commit; no session-level lock is taken, so this
-        works behind PgBouncer in transaction mode. When the block raises, what the completed
-        store calls wrote is committed (as each call's own transaction would have been), unless
-        a store call was interrupted half-way or the database failed the transaction: then all
-        of it is rolled back. Different memories never block each other.
+class StoreRun(MemoryStore):
+    """The store bound to one session: its calls share the session's connection.
 
-        Example:
-            >>> store = MemoryStore.from_url(":memory:")
-            >>> with store.memory_lock("mem_1"):
-            ...     store.ensure_memory("mem_1").memory_id
-            'mem_1'
-        """
-        _check_id(memory_id)
-        hold = self._run_transaction if self._backend.locks_memories else None
-        return _memory_lock(self._lock_scope, memory_id, hold=hold)
+    Made by :meth:`MemoryStore.session` and :meth:`MemoryStore.run`, never directly; it has every
+    method of :class:`MemoryStore` (the record kinds, ``transaction``, ``read``), bound to the
+    session's connection and, while a run's or ``transaction()``'s transaction is open on it,
+    to that transaction. It is valid until its block ends, in the thread that opened it.
 
-    @contextmanager
-    def _run_transaction(self, memory_id: str) -> Iterator[None]:
-        """The PostgreSQL part of :meth:`memory_lock`: one transaction holding the memory's lock."""
-        with self.pinned():
-            pin = self._pin
-            conn: Connection = pin.conn
-            if getattr(pin, "writing", False):
-                # Inside a transaction of this thread already (another memory's run, a
-                # store.transaction() block): the lock joins it and ends with it.
-                self._lock_in(conn, memory_id)
-                yield
-                return
-            if conn.in_transaction():
-                conn.rollback()  # an unfinished read's implicit transaction
-            txn = conn.begin()
-            self._begun(conn)
-            pin.writing, pin.interrupted, pin.cache = True, False, {}
-            try:
-                self._lock_in(conn, memory_id)
-                yield
-            except BaseException:
-                pin.writing = False
-                self._end_failed_run(conn, txn, memory_id)
-                raise
-            else:
-                pin.writing = False
-                txn.commit()
-            finally:
-                pin.writing, pin.locked, pin.interrupted, pin.cache = False, set(), False, None
+    Example:
+        >>> store = MemoryStore.from_url(":memory:")
+        >>> with store.run("mem_1") as run:
+        ...     run.add_messages("mem_1", [Message(id="m1", role="user", content="I like tea",
+        ...         channel="im", source="message", timestamp_ms=1_767_268_800_000)])
+        ...     run.count_messages("mem_1")
+        ['m1']
+        1
+    """
 
-    def _end_failed_run(self, conn: Connection, txn: Any, memory_id: str) -> None:
-        """Commit what the completed store calls of a failed block wrote, or roll it all back."""
-        if not txn.is_active:
-            return
-        keep = not self._pin.interrupted and not _aborted(conn)
-        try:
-            if keep:
-                txn.commit()
-                return
-        except Exception:  # noqa: BLE001 - the block's own error is the one to raise
-            logger.warning("commit after a failed run of memory %r failed", memory_id, exc_info=True)
-        if txn.is_active:
-            try:
-                txn.rollback()
-            except Exception:  # noqa: BLE001 - a broken connection: the pool discards it
-                logger.warning("rollback of a failed run of memory %r failed", memory_id, exc_info=True)
-        logger.info("rolled back the unfinished run of memory %r", memory_id)
+    _scope: RunScope
 
-    def run_connection(self) -> Any | None:
-        """The psycopg connection of this thread's PostgreSQL run transaction, or ``None``.
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("a StoreRun is made by MemoryStore.session() or MemoryStore.run()")
 
-        Inside :meth:`memory_lock` on PostgreSQL, the DBAPI connection whose transaction holds the
-        memory's lock; the lifecycle writes its checkpoints on it so they commit with the store.
-        """
-        if not self._backend.locks_memories or not getattr(self._pin, "writing", False):
-            return None
-        conn: Connection | None = getattr(self._pin, "conn", None)
-        if conn is None:
-            return None
-        return conn.connection.driver_connection
+    def __repr__(self) -> str:
+        return f"StoreRun({self.safe_url!r})"
+
+    @property
+    def connection(self) -> Connection:
+        """The session's connection (inside a run's transaction on PostgreSQL: that transaction's)."""
+        return self._scope.conn
 
 
 def _first_of_each(rows: Iterable[Row[Any]]) -> list[Fragment]:

@@ -153,10 +153,10 @@ _WORKER = textwrap.dedent(
                     timestamp_ms=1_767_268_800_000 + i * 1000)
             for i in range(lo, lo + 25)
         ]
-        with store.memory_lock(memory_id):
+        with store.run(memory_id) as run:
             began = time.time()
-            seen = store.max_seq(memory_id)
-            inserted = store.add_messages(memory_id, batch)
+            seen = run.max_seq(memory_id)
+            inserted = run.add_messages(memory_id, batch)
             time.sleep(0.02)  # widen the critical section so overlap would show
             spans.append([began, time.time(), seen, len(inserted)])
     store.close()
