@@ -60,6 +60,8 @@ from convmem_graph.store.variable_records import VariableRecords
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
+    from convmem_graph.store.base import Store
+
 __all__ = ["Cursors", "MemoryStore", "StoreRun"]
 
 logger = logging.getLogger(__name__)
@@ -228,3 +230,7 @@ class StoreRun(MemoryStore):
 
 
 MemoryStore._view_type = StoreRun
+
+if TYPE_CHECKING:
+    # Not run: mypy checks here that MemoryStore implements every record kind of store/base.py.
+    _IMPLEMENTS: type[Store] = MemoryStore
