@@ -57,3 +57,13 @@ def test_a_store_and_its_run_are_each_kind() -> None:
         assert not isinstance(object(), base.MessageStore)
     finally:
         store.close()
+
+
+def test_every_database_the_store_opens_has_a_conformance_run() -> None:
+    from tests.unit.store.test_repository import BACKENDS
+
+    # The dialects MemoryStore accepts (anything else is refused) and the in-memory SQLite variant.
+    with pytest.raises(ValueError, match="unsupported database"):
+        MemoryStore.from_url("mysql://nobody@localhost/x")
+    assert {"sqlite-file", "sqlite-memory", "postgresql"} <= set(BACKENDS)
+    assert set(BACKENDS.values()) <= {"unit", "integration"}

@@ -1,5 +1,8 @@
-"""MemoryStore contract, run on SQLite here (file and in-memory) and on PostgreSQL in
-tests/integration/test_postgres_store.py (which subclasses :class:`StoreContract`)."""
+"""The store's conformance suite: :class:`StoreContract`, run on every backend in :data:`BACKENDS`.
+
+The unit tier runs it here on the SQLite backends (a file, and in memory); the integration tier runs
+the same contract on PostgreSQL (tests/integration/test_postgres_store.py). A new backend is a new
+entry in :data:`BACKENDS` and a subclass providing its ``store`` and ``checkpointer`` fixtures."""
 
 from __future__ import annotations
 
@@ -72,6 +75,27 @@ def rows_per_table(store: MemoryStore, memory_id: str) -> dict[str, int]:
             )
             for t in PER_MEMORY_TABLES
         }
+
+
+#: Every backend the contract runs on, and the tier that runs it (a server-backed one needs the
+#: integration tier's database).
+BACKENDS: dict[str, str] = {"sqlite-file": "unit", "sqlite-memory": "unit", "postgresql": "integration"}
+
+
+def backends(tier: str) -> list[str]:
+    """The backends whose contract run belongs to ``tier``."""
+    return [name for name, where in BACKENDS.items() if where == tier]
+
+
+def open_backend(name: str, tmp_path: Path, pg_url: str | None = None) -> MemoryStore:
+    """A store on backend ``name`` (``pg_url`` for ``postgresql``)."""
+    if name == "sqlite-file":
+        return MemoryStore.from_url(str(tmp_path / "store.db"))
+    if name == "sqlite-memory":
+        return MemoryStore.from_url(":memory:")
+    if name == "postgresql" and pg_url is not None:
+        return MemoryStore.from_url(pg_url)
+    raise ValueError(f"no backend {name!r} (or no URL for it)")
 
 
 class StoreContract:
@@ -769,9 +793,9 @@ class StoreContract:
 
 
 class TestSqliteStore(StoreContract):
-    @pytest.fixture(params=["file", "memory"])
+    @pytest.fixture(params=backends("unit"))
     def store(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
-        s = MemoryStore.from_url(str(tmp_path / "store.db") if request.param == "file" else ":memory:")
+        s = open_backend(request.param, tmp_path)
         yield s
         s.close()
 
