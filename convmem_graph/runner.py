@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -25,8 +23,6 @@ from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
 from convmem_graph.state import MemoryContext, RawInput
 from convmem_graph.store import MemoryStore
-from convmem_graph.store.locks import file_memory_lock
-from convmem_graph.store.urls import is_memory_sqlite, sqlite_path
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 if TYPE_CHECKING:
@@ -43,20 +39,6 @@ logger = logging.getLogger(__name__)
 #: PostgreSQL with the checkpoints in the store's database a run is one transaction, so its
 #: per-step checkpoints could never be seen: such runs always use "exit" (see ``Lifecycle.run``).
 Durability = Literal["sync", "async", "exit"]
-
-
-def _across_processes(store: MemoryStore, memory_id: str) -> AbstractContextManager[None]:
-    """The part of a run's memory lock that holds other processes off, where the store has none.
-
-    PostgreSQL's is in ``store.memory_lock`` (the advisory lock). A SQLite file has no such lock:
-    without this, two processes (two ``convmem replay``, a replay beside ``convmem serve``) ran
-    one memory at once and a summary could be built from variables the other run then changed.
-    An in-memory database lives in one process only.
-    """
-    if store.dialect != "sqlite" or is_memory_sqlite(store.url):
-        return nullcontext()
-    # The real path, as the write gate's: two processes naming one file differently share it.
-    return file_memory_lock(os.path.realpath(sqlite_path(store.url)) + "-convmem.locks", memory_id)
 
 
 def _default_extractor(config: MemoryConfig) -> Extractor:
@@ -243,16 +225,14 @@ class Lifecycle:
         # open transaction, including another process's request for the lock we would hold.
         graph = self.graph
         saver = self.checkpointer
-        # On PostgreSQL the lock is the run's one transaction; a saver of ours on the store's
-        # database writes the run's checkpoints in it too (see convmem_graph.checkpoints.postgres).
+        # The run owns the memory's lock, one connection and, on PostgreSQL, one transaction; the
+        # nodes make their store calls on it (ctx.store). A saver of ours on the store's database
+        # writes the run's checkpoints in that transaction too (see convmem_graph.checkpoints.postgres).
         with (
-            self.store.memory_lock(memory_id),
-            # After the in-process lock (one thread of this process at a time reaches the file),
-            # before any store call (no write gate is held while waiting for another process).
-            _across_processes(self.store, memory_id),
-            self.store.pinned(),
-            bind_run_connection(saver, self.store.url, self.store.run_connection()) as in_run,
+            self.store.run(memory_id) as run,
+            bind_run_connection(saver, self.store.url, run.run_connection()) as in_run,
         ):
+            ctx.store = run
             # durability only means something with a checkpointer (langgraph 1.2 fails without one).
             durability: Durability | None = self.durability if saver is not None else None
             if in_run and durability != "exit":

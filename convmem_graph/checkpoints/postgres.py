@@ -1,7 +1,7 @@
 """PostgreSQL checkpointer factory (needs the ``postgres`` extra), and its place in a run's transaction.
 
 On PostgreSQL a lifecycle run is one transaction on one pooled store connection, opened by
-``MemoryStore.memory_lock`` with the memory's ``pg_advisory_xact_lock``. The saver made here
+``MemoryStore.run`` with the memory's ``pg_advisory_xact_lock``. The saver made here
 (:class:`RunScopedPostgresSaver`) writes the run's checkpoints on that same connection when the
 checkpoints live in the store's database (:func:`bind_run_connection`): a run commits its store
 writes, its checkpoints and their pruning at once, or none of them. Outside runs (reads of the

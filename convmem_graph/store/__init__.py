@@ -16,7 +16,7 @@ from convmem_graph._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from convmem_graph.store.records import AuditAction, AuditEntry, AuditKind, DeadLetter
-    from convmem_graph.store.repository import MemoryStore
+    from convmem_graph.store.repository import MemoryStore, StoreRun
     from convmem_graph.store.sqlite_reader import SqliteSnapshotReader
     from convmem_graph.store.urls import DEFAULT_DB_FILE, mask_url, normalize_url
 
@@ -29,6 +29,7 @@ _LAZY = {
     "DeadLetter": "convmem_graph.store.records",
     "MemoryStore": "convmem_graph.store.repository",
     "SqliteSnapshotReader": "convmem_graph.store.sqlite_reader",
+    "StoreRun": "convmem_graph.store.repository",
     "mask_url": "convmem_graph.store.urls",
     "normalize_url": "convmem_graph.store.urls",
 }
@@ -45,6 +46,7 @@ __all__ = [
     "DeadLetter",
     "MemoryStore",
     "SqliteSnapshotReader",
+    "StoreRun",
     "mask_url",
     "normalize_url",
 ]

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Any
 
 from convmem_graph.store.write_gate import WriteTimeout, write_timeout
 
@@ -36,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_BUCKETS", "file_memory_lock", "memory_lock"]
+__all__ = ["LOCK_BUCKETS", "file_memory_lock", "held_here", "memory_lock"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +51,14 @@ _POLL_MAX_S = 0.02
 
 
 class _Entry:
-    __slots__ = ("depth", "lock", "users")
+    __slots__ = ("depth", "held", "lock", "owner", "users")
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.users = 0  # threads holding or waiting; the entry is dropped at zero
         self.depth = 0  # re-entry depth of the owning thread
+        self.owner = 0  # thread ident of the holder (0: nobody), for held_here()
+        self.held: Any = None  # what the outermost hold's context yielded; re-entries yield it too
 
 
 _REGISTRY: dict[tuple[str, str], _Entry] = {}
@@ -67,8 +70,8 @@ def memory_lock(
     scope: str,
     memory_id: str,
     *,
-    hold: Callable[[str], AbstractContextManager[None]] | None = None,
-) -> Iterator[None]:
+    hold: Callable[[str], AbstractContextManager[Any]] | None = None,
+) -> Iterator[Any]:
     """Serialize work on one memory.
 
     Args:
@@ -76,6 +79,10 @@ def memory_lock(
         memory_id: The memory to lock.
         hold: When given, entered with the memory id while the outermost in-process hold lasts
             (the cross-process part of the lock).
+
+    Yields:
+        What ``hold``'s context yielded (``None`` without one): a re-entrant hold of the same
+        thread gets the outermost hold's value, so a nested run of a memory is the same run.
     """
     key = (scope, memory_id)
     with _GUARD:
@@ -94,9 +101,11 @@ def memory_lock(
             with ExitStack() as stack:
                 entry.depth += 1
                 stack.callback(_leave, entry)
-                if entry.depth == 1 and hold is not None:
-                    stack.enter_context(hold(memory_id))
-                yield
+                if entry.depth == 1:
+                    entry.owner = threading.get_ident()
+                    if hold is not None:
+                        entry.held = stack.enter_context(hold(memory_id))
+                yield entry.held
         finally:
             entry.lock.release()
     finally:
@@ -108,6 +117,18 @@ def memory_lock(
 
 def _leave(entry: _Entry) -> None:
     entry.depth -= 1
+    if entry.depth == 0:
+        entry.owner, entry.held = 0, None
+
+
+def held_here(scope: str, memory_id: str) -> bool:
+    """Whether the calling thread holds ``memory_id``'s :func:`memory_lock` in ``scope``.
+
+    Not a scope decision: the store asks it only to fail loudly where a call would otherwise
+    wait for the calling thread's own run (see ``MemoryStore._write``).
+    """
+    entry = _REGISTRY.get((scope, memory_id))
+    return entry is not None and entry.depth > 0 and entry.owner == threading.get_ident()
 
 
 # -- across processes on SQLite -------------------------------------------------------------------

@@ -7,7 +7,7 @@ transaction-mode pooler (PgBouncer). :mod:`convmem_graph.store.sqlite` is the ot
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, text
@@ -58,6 +58,10 @@ class PostgresBackend:
     def schema_lock(self, conn: Connection) -> None:
         """Serialize schema changes across processes (two concurrent ``CREATE TABLE`` can fail)."""
         conn.execute(_SCHEMA_LOCK, {"k": SCHEMA_LOCK_KEY})
+
+    def hold_memory(self, memory_id: str) -> AbstractContextManager[None]:
+        """Nothing beyond the run's transaction: its ``pg_advisory_xact_lock`` holds other processes off."""
+        return nullcontext()
 
     def lock_memory(self, conn: Connection, memory_id: str) -> None:
         """Take the memory's ``pg_advisory_xact_lock`` in the current transaction."""

@@ -7,9 +7,10 @@ is the other backend.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row
@@ -19,6 +20,7 @@ from convmem_graph.store import _queries as Q
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.engine import execute_upsert
 from convmem_graph.store.episodes import EPISODE_TABLE
+from convmem_graph.store.locks import file_memory_lock
 from convmem_graph.store.schema import summaries
 from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
@@ -47,6 +49,21 @@ class SqliteBackend:
         self.memory = memory
         # Writers of a SQLite file queue here instead of sleeping in SQLite's busy handler.
         self.gate: WriteGate | None = None if memory else write_gate(sqlite_path(url))
+        # Beside the file, as the write gate's: two processes naming one file differently share it.
+        self._lock_dir = None if memory else os.path.realpath(sqlite_path(url)) + "-convmem.locks"
+
+    def hold_memory(self, memory_id: str) -> AbstractContextManager[None]:
+        """Hold a memory against other processes for a run (the in-process lock is already held).
+
+        Nothing in a SQLite file plays PostgreSQL's advisory lock: without this, two processes
+        (two ``convmem replay``, a replay beside ``convmem serve``) ran one memory at once and a
+        summary could be built from variables the other run then changed. ``flock`` on the
+        memory's lock file (see :func:`~convmem_graph.store.locks.file_memory_lock`); an in-memory
+        database lives in one process only.
+        """
+        if self._lock_dir is None:
+            return nullcontext()
+        return file_memory_lock(self._lock_dir, memory_id)
 
     def is_set_up(self, engine: Engine) -> bool:
         """Whether this file was set up by a version with this schema and needs nothing filled in.

@@ -25,6 +25,8 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
 from convmem_graph.checkpoints import thread_id_for
+from convmem_graph.checkpoints.postgres import _RUN_CONNECTION
+from convmem_graph.errors import ConvMemError
 from convmem_graph.extractors.heuristic import HeuristicExtractor
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message
@@ -60,8 +62,9 @@ class _Probe(HeuristicExtractor):
         self.seen: list[dict[str, Any]] = []
 
     def extract(self, *args: Any, **kwargs: Any) -> Any:
-        conn = self.mem.store.run_connection()
-        assert conn is not None  # extraction runs inside the run's transaction
+        binding = _RUN_CONNECTION.get()  # the run's connection, as the run's checkpoints see it
+        assert binding is not None  # extraction runs inside the run's transaction
+        conn = binding.connection
         pid = conn.info.backend_pid
         with psycopg.connect(libpq_url(self.url)) as other:
             state = other.execute(
@@ -136,8 +139,8 @@ def test_a_failed_run_keeps_its_completed_steps_and_a_broken_one_keeps_nothing(p
         # A statement the server rejects fails the transaction: nothing of the block stays.
         store = mem.store
         stored = store.count_messages(memory_id)
-        with pytest.raises(DBAPIError, match="division by zero"), store.memory_lock(memory_id):
-            store.add_messages(
+        with pytest.raises(DBAPIError, match="division by zero"), store.run(memory_id) as run:
+            run.add_messages(
                 memory_id,
                 [
                     Message(
@@ -145,12 +148,12 @@ def test_a_failed_run_keeps_its_completed_steps_and_a_broken_one_keeps_nothing(p
                     )
                 ],
             )
-            with store.transaction(memory_id) as conn:
+            with run.transaction(memory_id) as conn:
                 conn.execute(text("SELECT 1 / 0"))
         assert store.get_messages(memory_id, ["late"]) == []
         # A store call interrupted half-way (after its first statements) also undoes the block.
-        with pytest.raises(RuntimeError, match="half-way"), store.memory_lock(memory_id):
-            store.add_messages(
+        with pytest.raises(RuntimeError, match="half-way"), store.run(memory_id) as run:
+            run.add_messages(
                 memory_id,
                 [
                     Message(
@@ -158,8 +161,8 @@ def test_a_failed_run_keeps_its_completed_steps_and_a_broken_one_keeps_nothing(p
                     )
                 ],
             )
-            with store.transaction(memory_id) as conn:
-                store.ensure_memory("other-" + memory_id)
+            with run.transaction(memory_id):
+                run.ensure_memory("other-" + memory_id)
                 raise RuntimeError("half-way")
         assert store.get_messages(memory_id, ["late2"]) == []
         assert store.count_messages(memory_id) == stored
@@ -289,29 +292,29 @@ def test_reads_inside_a_run_are_cached_until_the_run_writes_them(pg_url: str) ->
     statements = _recorded(store)
     try:
         store.define_variables(memory_id, [VariableSpec(name="city")])
-        with store.memory_lock(memory_id):
-            assert [s.name for s in store.get_specs(memory_id)] == ["city"]
-            assert store.get_variables(memory_id) == {} and store.get_summary(memory_id) is None
+        with store.run(memory_id) as run:
+            assert [s.name for s in run.get_specs(memory_id)] == ["city"]
+            assert run.get_variables(memory_id) == {} and run.get_summary(memory_id) is None
             before = len(statements)
-            store.get_specs(memory_id), store.get_variables(memory_id), store.get_summary(memory_id)
+            run.get_specs(memory_id), run.get_variables(memory_id), run.get_summary(memory_id)
             assert len(statements) == before  # answered by the run's cache
             # The run's own writes drop what they change.
-            store.define_variables(memory_id, [VariableSpec(name="city"), VariableSpec(name="pet")])
-            assert [s.name for s in store.get_specs(memory_id)] == ["city", "pet"]
-            store.commit_inferred_variables(memory_id, {"city": VariableGuess(value="Hangzhou")}, now_ms=1)
-            assert store.get_variables(memory_id)["city"].value == "Hangzhou"
-            store.commit_summary(
+            run.define_variables(memory_id, [VariableSpec(name="city"), VariableSpec(name="pet")])
+            assert [s.name for s in run.get_specs(memory_id)] == ["city", "pet"]
+            run.commit_inferred_variables(memory_id, {"city": VariableGuess(value="Hangzhou")}, now_ms=1)
+            assert run.get_variables(memory_id)["city"].value == "Hangzhou"
+            run.commit_summary(
                 memory_id, "lives in Hangzhou", tokens=3, covers_until_ms=1, upto_seq=0, now_ms=1
             )
-            assert store.get_summary(memory_id).text == "lives in Hangzhou"  # type: ignore[union-attr]
-            first = store.cursors(memory_id)
+            assert run.get_summary(memory_id).text == "lives in Hangzhou"  # type: ignore[union-attr]
+            first = run.cursors(memory_id)
             before = len(statements)
-            assert store.extracted_seq(memory_id) == first.extracted_seq and len(statements) == before
+            assert run.extracted_seq(memory_id) == first.extracted_seq and len(statements) == before
             message = Message(
                 id="c1", role="user", content="hi", channel="im", source="message", timestamp_ms=5
             )
-            store.add_messages(memory_id, [message])
-            assert store.cursors(memory_id).max_seq > first.max_seq  # the insert dropped the cached cursors
+            run.add_messages(memory_id, [message])
+            assert run.cursors(memory_id).max_seq > first.max_seq  # the insert dropped the cached cursors
         # Outside a run every read goes to the database.
         before = len(statements)
         store.get_specs(memory_id)
@@ -333,14 +336,14 @@ def test_a_runs_own_writes_leave_the_cursors_and_summary_they_stored_in_its_cach
     statements = _recorded(store)
 
     def stored() -> tuple[Cursors, Any]:
-        conn = store._pin.conn  # the run's own connection: its uncommitted rows, no cache involved
+        conn = run.connection  # the run's own connection: its uncommitted rows, no cache involved
         row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
         summary = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
         return Cursors(int(row[0]), int(row[1]), int(row[2]), bool(row[3])), summary
 
     def free_and_true() -> Cursors:
         before = len(statements)
-        cursors, summary = store.cursors(memory_id), store.get_summary(memory_id)
+        cursors, summary = run.cursors(memory_id), run.get_summary(memory_id)
         assert len(statements) == before, statements[before:]
         truth, row = stored()
         assert cursors == truth
@@ -348,33 +351,33 @@ def test_a_runs_own_writes_leave_the_cursors_and_summary_they_stored_in_its_cach
         return cursors
 
     try:
-        with store.memory_lock(memory_id):
-            assert store.get_summary(memory_id) is None
+        with store.run(memory_id) as run:
+            assert run.get_summary(memory_id) is None
             turns = [
                 Message(id=f"k{i}", role="user", content=f"I keep a red kayak {i}", channel="im",
                         source="message", timestamp_ms=10 + i)
                 for i in range(3)
             ]  # fmt: skip
-            store.add_messages(memory_id, turns)
+            run.add_messages(memory_id, turns)
             first = free_and_true()
             assert (first.extracted_seq, first.facts_dirty) == (0, False)
             op = FragmentOp(
                 op="add", candidate=FragmentCandidate(content="Owns a red kayak.", key="pet:kayak")
             )
-            store.commit_extraction(memory_id, [op], upto_seq=first.max_seq, now_ms=20)
+            run.commit_extraction(memory_id, [op], upto_seq=first.max_seq, now_ms=20)
             assert free_and_true().extracted_seq == first.max_seq and stored()[0].facts_dirty
-            store.commit_inferred_variables(memory_id, {"city": VariableGuess(value="Hangzhou")}, now_ms=21)
+            run.commit_inferred_variables(memory_id, {"city": VariableGuess(value="Hangzhou")}, now_ms=21)
             assert free_and_true().facts_dirty is False
             for version, text_ in (
                 (1, "keeps a red kayak"),
                 (1, "keeps a red kayak"),
                 (2, "paddles a kayak"),
             ):
-                store.commit_summary(
+                run.commit_summary(
                     memory_id, text_, tokens=4, covers_until_ms=12, upto_seq=first.max_seq, now_ms=22
                 )
                 assert free_and_true().summarized_seq == first.max_seq
-                assert store.get_summary(memory_id).version == version  # type: ignore[union-attr]
+                assert run.get_summary(memory_id).version == version  # type: ignore[union-attr]
         again = MemoryStore.from_url(pg_url)  # committed: another store reads the same
         assert again.cursors(memory_id) == store.cursors(memory_id)
         assert again.get_summary(memory_id).text == "paddles a kayak"  # type: ignore[union-attr]
@@ -395,31 +398,31 @@ def test_a_run_reads_the_messages_it_stored_past_a_cursor_without_a_round_trip(p
         )
 
     def stored_after(after: int, limit: int) -> list[tuple[int, str]]:
-        rows = store._pin.conn.execute(text(
+        rows = run.connection.execute(text(
             "SELECT seq, id FROM cm_messages WHERE memory_id = :m AND seq > :a ORDER BY seq LIMIT :n"
         ), {"m": memory_id, "a": after, "n": limit})  # fmt: skip
         return [(int(seq), str(mid)) for seq, mid in rows]
 
     def read(after: int, limit: int, known: dict[str, Message]) -> tuple[list[tuple[int, str]], int]:
         before = len(statements)
-        got = store.messages_after(memory_id, after, limit=limit, known=known)
+        got = run.messages_after(memory_id, after, limit=limit, known=known)
         assert all(m is known[m.id] for _, m in got if m.id in known)
         return [(seq, m.id) for seq, m in got], len(statements) - before
 
     try:
         store.add_messages(memory_id, [turn(0), turn(1)])  # before the run: not the run's own
-        with store.memory_lock(memory_id):
-            previous = store.cursors(memory_id).max_seq
+        with store.run(memory_id) as run:
+            previous = run.cursors(memory_id).max_seq
             fresh = {m.id: m for m in (turn(i) for i in range(2, 7))}
-            store.add_messages(memory_id, list(fresh.values()))
+            run.add_messages(memory_id, list(fresh.values()))
             for after, limit in ((previous, 100), (previous, 2), (stored_after(previous, 3)[-1][0], 100)):
                 got, trips = read(after, limit, fresh)
                 assert (got, trips) == (stored_after(after, limit), 0)
             got, trips = read(0, 100, fresh)  # reaches back before the run's rows: the database answers
             assert got == stored_after(0, 100) and trips == 1 and len(got) == 7
-            store.commit_extraction(memory_id, [], upto_seq=previous + 1, now_ms=9)  # leaves messages alone
+            run.commit_extraction(memory_id, [], upto_seq=previous + 1, now_ms=9)  # leaves messages alone
             assert read(previous, 100, fresh) == (stored_after(previous, 100), 0)
-            store.purge_messages(memory_id, before_ms=4, keep_recent=0, only_processed=False)
+            run.purge_messages(memory_id, before_ms=4, keep_recent=0, only_processed=False)
             got, trips = read(previous, 100, fresh)  # a delete forgets what the insert answered
             assert got == stored_after(previous, 100) and trips == 1
     finally:
@@ -516,10 +519,10 @@ def test_reads_leave_the_connections_prepared_statements_in_place(pg_url: str) -
     with ConvMemory.open(pg_url) as mem:
         mem.ingest("m1", _turn(1), source="openai")
         store = mem.store
-        with store.pinned():
-            assert store.load_snapshot("m1") is not None  # prepared at first use (threshold 0)
-            store.recent_messages("m1", 5)  # a second read on the same connection
-            with store.read() as conn:
+        with store.session() as session:
+            assert session.load_snapshot("m1") is not None  # prepared at first use (threshold 0)
+            session.recent_messages("m1", 5)  # a second read on the same connection
+            with session.read() as conn:
                 prepared = (
                     conn.exec_driver_sql("SELECT statement FROM pg_prepared_statements").scalars().all()
                 )
@@ -529,3 +532,25 @@ def test_reads_leave_the_connections_prepared_statements_in_place(pg_url: str) -
         with pytest.raises(DBAPIError), store.read() as conn:
             conn.exec_driver_sql("SELECT * FROM no_such_table")
         assert store.load_snapshot("m1") is not None
+
+
+def test_a_write_of_the_held_memory_on_the_store_itself_fails_instead_of_waiting(pg_url: str) -> None:
+    # The run's transaction holds the memory's advisory lock; a write on the store itself would
+    # take it on another connection and wait for the run, which waits for the write: forever.
+    memory_id = f"own-{uuid.uuid4().hex[:8]}"
+    store = MemoryStore.from_url(pg_url)
+    try:
+        with store.run(memory_id) as run:
+            run.ensure_memory(memory_id)
+            with pytest.raises(ConvMemError, match="make the call on the run"):
+                store.ensure_memory(memory_id)
+            store.ensure_memory("other-" + memory_id)  # another memory: its own transaction, no wait
+            run.add_messages(
+                memory_id,
+                [Message(id="a", role="user", content="hi", channel="im", source="message", timestamp_ms=1)],
+            )
+        assert store.count_messages(memory_id) == 1
+    finally:
+        store.delete_memory(memory_id)
+        store.delete_memory("other-" + memory_id)
+        store.close()

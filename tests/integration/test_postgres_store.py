@@ -23,7 +23,7 @@ from convmem_graph.checkpoints import open_checkpointer, postgres_checkpointer, 
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.urls import libpq_url
 from tests.unit.checkpoints.test_checkpoints import build_counter_graph, cfg, checkpoint_ids
-from tests.unit.store.test_repository import StoreContract
+from tests.unit.store.test_repository import StoreContract, backends
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -43,9 +43,10 @@ def pg_saver(pg_url: str) -> Iterator[PostgresSaver]:
 
 
 class TestPostgresStore(StoreContract):
-    @pytest.fixture(params=["postgresql"])
+    # One store for the module (its tables set up once); the contract's ids are unique per test.
+    @pytest.fixture(params=backends("integration"))
     def store(self, request: pytest.FixtureRequest, pg_store: MemoryStore) -> MemoryStore:
-        assert pg_store.dialect == request.param
+        assert request.param == "postgresql" and pg_store.dialect == "postgresql"
         return pg_store
 
     @pytest.fixture
@@ -153,10 +154,10 @@ _WORKER = textwrap.dedent(
                     timestamp_ms=1_767_268_800_000 + i * 1000)
             for i in range(lo, lo + 25)
         ]
-        with store.memory_lock(memory_id):
+        with store.run(memory_id) as run:
             began = time.time()
-            seen = store.max_seq(memory_id)
-            inserted = store.add_messages(memory_id, batch)
+            seen = run.max_seq(memory_id)
+            inserted = run.add_messages(memory_id, batch)
             time.sleep(0.02)  # widen the critical section so overlap would show
             spans.append([began, time.time(), seen, len(inserted)])
     store.close()

@@ -223,7 +223,7 @@ def test_a_live_turns_fact_reads_do_not_grow_with_the_memory(monkeypatch: pytest
             facts = [("pref:{s}", "用户喜欢{s}。", f"东西{i}", False, i % 40, 0.8, None) for i in range(size)]
             fill(mem.store, memory_id, facts)
             mem.lifecycle.run(memory_id)
-            for module in ("convmem_graph.store.repository", "convmem_graph.store._fragments"):
+            for module in ("convmem_graph.store.fact_records", "convmem_graph.store._fragments"):
                 monkeypatch.setattr(f"{module}.row_to_fragment", counting)
             built = 0
             turn = [

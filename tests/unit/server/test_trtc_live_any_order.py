@@ -550,8 +550,8 @@ def stored_as_it_happened(rounds: list[Round], deployment: Deployment, data: st.
     assert got == expected(rounds, script, ids)
 
 
-# 100 drawn calls here; the integration tier draws 2,000 (tests/integration/test_trtc_live_any_order_full.py).
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 40 drawn calls here; the integration tier draws 2,000 (tests/integration/test_trtc_live_any_order_full.py).
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds=calls(), deployment=_DEPLOYMENTS, data=st.data())
 def test_a_live_call_is_stored_as_it_happened_in_any_arrival_order(
     rounds: list[Round], deployment: Deployment, data: st.DataObject
@@ -559,14 +559,22 @@ def test_a_live_call_is_stored_as_it_happened_in_any_arrival_order(
     stored_as_it_happened(rounds, deployment, data)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def whole_lifecycle_stores_the_same_timeline(
+    rounds: list[Round], deployment: Deployment, data: st.DataObject
+) -> None:
+    """The property through the whole lifecycle (a fresh store per call): the same timeline."""
+    ids = CallIds()
+    script, bodies, order, sizes = _draw_arrivals(rounds, ids, data)
+    assert run_live(ids, bodies, order, sizes, deployment) == expected(rounds, script, ids)
+
+
+# 10 drawn calls here; the integration tier draws 40 (tests/integration/test_trtc_live_any_order_full.py).
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rounds=calls(), deployment=_DEPLOYMENTS, data=st.data())
 def test_the_whole_lifecycle_stores_the_same_timeline(
     rounds: list[Round], deployment: Deployment, data: st.DataObject
 ) -> None:
-    ids = CallIds()
-    script, bodies, order, sizes = _draw_arrivals(rounds, ids, data)
-    assert run_live(ids, bodies, order, sizes, deployment) == expected(rounds, script, ids)
+    whole_lifecycle_stores_the_same_timeline(rounds, deployment, data)
 
 
 def test_an_interruption_metric_alone_marks_the_round_already_stored() -> None:

@@ -1,5 +1,8 @@
-"""MemoryStore contract, run on SQLite here (file and in-memory) and on PostgreSQL in
-tests/integration/test_postgres_store.py (which subclasses :class:`StoreContract`)."""
+"""The store's conformance suite: :class:`StoreContract`, run on every backend in :data:`BACKENDS`.
+
+The unit tier runs it here on the SQLite backends (a file, and in memory); the integration tier runs
+the same contract on PostgreSQL (tests/integration/test_postgres_store.py). A new backend is a new
+entry in :data:`BACKENDS` and a subclass providing its ``store`` and ``checkpointer`` fixtures."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from convmem_graph.models import (
     VariableGuess,
     VariableSpec,
 )
-from convmem_graph.store import MemoryStore
+from convmem_graph.store import MemoryStore, StoreRun
 from convmem_graph.store import _audit as audit_module
 from convmem_graph.store.registry import SIDE_TABLES
 from convmem_graph.store.schema import METADATA, PER_MEMORY_TABLES, messages
@@ -72,6 +75,27 @@ def rows_per_table(store: MemoryStore, memory_id: str) -> dict[str, int]:
             )
             for t in PER_MEMORY_TABLES
         }
+
+
+#: Every backend the contract runs on, and the tier that runs it (a server-backed one needs the
+#: integration tier's database).
+BACKENDS: dict[str, str] = {"sqlite-file": "unit", "sqlite-memory": "unit", "postgresql": "integration"}
+
+
+def backends(tier: str) -> list[str]:
+    """The backends whose contract run belongs to ``tier``."""
+    return [name for name, where in BACKENDS.items() if where == tier]
+
+
+def open_backend(name: str, tmp_path: Path, pg_url: str | None = None) -> MemoryStore:
+    """A store on backend ``name`` (``pg_url`` for ``postgresql``)."""
+    if name == "sqlite-file":
+        return MemoryStore.from_url(str(tmp_path / "store.db"))
+    if name == "sqlite-memory":
+        return MemoryStore.from_url(":memory:")
+    if name == "postgresql" and pg_url is not None:
+        return MemoryStore.from_url(pg_url)
+    raise ValueError(f"no backend {name!r} (or no URL for it)")
 
 
 class StoreContract:
@@ -624,12 +648,12 @@ class StoreContract:
         entered: dict[str, float] = {}
 
         def holder() -> None:
-            with store.memory_lock(a):
+            with store.run(a):
                 holding.set()
                 release.wait(10)
 
         def contender(name: str, memory_id: str) -> None:
-            with store.memory_lock(memory_id):
+            with store.run(memory_id):
                 entered[name] = time.monotonic()
 
         threads = [threading.Thread(target=holder)]
@@ -651,12 +675,14 @@ class StoreContract:
 
     def test_lock_is_reentrant(self, store: MemoryStore, mid: Callable[[str], str]) -> None:
         m = mid("reentrant")
-        with store.memory_lock(m), store.memory_lock(m):
-            store.add_messages(m, [msg("x", "inside")])
+        with store.run(m) as outer, store.run(m) as inner, outer.run(m) as joined:
+            assert inner is outer and joined is outer  # one run of the memory, however entered
+            inner.add_messages(m, [msg("x", "inside")])
+        assert store.count_messages(m) == 1
         done = threading.Event()
 
         def after() -> None:
-            with store.memory_lock(m):
+            with store.memory_lock(m):  # the earlier name of run()
                 done.set()
 
         t = threading.Thread(target=after)
@@ -664,22 +690,21 @@ class StoreContract:
         t.join(10)
         assert done.is_set()  # fully released after nested use
 
-    # -- one connection per block ---------------------------------------------------------------
-    def test_pinned_block_checks_out_one_connection(
-        self, store: MemoryStore, mid: Callable[[str], str]
-    ) -> None:
+    # -- one connection per session --------------------------------------------------------------
+    def test_session_checks_out_one_connection(self, store: MemoryStore, mid: Callable[[str], str]) -> None:
         m = mid("pinned")
         checkouts: list[int] = []
         listener = lambda *_: checkouts.append(1)  # noqa: E731
         event.listen(store.engine, "checkout", listener)
         try:
-            with store.pinned():
-                store.add_messages(m, [msg("a", "I live in Lyon")])
-                with store.pinned():  # nested: the outer connection
-                    assert [x.id for _, x in store.messages_after(m, 0)] == ["a"]
-                store.commit_summary(m, "Lives in Lyon.", tokens=4, covers_until_ms=T0, upto_seq=1, now_ms=T0)
-                assert store.get_summary(m) is not None
-                assert store.cursors(m).summarized_seq == 1
+            with store.session() as s:
+                s.add_messages(m, [msg("a", "I live in Lyon")])
+                with s.session() as nested:  # nested: the outer connection
+                    assert nested is s
+                    assert [x.id for _, x in nested.messages_after(m, 0)] == ["a"]
+                s.commit_summary(m, "Lives in Lyon.", tokens=4, covers_until_ms=T0, upto_seq=1, now_ms=T0)
+                assert s.get_summary(m) is not None
+                assert s.cursors(m).summarized_seq == 1
         finally:
             event.remove(store.engine, "checkout", listener)
         assert len(checkouts) == 1
@@ -690,14 +715,14 @@ class StoreContract:
     ) -> None:
         m = mid("pinfail")
         store.define_variables(m, [VariableSpec(name="age", type="integer")])
-        with store.pinned():
-            store.add_messages(m, [msg("a", "hello")])
+        with store.session() as s:
+            s.add_messages(m, [msg("a", "hello")])
             with pytest.raises(ValueError):
-                store.set_manual_variable(m, "age", "not a number")
+                s.set_manual_variable(m, "age", "not a number")
             # Nothing of the failed transaction stays, and the connection takes further writes.
-            assert store.get_variables(m) == {}
-            store.set_manual_variable(m, "age", 41)
-            store.add_messages(m, [msg("b", "bye")])
+            assert s.get_variables(m) == {}
+            s.set_manual_variable(m, "age", 41)
+            s.add_messages(m, [msg("b", "bye")])
         assert store.get_variables(m)["age"].value == 41
         assert store.count_messages(m) == 2
         assert [e.action for e in store.list_audit(m)] == ["set_manual"]
@@ -706,15 +731,15 @@ class StoreContract:
         self, store: MemoryStore, mid: Callable[[str], str]
     ) -> None:
         m = mid("txn")
-        with pytest.raises(RuntimeError, match="planned"), store.transaction(m):
-            store.add_messages(m, [msg("a", "I live in Lyon")])
-            store.set_manual_variable(m, "city", "Lyon")
-            assert store.count_messages(m) == 1  # visible inside the transaction
+        with pytest.raises(RuntimeError, match="planned"), store.session() as s, s.transaction(m):
+            s.add_messages(m, [msg("a", "I live in Lyon")])
+            s.set_manual_variable(m, "city", "Lyon")
+            assert s.count_messages(m) == 1  # visible inside the transaction
             raise RuntimeError("planned")
         assert store.count_messages(m) == 0 and store.get_variables(m) == {}
-        with store.transaction(m):
-            store.add_messages(m, [msg("a", "I live in Lyon")])
-            store.set_manual_variable(m, "city", "Lyon")
+        with store.session() as s, s.transaction(m):
+            s.add_messages(m, [msg("a", "I live in Lyon")])
+            s.set_manual_variable(m, "city", "Lyon")
         assert store.count_messages(m) == 1 and store.get_variables(m)["city"].value == "Lyon"
 
     def test_pinned_blocks_of_two_threads_do_not_share_a_connection(
@@ -725,11 +750,11 @@ class StoreContract:
 
         def work(name: str) -> None:
             try:
-                with store.pinned():
+                with store.session() as s:
                     start.wait(10)
                     for i in range(20):
-                        store.add_messages(mid(name), [msg(f"{name}{i}", f"{name} says {i}", T0 + i)])
-                        assert store.cursors(mid(name)).max_seq > 0
+                        s.add_messages(mid(name), [msg(f"{name}{i}", f"{name} says {i}", T0 + i)])
+                        assert s.cursors(mid(name)).max_seq > 0
             except BaseException as exc:  # surfaced below
                 errors.append(exc)
 
@@ -741,11 +766,36 @@ class StoreContract:
         assert errors == []
         assert store.count_messages(mid("left")) == store.count_messages(mid("right")) == 20
 
+    def test_the_object_decides_the_transaction_not_the_thread(
+        self, store: MemoryStore, mid: Callable[[str], str]
+    ) -> None:
+        m, other = mid("scope"), mid("scope-other")
+        store.ensure_memory(other)
+        with pytest.raises(RuntimeError, match="planned"), store.session() as s, s.transaction(m):
+            s.add_messages(m, [msg("a", "I live in Lyon")])
+            # A call on the session from another thread joins the session's transaction ...
+            worker = threading.Thread(target=lambda: s.add_messages(m, [msg("b", "I moved to Oslo")]))
+            worker.start()
+            worker.join(10)
+            assert s.count_messages(m) == 2
+            raise RuntimeError("planned")
+        assert store.count_messages(m) == 0  # ... and is undone with it
+        with store.run(other) as run:
+            assert run is not store and store._scope is None
+            # A call on the store itself inside the run is its own transaction, on a connection
+            # of its own: visible to the run before the run ends.
+            store.add_messages(m, [msg("c", "hello")])
+            assert run.count_messages(m) == 1
+
+    def test_a_run_view_cannot_be_built_directly(self, store: MemoryStore) -> None:
+        with pytest.raises(TypeError, match="MemoryStore.session"):
+            StoreRun(store.url)
+
 
 class TestSqliteStore(StoreContract):
-    @pytest.fixture(params=["file", "memory"])
+    @pytest.fixture(params=backends("unit"))
     def store(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
-        s = MemoryStore.from_url(str(tmp_path / "store.db") if request.param == "file" else ":memory:")
+        s = open_backend(request.param, tmp_path)
         yield s
         s.close()
 

@@ -54,11 +54,8 @@ def _ingest_in_runs(mem: ConvMemory, memory_id: str, bodies: list[dict[str, Any]
         pos, k = pos + size, k + 1
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rounds=live.calls(), data=st.data())
-def test_separate_library_runs_store_each_round_as_one_run_does(
-    rounds: list[live.Round], data: st.DataObject
-) -> None:
+def separate_runs_store_one_timeline(rounds: list[live.Round], data: st.DataObject) -> None:
+    """The property: one drawn call, fed in drawn orders and run sizes, is stored as one run stores it."""
     ids = live.CallIds()
     script = live.deliveries(rounds, ids)
     bodies = live._retried(script, data.draw(st.lists(st.integers(0, 1000), max_size=3)))
@@ -67,6 +64,15 @@ def test_separate_library_runs_store_each_round_as_one_run_does(
     mem = _MEM[0]
     _ingest_in_runs(mem, ids.human, [bodies[i] for i in order], sizes)
     assert _stored(mem, ids.human) == live.expected(rounds, script, ids)
+
+
+# 30 drawn calls here; the integration tier draws 150 (tests/integration/test_round_interruptions_full.py).
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rounds=live.calls(), data=st.data())
+def test_separate_library_runs_store_each_round_as_one_run_does(
+    rounds: list[live.Round], data: st.DataObject
+) -> None:
+    separate_runs_store_one_timeline(rounds, data)
 
 
 def _cut_round() -> tuple[live.CallIds, list[dict[str, Any]], list[live.Round]]:

@@ -68,8 +68,8 @@ def test_export_waits_for_a_writer_of_the_memory(store: MemoryStore) -> None:
     started, release = threading.Event(), threading.Event()
 
     def writer() -> None:
-        with store.transaction("src"):
-            store.add_messages(
+        with store.session() as s, s.transaction("src"):
+            s.add_messages(
                 "src",
                 [
                     Message(

@@ -100,13 +100,13 @@ def test_a_file_stamped_by_another_schema_is_set_up_again(tmp_path: Path) -> Non
 
 
 def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import convmem_graph.store.repository as repository
+    import convmem_graph.store.core as core
 
     def broken(conn: object) -> None:
         raise RuntimeError("disk full")
 
     db = tmp_path / "m.db"
-    monkeypatch.setattr(repository, "ensure_episode_index", broken)
+    monkeypatch.setattr(core, "ensure_episode_index", broken)
     with pytest.raises(RuntimeError):
         MemoryStore.from_url(str(db))
     with sqlite3.connect(db) as conn:

@@ -1,0 +1,611 @@
+"""StoreCore: the memory store's engine, backend, sessions, runs and transactions.
+
+Every record kind (``store/*_records.py``) makes its calls through :meth:`StoreCore._write` and
+:meth:`StoreCore._read`; which connection and transaction those are follows from the object the
+call is made on (the store itself, or a :class:`~convmem_graph.store.StoreRun` of it), never
+from per-thread state. The interface each kind implements is in :mod:`convmem_graph.store.base`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar, cast
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+)
+from sqlalchemy.engine import make_url
+
+from convmem_graph._ids import check_identifier
+from convmem_graph.errors import ConvMemError
+from convmem_graph.models import (
+    MemorySnapshot,
+)
+from convmem_graph.store import _queries as Q
+from convmem_graph.store._fragments import (
+    upgrade_fragments,
+)
+from convmem_graph.store.engine import (
+    POOL_DEFAULTS,
+    WRITE_OPTION,
+    PoolSettings,
+    create_store_engine,
+    end_read,
+    insert_ignore,
+)
+from convmem_graph.store.episodes import (
+    ensure_episode_index,
+)
+from convmem_graph.store.locks import held_here
+from convmem_graph.store.locks import memory_lock as _memory_lock
+from convmem_graph.store.migrations import apply_migrations
+from convmem_graph.store.postgres import PostgresBackend
+from convmem_graph.store.schema import (
+    memories,
+)
+from convmem_graph.store.session import RunScope
+from convmem_graph.store.sqlite import SqliteBackend
+from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url
+
+__all__ = ["Cursors", "StoreCore"]
+
+# The store logs under one name, as before its record kinds had modules of their own
+# (``convmem ingest`` and log configurations name it).
+logger = logging.getLogger("convmem_graph.store.repository")
+
+_T = TypeVar("_T")
+#: Kinds of the run's read cache (``MemoryStore._cached``).
+CACHED_KINDS = frozenset({"specs", "summary", "variables"})
+#: What a write that leaves the memory's messages as they are keeps besides: the rows a run's insert
+#: stored past the memory's previous newest seq (see ``messages_after``).
+SAME_MESSAGES = frozenset({"tail"})
+#: What :meth:`MemoryStore._recall` answers for a kind the run's cache does not hold.
+UNKNOWN: Any = object()
+
+
+class Cursors(NamedTuple):
+    """Where processing of a memory stands."""
+
+    max_seq: int
+    extracted_seq: int
+    summarized_seq: int
+    #: Facts changed since variables were last inferred.
+    facts_dirty: bool
+
+
+#: Parsed call-start snapshots kept in process (least recently used are dropped).
+PARSED_SNAPSHOTS = 256
+
+
+def check_memory_id(memory_id: str) -> str:
+    # One validation of identifiers everywhere (convmem_graph._ids); raises a ValueError subclass.
+    return check_identifier(memory_id, "memory_id")
+
+
+class StoreCore:
+    """What every record kind of the store stands on: the engine, the backend and the transactions.
+
+    Opening (migrations), sessions and runs (:meth:`session`, :meth:`run`), the write and read
+    scopes each call uses, the run's read cache, and the processing cursors every kind moves. The
+    record kinds (``store/*_records.py``) subclass it; :class:`~convmem_graph.store.MemoryStore`
+    combines them.
+    """
+
+    #: The view type :meth:`_bind` makes (``StoreRun``, a subclass of the store, set where it is
+    #: defined: this module cannot import it without an import cycle).
+    _view_type: ClassVar[type[StoreCore]]
+
+    url: str
+    safe_url: str
+    dialect: str
+    engine: Engine
+    #: The session this object's calls go through: ``None`` on the store itself (each call opens
+    #: its own connection and transaction), set on the :class:`StoreRun` views of it.
+    _scope: RunScope | None = None
+
+    def __init__(
+        self, url: str | None = None, *, echo: bool = False, pools: PoolSettings | None = None
+    ) -> None:
+        self.url = normalize_url(url)
+        self.safe_url = mask_url(self.url)
+        self.dialect = make_url(self.url).get_backend_name()
+        if self.dialect not in ("sqlite", "postgresql"):
+            raise ValueError(f"unsupported database {self.dialect!r}")
+        #: PostgreSQL pool settings (arguments, never read from the environment here).
+        self.pools = pools or POOL_DEFAULTS
+        self.engine = create_store_engine(self.url, echo=echo, pools=self.pools)
+        memory = is_memory_sqlite(self.url)
+        # One shared connection backs an in-memory database: transactions must take turns.
+        self._serial: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
+        self._lock_scope = f"memory:{id(self)}" if memory else self.url
+        # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
+        self._parsed: OrderedDict[str, tuple[str, MemorySnapshot]] = OrderedDict()
+        self._parsed_lock = threading.Lock()
+        # Where the two databases differ in what they must do: store/sqlite.py, store/postgres.py.
+        self._backend: SqliteBackend | PostgresBackend = (
+            SqliteBackend(self.url, memory=memory) if self.dialect == "sqlite" else PostgresBackend()
+        )
+        self._gate = self._backend.gate
+        if self._backend.is_set_up(self.engine):
+            logger.debug("memory store opened at %s (schema current)", self.safe_url)
+            return
+        with self._write() as conn:
+            self._backend.begin_setup(conn)
+            apply_migrations(conn)
+            # Facts an older version wrote since (no derived columns), and indexes it dropped.
+            upgrade_fragments(conn)
+            ensure_episode_index(conn)
+            self._backend.end_setup(conn)
+        logger.debug("memory store opened at %s", self.safe_url)
+
+    @classmethod
+    def from_url(
+        cls, url: str | None = None, *, echo: bool = False, pools: PoolSettings | None = None
+    ) -> Self:
+        """Open (and create if needed) the store at a database URL.
+
+        Args:
+            url: ``None`` for ``convmem.db`` in the current directory, a filesystem path, ``:memory:``,
+                a ``sqlite:///`` URL or a ``postgresql://`` URL (psycopg 3 is used).
+            echo: Log SQL statements.
+            pools: PostgreSQL pool sizes (default :data:`~convmem_graph.store.engine.POOL_DEFAULTS`).
+        """
+        return cls(url, echo=echo, pools=pools)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({self.safe_url!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every database connection of the store."""
+        self.engine.dispose()
+
+    # -- sessions, runs and transactions ----------------------------------------------------------
+    @property
+    def connection(self) -> Connection:
+        """The connection of this session or run (inside a run's transaction on PostgreSQL, that one's).
+
+        Raises:
+            ConvMemError: On the store itself, which has none (each call opens its own).
+        """
+        if self._scope is None:
+            raise ConvMemError("the store itself has no connection; use store.session() or store.run()")
+        return self._scope.conn
+
+    def _bind(self, scope: RunScope) -> Self:
+        """This store as a :class:`StoreRun` whose calls go through ``scope`` (engine and caches shared)."""
+        view = cast(Self, object.__new__(self._view_type))
+        view.__dict__.update(self.__dict__)
+        view._scope = scope
+        return view
+
+    @contextmanager
+    def session(self) -> Iterator[Self]:
+        """The store bound to one connection until the block ends.
+
+        Every call made on the yielded :class:`StoreRun` still is its own statement or transaction;
+        only the connection is kept, which saves a pool checkout per call (a lifecycle run makes
+        dozens of calls). Calls on the store itself are not affected. A session of a session is
+        the same session.
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.session() as s:
+            ...     s.ensure_memory("mem_1").memory_id
+            'mem_1'
+        """
+        if self._scope is not None:
+            yield self
+            return
+        with self.engine.connect() as conn:
+            yield self._bind(RunScope(conn))
+
+    def pinned(self) -> AbstractContextManager[Self]:
+        """The earlier name of :meth:`session` (calls share the connection only when made on its value)."""
+        return self.session()
+
+    def run(self, memory_id: str) -> AbstractContextManager[Self]:
+        """Serialize work on one memory; the yielded :class:`StoreRun` is the run's view of the store.
+
+        The run owns the memory's lock (re-entrant in-process; across processes the memory's lock
+        file on a SQLite file, the transaction's ``pg_advisory_xact_lock`` on PostgreSQL), one
+        connection, and on PostgreSQL one transaction with a read cache: every call made on the
+        run joins that transaction (a lifecycle run's checkpoint writes too, see
+        :mod:`convmem_graph.checkpoints.postgres`), which commits when the block ends. Other
+        processes and hosts wait for the commit; no session-level lock is taken, so this works
+        behind PgBouncer in transaction mode. When the block raises, what the completed calls
+        wrote is committed (as each call's own transaction would have been), unless a call was
+        interrupted half-way or the database failed the transaction: then all of it is rolled
+        back. On SQLite each call on the run is its own transaction on the run's connection.
+
+        Calls made on the store itself inside the block are their own transactions, as anywhere;
+        on PostgreSQL a write of the held memory that way would wait for the run forever, so it
+        raises :class:`~convmem_graph.errors.ConvMemError` instead. A run of the same memory
+        inside the block (on the store or the run) is the same run; a run of another memory
+        made on a run whose transaction is open joins that transaction. Different memories never
+        block each other.
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.run("mem_1") as run:
+            ...     run.ensure_memory("mem_1").memory_id
+            'mem_1'
+        """
+        check_memory_id(memory_id)
+        scope = self._scope
+        if scope is not None and scope.writing:
+            return self._join_run(scope, memory_id)
+        return cast(
+            "AbstractContextManager[Self]",
+            _memory_lock(self._lock_scope, memory_id, hold=self._open_run),
+        )
+
+    def memory_lock(self, memory_id: str) -> AbstractContextManager[Self]:
+        """The earlier name of :meth:`run` (store calls join the run only when made on its value)."""
+        return self.run(memory_id)
+
+    @contextmanager
+    def _join_run(self, scope: RunScope, memory_id: str) -> Iterator[Self]:
+        """A run of ``memory_id`` inside this session's open transaction: its locks join it."""
+        with _memory_lock(self._lock_scope, memory_id, hold=self._backend.hold_memory):
+            if self._backend.locks_memories:
+                self._lock_in(scope.conn, memory_id)
+            yield self
+
+    @contextmanager
+    def _open_run(self, memory_id: str) -> Iterator[Self]:
+        """The outermost hold of :meth:`run`: the cross-process lock, the session, the PG transaction."""
+        # After the in-process lock (one thread of this process at a time reaches the lock file),
+        # before any store call (no write gate is held while waiting for another process).
+        with self._backend.hold_memory(memory_id), self.session() as run:
+            if not self._backend.locks_memories:
+                yield run
+                return
+            scope = run._scope
+            assert scope is not None  # a session's view always has one
+            conn = scope.conn
+            if conn.in_transaction():
+                conn.rollback()  # an unfinished read's implicit transaction
+            txn = conn.begin()
+            scope.begun()
+            scope.writing, scope.interrupted, scope.cache = True, False, {}
+            try:
+                run._lock_in(conn, memory_id)
+                yield run
+            except BaseException:
+                scope.writing = False
+                run._end_failed_run(conn, txn, memory_id)
+                raise
+            else:
+                scope.writing = False
+                txn.commit()
+            finally:
+                scope.writing, scope.interrupted, scope.cache = False, False, None
+                scope.begun()
+
+    def _end_failed_run(self, conn: Connection, txn: Any, memory_id: str) -> None:
+        """Commit what the completed store calls of a failed block wrote, or roll it all back."""
+        if not txn.is_active:
+            return
+        keep = not (self._scope is not None and self._scope.interrupted) and not _aborted(conn)
+        try:
+            if keep:
+                txn.commit()
+                return
+        except Exception:  # noqa: BLE001 - the block's own error is the one to raise
+            logger.warning("commit after a failed run of memory %r failed", memory_id, exc_info=True)
+        if txn.is_active:
+            try:
+                txn.rollback()
+            except Exception:  # noqa: BLE001 - a broken connection: the pool discards it
+                logger.warning("rollback of a failed run of memory %r failed", memory_id, exc_info=True)
+        logger.info("rolled back the unfinished run of memory %r", memory_id)
+
+    def run_connection(self) -> Any | None:
+        """The psycopg connection of this run's PostgreSQL transaction, or ``None``.
+
+        On a :class:`StoreRun` of :meth:`run` on PostgreSQL, the DBAPI connection whose transaction
+        holds the memory's lock; the lifecycle writes its checkpoints on it so they commit with the
+        store. ``None`` on the store itself, on SQLite, and outside the run's transaction.
+        """
+        scope = self._scope
+        if not self._backend.locks_memories or scope is None or not scope.writing:
+            return None
+        return scope.conn.connection.driver_connection
+
+    @contextmanager
+    def transaction(self, memory_id: str | None = None) -> Iterator[Connection]:
+        """A write transaction on the store's database, committed when the block ends.
+
+        For tables of your own beside the store's (replay progress) and multi-step changes
+        (import): on SQLite it takes the write lock up front and queues at the write gate, like
+        every store write; with ``memory_id`` on PostgreSQL it also takes that memory's
+        transaction-scoped advisory lock. A plain ``engine.begin()`` does neither (and, on SQLite,
+        would run each statement in autocommit). Store calls made on a :class:`StoreRun` inside
+        its own ``transaction()`` join it: an exception undoes them too. Calls on the store itself
+        are their own transactions (on SQLite one would wait for this one's write lock).
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.session() as s, s.transaction() as conn:
+            ...     _ = conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS mine (k TEXT)")
+            ...     s.ensure_memory("mem_1").memory_id
+            'mem_1'
+        """
+        with self._write(memory_id) as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection for reads of tables of your own beside the store's (replay progress).
+
+        On a :class:`StoreRun` inside its :meth:`transaction` it is that transaction's connection.
+        Its implicit transaction ends with COMMIT (see :func:`~convmem_graph.store.engine.end_read`):
+        a plain ``engine.connect()`` block rolls back on close, which makes psycopg prepare every
+        statement of the connection again.
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.read() as conn:
+            ...     conn.exec_driver_sql("SELECT count(*) FROM cm_memories").scalar()
+            0
+        """
+        with self._read() as conn:
+            yield conn
+
+    @contextmanager
+    def schema_transaction(self) -> Iterator[Connection]:
+        """A :meth:`transaction` for creating or altering tables of your own beside the store's.
+
+        On PostgreSQL it first takes the store's schema lock (transaction-scoped, so it works
+        behind a transaction-mode pooler): processes starting together on a fresh database take
+        turns, where two concurrent ``CREATE TABLE IF NOT EXISTS`` can fail on the catalog
+        (``type ... already exists``).
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.schema_transaction() as conn:
+            ...     _ = conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS mine (k TEXT)")
+        """
+        with self.transaction() as conn:
+            self._backend.schema_lock(conn)
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        scope = self._scope
+        if scope is None:
+            with self._serial, self.engine.connect() as fresh:
+                yield fresh
+                end_read(fresh)  # not reached after an error: closing rolls back
+            return
+        conn = scope.conn
+        if conn.in_transaction():
+            # A read inside a write of this session: it belongs to that transaction.
+            yield conn
+            return
+        with self._serial:
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction():
+                    conn.rollback()
+                raise
+            end_read(conn)
+
+    def _lock_in(self, conn: Connection, memory_id: str) -> None:
+        """Take the memory's ``pg_advisory_xact_lock`` in the current transaction, once per transaction.
+
+        Writers of one memory take turns: concurrent inserts cannot both pass the duplicate check,
+        and seqs commit in order. A run takes the same key, so its writes find it held already.
+        Two-int key space: never meets the one-bigint schema and setup locks.
+        """
+        scope = self._scope
+        if scope is None:
+            self._backend.lock_memory(conn, memory_id)  # a call's own transaction: once anyway
+            return
+        if memory_id in scope.locked:
+            return
+        self._backend.lock_memory(conn, memory_id)
+        scope.locked.add(memory_id)
+
+    @contextmanager
+    def _write(
+        self, memory_id: str | None = None, *, keeps: frozenset[str] = frozenset()
+    ) -> Iterator[Connection]:
+        """A write transaction (or a part of this session's open one).
+
+        ``keeps`` names the kinds of the run's read cache (see :meth:`_cached`) this write cannot
+        change; every other kind cached for the memory (for all memories without one) is dropped.
+        """
+        scope = self._scope
+        if scope is None:
+            with self._own_write(memory_id) as conn:
+                yield conn
+            return
+        if scope.writing:
+            # A write inside a write of this session joins it (a second transaction on one
+            # connection cannot be begun, and on another one would wait for this one forever).
+            if memory_id is not None and self._backend.locks_memories:
+                self._lock_in(scope.conn, memory_id)
+            try:
+                yield scope.conn
+            except BaseException:
+                # Its statements so far stay in the enclosing transaction: a run must not commit them.
+                scope.interrupted = True
+                raise
+            finally:
+                self._forget(memory_id, keeps)
+            return
+        conn = scope.conn
+        with self._serial:
+            with self._gate.hold() if self._gate is not None else nullcontext():
+                end_read(conn)  # an unfinished read's implicit transaction, never a write's
+                conn.execution_options(**{WRITE_OPTION: True})
+                scope.writing = True
+                scope.begun()
+                try:
+                    with conn.begin():
+                        if memory_id is not None and self._backend.locks_memories:
+                            self._lock_in(conn, memory_id)
+                        yield conn
+                finally:
+                    scope.writing = False
+                    conn.execution_options(**{WRITE_OPTION: False})
+            self._committed(conn)
+
+    @contextmanager
+    def _own_write(self, memory_id: str | None) -> Iterator[Connection]:
+        """A call's own write transaction, on a connection of its own."""
+        if memory_id is not None and self._backend.locks_memories and held_here(self._lock_scope, memory_id):
+            # Its advisory lock is held by this thread's run, which waits for this call: never ends.
+            raise ConvMemError(
+                f"a write of memory {memory_id!r} on the store itself inside this thread's run of it "
+                "would wait for the run; make the call on the run (with store.run(...) as run: run.<call>)"
+            )
+        with self._serial, self.engine.connect() as conn:
+            with self._gate.hold() if self._gate is not None else nullcontext():
+                conn.execution_options(**{WRITE_OPTION: True})
+                with conn.begin():
+                    if memory_id is not None and self._backend.locks_memories:
+                        self._backend.lock_memory(conn, memory_id)
+                    yield conn
+            self._committed(conn)
+
+    def _committed(self, conn: Connection) -> None:
+        driver = conn.connection.driver_connection
+        if self._gate is not None and driver is not None:
+            # Outside the gate: other writers go on while a checkpoint copies pages.
+            self._gate.committed(driver)
+
+    def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
+        # Once per transaction: a run's steps all ensure their memory (one round trip each on PG).
+        scope = self._scope
+        in_txn = scope is not None and scope.writing and scope.conn is conn
+        if in_txn and memory_id in scope.ensured:  # type: ignore[union-attr]
+            return False
+        row = {
+            "memory_id": memory_id,
+            "description": description,
+            "created_at": now,
+            "updated_at": now,
+            "extracted_seq": 0,
+            "summarized_seq": 0,
+        }
+        inserted = conn.execute(insert_ignore(self.dialect, memories), row).rowcount == 1
+        if in_txn:
+            scope.ensured.add(memory_id)  # type: ignore[union-attr]
+        return inserted
+
+    def _cached(self, kind: str, memory_id: str, load: Callable[[Connection], _T]) -> _T:
+        """Read ``kind`` of a memory through the run's cache when this is a PostgreSQL run.
+
+        Inside a run's transaction nobody else can change the memory (other writers wait for its
+        lock, and its uncommitted rows are its own), so a read answers for the whole run until one
+        of the run's own writes drops it (``_write(keeps=...)``). Outside a run: a plain read.
+        Values are shared between callers: treat them as read-only.
+        """
+        cache = self._cache()
+        if cache is not None and (kind, memory_id) in cache:
+            return cast(_T, cache[(kind, memory_id)])
+        with self._read() as conn:
+            value = load(conn)
+        if cache is not None:
+            cache[(kind, memory_id)] = value
+        return value
+
+    def _cache(self) -> dict[tuple[str, str], Any] | None:
+        """The run's read cache while its transaction is open, else ``None``."""
+        scope = self._scope
+        return scope.cache if scope is not None and scope.writing else None
+
+    def _peek(self, kind: str, memory_id: str) -> Any | None:
+        """What the run's cache holds for ``kind`` of a memory (``None``: nothing, or not in a run)."""
+        cache = self._cache()
+        return cache.get((kind, memory_id)) if cache else None
+
+    def _remember(self, kind: str, memory_id: str, value: Any) -> None:
+        """Put what a write of this run just stored in the run's cache (nothing outside a run).
+
+        For writes whose effect on a cached kind is known without reading it back.
+        """
+        cache = self._cache()
+        if cache is not None:
+            cache[(kind, memory_id)] = value
+
+    def _recall(self, kind: str, memory_id: str) -> Any:
+        """What the run's cache holds for ``kind`` of a memory, or ``UNKNOWN`` (``None`` is a value)."""
+        cache = self._cache()
+        return cache.get((kind, memory_id), UNKNOWN) if cache else UNKNOWN
+
+    def _forget(self, memory_id: str | None, keeps: frozenset[str]) -> None:
+        cache = self._cache()
+        if not cache:
+            return
+        for key in [k for k in cache if (memory_id is None or k[1] == memory_id) and k[0] not in keeps]:
+            del cache[key]
+
+    def _touch(self, conn: Connection, memory_id: str, now: int, *, facts_dirty: int | None = None) -> None:
+        # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds
+        # it. One statement on PostgreSQL (a round trip each counts); facts_dirty rides along.
+        self._backend.touch(conn, {"mid": memory_id, "now": now, "dirty": facts_dirty})
+
+    # -- cursors ----------------------------------------------------------------------------------
+    def max_seq(self, memory_id: str) -> int:
+        """Return the highest message seq of a memory (0 when it has none)."""
+        with self._read() as conn:
+            value = conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar()
+        return int(value or 0)
+
+    def extracted_seq(self, memory_id: str) -> int:
+        """Return the extraction cursor of a memory (0 when unknown)."""
+        known = self._peek("cursors", memory_id)
+        return int(known.extracted_seq) if known is not None else self._cursor(memory_id, Q.EXTRACTED_SEQ)
+
+    def summarized_seq(self, memory_id: str) -> int:
+        """Return the summary cursor of a memory (0 when unknown)."""
+        known = self._peek("cursors", memory_id)
+        return int(known.summarized_seq) if known is not None else self._cursor(memory_id, Q.SUMMARIZED_SEQ)
+
+    def cursors(self, memory_id: str) -> Cursors:
+        """Return the processing state of a memory in one query (zeros if unknown)."""
+
+        def load(conn: Connection) -> Cursors | None:
+            row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
+            if row is None:
+                return None
+            return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
+
+        found = self._cached("cursors", memory_id, load)
+        return found if found is not None else Cursors(self.max_seq(memory_id), 0, 0, False)
+
+    def _cursor(self, memory_id: str, query: Any) -> int:
+        with self._read() as conn:
+            value = conn.execute(query, {"mid": memory_id}).scalar()
+        return int(value or 0)
+
+
+def _aborted(conn: Connection) -> bool:
+    """Whether the server failed the connection's transaction (every later statement would fail)."""
+    try:
+        from psycopg.pq import TransactionStatus
+
+        status = conn.connection.driver_connection.info.transaction_status  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - an unusable connection counts as failed
+        return True
+    return bool(status != TransactionStatus.INTRANS)

@@ -1,0 +1,383 @@
+"""The facts (fragments) of a memory and their audit trail."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from sqlalchemy import (
+    Row,
+    select,
+)
+
+from convmem_graph._ids import check_identifier
+from convmem_graph._time import now_ms as _now
+from convmem_graph.errors import NotFoundError
+from convmem_graph.models import (
+    FRAGMENT_MAX_CHARS,
+    Fragment,
+    FragmentCandidate,
+    FragmentOp,
+    FragmentStatus,
+)
+from convmem_graph.store import _fact_queries as FQ
+from convmem_graph.store import _queries as Q
+from convmem_graph.store._audit import row_to_audit
+from convmem_graph.store._fragments import (
+    FragmentWriter,
+    manual_key,
+    norm_hash,
+    row_to_fragment,
+)
+from convmem_graph.store._lang_counts import language_counts
+from convmem_graph.store.core import (
+    CACHED_KINDS,
+    SAME_MESSAGES,
+    Cursors,
+    StoreCore,
+    check_memory_id,
+)
+from convmem_graph.store.records import AuditEntry
+from convmem_graph.store.schema import (
+    audit,
+    fragments,
+)
+from convmem_graph.text.keys import canonical_key
+from convmem_graph.text.sentences import split_to_fit
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["FactRecords"]
+
+
+class FactRecords(StoreCore):
+    """Facts and audit (see :class:`convmem_graph.store.base.FactStore`)."""
+
+    # -- fragments ------------------------------------------------------------------------------
+    def list_fragments(
+        self,
+        memory_id: str,
+        *,
+        status: FragmentStatus | None = "active",
+        include_expired: bool = True,
+        now_ms: int | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Fragment]:
+        """List fragments of a memory, oldest first.
+
+        Args:
+            memory_id: The memory.
+            status: Only this status (``None``: every status).
+            include_expired: False hides transient fragments whose ``expires_at <= now_ms``.
+            now_ms: Reference time for expiry (default: now).
+            limit: Page size (``None``: all).
+            offset: Page start.
+        """
+        if status is not None and limit is None and not offset:
+            # The lifecycle's calls: prebuilt statements.
+            params: dict[str, Any] = {"mid": memory_id, "status": status}
+            query = Q.FRAGMENTS_BY_STATUS
+            if not include_expired:
+                params["now"] = now_ms if now_ms is not None else _now()
+                query = Q.LIVE_FRAGMENTS_BY_STATUS
+            with self._read() as conn:
+                return [row_to_fragment(r) for r in conn.execute(query, params)]
+        stmt = select(fragments).where(fragments.c.memory_id == memory_id)
+        if status is not None:
+            stmt = stmt.where(fragments.c.status == status)
+        if not include_expired:
+            now = now_ms if now_ms is not None else _now()
+            stmt = stmt.where(
+                (fragments.c.transient.is_(False))
+                | fragments.c.expires_at.is_(None)
+                | (fragments.c.expires_at > now)
+            )
+        stmt = stmt.order_by(fragments.c.created_at, fragments.c.id).offset(offset)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._read() as conn:
+            return [row_to_fragment(r) for r in conn.execute(stmt)]
+
+    def get_fragment(self, memory_id: str, fragment_id: str) -> Fragment:
+        """Return one fragment of a memory.
+
+        Raises:
+            NotFoundError: If this memory has no such fragment.
+        """
+        stmt = select(fragments).where(fragments.c.memory_id == memory_id, fragments.c.id == fragment_id)
+        with self._read() as conn:
+            row = conn.execute(stmt).first()
+        if row is None:
+            raise NotFoundError(f"fragment {fragment_id!r} not found in memory {memory_id!r}")
+        return row_to_fragment(row)
+
+    # -- fragment reads of the live path: index ranges, independent of how many facts there are --
+    def related_fragments(
+        self, memory_id: str, keys: Collection[str], contents: Collection[str]
+    ) -> list[Fragment]:
+        """Active fragments with one of these keys (compared canonically) or the same normalized content.
+
+        What reconciling candidates with these keys and contents needs, read by index.
+        """
+        if not keys and not contents:
+            return []
+        ckeys = sorted({canonical_key(k) for k in keys})
+        hashes = sorted({norm_hash(c) for c in contents})
+        with self._read() as conn:
+            return _first_of_each(self._backend.related_fact_rows(conn, memory_id, ckeys, hashes))
+
+    def context_fragments(
+        self, memory_id: str, *, limit: int, prefixes: Sequence[str] = ("pet:", "plan:"), per_prefix: int = 50
+    ) -> list[Fragment]:
+        """The ``limit`` most recently updated active fragments, plus up to ``per_prefix`` under each prefix.
+
+        What an extractor is shown as known facts (a model sees the newest; the heuristic rules
+        look up known pets and plans), whatever the size of the memory.
+        """
+        ranges = [FQ.key_range(p) for p in prefixes] if per_prefix > 0 else []
+        with self._read() as conn:
+            return _first_of_each(self._backend.context_fact_rows(conn, memory_id, limit, ranges, per_prefix))
+
+    def strongest_fragments(
+        self, memory_id: str, *, limit: int, now_ms: int, transient: bool | None = None
+    ) -> list[Fragment]:
+        """The ``limit`` strongest live active fragments: durable first, then confidence, then recency.
+
+        The order of :func:`convmem_graph.nodes.inject.select_fragments`, chosen by the database;
+        ``transient`` keeps only temporary (True) or durable (False) facts.
+        """
+        params: dict[str, Any] = {"mid": memory_id, "limit": limit, "now": now_ms}
+        query = FQ.STRONGEST
+        if transient is not None:
+            query, params["transient"] = FQ.STRONGEST_OF_KIND, transient
+        with self._read() as conn:
+            return [row_to_fragment(r) for r in conn.execute(query, params)]
+
+    def durable_fragments(
+        self, memory_id: str, *, now_ms: int, keys: Collection[str] = (), prefixes: Collection[str] = ()
+    ) -> list[Fragment]:
+        """Usable durable fragments (what variable inference reads) with these canonical keys or prefixes."""
+        with self._read() as conn:
+            rows = []
+            if keys:
+                by_key = conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": sorted(keys)})
+                rows = [r for r in by_key if FQ.usable(r, now_ms)]
+            rows += FQ.prefix_rows(conn, memory_id, prefixes, now_ms=now_ms)
+            return _first_of_each(rows)
+
+    def newest_durable_fragments(
+        self, memory_id: str, *, now_ms: int, batch: int = 32, start: int = 0
+    ) -> Iterator[Fragment]:
+        """Usable durable fragments, newest stated first, read page by page (stop iterating to stop).
+
+        ``start`` skips that many of the newest (a caller holding them already).
+        """
+        offset = start
+        while True:
+            with self._read() as conn:
+                stmt = FQ.NEWEST_DURABLE.limit(batch).offset(offset)
+                rows = list(conn.execute(stmt, {"mid": memory_id, "now": now_ms}))
+            yield from (row_to_fragment(r) for r in rows)
+            if len(rows) < batch:
+                return
+            offset += batch
+            batch = min(batch * 2, 1024)
+
+    def durable_language_counts(self, memory_id: str, *, now_ms: int) -> tuple[int, int]:
+        """How many usable durable fragments are mainly Chinese, and how many are not."""
+        with self._read() as conn:  # trigger-kept counts: two index reads, not a count of every fact
+            return language_counts(conn, memory_id, now_ms=now_ms)
+
+    def add_fragment(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        category: str = "other",
+        key: str | None = None,
+        origin: Literal["manual", "api"] = "manual",
+        transient: bool = False,
+        expires_at: int | None = None,
+        now_ms: int | None = None,
+    ) -> Fragment:
+        """Add a fragment by hand (or through an API); adding the same one again changes nothing.
+
+        Args:
+            memory_id: The memory (created if needed).
+            content: The fact, third person, at most 200 characters.
+            category: preference, profile, habit, relation, event, other ...
+            key: Normalized subject; derived from category and content when omitted.
+            origin: ``manual`` or ``api``.
+            transient: A temporary fact.
+            expires_at: Expiry of a transient fact, ms UTC.
+            now_ms: Timestamp of the change.
+        """
+        check_memory_id(memory_id)
+        check_identifier(category, "category", field="category")
+        if key is not None:
+            check_identifier(key, "key", field="key")
+        now = now_ms if now_ms is not None else _now()
+        candidate = FragmentCandidate(
+            content=content,
+            category=category,
+            key=key or manual_key(category, content),
+            transient=transient,
+            expires_at=expires_at,
+            confidence=1.0,
+        )
+        cause = "set by hand" if origin == "manual" else "added through the API"
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now)
+            writer = FragmentWriter(conn, memory_id, now)
+            fid, _ = writer.add(candidate, origin=origin, cause=cause, force=True)
+            result = writer.get(fid)
+            if writer.changed:
+                writer.flush()
+                self._touch(conn, memory_id, now, facts_dirty=1)
+        assert result is not None
+        return result
+
+    def add_long_fragment(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        category: str = "other",
+        origin: Literal["manual", "api"] = "manual",
+        now_ms: int | None = None,
+    ) -> list[Fragment]:
+        """Add a fact of any length as linked pieces of at most 200 characters, in one transaction.
+
+        The text is cut at sentence ends (see :func:`convmem_graph.text.sentences.split_to_fit`); every piece
+        is a fragment (Bailian's memory-node limit holds for each) carrying the first piece's id in
+        ``part_of`` and its place in ``part``, and the memory block injects the pieces together. A
+        fact that fits in one fragment is stored as one, unlinked. Adding the same text again
+        changes nothing.
+
+        Returns:
+            The pieces in order.
+        """
+        check_memory_id(memory_id)
+        check_identifier(category, "category", field="category")
+        pieces = split_to_fit(content, FRAGMENT_MAX_CHARS)
+        if not pieces:
+            raise ValueError("add_long_fragment: content must be a non-empty string")
+        now = now_ms if now_ms is not None else _now()
+        cause = "set by hand" if origin == "manual" else "added through the API"
+        with self._write(memory_id) as conn:
+            self._ensure(conn, memory_id, now)
+            writer = FragmentWriter(conn, memory_id, now)
+            ids = []
+            for piece in pieces:
+                candidate = FragmentCandidate(
+                    content=piece, category=category, key=manual_key(category, piece), confidence=1.0
+                )
+                ids.append(writer.add(candidate, origin=origin, cause=cause, force=True)[0])
+            if len(ids) > 1:
+                for place, fid in enumerate(ids):
+                    writer.link(fid, ids[0], place)
+            result = [writer.get(fid) for fid in ids]
+            if writer.changed:
+                writer.flush()
+                self._touch(conn, memory_id, now, facts_dirty=1)
+        return [f for f in result if f is not None]
+
+    def update_fragment(
+        self,
+        memory_id: str,
+        fragment_id: str,
+        *,
+        content: str | None = None,
+        category: str | None = None,
+        now_ms: int | None = None,
+    ) -> Fragment:
+        """Edit a fragment's content and/or category by hand (audited when something changed).
+
+        Raises:
+            NotFoundError: If this memory has no such fragment.
+        """
+        now = now_ms if now_ms is not None else _now()
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = content
+        if category is not None:
+            changes["category"] = check_identifier(category, "category", field="category")
+        with self._write(memory_id) as conn:
+            writer = FragmentWriter(conn, memory_id, now)
+            if writer.get(fragment_id) is None:
+                raise NotFoundError(f"fragment {fragment_id!r} not found in memory {memory_id!r}")
+            writer.edit(fragment_id, changes, cause="edited by hand")
+            result = writer.get(fragment_id)
+            if writer.changed:
+                writer.flush()
+                self._touch(conn, memory_id, now, facts_dirty=1)
+        assert result is not None
+        return result
+
+    def delete_fragment(self, memory_id: str, fragment_id: str, *, now_ms: int | None = None) -> None:
+        """Mark a fragment deleted (kept for the audit trail); deleting twice changes nothing.
+
+        Raises:
+            NotFoundError: If this memory has no such fragment.
+        """
+        now = now_ms if now_ms is not None else _now()
+        with self._write(memory_id) as conn:
+            writer = FragmentWriter(conn, memory_id, now)
+            if writer.get(fragment_id) is None:
+                raise NotFoundError(f"fragment {fragment_id!r} not found in memory {memory_id!r}")
+            if writer.set_status(fragment_id, "deleted", by=None, cause="deleted by hand"):
+                writer.flush()
+                self._touch(conn, memory_id, now, facts_dirty=1)
+
+    def commit_extraction(
+        self, memory_id: str, ops: Sequence[FragmentOp], *, upto_seq: int, now_ms: int
+    ) -> dict[str, int]:
+        """Apply one extraction step in one transaction and advance the extraction cursor.
+
+        ``add`` creates a fragment whose id derives from (memory, key, content); ``update`` changes
+        the target's content and merges source ids; ``supersede`` adds the new fragment and marks
+        the target superseded by it; ``noop`` only merges source message ids. Every visible change
+        is audited. Re-applying the same ops changes nothing and adds no audit row.
+
+        Returns:
+            How many ops of each kind had an effect (``add``, ``update``, ``supersede``); ops
+            without effect count as ``noop``.
+        """
+        check_memory_id(memory_id)
+        before: Cursors | None = self._peek("cursors", memory_id)
+        with self._write(memory_id, keeps=CACHED_KINDS | SAME_MESSAGES) as conn:
+            self._ensure(conn, memory_id, now_ms)
+            writer = FragmentWriter(conn, memory_id, now_ms)
+            counts = writer.apply(ops)
+            changed = writer.changed
+            writer.flush()
+            facts = bool(counts["add"] or counts["update"] or counts["supersede"])
+            self._backend.advance_extracted(conn, memory_id, upto_seq, now_ms, changed=changed, facts=facts)
+        if before is not None:
+            # The run's next cursor read needs no round trip: what PG_EXTRACTED did is known.
+            moved = before._replace(extracted_seq=max(before.extracted_seq, upto_seq))
+            if changed and facts:
+                moved = moved._replace(facts_dirty=True)
+            self._remember("cursors", memory_id, moved)
+        return counts
+
+    def list_audit(
+        self, memory_id: str, *, limit: int = 100, object_id: str | None = None
+    ) -> list[AuditEntry]:
+        """List the audit entries of a memory (of one fragment id or variable name), newest first."""
+        stmt = select(audit).where(audit.c.memory_id == memory_id).order_by(audit.c.id.desc()).limit(limit)
+        if object_id is not None:
+            stmt = stmt.where(audit.c.object_id == object_id)
+        with self._read() as conn:
+            return [row_to_audit(r) for r in conn.execute(stmt)]
+
+
+def _first_of_each(rows: Iterable[Row[Any]]) -> list[Fragment]:
+    """The fragments of ``rows`` in order, each id once (the first row of it wins)."""
+    found: dict[str, Fragment] = {}
+    for r in rows:
+        if r.id not in found:
+            found[r.id] = row_to_fragment(r)
+    return list(found.values())

@@ -1,0 +1,323 @@
+"""The messages of a memory, their episodic index and turn vectors, and the retention purge."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from sqlalchemy import (
+    delete,
+    func,
+    select,
+)
+
+from convmem_graph._time import now_ms as _now
+from convmem_graph.models import (
+    EpisodeSearch,
+    Message,
+)
+from convmem_graph.store import _queries as Q
+from convmem_graph.store._audit import audit_row, write_audit
+from convmem_graph.store._messages import (
+    MESSAGE_COLUMNS,
+    PgFollow,
+    PgStamp,
+    insert_messages,
+    prepare_messages,
+    row_to_message,
+)
+from convmem_graph.store._vectors import dense_episodes, missing_vectors, write_vectors
+from convmem_graph.store.core import (
+    CACHED_KINDS,
+    Cursors,
+    StoreCore,
+    check_memory_id,
+)
+from convmem_graph.store.engine import (
+    chunked,
+)
+from convmem_graph.store.episodes import (
+    delete_episodes,
+    delete_message_episodes,
+    index_episodes,
+    pg_index_terms,
+    search_episodes,
+)
+from convmem_graph.store.schema import (
+    audit,
+    memories,
+    messages,
+    snapshots,
+)
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["MessageRecords", "PURGE_OBJECT_ID"]
+
+# The store logs under one name, as before its record kinds had modules of their own
+# (``convmem ingest`` and log configurations name it).
+logger = logging.getLogger("convmem_graph.store.repository")
+
+#: ``object_id`` of the audit entries a retention purge of messages writes.
+PURGE_OBJECT_ID = "messages"
+
+
+class MessageRecords(StoreCore):
+    """Messages and the episodic index (see :class:`convmem_graph.store.base.MessageStore`)."""
+
+    # -- messages -------------------------------------------------------------------------------
+    def add_messages(
+        self,
+        memory_id: str,
+        messages: Sequence[Message],
+        *,
+        dedupe_window_ms: int = 10_000,
+        index: bool = True,
+        interruptions: Sequence[tuple[str, str]] = (),
+    ) -> list[str]:
+        """Store new messages of a memory (creating the memory if needed), skipping duplicates.
+
+        A message whose id is already stored in this memory is skipped (a stored *partial* streamed
+        message is replaced by its completed version, which gets a new seq). A message whose role
+        and normalized text (width, case, punctuation, spaces) equal a message stored or accepted
+        from another channel or source within ``dedupe_window_ms`` is skipped too; the same text
+        twice on the same channel and source is a real repeat and is kept.
+
+        Args:
+            memory_id: The memory; ``Message.memory_id`` of the inputs is ignored.
+            messages: The messages, in the order they should be numbered.
+            dedupe_window_ms: Cross-channel duplicate window.
+            index: Write the new messages to the episodic index (same transaction);
+                ``MemoryConfig(episodic=False)`` turns it off.
+            interruptions: TRTC ``(TaskId, RoundId)`` pairs an interruption metric named
+                (``ReadResult.interruptions``): kept, and the round's bot turn is marked now or
+                when it is stored (see ``store._rounds``).
+
+        Returns:
+            The ids actually inserted, in seq order.
+        """
+        check_memory_id(memory_id)
+        if dedupe_window_ms < 0:
+            raise ValueError("dedupe_window_ms must be >= 0")
+        now = _now()
+        prepared = prepare_messages(messages)
+        with self._write(memory_id, keeps=CACHED_KINDS) as conn:
+            # A memory created here holds no message yet (messages reference their memory).
+            created = self._ensure(conn, memory_id, now)
+            # PostgreSQL's insert returns the new rows' seqs; SQLite's executemany cannot.
+            returns = self._backend.returns_rows
+            before = 0
+            if index and not returns and not created:
+                before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
+            replaced: list[tuple[int, str]] = []
+            follow = None
+            stamped: list[PgStamp] = []
+            if returns:
+                # The insert's own statement indexes the new rows and stamps the memory.
+                terms = pg_index_terms(memory_id) if index else None
+                follow = PgFollow(now, terms, stamped)
+            inserted = insert_messages(
+                conn,
+                memory_id,
+                prepared,
+                window_ms=dedupe_window_ms,
+                replaced_rows=replaced,
+                pg_follow=follow,
+                new_memory=created,
+                interruptions=interruptions,
+                now_ms=now,
+            )
+            # A replaced row's index entry goes whether or not this write indexes.
+            delete_episodes(conn, memory_id, replaced)
+            if inserted and not returns:
+                if index:
+                    # This memory's writers take turns, so every seq above ``before`` is this batch's.
+                    new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
+                    index_episodes(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
+                self._touch(conn, memory_id, now)
+        if stamped:
+            top, extracted, summarized, dirty = stamped[0].cursors
+            self._remember("cursors", memory_id, Cursors(top, extracted, summarized, bool(dirty)))
+            # The run's reads past a cursor at or after prior_max are these rows (see messages_after).
+            self._remember("tail", memory_id, stamped[0])
+        return inserted
+
+    def search_episodes(self, memory_id: str, query: str, *, limit: int = 32) -> EpisodeSearch:
+        """Search the memory's stored turns (the episodic index) for the words of ``query``.
+
+        Args:
+            memory_id: The memory.
+            query: Free text; the newest 32 terms of a long query are used.
+            limit: Candidate turns returned.
+
+        Returns:
+            Candidate turns with the per-term statistics the block's ranker scores them with.
+        """
+        with self._read() as conn:
+            return search_episodes(conn, memory_id, query, limit=limit)
+
+    def missing_turn_vectors(self, memory_id: str, model: str, *, limit: int = 64) -> list[tuple[int, str]]:
+        """Up to ``limit`` of the memory's turns with no vector by ``model`` yet, oldest first."""
+        with self._read() as conn:
+            return missing_vectors(conn, memory_id, model, limit)
+
+    def save_turn_vectors(self, memory_id: str, model: str, rows: list[tuple[int, list[float]]]) -> int:
+        """Store turn vectors of one memory (``(seq, vector)``); a deleted turn's vector is not kept."""
+        with self._write() as conn:
+            return write_vectors(conn, memory_id, model, rows)
+
+    def dense_episodes(self, memory_id: str, model: str, vector: list[float], *, limit: int) -> EpisodeSearch:
+        """The memory's stored turns nearest ``vector`` (vectors by ``model``), cosine in ``dense``."""
+        with self._read() as conn:
+            return dense_episodes(conn, memory_id, model, vector, limit=limit)
+
+    def messages_after(
+        self, memory_id: str, after_seq: int, *, limit: int = 500, known: Mapping[str, Message] | None = None
+    ) -> list[tuple[int, Message]]:
+        """Return up to ``limit`` messages with seq greater than ``after_seq``, in seq order.
+
+        ``known`` maps ids to messages the caller holds already (a run's fresh messages): those
+        rows are returned as the caller's objects instead of being rebuilt.
+        """
+        tail: PgStamp | None = self._peek("tail", memory_id) if known else None
+        if tail is not None and after_seq >= tail.prior_max:
+            # In a run that stored them: every message past the cursor is one the caller holds.
+            picked = [(seq, mid) for seq, mid in tail.rows if seq > after_seq][:limit]
+            if known is not None and all(mid in known for _, mid in picked):
+                return [(seq, known[mid]) for seq, mid in picked]
+        params = {"mid": memory_id, "after": after_seq, "limit": limit}
+        with self._read() as conn:
+            rows = conn.execute(Q.MESSAGES_AFTER, params)
+            if not known:
+                return [(int(row[0]), row_to_message(row)) for row in rows]
+            return [(int(row[0]), known.get(row.id) or row_to_message(row)) for row in rows]
+
+    def message_ids_after(self, memory_id: str, after_seq: int, *, limit: int = 500) -> list[tuple[int, str]]:
+        """Return ``(seq, id)`` of up to ``limit`` messages with seq greater than ``after_seq``, in seq order.
+
+        A cheap companion of :meth:`messages_after` for callers that already hold the messages.
+        """
+        params = {"mid": memory_id, "after": after_seq, "limit": limit}
+        with self._read() as conn:
+            return [(int(seq), str(mid)) for seq, mid in conn.execute(Q.MESSAGE_IDS_AFTER, params)]
+
+    def recent_messages(self, memory_id: str, n: int) -> list[Message]:
+        """Return the last ``n`` messages by (timestamp, seq), oldest first."""
+        if n <= 0:
+            return []
+        with self._read() as conn:
+            rows = list(conn.execute(Q.RECENT_MESSAGES, {"mid": memory_id, "limit": n}))
+        return [row_to_message(r) for r in reversed(rows)]
+
+    def get_messages(self, memory_id: str, ids: Sequence[str]) -> list[Message]:
+        """Return the stored messages of this memory with these ids, in the order of ``ids``."""
+        wanted = list(dict.fromkeys(ids))
+        found: dict[str, Message] = {}
+        with self._read() as conn:
+            for part in chunked(wanted):
+                stmt = select(*MESSAGE_COLUMNS).where(
+                    messages.c.memory_id == memory_id, messages.c.id.in_(part)
+                )
+                for row in conn.execute(stmt):
+                    found[row.id] = row_to_message(row)
+        return [found[i] for i in wanted if i in found]
+
+    def count_messages(self, memory_id: str) -> int:
+        """Return how many messages a memory holds."""
+        with self._read() as conn:
+            value = conn.execute(select(func.count()).where(messages.c.memory_id == memory_id)).scalar()
+        return int(value or 0)
+
+    def purge_messages(
+        self, memory_id: str, *, before_ms: int, keep_recent: int, only_processed: bool = True
+    ) -> int:
+        """Delete old raw messages (retention), keeping the short-term window.
+
+        Args:
+            memory_id: The memory.
+            before_ms: Only messages with ``timestamp_ms`` before this are deleted.
+            keep_recent: The newest ``keep_recent`` messages are always kept.
+            only_processed: Only delete messages already extracted and folded into the summary
+                (seq at or below both cursors), so no fact is lost before it was read.
+
+        Returns:
+            The number of messages deleted.
+        """
+        check_memory_id(memory_id)
+        with self._write(memory_id) as conn:
+            cond = [messages.c.timestamp_ms < before_ms]
+            if only_processed:
+                cursors = conn.execute(
+                    select(memories.c.extracted_seq, memories.c.summarized_seq).where(
+                        memories.c.memory_id == memory_id
+                    )
+                ).first()
+                if cursors is None:
+                    return 0
+                cond.append(messages.c.seq <= min(cursors.extracted_seq, cursors.summarized_seq))
+            if keep_recent > 0:
+                keep = [
+                    r.seq
+                    for r in conn.execute(
+                        select(messages.c.seq)
+                        .where(messages.c.memory_id == memory_id)
+                        .order_by(messages.c.timestamp_ms.desc(), messages.c.seq.desc())
+                        .limit(keep_recent)
+                    )
+                ]
+                if keep:
+                    cond.append(messages.c.seq.not_in(keep))
+            newest_purged = conn.execute(
+                select(func.max(messages.c.timestamp_ms), func.max(messages.c.seq)).where(
+                    messages.c.memory_id == memory_id, *cond
+                )
+            ).first()
+            delete_message_episodes(conn, memory_id, *cond)
+            count = int(
+                conn.execute(delete(messages).where(messages.c.memory_id == memory_id, *cond)).rowcount
+            )
+            if count:
+                now = _now()
+                # The cached call-start snapshot quotes recent turns: it goes with them (inject
+                # builds the next one from what is left).
+                conn.execute(delete(snapshots).where(snapshots.c.memory_id == memory_id))
+                until_ms, upto_seq = (int(v or 0) for v in (newest_purged or (0, 0)))
+                # The audit entry is the purge horizon: a late copy of a purged message (a vendor's
+                # retry, a history sent at call end) is recognised by it and not stored again.
+                write_audit(
+                    conn,
+                    [
+                        audit_row(
+                            memory_id,
+                            now,
+                            "message",
+                            PURGE_OBJECT_ID,
+                            "purge",
+                            before=None,
+                            after={"messages": count, "until_ms": until_ms, "upto_seq": upto_seq},
+                            cause="retention: messages summarized and extracted",
+                        )
+                    ],
+                )
+                self._touch(conn, memory_id, now)
+        if count:
+            logger.info("purged %d messages of memory %r", count, memory_id)
+        return count
+
+    def purged_until(self, memory_id: str) -> int:
+        """Return the newest ``timestamp_ms`` of the messages a purge deleted (0: never purged)."""
+        stmt = (
+            select(audit.c.after)
+            .where(
+                audit.c.memory_id == memory_id,
+                audit.c.object_id == PURGE_OBJECT_ID,
+                audit.c.kind == "message",
+            )
+            .order_by(audit.c.id.desc())
+            .limit(1)
+        )
+        with self._read() as conn:
+            after = conn.execute(stmt).scalar()
+        return int(after.get("until_ms", 0)) if isinstance(after, Mapping) else 0

@@ -1,0 +1,130 @@
+"""The summary of a memory and its cached call-start snapshot."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Literal
+
+from sqlalchemy import (
+    Connection,
+)
+
+from convmem_graph.models import (
+    MemorySnapshot,
+    Summary,
+)
+from convmem_graph.store import _queries as Q
+from convmem_graph.store.core import (
+    CACHED_KINDS,
+    PARSED_SNAPSHOTS,
+    SAME_MESSAGES,
+    UNKNOWN,
+    Cursors,
+    StoreCore,
+    check_memory_id,
+)
+from convmem_graph.store.engine import (
+    execute_upsert,
+)
+from convmem_graph.store.schema import (
+    snapshots,
+)
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["SummaryRecords"]
+
+
+def _read_summary(conn: Connection, memory_id: str) -> Summary | None:
+    row = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
+    if row is None:
+        return None
+    return Summary.model_validate({name: row._mapping[name] for name in Summary.model_fields})
+
+
+class SummaryRecords(StoreCore):
+    """Summaries and snapshots (see :class:`convmem_graph.store.base.SummaryStore`)."""
+
+    # -- summary --------------------------------------------------------------------------------
+    def get_summary(self, memory_id: str) -> Summary | None:
+        """Return the current summary of a memory, if any."""
+        found = self._cached("summary", memory_id, partial(_read_summary, memory_id=memory_id))
+        # A copy: the cached one answers the run's later reads.
+        return found.model_copy() if found is not None else None
+
+    def commit_summary(
+        self,
+        memory_id: str,
+        text: str,
+        *,
+        tokens: int,
+        covers_until_ms: int,
+        upto_seq: int,
+        now_ms: int,
+        origin: Literal["model", "extractive"] = "model",
+    ) -> Summary:
+        """Store a new summary version and advance the summary cursor, in one transaction.
+
+        The version goes up by one when the text changed; committing the same text again only
+        moves the cursor and the covered time.
+        """
+        check_memory_id(memory_id)
+        before: Cursors | None = self._peek("cursors", memory_id)
+        known = self._recall("summary", memory_id)
+        with self._write(memory_id, keeps=frozenset({"specs", "variables"}) | SAME_MESSAGES) as conn:
+            self._ensure(conn, memory_id, now_ms)
+            old: Summary | None = _read_summary(conn, memory_id) if known is UNKNOWN else known
+            version = 1 if old is None else (old.version if old.text == text else old.version + 1)
+            covers = max(covers_until_ms, old.covers_until_ms if old is not None else 0)
+            summary = Summary(
+                text=text,
+                tokens=tokens,
+                covers_until_ms=covers,
+                version=version,
+                updated_at=now_ms,
+                origin=origin,
+            )
+            row = {"memory_id": memory_id, **summary.model_dump()}
+            self._backend.store_summary(conn, row, upto_seq=upto_seq, now_ms=now_ms)
+        # What the run reads next (inject's snapshot, the next chunk's cursor) is known.
+        self._remember("summary", memory_id, summary.model_copy())
+        if before is not None:
+            moved = before._replace(summarized_seq=max(before.summarized_seq, upto_seq))
+            self._remember("cursors", memory_id, moved)
+        return summary
+
+    # -- payload cache --------------------------------------------------------------------------
+    def save_snapshot(self, memory_id: str, snapshot: MemorySnapshot, *, now_ms: int) -> None:
+        """Cache the call-start snapshot of a memory (one row, replaced)."""
+        check_memory_id(memory_id)
+        if snapshot.memory_id != memory_id:
+            raise ValueError(f"snapshot of memory {snapshot.memory_id!r} cannot be saved under {memory_id!r}")
+        row = {"memory_id": memory_id, "data": snapshot.model_dump_json(), "updated_at": now_ms}
+        with self._write(memory_id, keeps=CACHED_KINDS) as conn:
+            self._ensure(conn, memory_id, now_ms)
+            execute_upsert(conn, snapshots, ("memory_id",), row)
+
+    def load_snapshot(self, memory_id: str) -> MemorySnapshot | None:
+        """Read the cached snapshot by primary key; None when absent or made stale by a change.
+
+        The parsed form of the last rows read is kept in process (compared by their exact text),
+        so a call start on an unchanged memory costs one row read and no parsing. Treat the
+        returned snapshot as read-only: it may be shared with later calls.
+        """
+        with self._read() as conn:
+            data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
+        if data is None:
+            return None
+        with self._parsed_lock:
+            hit = self._parsed.get(memory_id)
+            if hit is not None and hit[0] == data:
+                self._parsed.move_to_end(memory_id)
+                return hit[1]
+        snapshot = MemorySnapshot.model_validate_json(data)
+        with self._parsed_lock:
+            self._parsed[memory_id] = (data, snapshot)
+            self._parsed.move_to_end(memory_id)
+            while len(self._parsed) > PARSED_SNAPSHOTS:
+                self._parsed.popitem(last=False)
+        return snapshot
