@@ -478,6 +478,14 @@ class StoreCore:
                 f"a write of memory {memory_id!r} on the store itself inside this thread's run of it "
                 "would wait for the run; make the call on the run (with store.run(...) as run: run.<call>)"
             )
+        if self._gate is not None and self._gate.held_by_this_thread():
+            # This thread's write transaction (store.transaction(), a run) holds SQLite's write
+            # lock: a second one on another connection would wait for it until the busy timeout.
+            raise ConvMemError(
+                "a write on the store itself inside this thread's open write transaction would wait "
+                "for that transaction; make the call on its session or run (with store.session() as "
+                "s, s.transaction(): s.<call>, or with store.run(memory_id) as run: run.<call>)"
+            )
         with self._serial, self.engine.connect() as conn:
             with self._gate.hold() if self._gate is not None else nullcontext():
                 conn.execution_options(**{WRITE_OPTION: True})

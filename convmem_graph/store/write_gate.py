@@ -127,6 +127,9 @@ class WriteGate:
         self.lock_path = lock_path
         self._lock = threading.RLock()
         self._depth = 0
+        # The thread holding the gate: a second write transaction of that thread, on another
+        # connection, would wait for its own first one (see held_by_this_thread).
+        self._owner: int | None = None
         self._fd: int | None = None
         self._unusable = False
         self._commits = 0
@@ -165,15 +168,21 @@ class WriteGate:
             try:
                 if self._depth == 1:
                     self._acquire_file(deadline, timeout)
+                    self._owner = threading.get_ident()
                 yield
             finally:
                 self._depth -= 1
                 if self._depth == 0:
+                    self._owner = None
                     self._release_file()
         finally:
             if token is not None:
                 _DEADLINE.reset(token)
             self._lock.release()
+
+    def held_by_this_thread(self) -> bool:
+        """Whether the calling thread holds the gate (in a write transaction of the file)."""
+        return self._owner == threading.get_ident()
 
     def _wait_bounded(self, timeout: float) -> None:
         """Wait at most ``timeout`` for the in-process lock, unless too many bounded writers wait.

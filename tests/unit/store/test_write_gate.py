@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from convmem_graph.checkpoints import prune_checkpoints, sqlite_checkpointer
+from convmem_graph.errors import ConvMemError
 from convmem_graph.models import Message
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.write_gate import write_gate
@@ -173,4 +174,24 @@ def test_an_unusable_lock_file_falls_back_to_sqlite_busy_handling(
     # The in-process part of the gate still queues this process's writers.
     assert _blocked_for(lambda: store.add_messages("m", [_msg(2)]), held, release) >= 0.25
     holder.join(10)
+    store.close()
+
+
+def test_a_store_write_inside_this_threads_transaction_fails_at_once(tmp_path: Path) -> None:
+    # Not a 30 s wait for SQLite's busy timeout behind the thread's own write lock: the call is
+    # refused at once and names the way that works; the enclosing transaction still commits.
+    store = MemoryStore.from_url(str(tmp_path / "gate.db"))
+    started = time.monotonic()
+    with store.transaction() as conn:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS mine (k TEXT)")
+        with pytest.raises(ConvMemError, match="store.run"):
+            store.add_messages("mem_1", [_msg(1)])
+        conn.exec_driver_sql("INSERT INTO mine VALUES ('kept')")
+    assert time.monotonic() - started < 5.0
+    with store.read() as conn:
+        assert conn.exec_driver_sql("SELECT k FROM mine").scalar() == "kept"
+    with store.session() as session, session.transaction():
+        session.add_messages("mem_1", [_msg(1)])  # the way the error names
+    assert store.count_messages("mem_1") == 1
+    assert not write_gate(str(tmp_path / "gate.db")).held_by_this_thread()
     store.close()
