@@ -7,9 +7,10 @@ One module answers both questions wherever copies meet: where a batch is merged
 :func:`one_utterance` is the identity rule (two copies with different ids): the same words
 within the window in two channels unless both carry their vendor's identity; a proxy copy of a
 named call (TRTC ``X-Task-Id``) only with that call's voice copy of the same speaker, one text
-starting the other; a proxy answer that knows when its request was open only with the bot round
-of its call spoken from then on (:func:`answers_round`), which tells repeated words ("好的" in
-two rounds) apart.
+starting the other; a proxy answer that knows when its request was open with the bot round of
+its call that has a sentence in that span (:func:`answers_round`), which tells repeated words
+("好的" in two rounds) apart, else with the round :func:`text_fallback_round` names (TRTC may
+send a bot sentence only once it was spoken, after the stream closed).
 
 Field precedence between two copies of one utterance:
 
@@ -30,7 +31,7 @@ merges), so it only sees two complete copies.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,7 @@ __all__ = [
     "one_utterance",
     "original_of",
     "same_call_utterance",
+    "text_fallback_round",
 ]
 
 #: Metadata keys that carry a vendor's identity of an utterance (besides ``round_id``).
@@ -187,16 +189,19 @@ def copy_call(channel: str, metadata: Mapping[str, Any] | None) -> str | None:
 
 
 def answers_round(request: tuple[int, int], times: tuple[int, ...]) -> bool:
-    """Whether a bot round with sentences at ``times`` is the one a proxy request answered.
+    """Whether a bot round with sentences at ``times`` is, by time alone, the one a proxy request answered.
 
     ``request`` is ``(sent, closed)`` on the proxy's clock: the request went out after the
     human's turn and stayed open while the answer streamed. A bot 903 is "the completed LLM
-    text" of the round (spec 3.6), sent as the model's sentences complete, so the answering
-    round has a sentence in that span; the round before ended before the human spoke again, the
-    one after starts after the next human turn. ``CLOCK_SKEW_MS`` either side covers the two
-    clocks. (Assumed, not verified on a live account: that TRTC sends a bot sentence when it is
-    generated, not only after it was spoken. Were it later, an answer's copy would find no round
-    and be stored beside it.)
+    text" of the round (spec 3.6); when TRTC sends it as the model's sentences complete, the
+    answering round has a sentence in that span, the round before ended before the human spoke
+    again and the one after starts after the next human turn. ``CLOCK_SKEW_MS`` either side
+    covers the two clocks. This is the first choice, and it tells "好的" in two rounds apart.
+
+    When TRTC sends a bot 903 is not documented (unverified on a live account): if it is sent as
+    the sentence is spoken, after the round, or at a barge-in, every sentence may come after the
+    stream closed and no round matches. The store then links the answer by its words
+    (:func:`text_fallback_round`), so it is not stored beside its round.
 
     Example:
         >>> answers_round((1_000, 3_000), (2_400, 3_200)), answers_round((1_000, 3_000), (6_000,))
@@ -204,6 +209,76 @@ def answers_round(request: tuple[int, int], times: tuple[int, ...]) -> bool:
     """
     sent, closed = request
     return any(sent - CLOCK_SKEW_MS <= t <= closed + CLOCK_SKEW_MS for t in times)
+
+
+def text_fallback_round(
+    proxy: CopyView, copies: Mapping[str, CopyView], window_ms: int, taken: Collection[str] = ()
+) -> str | None:
+    """The bot round a proxy answer of a TRTC call is, when no round of the call has a sentence in its span.
+
+    ``copies`` are the call's copies known (keyed by id: the batch and the stored rows near it);
+    ``taken`` are rounds another proxy answer's span already names (their answer is known, so
+    they are no fallback). The answer is the EARLIEST bot round (first sentence time, then round
+    id, then key: a fixed order) of the same call that
+
+    - has its first sentence at or after the request was sent (minus ``CLOCK_SKEW_MS``): the
+      rounds before were answers to earlier requests;
+    - has its human turn known and begun by the time the request was sent (plus the skew):
+      TRTC sends the request after the human's ASR sentences, which it carries, so a LATER round
+      (whose human spoke after this answer) is never taken, whichever copies arrived first;
+    - says what the answer says (one text starting the other: :func:`same_call_utterance`, a
+      round cut at a barge-in included) within ``window_ms``.
+
+    With all copies known only the round that answered fits the two time bounds, so the choice
+    does not depend on arrival order. Until the round's human turn is stored the answer is left
+    alone (stored beside the round) and is linked when the last of them arrives: linking it to a
+    later round with the same words could not be undone (the proxy copy is then deleted).
+
+    Example:
+        >>> def view(role, text, ts, rnd, meta):
+        ...     return CopyView.of(role, "voice", text, None, ts, rnd, {"task_id": "t1", **meta})
+        >>> copies = {
+        ...     "h1": view("user", "几点了", 1_000, "r1", {"sentences": [[1_000, "几点了"]]}),
+        ...     "b1": view("assistant", "好的。", 4_000, "r1", {"sentences": [[4_000, "好的。"]]}),
+        ...     "h2": view("user", "嗯", 6_000, "r2", {"sentences": [[6_000, "嗯"]]}),
+        ...     "b2": view("assistant", "好的。", 9_000, "r2", {"sentences": [[9_000, "好的。"]]}),
+        ... }
+        >>> meta = {"task_id": "t1", "proxy_request_id": "q", "request_ms": 1_500, "answered_ms": 2_000}
+        >>> answer = CopyView.of("assistant", "api", "好的。", None, 1_600, None, meta)
+        >>> text_fallback_round(answer, copies, 10_000), text_fallback_round(answer, copies, 10_000, {"b1"})
+        ('b1', None)
+    """
+    if proxy.request is None or proxy.channel != "api" or proxy.task is None:
+        return None
+    sent = proxy.request[0]
+    # When each round's human turn began (its first sentence), for the rounds of this call.
+    asked: dict[str, int] = {}
+    for view in copies.values():
+        if view.role == "user" and view.channel == "voice" and view.task == proxy.task and view.round_id:
+            begun = min(view.round_times or (view.timestamp_ms,))
+            asked[view.round_id] = min(begun, asked.get(view.round_id, begun))
+    best: tuple[int, str, str] | None = None
+    for key, view in copies.items():
+        if (
+            key in taken
+            or view.role != "assistant"
+            or view.channel != "voice"
+            or view.task != proxy.task
+            or view.round_id is None
+            or not view.round_times
+            or abs(view.timestamp_ms - proxy.timestamp_ms) > window_ms
+        ):
+            continue
+        first = min(view.round_times)
+        human = asked.get(view.round_id)
+        if first < sent - CLOCK_SKEW_MS or human is None or human > sent + CLOCK_SKEW_MS:
+            continue
+        if not same_call_utterance((view.content, view.original), proxy.content):
+            continue
+        candidate = (first, view.round_id, key)
+        if best is None or candidate < best:
+            best = candidate
+    return best[2] if best is not None else None
 
 
 def _request_span(channel: str, role: str, metadata: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -248,6 +323,8 @@ class CopyView:
     interrupted: bool
     #: A proxy answer's request span (``request_ms``, ``answered_ms``), else ``None``.
     request: tuple[int, int] | None
+    #: The vendor's round (TRTC ``RoundId``): a round's human and bot copies share it.
+    round_id: str | None = None
 
     @classmethod
     def of(
@@ -276,6 +353,7 @@ class CopyView:
             round_times=(*_sentence_times(meta), timestamp_ms) if is_round else (),
             interrupted=interrupted,
             request=_request_span(channel, role, meta),
+            round_id=round_id,
         )
 
     @classmethod
@@ -294,7 +372,9 @@ def one_utterance(a: CopyView, b: CopyView, window_ms: int) -> bool:
       one only when that is the call's voice copy of the same speaker and, for an answer that
       knows its request's span, a round spoken while it was open (:func:`answers_round`), else
       one text starting the other (:func:`same_call_utterance`: a partial round, an answer cut
-      short). Never an IM line or another call's words.
+      short). Never an IM line or another call's words. (An answer no round matches by span is
+      linked by its words by the store, which sees the call's other copies:
+      :func:`text_fallback_round`; a pair alone cannot tell which round that is.)
     - Otherwise the same normalized words, except two copies that both carry their vendor's
       identity in one channel or in two channels neither of which is the proxy: the proxy's
       "好的" twice, two IM messages, two TRTC rounds, a line typed in IM and the same words
@@ -388,11 +468,12 @@ def merged_generated(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
     return x
 
 
-def absorb_proxy_copy(voice: Message, proxy: Message) -> Message:
+def absorb_proxy_copy(voice: Message, proxy: Message, *, linked: bool = False) -> Message:
     """The voice copy after taking in what a proxy copy of the same answer knows.
 
     A proxy answer whose client hung up (``interrupted``) and whose request span names this
-    round (:func:`answers_round`) marks the round interrupted and keeps its streamed text as
+    round (:func:`answers_round`), or that the caller ``linked`` to it by
+    :func:`text_fallback_round`, marks the round interrupted and keeps its streamed text as
     ``metadata.generated``; ``original`` is then the generated text (:func:`original_of`: the
     round's own sentences first, the stream when it extends them). The spoken text stays the
     voice copy's. Anything else leaves the voice copy as it is: a proxy answer that does not
@@ -414,7 +495,7 @@ def absorb_proxy_copy(voice: Message, proxy: Message) -> Message:
         not proxy.interrupted
         or voice.role != "assistant"
         or request is None
-        or not answers_round(request, (*_sentence_times(voice.metadata), voice.timestamp_ms))
+        or not (linked or answers_round(request, (*_sentence_times(voice.metadata), voice.timestamp_ms)))
     ):
         return voice
     generated = merged_generated(voice.metadata, {"generated": proxy.original or proxy.content})

@@ -57,7 +57,9 @@ def _may_be_copies(a: Message, b: Message, window: int) -> bool:
     The one identity rule the store also applies (:func:`convmem_graph._copies.one_utterance`):
     inside one channel two messages that both carry the vendor's identity are two utterances
     (the proxy's "好的" said twice, two IM messages, two TRTC rounds); a proxy answer of a TRTC
-    call is only the round its request was open for.
+    call is only the round its request was open for. An answer whose round's sentences all came
+    after its stream closed is left to the store, which links it by its words and the call's
+    other copies (:func:`convmem_graph._copies.text_fallback_round`); a pair cannot.
     """
     return one_utterance(CopyView.of_message(a), CopyView.of_message(b), window)
 

@@ -20,6 +20,7 @@ from convmem_graph._copies import (
     merged_generated,
     one_utterance,
     original_of,
+    text_fallback_round,
 )
 from convmem_graph.models import Message
 from convmem_graph.store._rounds import (
@@ -272,10 +273,14 @@ def _absorb_proxy_copies(
     LLM request's user text and the generated answer; ``task_id`` from ``X-Task-Id``, and for an
     answer the span its request was open). A proxy copy that is a voice copy's utterance
     (:func:`~convmem_graph._copies.one_utterance`, the rule the batch merge also applies) is
-    not stored when it is in the batch and deleted when it was stored. What it knows goes to the
-    voice copy (:func:`~convmem_graph._copies.absorb_proxy_copy`): an answer whose client hung
-    up marks the round it answered interrupted, with the streamed text as ``original``; a stored
-    voice copy that learns this is returned for replacement.
+    not stored when it is in the batch and deleted when it was stored. An answer that no round
+    of its call matches by its request's span (TRTC sent the round's sentences after the stream
+    closed) is the round :func:`~convmem_graph._copies.text_fallback_round` names, among the
+    rounds no other answer's span names: the earliest round at or after the request whose human
+    turn came before it, with the same words. What it knows goes to the voice copy
+    (:func:`~convmem_graph._copies.absorb_proxy_copy`): an answer whose client hung up marks the
+    round it answered interrupted, with the streamed text as ``original``; a stored voice copy
+    that learns this is returned for replacement.
 
     Returns:
         The stored proxy copies to delete, ``{id: (seq, content)}``, and the stored voice copies
@@ -312,21 +317,32 @@ def _absorb_proxy_copies(
     voices = sorted(mid for mid, v in views.items() if v.channel != "api")
     absorbed: dict[str, tuple[int, str]] = {}
     learned: dict[str, tuple[Message, int, str]] = {}
-    for pid in sorted(mid for mid, v in views.items() if v.channel == "api"):
-        proxy = copies[pid]
-        matches = [
+    proxies = sorted(mid for mid, v in views.items() if v.channel == "api")
+    matched = {
+        pid: [
             vid
             for vid in voices
             if views[vid].call == views[pid].call and one_utterance(views[pid], views[vid], window_ms)
         ]
+        for pid in proxies
+    }
+    # Rounds an answer's span names are that answer's: none is another answer's fallback.
+    taken = {vid for vids in matched.values() for vid in vids if views[vid].round_times}
+    voice_views = {vid: views[vid] for vid in voices}
+    for pid in proxies:
+        proxy = copies[pid]
+        matches, linked = matched[pid], False
         if not matches:
-            continue
+            fallback = text_fallback_round(views[pid], voice_views, window_ms, taken)
+            if fallback is None:
+                continue
+            matches, linked = [fallback], True
         if pid in seqs:
             absorbed[pid] = seqs[pid]
         else:
             del unique[pid]
         for vid in matches:
-            updated = absorb_proxy_copy(copies[vid], proxy)
+            updated = absorb_proxy_copy(copies[vid], proxy, linked=linked)
             if updated is copies[vid]:
                 continue
             copies[vid] = updated

@@ -21,6 +21,7 @@ from convmem_graph._copies import (
     merge_copies,
     merged_generated,
     one_utterance,
+    text_fallback_round,
 )
 from convmem_graph.models import Message
 
@@ -163,3 +164,67 @@ def test_an_agora_proxy_copy_is_linked_by_its_channel_only() -> None:
         True,
         "好的，我记住了，以后会避开芒果。",
     )
+
+
+def _late_call(rounds: int, text: str = "好的。") -> tuple[dict[str, CopyView], list[Message]]:
+    """A TRTC call whose bot sentences all come after their answer's stream closed.
+
+    Round ``k``: the human speaks at ``10_000 k``, the request goes out 1 s later and its stream
+    closes 300 ms after that, the bot's sentence comes 2 s after the request (past span + skew).
+    Returns the call's voice copies (human and bot per round) and the proxy's answers.
+    """
+    copies: dict[str, CopyView] = {}
+    answers = []
+    for k in range(rounds):
+        human, sent = 10_000 * k, 10_000 * k + 1_000
+        for role, ts, said in (("user", human, "嗯。"), ("assistant", sent + 2_000, text)):
+            meta = {"task_id": "t1", "sentences": [[ts, said]]}
+            copies[f"{role}-{k}"] = CopyView.of(role, "voice", said, None, ts, f"r{k}", meta)
+        answers.append(_proxy_answer(text, sent, sent + 300, cut=False, task_id="t1"))
+    return copies, answers
+
+
+def test_an_answer_no_span_names_goes_to_its_own_round_by_its_words() -> None:
+    copies, answers = _late_call(3)
+    for k, answer in enumerate(answers):
+        view = CopyView.of_message(answer)
+        # No round has a sentence in the request's span: only the words can link them.
+        assert not any(one_utterance(view, v, WINDOW) for v in copies.values())
+        assert text_fallback_round(view, copies, WINDOW) == f"assistant-{k}"
+        # A round another answer's span names is none.
+        assert text_fallback_round(view, copies, WINDOW, {f"assistant-{k}"}) is None
+
+
+def test_the_fallback_needs_the_same_words_the_round_s_human_turn_and_the_window() -> None:
+    copies, answers = _late_call(2)
+    view = CopyView.of_message(answers[0])
+    other = CopyView.of_message(answers[0].model_copy(update={"content": "不好。"}))
+    assert text_fallback_round(other, copies, WINDOW) is None
+    # Until round 0's human turn is known, the later round (same words) is never taken instead.
+    without_human = {key: v for key, v in copies.items() if key != "user-0"}
+    assert text_fallback_round(view, without_human, WINDOW) is None
+    assert text_fallback_round(view, copies, 1_000) is None  # the round is 1.7 s from the answer
+    # An Agora answer (no task) and a user turn are not answers of a TRTC round.
+    agora = CopyView.of_message(_proxy_answer("好的。", 1_000, 1_300, cut=False, rtc_channel="c1"))
+    assert text_fallback_round(agora, copies, WINDOW) is None
+
+
+@given(st.integers(1, 4), st.data())
+def test_the_fallback_round_depends_on_no_arrival_order(rounds: int, data: st.DataObject) -> None:
+    # Any subset of the call's copies known, in any order: an answer goes to its own round when
+    # that round and its human turn are known, else to none (never to another "好的。").
+    copies, answers = _late_call(rounds)
+    keys = data.draw(st.permutations(sorted(copies)))
+    known = {key: copies[key] for key in keys[: data.draw(st.integers(0, len(keys)))]}
+    for k, answer in enumerate(answers):
+        got = text_fallback_round(CopyView.of_message(answer), known, WINDOW)
+        own = f"assistant-{k}" in known and f"user-{k}" in known
+        assert got == (f"assistant-{k}" if own else None)
+
+
+def test_a_linked_answer_hands_its_cut_to_the_round_without_a_span() -> None:
+    spoken = _voice_round("好的。", 9_000)
+    cut = _proxy_answer("好的。记得多", 5_500, 5_800, cut=True, task_id="t1")
+    assert absorb_proxy_copy(spoken, cut) is spoken  # the span alone does not name this round
+    linked = absorb_proxy_copy(spoken, cut, linked=True)
+    assert (linked.content, linked.interrupted, linked.original) == ("好的。", True, "好的。记得多")

@@ -8,7 +8,9 @@ batch per webhook is how a live server sees them. Three deployments: ``CONVMEM_B
 the call registered at start (bot and human known, ``task`` mapping); nothing known (``room``
 mapping: the worker learns the bot from a 905 and the human from a 904 and parks the rest).
 In half of the calls every round also goes through the memory proxy (its copy of the user's
-text and of the streamed answer, carrying the task id and when its request was open); in half
+text and of the streamed answer, carrying the task id and when its request was open; in half of
+those TRTC sends the bot's sentences only after the stream closed, so no answer matches its
+round by time and only its words and the round's human turn link them); in half
 of the rounds TRTC hung up on that stream (the proxy's answer is cut, its text runs past the
 round's sentences, with or without an interruption metric: the round is interrupted and the
 streamed text is its ``original``), and in half of the calls every answer starts with the same
@@ -34,7 +36,7 @@ from __future__ import annotations
 import itertools
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +45,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from convmem_graph._copies import CLOCK_SKEW_MS
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message, ReadResult
@@ -184,8 +187,20 @@ def _proxy_turn(ids: CallIds, rnd: Round, user_ms: int, answer_ms: int, closed_m
     }
 
 
-def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> list[dict[str, Any]]:
-    """The call's webhook bodies in the order TRTC would send them (and the proxy's copies)."""
+#: How long a late answer's stream stays open (``late`` deliveries): its round's sentences come after.
+STREAM_MS = 300
+
+
+def deliveries(
+    rounds: list[Round], ids: CallIds, *, proxy: bool = False, late: bool = False
+) -> list[dict[str, Any]]:
+    """The call's webhook bodies in the order TRTC would send them (and the proxy's copies).
+
+    With ``late``, TRTC sends a round's bot sentences only after the proxy's stream of it closed
+    (as they are spoken, after the round, or at a barge-in: the spec does not say when): the
+    first is just past the request's span plus the clock skew, so no round matches an answer
+    by time and only its words link it (``convmem_graph._copies.text_fallback_round``).
+    """
     out: list[dict[str, Any]] = []
     ms = T0
     for rnd in rounds:
@@ -200,10 +215,16 @@ def deliveries(rounds: list[Round], ids: CallIds, *, proxy: bool = False) -> lis
             _body(ids, 906, ms, {"Metric": "llm_first_token", "Value": 412, "Tag": {"RoundId": rnd.round_id}})
         )
         sent = ms
+        late_round = late and proxy and bool(rnd.human)
+        if late_round:
+            ms = sent + STREAM_MS + CLOCK_SKEW_MS + 1 - 800  # the first sentence: 1 ms past the span
         for text in rnd.bot:
             ms += 800
             out.append(_body(ids, 903, ms, {"UserId": BOT, "Text": text, "RoundId": rnd.round_id}))
-        if proxy and rnd.human:
+        if late_round:
+            turn = _proxy_turn(ids, rnd, user_ms=sent + 60, answer_ms=sent + 150, closed_ms=sent + STREAM_MS)
+            out.append(turn)
+        elif proxy and rnd.human:
             # The stream stays open while TRTC makes the round's sentences of it.
             out.append(_proxy_turn(ids, rnd, user_ms=sent + 60, answer_ms=sent + 500, closed_ms=ms + 100))
         if rnd.has_905:
@@ -500,8 +521,11 @@ def _retried(bodies: list[dict[str, Any]], picks: list[int]) -> list[dict[str, A
 
 
 def _draw_arrivals(rounds: list[Round], ids: CallIds, data: st.DataObject) -> tuple[Any, ...]:
-    # Every LLM turn through the memory proxy (the README's recipe), or the voice channel alone.
-    script = deliveries(rounds, ids, proxy=data.draw(st.booleans()))
+    # Every LLM turn through the memory proxy (the README's recipe), or the voice channel alone;
+    # through the proxy, TRTC sends the bot's sentences while the answer streams or only after.
+    proxy = data.draw(st.booleans())
+    late = proxy and data.draw(st.booleans())
+    script = deliveries(rounds, ids, proxy=proxy, late=late)
     # Lines typed in IM around the call, also the same short words within seconds of a round.
     lines = st.tuples(st.integers(-5, 25), st.booleans(), st.sampled_from(HUMAN_SAYS + BOT_SAYS))
     script += im_pages(ids, data.draw(st.lists(lines, max_size=3, unique_by=lambda line: line[0])))
@@ -530,7 +554,7 @@ def _shared_databases() -> Iterator[None]:
     """One database per deployment for the many examples (each example's call has new ids)."""
     with tempfile.TemporaryDirectory() as tmp:
         for deployment in ("bot_ids", "registered", "unknown"):
-            serve = _serve_settings(str(Path(tmp) / f"{deployment}.db"), deployment)  # type: ignore[arg-type]
+            serve = _serve_settings(str(Path(tmp) / f"{deployment}.db"), deployment)
             mem = _open(serve)
             _SHARED[deployment] = (mem, TimelineWorker(mem, Inbox(mem.store), serve))
         try:
@@ -599,3 +623,86 @@ def test_without_any_bot_id_the_bot_is_never_stored_as_the_user() -> None:
     )
     got = run_live(ids, bodies, bot_first, [1], "unknown")
     assert [(r[0], r[1]) for r in got] == [("user", "我到家了。"), ("assistant", "欢迎回来！今天累吗？")]
+
+
+def _round_of(body: dict[str, Any]) -> str:
+    """The round a body belongs to ("" for the 902 and copies of no round)."""
+    if "proxy" in body:
+        return str(body["request_id"]).split("-", 2)[2]  # req-<call>-<round>
+    payload = body.get("EventInfo", {}).get("Payload", {})
+    return str(payload.get("RoundId") or payload.get("Tag", {}).get("RoundId") or "")
+
+
+def _in_every_way(rounds: list[Round], *, late: bool) -> list[list[tuple[Any, ...]]]:
+    """Deliver the call through the proxy in hand-picked orders, one at a time and all at once.
+
+    The orders a fallback by words could get wrong: the script's, reversed, the proxy's copies
+    first or last, and the later rounds before the earlier ones. Each stored timeline must be
+    the script's; they are returned for the caller's own checks.
+    """
+    arrangements: dict[str, Callable[[list[dict[str, Any]]], list[int]]] = {
+        "script": lambda bodies: list(range(len(bodies))),
+        "reversed": lambda bodies: list(range(len(bodies)))[::-1],
+        "proxy first": lambda bodies: sorted(range(len(bodies)), key=lambda i: "proxy" not in bodies[i]),
+        "proxy last": lambda bodies: sorted(range(len(bodies)), key=lambda i: "proxy" in bodies[i]),
+        "later rounds first": lambda bodies: sorted(
+            range(len(bodies)), key=lambda i: _round_of(bodies[i]), reverse=True
+        ),
+    }
+    timelines = []
+    for name, arrange in arrangements.items():
+        for one_by_one in (True, False):
+            ids = CallIds()
+            bodies = deliveries(rounds, ids, proxy=True, late=late)
+            mem, worker = _SHARED["bot_ids"]
+            order = arrange(bodies)
+            got = deliver(mem, worker, ids, "bot_ids", bodies, order, [1 if one_by_one else len(bodies)])
+            assert got == expected(rounds, bodies, ids), (name, one_by_one)
+            timelines.append(got)
+    return timelines
+
+
+def test_an_answer_whose_sentences_come_after_its_stream_closed_is_stored_once() -> None:
+    # The same "好的。" in both rounds, each sentence sent after its stream closed: no span names a
+    # round, the words name both, and each answer still goes to its own round (one message each).
+    rounds = [
+        Round("r-000", ["几点了？"], ["好的。"], 1, True, None),
+        Round("r-001", ["嗯。"], ["好的。"], 1, False, None),
+    ]
+    for got in _in_every_way(rounds, late=True):
+        assert [(r[0], r[1], r[4]) for r in got] == [
+            ("user", "几点了？", "r-000"),
+            ("assistant", "好的。", "r-000"),
+            ("user", "嗯。", "r-001"),
+            ("assistant", "好的。", "r-001"),
+        ]
+
+
+def test_an_answer_cut_at_a_barge_in_whose_sentence_comes_then_is_one_interrupted_message() -> None:
+    # The answer's stream closed (whole, or hung up on) before TRTC sent the sentence it spoke;
+    # the next round repeats the first words. One message each, the cut on the right round.
+    for first in (
+        Round("r-000", ["讲个故事吧。"], ["从前有座山，", "山里有座庙。"], 1, True, 906),
+        Round("r-000", ["讲个故事吧。"], ["从前有座山，", "山里有座庙。"], 1, True, None, True, "还有，"),
+    ):
+        rounds = [first, Round("r-001", ["等一下。"], ["从前有座山，"], 1, False, None)]
+        original = "从前有座山，山里有座庙。还有，" if first.hung_up else "从前有座山，山里有座庙。"
+        for got in _in_every_way(rounds, late=True):
+            bot = [r[1:5] for r in got if r[0] == "assistant"]
+            assert bot == [("从前有座山，", original, True, "r-000"), ("从前有座山，", None, False, "r-001")]
+            assert len(got) == 4
+
+
+def test_repeated_words_answered_while_streaming_stay_on_their_own_rounds() -> None:
+    # Span-matching times (the first choice): the second round's cut stays its own, whatever the
+    # order, although its words start the first round's too.
+    rounds = [
+        Round("r-000", ["几点了？"], ["好的。"], 1, True, None),
+        Round("r-001", ["嗯。"], ["好的。", "记得多喝水。"], 1, True, None, True, "还有，"),
+    ]
+    for got in _in_every_way(rounds, late=False):
+        bot = [r[1:5] for r in got if r[0] == "assistant"]
+        assert bot == [
+            ("好的。", None, False, "r-000"),
+            ("好的。", "好的。记得多喝水。还有，", True, "r-001"),
+        ]
