@@ -26,11 +26,8 @@ import hashlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,9 +36,9 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the server extra (fastapi) is not installed")
 
-import httpx  # noqa: E402
 
 from convmem_graph.memory import ConvMemory  # noqa: E402
+from tests.integration.live_server import serve_process  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -102,50 +99,13 @@ def _client_python() -> Path:
     return python
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def _serve(db: Path) -> Iterator[str]:
     """``convmem serve`` on a free loopback port with an admin token; yields its base URL."""
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVMEM_")}
     env.update(PYTHONPATH=str(REPO), CONVMEM_SERVE_TOKEN=TOKEN)
-    cmd = [sys.executable, "-m", "convmem_graph", "serve", "--db", str(db), "--host", "127.0.0.1"]
-    proc = subprocess.Popen(
-        [*cmd, "--port", str(port), "--log-level", "warning"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(
-                    f"convmem serve exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
-                )
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "convmem serve did not answer /healthz within 90 s"
-            time.sleep(0.2)
+    with serve_process(db, env) as (base, _):
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_every_modelstudio_memory_call(tmp_path: Path) -> None:

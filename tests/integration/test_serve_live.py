@@ -13,7 +13,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import pytest
 from convmem_graph.signatures import sign_agora_v2, sign_trtc
 from tests.conftest import FIXTURES, load_fixture
 from tests.fakes.chat_upstream import ChatUpstream, sse_chunks
+from tests.integration.live_server import serve_process
 
 pytest.importorskip("fastapi", reason="the server extra is not installed (pip install -e '.[server]')")
 pytestmark = pytest.mark.integration
@@ -39,12 +39,6 @@ AGORA_SECRET = "agora-live-secret"
 UPSTREAM_KEY = "sk-live-upstream"
 BOT = "ai_xiaoyu_bot"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -65,52 +59,8 @@ def _env(**extra: str) -> dict[str, str]:
 @contextmanager
 def serve(db: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """Start ``convmem serve`` on a free loopback port; stop it (SIGTERM, then SIGKILL) at the end."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "convmem_graph",
-            "serve",
-            "--db",
-            str(db),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO,
-        env=_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(
-                    f"convmem serve exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
-                )
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "convmem serve did not answer /healthz within 90 s"
-            time.sleep(0.2)
+    with serve_process(db, _env(**env)) as (base, proc):
         yield base, proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
 
 
 def _wait_drained(base: str, timeout: float = 120) -> None:
