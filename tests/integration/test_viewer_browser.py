@@ -226,6 +226,7 @@ def test_a_replayed_memory_shows_its_per_node_timings(page: Any, base_url: str) 
     assert all(float(times.nth(i).inner_text()) >= 0 for i in range(times.count()))
     lit = page.locator("svg.graph g.node.ran")
     assert {lit.nth(i).get_attribute("data-node") for i in range(lit.count())} == set(nodes)
+    _shot(page, "viewer-lifecycle-replayed.png")
 
 
 def test_hostile_memory_renders_inert(page: Any, base_url: str) -> None:
