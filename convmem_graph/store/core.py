@@ -136,10 +136,7 @@ class StoreCore:
             return
         with self._write() as conn:
             self._backend.begin_setup(conn)
-            apply_migrations(conn)
-            # Facts an older version wrote since (no derived columns), and indexes it dropped.
-            upgrade_fragments(conn)
-            ensure_episode_index(conn)
+            self._backend.set_up(conn, set_up_schema)
             self._backend.end_setup(conn)
         logger.debug("memory store opened at %s", self.safe_url)
 
@@ -606,6 +603,14 @@ class StoreCore:
         with self._read() as conn:
             value = conn.execute(query, {"mid": memory_id}).scalar()
         return int(value or 0)
+
+
+def set_up_schema(conn: Connection) -> None:
+    """Bring the database to this version's schema: pending migrations, then the open-time steps."""
+    apply_migrations(conn)
+    # Facts an older version wrote since (no derived columns), and indexes it dropped.
+    upgrade_fragments(conn)
+    ensure_episode_index(conn)
 
 
 def _aborted(conn: Connection) -> bool:

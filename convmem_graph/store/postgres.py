@@ -6,7 +6,7 @@ transaction-mode pooler (PgBouncer). :mod:`convmem_graph.store.sqlite` is the ot
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -51,6 +51,10 @@ class PostgresBackend:
         """Take the schema lock and set the table options only PostgreSQL's DDL reads."""
         self.schema_lock(conn)
         add_postgres_options()
+
+    def set_up(self, conn: Connection, steps: Callable[[Connection], None]) -> None:
+        """Run the set-up ``steps`` (under the schema lock :meth:`begin_setup` took)."""
+        steps(conn)
 
     def end_setup(self, conn: Connection) -> None:
         """Nothing to stamp: the migration record is the state."""

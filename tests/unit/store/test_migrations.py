@@ -200,3 +200,43 @@ def test_deleting_the_old_file_s_memory_leaves_nothing_of_it_inbox_included(old_
             assert find(conn, tables, MEMORY_ID) == []
             assert find(conn, tables, "task-1") == []
             assert conn.execute(select(profile_schemas.c.id)).all()  # shared: not the memory's
+
+
+def _schema_of(path: Path) -> tuple[list[Any], list[Any], list[Any], int]:
+    with closing(sqlite3.connect(path)) as conn:
+        objects = sorted(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+        records = sorted(conn.execute("SELECT version, name FROM cm_schema_migrations"))
+        meta = sorted(conn.execute("SELECT k, v FROM cm_episode_meta"))
+        stamp = conn.execute("PRAGMA user_version").fetchone()[0]
+    return objects, records, meta, stamp
+
+
+def test_a_new_file_gets_exactly_the_schema_the_migrations_make(tmp_path: Path) -> None:
+    """The replayed set-up of an empty file equals the migrations' own path on a file holding a table."""
+    fresh = tmp_path / "fresh.db"
+    MemoryStore.from_url(str(fresh)).close()
+    # A file with anything in it takes the migrations' own path (compiled DDL, catalog checks).
+    walked = tmp_path / "walked.db"
+    with closing(sqlite3.connect(walked)) as conn:
+        conn.execute("CREATE TABLE unrelated (x INTEGER)")
+    MemoryStore.from_url(str(walked)).close()
+    objects, records, meta, stamp = _schema_of(walked)
+    objects = [o for o in objects if o[1] != "unrelated"]
+    assert _schema_of(fresh) == (objects, records, meta, stamp)
+    assert [v for v, _ in records] == [m.version for m in MIGRATIONS]
+    assert stamp == SCHEMA_STAMP
+
+
+def test_a_replayed_set_up_records_its_own_time_and_a_second_open_changes_nothing(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    MemoryStore.from_url(str(first)).close()
+    with closing(sqlite3.connect(first)) as conn:
+        conn.execute("UPDATE cm_schema_migrations SET applied_at = 1")
+        conn.commit()
+    MemoryStore.from_url(str(second)).close()  # replays the script recorded for the first
+    with closing(sqlite3.connect(second)) as conn:
+        times = {t for (t,) in conn.execute("SELECT applied_at FROM cm_schema_migrations")}
+    assert min(times) > 1_700_000_000_000
+    before = _schema_of(first)
+    MemoryStore.from_url(str(first)).close()
+    assert _schema_of(first) == before

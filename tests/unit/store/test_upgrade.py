@@ -99,14 +99,21 @@ def test_a_file_stamped_by_another_schema_is_set_up_again(tmp_path: Path) -> Non
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_STAMP
 
 
-def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("start", ["empty", "holding a table"])
+def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str) -> None:
+    """Whether the set-up is replayed (an empty file) or walked (anything in it), a failure stamps nothing."""
     import convmem_graph.store.core as core
 
     def broken(conn: object) -> None:
         raise RuntimeError("disk full")
 
     db = tmp_path / "m.db"
+    if start != "empty":
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE unrelated (x INTEGER)")
     monkeypatch.setattr(core, "ensure_episode_index", broken)
+    # A new function: an empty file's replay has no script of it and records it, which fails too.
+    monkeypatch.setattr(core, "set_up_schema", lambda conn: (core.apply_migrations(conn), broken(conn)))
     with pytest.raises(RuntimeError):
         MemoryStore.from_url(str(db))
     with sqlite3.connect(db) as conn:
