@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
@@ -31,12 +30,14 @@ from convmem_graph.store._rounds import (
 )
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.store.engine import chunked, dumps
-from convmem_graph.store.schema import memories, messages, snapshots
+from convmem_graph.store.schema import messages
 from convmem_graph.text.sentences import join_sentences, normalize_text
 
 __all__ = [
+    "INSERT_COLUMNS",
     "MESSAGE_COLUMNS",
     "PreparedBatch",
+    "RowWriter",
     "content_hash",
     "insert_messages",
     "normalize_text",
@@ -46,6 +47,12 @@ __all__ = [
 
 #: Columns read back into a Message (everything but the internal hash), in :func:`row_to_message` order.
 MESSAGE_COLUMNS = tuple(messages.c[name] for name in MESSAGE_COLUMN_NAMES)
+#: Columns a message insert writes: those read back but the seq (assigned), and the hash.
+INSERT_COLUMNS = (*MESSAGE_COLUMN_NAMES[1:], "content_hash")
+
+#: How a backend writes a batch's new rows (values in :data:`INSERT_COLUMNS` order) inside the
+#: caller's transaction: ``(conn, memory_id, rows, ids)``, ``ids`` the rows' message ids in order.
+RowWriter = Callable[[Connection, str, list[tuple[Any, ...]], list[str]], None]
 
 
 def content_hash(role: str, content: str) -> int | None:
@@ -359,8 +366,8 @@ def insert_messages(
     batch: Sequence[Message] | PreparedBatch,
     *,
     window_ms: int,
+    write_rows: RowWriter,
     replaced_rows: list[tuple[int, str]] | None = None,
-    pg_follow: PgFollow | None = None,
     new_memory: bool = False,
     interruptions: Collection[tuple[str, str]] = (),
     now_ms: int = 0,
@@ -380,11 +387,10 @@ def insert_messages(
             :func:`prepare_messages` (done before the transaction, so the write lock is held
             for the database work only).
         window_ms: Cross-channel duplicate window in milliseconds.
+        write_rows: The backend's insert of the new rows (:data:`RowWriter`): SQLite's
+            ``executemany``, PostgreSQL's one statement that may also index and stamp.
         replaced_rows: When given, ``(seq, content)`` of every stored row deleted to be replaced
             is appended (the episodic index drops them).
-        pg_follow: On PostgreSQL, what the same statement also does when it inserts anything:
-            index the new rows in the episodic index, and stamp the memory (see
-            :class:`PgFollow`); one round trip for the three.
         new_memory: The memory was created in this transaction, so it holds no message yet: the
             duplicate lookups are skipped (two round trips on a database server).
         interruptions: TRTC ``(TaskId, RoundId)`` pairs an interruption metric named: kept, and
@@ -512,109 +518,6 @@ def insert_messages(
             replaced_rows.extend(old_rows[mid] for mid in sorted(replace))
         for rpart in chunked(sorted(replace)):
             conn.execute(delete(messages).where(messages.c.memory_id == memory_id, messages.c.id.in_(rpart)))
-    if rows and conn.dialect.name == "postgresql":
-        # One statement for the whole batch, its rows sent as one JSON array: one round trip and
-        # one executor run on the server, and one C-speed dump instead of an array per column
-        # (psycopg builds text arrays element by element in Python).
-        params: dict[str, Any] = {"rows": dumps(rows)}
-        sql = _PG_INSERT_SQL
-        if pg_follow is not None:
-            sql = _pg_followed_sql(pg_follow.index_terms is not None)
-            params |= {"mid": memory_id, "now": pg_follow.now_ms}
-            if pg_follow.index_terms is not None:
-                # The turn's index terms, made here: stemming is then no work for the server.
-                terms = pg_follow.index_terms
-                params["ep"] = dumps({row[1]: terms(row[3]) for row in rows})
-        answer = conn.exec_driver_sql(sql, params).first()
-        if pg_follow is not None and pg_follow.stamped is not None and answer is not None:
-            top, extracted, summarized, dirty, prior, seqs = answer
-            cursors = (int(top), int(extracted), int(summarized), int(dirty))
-            stored = [(int(seq), mid) for seq, mid in zip(seqs, inserted, strict=True)]
-            pg_follow.stamped.append(PgStamp(cursors, int(prior or 0), stored))
-    elif rows:
-        # Straight to the driver's executemany: SQLAlchemy's per-row parameter processing cost
-        # more than SQLite's own insert work for large batches.
-        conn.exec_driver_sql(_insert_sql(conn.dialect.paramstyle), rows)
+    if rows:
+        write_rows(conn, memory_id, rows, inserted)
     return inserted
-
-
-#: Columns a message insert writes: those read back but the seq (assigned), and the hash.
-_INSERT_COLUMNS = (*MESSAGE_COLUMN_NAMES[1:], "content_hash")
-
-
-#: PostgreSQL type of each of ``_INSERT_COLUMNS``, read from the JSON row sent for it.
-_PG_TYPES = (
-    "text", "text", "text", "text", "text", "text", "bigint", "bigint", "text", "text",
-    "boolean", "boolean", "text", "json", "bigint",
-)  # fmt: skip
-#: Rows in the array's order, so seqs follow the batch's order; ``metadata`` travels as text.
-_PG_INSERT_SQL = (
-    f"INSERT INTO {messages.name} ({', '.join(_INSERT_COLUMNS)}) "
-    f"SELECT {', '.join(f'(r.e->>{i})::{t}' for i, t in enumerate(_PG_TYPES))} "
-    "FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS r(e, n) ORDER BY r.n "
-    "RETURNING seq"
-)
-
-
-class PgFollow(NamedTuple):
-    """What a PostgreSQL message insert also does in its statement when it inserts rows."""
-
-    #: The memory's ``updated_at`` (the call-start snapshot is dropped too).
-    now_ms: int
-    #: The episodic index's lexemes of a content, as one space-separated string (``None``: no
-    #: indexing).
-    index_terms: Callable[[str], str] | None = None
-    #: When given, what the statement answers is appended to it when it inserted anything.
-    stamped: list[PgStamp] | None = None
-
-
-class PgStamp(NamedTuple):
-    """What a PostgreSQL message insert answers about the memory it wrote."""
-
-    #: The memory's cursors after it: ``(max_seq, extracted_seq, summarized_seq, facts_dirty)``.
-    cursors: tuple[int, int, int, int]
-    #: The memory's newest seq before it (0: none).
-    prior_max: int
-    #: ``(seq, id)`` of the inserted rows in seq order: every message of the memory past
-    #: ``prior_max`` (its writers take turns, so no other writer's row lies among them).
-    rows: list[tuple[int, str]]
-
-
-@functools.cache
-def _pg_followed_sql(index: bool) -> str:
-    """The insert as a CTE, then the episodic rows of what it inserted and the memory's stamp.
-
-    The episodic rows take the seqs the insert returned (joined by message id). Answers one row
-    about the memory (see :class:`PgStamp`) when anything was inserted, none otherwise.
-    """
-    from convmem_graph.store.episodes import EPISODE_TABLE, pg_terms_sql  # it imports this module
-
-    insert = _PG_INSERT_SQL.replace("RETURNING seq", "RETURNING seq, id")
-    parts = [f"WITH ins AS ({insert})"]
-    if index:
-        parts.append(
-            f", ep AS (INSERT INTO {EPISODE_TABLE} (seq, memory_id, terms) "
-            f"SELECT ins.seq, %(mid)s, {pg_terms_sql('t.value')} "
-            # The seqs were just assigned: no conflict to arbitrate (a plain insert is cheaper).
-            "FROM ins JOIN jsonb_each_text(%(ep)s::jsonb) AS t ON t.key = ins.id)"
-        )
-    parts.append(
-        f", gone AS (DELETE FROM {snapshots.name} WHERE memory_id = %(mid)s AND EXISTS (SELECT 1 FROM ins))"
-        f", stamp AS (UPDATE {memories.name} SET updated_at = %(now)s WHERE memory_id = %(mid)s "
-        "AND EXISTS (SELECT 1 FROM ins) RETURNING extracted_seq, summarized_seq, facts_dirty) "
-        # The memory's cursors after the insert: its writers take turns, so its newest seq is one
-        # just assigned (a read of them after the insert was a round trip of its own).
-        "SELECT (SELECT max(seq) FROM ins), s.extracted_seq, s.summarized_seq, s.facts_dirty, "
-        # The statement's snapshot is the one before it: this is the newest seq before the insert.
-        f"(SELECT max(seq) FROM {messages.name} WHERE memory_id = %(mid)s), "
-        "(SELECT array_agg(seq ORDER BY seq) FROM ins) FROM stamp s"
-    )
-    return "".join(parts)
-
-
-def _insert_sql(paramstyle: str) -> str:
-    mark = "?" if paramstyle == "qmark" else "%s"
-    return (
-        f"INSERT INTO {messages.name} ({', '.join(_INSERT_COLUMNS)}) "
-        f"VALUES ({', '.join([mark] * len(_INSERT_COLUMNS))})"
-    )

@@ -26,7 +26,6 @@ from convmem_graph.errors import ConvMemError
 from convmem_graph.models import (
     MemorySnapshot,
 )
-from convmem_graph.store import _queries as Q
 from convmem_graph.store._fragments import (
     upgrade_fragments,
 )
@@ -569,40 +568,6 @@ class StoreCore:
         # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds
         # it. One statement on PostgreSQL (a round trip each counts); facts_dirty rides along.
         self._backend.touch(conn, {"mid": memory_id, "now": now, "dirty": facts_dirty})
-
-    # -- cursors ----------------------------------------------------------------------------------
-    def max_seq(self, memory_id: str) -> int:
-        """Return the highest message seq of a memory (0 when it has none)."""
-        with self._read() as conn:
-            value = conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar()
-        return int(value or 0)
-
-    def extracted_seq(self, memory_id: str) -> int:
-        """Return the extraction cursor of a memory (0 when unknown)."""
-        known = self._peek("cursors", memory_id)
-        return int(known.extracted_seq) if known is not None else self._cursor(memory_id, Q.EXTRACTED_SEQ)
-
-    def summarized_seq(self, memory_id: str) -> int:
-        """Return the summary cursor of a memory (0 when unknown)."""
-        known = self._peek("cursors", memory_id)
-        return int(known.summarized_seq) if known is not None else self._cursor(memory_id, Q.SUMMARIZED_SEQ)
-
-    def cursors(self, memory_id: str) -> Cursors:
-        """Return the processing state of a memory in one query (zeros if unknown)."""
-
-        def load(conn: Connection) -> Cursors | None:
-            row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
-            if row is None:
-                return None
-            return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
-
-        found = self._cached("cursors", memory_id, load)
-        return found if found is not None else Cursors(self.max_seq(memory_id), 0, 0, False)
-
-    def _cursor(self, memory_id: str, query: Any) -> int:
-        with self._read() as conn:
-            value = conn.execute(query, {"mid": memory_id}).scalar()
-        return int(value or 0)
 
 
 def set_up_schema(conn: Connection) -> None:

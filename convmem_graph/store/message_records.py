@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    Connection,
     delete,
     func,
     select,
@@ -21,8 +22,6 @@ from convmem_graph.store import _queries as Q
 from convmem_graph.store._audit import audit_row, write_audit
 from convmem_graph.store._messages import (
     MESSAGE_COLUMNS,
-    PgFollow,
-    PgStamp,
     insert_messages,
     prepare_messages,
     row_to_message,
@@ -41,9 +40,9 @@ from convmem_graph.store.episodes import (
     delete_episodes,
     delete_message_episodes,
     index_episodes,
-    pg_index_terms,
     search_episodes,
 )
+from convmem_graph.store.postgres import PgStamp
 from convmem_graph.store.schema import (
     audit,
     memories,
@@ -112,19 +111,17 @@ class MessageRecords(StoreCore):
             if index and not returns and not created:
                 before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
             replaced: list[tuple[int, str]] = []
-            follow = None
             stamped: list[PgStamp] = []
-            if returns:
-                # The insert's own statement indexes the new rows and stamps the memory.
-                terms = pg_index_terms(memory_id) if index else None
-                follow = PgFollow(now, terms, stamped)
+            # On PostgreSQL the insert's own statement indexes the new rows and stamps the memory
+            # (what it answers lands in ``stamped``); SQLite's does neither (see below).
+            writer = self._backend.message_writer(now_ms=now, index=index, stamped=stamped)
             inserted = insert_messages(
                 conn,
                 memory_id,
                 prepared,
                 window_ms=dedupe_window_ms,
+                write_rows=writer,
                 replaced_rows=replaced,
-                pg_follow=follow,
                 new_memory=created,
                 interruptions=interruptions,
                 now_ms=now,
@@ -321,3 +318,37 @@ class MessageRecords(StoreCore):
         with self._read() as conn:
             after = conn.execute(stmt).scalar()
         return int(after.get("until_ms", 0)) if isinstance(after, Mapping) else 0
+
+    # -- cursors ----------------------------------------------------------------------------------
+    def max_seq(self, memory_id: str) -> int:
+        """Return the highest message seq of a memory (0 when it has none)."""
+        with self._read() as conn:
+            value = conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar()
+        return int(value or 0)
+
+    def extracted_seq(self, memory_id: str) -> int:
+        """Return the extraction cursor of a memory (0 when unknown)."""
+        known = self._peek("cursors", memory_id)
+        return int(known.extracted_seq) if known is not None else self._cursor(memory_id, Q.EXTRACTED_SEQ)
+
+    def summarized_seq(self, memory_id: str) -> int:
+        """Return the summary cursor of a memory (0 when unknown)."""
+        known = self._peek("cursors", memory_id)
+        return int(known.summarized_seq) if known is not None else self._cursor(memory_id, Q.SUMMARIZED_SEQ)
+
+    def cursors(self, memory_id: str) -> Cursors:
+        """Return the processing state of a memory in one query (zeros if unknown)."""
+
+        def load(conn: Connection) -> Cursors | None:
+            row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
+            if row is None:
+                return None
+            return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
+
+        found = self._cached("cursors", memory_id, load)
+        return found if found is not None else Cursors(self.max_seq(memory_id), 0, 0, False)
+
+    def _cursor(self, memory_id: str, query: Any) -> int:
+        with self._read() as conn:
+            value = conn.execute(query, {"mid": memory_id}).scalar()
+        return int(value or 0)

@@ -18,11 +18,12 @@ from sqlalchemy import Connection, Engine, Row
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._fresh_sqlite import is_empty, set_up_fresh
+from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.engine import execute_upsert
 from convmem_graph.store.episodes import EPISODE_TABLE
 from convmem_graph.store.locks import file_memory_lock
-from convmem_graph.store.schema import summaries
+from convmem_graph.store.schema import messages, summaries
 from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
 
@@ -105,6 +106,21 @@ class SqliteBackend:
     def lock_memory(self, conn: Connection, memory_id: str) -> None:
         """Nothing to take: see :attr:`locks_memories`."""
 
+    @staticmethod
+    def message_writer(*, now_ms: int, index: bool, stamped: list[Any] | None = None) -> RowWriter:
+        """The insert of a batch's new message rows, and nothing else.
+
+        Straight to the driver's ``executemany``: SQLAlchemy's per-row parameter processing cost
+        more than SQLite's own insert work for large batches. ``executemany`` returns no rows, so
+        the caller reads the new seqs back, indexes them and touches the memory itself; the
+        arguments PostgreSQL's one statement uses for that are ignored here.
+        """
+
+        def write(conn: Connection, memory_id: str, rows: list[tuple[Any, ...]], ids: list[str]) -> None:
+            conn.exec_driver_sql(_INSERT_SQL, rows)
+
+        return write
+
     def touch(self, conn: Connection, params: dict[str, Any]) -> None:
         """Drop the memory's cached snapshot and move its ``updated_at`` (and ``facts_dirty``)."""
         conn.execute(Q.DROP_SNAPSHOT, {"mid": params["mid"]})
@@ -165,6 +181,10 @@ class SqliteBackend:
                 _purge_deleted_terms(conn)
         finally:
             conn.exec_driver_sql("PRAGMA secure_delete=OFF")
+
+
+_MARKS = ", ".join("?" * len(INSERT_COLUMNS))
+_INSERT_SQL = f"INSERT INTO {messages.name} ({', '.join(INSERT_COLUMNS)}) VALUES ({_MARKS})"
 
 
 def _purge_deleted_terms(conn: Connection) -> None:
