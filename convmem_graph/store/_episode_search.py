@@ -73,7 +73,7 @@ def search_sqlite(
 ) -> EpisodeSearch:
     """Search one memory's turns in a SQLite store through the driver's connection.
 
-    See :func:`convmem_graph.store.episodes.search_episodes` for the arguments; both give the same
+    See :meth:`convmem_graph.store.episodes.EpisodeIndex.search` for the arguments; both give the same
     result for the same file.
     """
     terms = search_terms(query)

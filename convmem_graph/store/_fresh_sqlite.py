@@ -30,8 +30,8 @@ _READS = ("SELECT", "PRAGMA")
 
 Statement = tuple[str, Any]
 
-#: The recorded script of each set-up function (one in practice: the store's).
-_scripts: dict[Callable[[Connection], None], list[Statement]] = {}
+#: The recorded script of each sequence of set-up steps (one in practice: the store's).
+_scripts: dict[tuple[Callable[[Connection], None], ...], list[Statement]] = {}
 _scripts_lock = threading.Lock()
 
 
@@ -40,8 +40,8 @@ def is_empty(conn: Connection) -> bool:
     return conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar() == 0
 
 
-def _record(set_up: Callable[[Connection], None]) -> list[Statement]:
-    """Run ``set_up`` on a scratch in-memory database and return the statements that wrote to it."""
+def _record(steps: tuple[Callable[[Connection], None], ...]) -> list[Statement]:
+    """Run ``steps`` on a scratch in-memory database and return the statements that wrote to it."""
     engine = create_engine("sqlite://", poolclass=StaticPool)
     script: list[Statement] = []
 
@@ -52,26 +52,28 @@ def _record(set_up: Callable[[Connection], None]) -> list[Statement]:
 
     try:
         with engine.begin() as conn:
-            set_up(conn)
+            for step in steps:
+                step(conn)
     finally:
         engine.dispose()
     return script
 
 
-def set_up_fresh(conn: Connection, set_up: Callable[[Connection], None]) -> int:
-    """Give the empty database ``conn`` is in what ``set_up`` would, by replaying its recorded statements.
+def set_up_fresh(conn: Connection, *steps: Callable[[Connection], None]) -> int:
+    """Give the empty database ``conn`` is in what ``steps`` would, by replaying their recorded statements.
 
-    ``set_up`` (the migrations and the open-time steps) is run once per process on a scratch
-    database; later calls replay its script. Runs in the caller's transaction. The migration
-    records get this open's time, as the migrations' own path would give them.
+    ``steps`` (the migrations, the open-time steps, the index's set-up) run once per process on a
+    scratch database; later calls with the same steps replay their script. Runs in the caller's
+    transaction. The migration records get this open's time, as the migrations' own path would
+    give them.
 
     Returns:
         How many statements were replayed.
     """
     with _scripts_lock:
-        script: Sequence[Statement] | None = _scripts.get(set_up)
+        script: Sequence[Statement] | None = _scripts.get(steps)
         if script is None:
-            script = _scripts[set_up] = _record(set_up)
+            script = _scripts[steps] = _record(steps)
     for statement, parameters in script:
         conn.exec_driver_sql(statement, parameters if parameters else ())
     conn.execute(schema_migrations.update().values(applied_at=now_ms()))

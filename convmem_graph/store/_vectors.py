@@ -12,7 +12,7 @@ a third the change check's count over the key, the rest the matrix product). Vec
 off the request path (:meth:`ConvMemory.embed_turns`), so a memory may be half embedded: its
 other turns are still found by their words.
 
-Deletes follow the messages: :func:`convmem_graph.store.episodes.delete_message_episodes` calls
+Deletes follow the messages: :meth:`convmem_graph.store.episodes.EpisodeIndex.remove_matching` calls
 :func:`delete_message_vectors`, and ``delete_memory`` deletes the memory's rows through the
 registry (``MEMORY_TABLES``).
 """

@@ -37,9 +37,6 @@ from convmem_graph.store.engine import (
     end_read,
     insert_ignore,
 )
-from convmem_graph.store.episodes import (
-    ensure_episode_index,
-)
 from convmem_graph.store.locks import held_here
 from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.migrations import apply_migrations
@@ -571,11 +568,13 @@ class StoreCore:
 
 
 def set_up_schema(conn: Connection) -> None:
-    """Bring the database to this version's schema: pending migrations, then the open-time steps."""
+    """Bring the database to this version's tables: pending migrations, then the open-time steps.
+
+    The episodic index is its backend's to set up (after these, see ``set_up`` of the backends).
+    """
     apply_migrations(conn)
     # Facts an older version wrote since (no derived columns), and indexes it dropped.
     upgrade_fragments(conn)
-    ensure_episode_index(conn)
 
 
 def _aborted(conn: Connection) -> bool:

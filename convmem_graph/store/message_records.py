@@ -36,12 +36,6 @@ from convmem_graph.store.core import (
 from convmem_graph.store.engine import (
     chunked,
 )
-from convmem_graph.store.episodes import (
-    delete_episodes,
-    delete_message_episodes,
-    index_episodes,
-    search_episodes,
-)
 from convmem_graph.store.postgres import PgStamp
 from convmem_graph.store.schema import (
     audit,
@@ -127,12 +121,12 @@ class MessageRecords(StoreCore):
                 now_ms=now,
             )
             # A replaced row's index entry goes whether or not this write indexes.
-            delete_episodes(conn, memory_id, replaced)
+            self._backend.episodes.remove(conn, memory_id, replaced)
             if inserted and not returns:
                 if index:
                     # This memory's writers take turns, so every seq above ``before`` is this batch's.
                     new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
-                    index_episodes(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
+                    self._backend.episodes.add(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
         if stamped:
             top, extracted, summarized, dirty = stamped[0].cursors
@@ -153,7 +147,7 @@ class MessageRecords(StoreCore):
             Candidate turns with the per-term statistics the block's ranker scores them with.
         """
         with self._read() as conn:
-            return search_episodes(conn, memory_id, query, limit=limit)
+            return self._backend.episodes.search(conn, memory_id, query, limit=limit)
 
     def missing_turn_vectors(self, memory_id: str, model: str, *, limit: int = 64) -> list[tuple[int, str]]:
         """Up to ``limit`` of the memory's turns with no vector by ``model`` yet, oldest first."""
@@ -271,7 +265,7 @@ class MessageRecords(StoreCore):
                     messages.c.memory_id == memory_id, *cond
                 )
             ).first()
-            delete_message_episodes(conn, memory_id, *cond)
+            self._backend.episodes.remove_matching(conn, memory_id, *cond)
             count = int(
                 conn.execute(delete(messages).where(messages.c.memory_id == memory_id, *cond)).rowcount
             )

@@ -200,7 +200,8 @@ class MemoryTable:
 
 #: Every table holding a memory's data, children first (the delete order of a memory). The
 #: episodic index (``cm_episodes``: FTS5 on SQLite, keyed by message seq) is not listed: it is found
-#: through the messages and deleted first, by :func:`~convmem_graph.store.episodes.delete_message_episodes`.
+#: through the messages and deleted first, by the backend's
+#: :meth:`~convmem_graph.store.episodes.EpisodeIndex.remove_matching`.
 _PLUMBING = "server or ingestion bookkeeping of this database, not the memory's content"
 _MEMORY_ONLY = frozenset({"memory_id"})
 

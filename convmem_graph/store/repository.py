@@ -43,9 +43,6 @@ from convmem_graph.store.dead_letter_records import DeadLetterRecords
 from convmem_graph.store.engine import (
     chunked,
 )
-from convmem_graph.store.episodes import (
-    delete_message_episodes,
-)
 from convmem_graph.store.fact_records import FactRecords
 from convmem_graph.store.message_records import MessageRecords
 from convmem_graph.store.registry import MEMORY_TABLES, MemoryTable
@@ -178,7 +175,7 @@ class MemoryStore(MessageRecords, FactRecords, VariableRecords, SummaryRecords, 
         with self._write(memory_id) as conn:
             with self._backend.deleting(conn):
                 # The episodic index first: its rows are found through the messages.
-                delete_message_episodes(conn, memory_id)
+                self._backend.episodes.remove_matching(conn, memory_id)
                 for entry in MEMORY_TABLES:
                     deleted += self._delete_rows(conn, entry, memory_id)
             if self._scope is not None:

@@ -7,30 +7,126 @@ is the other backend.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, Engine, Row
+from sqlalchemy import ColumnElement, Connection, Engine, Row, select
 
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
+from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, SEQ_MASK, rowid_range, search_sqlite
 from convmem_graph.store._fresh_sqlite import is_empty, set_up_fresh
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.engine import execute_upsert
-from convmem_graph.store.episodes import EPISODE_TABLE
+from convmem_graph.store.episodes import TEXT_VERSION, EpisodeIndex, EpisodeSearch, episode_text
 from convmem_graph.store.locks import file_memory_lock
 from convmem_graph.store.schema import messages, summaries
 from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
 
-__all__ = ["FTS_SECURE_DELETE", "SqliteBackend"]
+__all__ = ["FTS_SECURE_DELETE", "SQLITE_EPISODES", "SqliteBackend", "SqliteEpisodeIndex"]
+
+logger = logging.getLogger(__name__)
 
 #: FTS5 ``secure-delete`` (SQLite 3.42+) removes a deleted row's terms from the index pages at once.
 FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
+
+
+class SqliteEpisodeIndex(EpisodeIndex):
+    """The episodic index on SQLite: a contentless FTS5 table, one rowid range per memory.
+
+    See :mod:`convmem_graph.store.episodes` for the layout (``bucket(memory_id) << 36 | seq``).
+    """
+
+    version_key = "text_version"
+    version = TEXT_VERSION
+    mark = "?"
+
+    def ensure(self, conn: Connection) -> None:
+        """Create the FTS5 table if missing; rebuild it when the indexed text format changed."""
+        conn.exec_driver_sql(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {EPISODE_TABLE} USING fts5("
+            "body, content='', detail=none, tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        self.rebuild_if_stale(conn)
+
+    def add(self, conn: Connection, memory_id: str, rows: Iterable[tuple[int, str]]) -> int:
+        """Index ``(seq, content)`` rows; a seq too large for the rowid layout is skipped with a warning.
+
+        Such a row stays stored, just not searchable.
+        """
+        base = rowid_range(memory_id)[0]
+        params: list[tuple[int, str]] = []
+        for seq, content in rows:
+            if not 0 < seq <= SEQ_MASK:
+                logger.warning("message seq %d is outside the episodic index's range; not indexed", seq)
+                continue
+            params.append((base | seq, episode_text(content)))
+        if params:
+            conn.exec_driver_sql(f"INSERT INTO {EPISODE_TABLE} (rowid, body) VALUES (?, ?)", params)
+        return len(params)
+
+    def _remove_rows(self, conn: Connection, memory_id: str, rows: list[tuple[int, str]]) -> None:
+        # A contentless FTS5 row is deleted by giving the text it was indexed with, which
+        # episode_text recomputes.
+        base = rowid_range(memory_id)[0]
+        params = [(base | seq, episode_text(content)) for seq, content in rows if 0 < seq <= SEQ_MASK]
+        # A contentless FTS5 'delete' of a row that was never indexed corrupts the index ("database
+        # disk image is malformed"): messages stored with episodic=False have none, so only the
+        # rowids the index holds are deleted.
+        indexed: set[int] = set()
+        for start in range(0, len(params), 500):
+            part = [rowid for rowid, _ in params[start : start + 500]]
+            marks = ", ".join("?" * len(part))
+            found = conn.exec_driver_sql(
+                f"SELECT rowid FROM {EPISODE_TABLE} WHERE rowid IN ({marks})", tuple(part)
+            )
+            indexed.update(int(r) for r in found.scalars())
+        params = [p for p in params if p[0] in indexed]
+        if params:
+            conn.exec_driver_sql(
+                f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rowid, body) VALUES ('delete', ?, ?)", params
+            )
+
+    def _remove_matching(self, conn: Connection, memory_id: str, *where: ColumnElement[bool]) -> None:
+        stored = conn.execute(
+            select(messages.c.seq, messages.c.content).where(messages.c.memory_id == memory_id, *where)
+        )
+        self._remove_rows(conn, memory_id, [(int(seq), content) for seq, content in stored])
+
+    def _clear(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"INSERT INTO {EPISODE_TABLE}({EPISODE_TABLE}) VALUES ('delete-all')")
+
+    def count(self, conn: Connection, memory_id: str | None = None) -> int:
+        """Count index rows (of one memory's rowid range, or all)."""
+        if memory_id is None:
+            return int(conn.exec_driver_sql(f"SELECT count(*) FROM {EPISODE_TABLE}").scalar() or 0)
+        lo, hi = rowid_range(memory_id)
+        sql = f"SELECT count(*) FROM {EPISODE_TABLE} WHERE rowid BETWEEN ? AND ?"
+        return int(conn.exec_driver_sql(sql, (lo, hi)).scalar() or 0)
+
+    def search(
+        self,
+        conn: Connection,
+        memory_id: str,
+        query: str,
+        *,
+        limit: int = 32,
+        per_term: int = PER_TERM,
+        replies: int | None = None,
+    ) -> EpisodeSearch:
+        """See :meth:`EpisodeIndex.search`; through the driver's connection (the standard library's)."""
+        driver = cast(sqlite3.Connection, conn.connection.driver_connection)
+        return search_sqlite(driver, memory_id, query, limit=limit, per_term=per_term, replies=replies)
+
+
+#: The one instance every SQLite store uses (it holds no state).
+SQLITE_EPISODES = SqliteEpisodeIndex()
 
 
 class SqliteBackend:
@@ -42,6 +138,8 @@ class SqliteBackend:
     """
 
     name = "sqlite"
+    #: The episodic index (FTS5).
+    episodes = SQLITE_EPISODES
     #: No transaction-scoped advisory locks: writers of a file take turns at the write gate.
     locks_memories = False
     #: ``add_messages`` reads the new seqs back: SQLite's executemany cannot return rows.
@@ -85,16 +183,17 @@ class SqliteBackend:
         """Nothing to do first: the set-up's transaction already holds the file's write lock."""
 
     def set_up(self, conn: Connection, steps: Callable[[Connection], None]) -> None:
-        """Run the set-up ``steps``; on an empty database replay what they did on a scratch one.
+        """Run the set-up ``steps``, then the index's; on an empty database replay what they did before.
 
         The replay (:mod:`~convmem_graph.store._fresh_sqlite`) gives the same schema without
         compiling every ``CREATE`` and reading the catalog before each: a new store opens in a
         fraction of the time (every test, every new file).
         """
         if is_empty(conn):
-            set_up_fresh(conn, steps)
+            set_up_fresh(conn, steps, self.episodes.ensure)
         else:
             steps(conn)
+            self.episodes.ensure(conn)
 
     def end_setup(self, conn: Connection) -> None:
         """Stamp the file; part of the set-up's transaction, so there only if the set-up committed."""

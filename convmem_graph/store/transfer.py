@@ -21,7 +21,6 @@ from convmem_graph.store._derived import derived_columns
 from convmem_graph.store._export_schema import ExportFormatError, parse_export
 from convmem_graph.store._messages import content_hash
 from convmem_graph.store.engine import insert_ignore
-from convmem_graph.store.episodes import delete_message_episodes, index_episodes
 from convmem_graph.store.records import dead_letter_key
 from convmem_graph.store.registry import MEMORY_TABLES
 from convmem_graph.store.repository import MemoryStore
@@ -135,7 +134,7 @@ def import_memory(
             if exists is not None:
                 if not replace:
                     raise MemoryExistsError(target)
-                delete_message_episodes(conn, target)
+                store._backend.episodes.remove_matching(conn, target)
                 for table, *_ in reversed(_PARTS):
                     conn.execute(delete(table).where(table.c.memory_id == target))
                 conn.execute(delete(memories).where(memories.c.memory_id == target))
@@ -190,7 +189,7 @@ def import_memory(
             ).all()
             seqs = [int(seq) for seq, _ in stored]
             if index:
-                index_episodes(conn, target, [(int(seq), content) for seq, content in stored])
+                store._backend.episodes.add(conn, target, [(int(seq), content) for seq, content in stored])
             cursors = {}
             for name in ("extracted", "summarized"):
                 n = getattr(head, f"{name}_messages")

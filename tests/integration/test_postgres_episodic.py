@@ -9,7 +9,7 @@ import pytest
 from convmem_graph import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.store import MemoryStore
-from convmem_graph.store import episodes as E
+from convmem_graph.store.postgres import POSTGRES_EPISODES, pg_index_prefix
 from tests.unit.store.test_episodes import T0, msg
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -24,7 +24,7 @@ def store(pg_url: str) -> Iterator[MemoryStore]:
 
 def rows(store: MemoryStore, memory_id: str) -> int:
     with store.engine.connect() as conn:
-        return E.count_episode_rows(conn, memory_id)
+        return POSTGRES_EPISODES.count(conn, memory_id)
 
 
 def test_turns_are_indexed_and_found_by_stem_and_bigram(store: MemoryStore) -> None:
@@ -50,7 +50,7 @@ def test_delete_and_purge_leave_no_index_rows(store: MemoryStore) -> None:
 
 
 def raw_rows(store: MemoryStore, memory_id: str) -> int:
-    """Index rows of a memory as stored, orphans included (the join in ``count_episode_rows`` hides them)."""
+    """Index rows of a memory as stored, orphans included (the index's own count joins them away)."""
     with store.engine.connect() as conn:
         sql = "SELECT count(*) FROM cm_episodes WHERE memory_id = %s"
         return int(conn.exec_driver_sql(sql, (memory_id,)).scalar())
@@ -114,7 +114,7 @@ def lexemes(store: MemoryStore, memory_id: str) -> dict[str, list[str]]:
             "WHERE m.memory_id = %s",
             (memory_id,),
         )
-        prefix = E.pg_index_prefix(memory_id)
+        prefix = pg_index_prefix(memory_id)
         return {mid: sorted(x.removeprefix(prefix) for x in terms) for mid, terms in found}
 
 
@@ -144,7 +144,7 @@ def test_an_index_of_an_older_format_is_rebuilt_on_open(fresh_pg_url: str) -> No
         conn.exec_driver_sql(
             "UPDATE cm_episodes SET terms = array_to_tsvector(ARRAY(SELECT %s || lexeme "
             "FROM unnest(to_tsvector('english', 'unrelated words')))) ",
-            (E.pg_index_prefix("pg_h"),),
+            (pg_index_prefix("pg_h"),),
         )
         conn.exec_driver_sql("UPDATE cm_episode_meta SET v = '2' WHERE k = 'pg_version'")
         conn.exec_driver_sql("CREATE INDEX ix_cm_episodes_memory_id ON cm_episodes (memory_id, seq)")

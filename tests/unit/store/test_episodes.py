@@ -18,6 +18,7 @@ from convmem_graph.payloads.ranker import Scorer, text_terms
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _episode_search as S
 from convmem_graph.store import episodes as E
+from convmem_graph.store.sqlite import SQLITE_EPISODES
 from convmem_graph.tokens import count_tokens
 
 # 2023-05-08 13:56 UTC
@@ -31,7 +32,7 @@ def msg(mid: str, content: str, ts: int = T0, role: str = "user", **kw: object) 
 
 def index_rows(store: MemoryStore, memory_id: str | None = None) -> int:
     with store.engine.connect() as conn:
-        return E.count_episode_rows(conn, memory_id)
+        return SQLITE_EPISODES.count(conn, memory_id)
 
 
 @pytest.fixture

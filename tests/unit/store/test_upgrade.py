@@ -111,7 +111,6 @@ def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.Mon
     if start != "empty":
         with sqlite3.connect(db) as conn:
             conn.execute("CREATE TABLE unrelated (x INTEGER)")
-    monkeypatch.setattr(core, "ensure_episode_index", broken)
     # A new function: an empty file's replay has no script of it and records it, which fails too.
     monkeypatch.setattr(core, "set_up_schema", lambda conn: (core.apply_migrations(conn), broken(conn)))
     with pytest.raises(RuntimeError):
