@@ -8,6 +8,7 @@ The order is the README's "Layers" section; a module may import its own layer an
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,6 +71,16 @@ def _resolve(dotted: str) -> str | None:
 
 def imports_of(module: str) -> Iterator[tuple[str, int]]:
     """The package modules ``module`` imports, with the line of each import."""
+    yield from _imports_of(module)
+
+
+@functools.cache
+def _imports_of(module: str) -> tuple[tuple[str, int], ...]:
+    # Parsed once per run: both checks walk every module.
+    return tuple(_walk_imports(module))
+
+
+def _walk_imports(module: str) -> Iterator[tuple[str, int]]:
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level:
