@@ -86,7 +86,8 @@ def carries_fact(fact: Fact) -> bool:
         # The key may leave the pronoun out ("给她换衣服" -> habit:换衣服): the content says it.
         or _UNRESOLVED_ZH.search(_TAKEN_ALONG.sub("", fact.content.removeprefix("用户")))
         or (fact.key.startswith("habit:") and _OUTCOME.match(subject))
-        or _POINTING_EN.search(subject)
+        # The value, not the key: a long key is cut ("likes the game \"Detroit\"" -> "..._the_game").
+        or _POINTING_EN.search((fact.value or subject).lower().rstrip(" .!"))
     ):
         return False
     if fact.key == "profile:workplace" and _VAGUE_WORKPLACE.match((fact.value or subject).strip()):
