@@ -21,6 +21,9 @@ tied to its turn), rewritten mechanically into the first person (see :func:`firs
 "Caroline is ..." -> "I am ...", "Melanie's kids ..." -> "My kids ..."; facts not opening with the
 speaker's name are left out), each extracted alone at its session's date and judged as a fact about
 the speaker against the rewritten sentence. Its verdicts are in ``precision_observations.jsonl``.
+``--slice summaries`` does the same with LoCoMo's event summaries and session summaries (one
+sentence at a time); they give few fragments (25 at the commit that added them), judged in
+``precision_summaries.jsonl`` after the fixes the observations slice prompted, never tuned on.
 
 Usage::
 
@@ -28,6 +31,7 @@ Usage::
     python benchmarks/precision_sample.py ../shared/data --unjudged # fragments needing a verdict (JSON lines)
     python benchmarks/precision_sample.py ../shared/data --slice persona   # the second slice
     python benchmarks/precision_sample.py ../shared/data --slice observations   # the third
+    python benchmarks/precision_sample.py ../shared/data --slice summaries      # the fourth (small)
 """
 
 from __future__ import annotations
@@ -168,24 +172,61 @@ def observation_turns(data: Path) -> list[Turn]:
     return turns
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def summary_turns(data: Path) -> list[Turn]:
+    """LoCoMo's event summaries and session summaries, each sentence opening with a speaker's name in
+    the first person (as :func:`observation_turns` does), at its session's date."""
+    turns: list[Turn] = []
+    for sample in json.loads((data / "locomo" / "locomo10.json").read_text(encoding="utf-8")):
+        conv = sample["conversation"]
+        speakers = (conv["speaker_a"], conv["speaker_b"])
+        texts: list[tuple[str, str, str]] = []  # (id, session, sentence)
+        for key, events in sample["event_summary"].items():
+            session = "session_" + key.removeprefix("events_session_")
+            for speaker in speakers:
+                for n, event in enumerate(events.get(speaker, [])):
+                    texts.append((f"event:{session}:{speaker}:{n}", session, event))
+        for key, summary in sample["session_summary"].items():
+            session = key.removesuffix("_summary")
+            for n, sentence in enumerate(_SENTENCE_END.split(summary)):
+                texts.append((f"summary:{session}:{n}", session, sentence))
+        for tid, session, sentence in texts:
+            if f"{session}_date_time" not in conv:
+                continue
+            when = datetime.strptime(conv[f"{session}_date_time"], "%I:%M %p on %d %B, %Y")
+            ts = int(when.replace(tzinfo=UTC).timestamp() * 1000)
+            for speaker in speakers:
+                text = first_person(sentence, speaker)
+                if text is not None:
+                    turns.append(Turn(f"locomo-{tid}:{sample['sample_id']}:{speaker}", text, ts))
+    return turns
+
+
 def main() -> None:
     """Print the figure (or the fragments without a verdict)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", type=Path, help="the shared data folder (holding locomo/ and madial-bench/)")
-    p.add_argument("--slice", choices=("dialogues", "persona", "observations"), default="dialogues")
+    p.add_argument(
+        "--slice", choices=("dialogues", "persona", "observations", "summaries"), default="dialogues"
+    )
     p.add_argument("--judgements", type=Path, help="verdicts (default: the slice's file beside this script)")
     p.add_argument("--unjudged", action="store_true")
     args = p.parse_args()
-    judgements = (
-        args.judgements
-        or HERE
-        / {
-            "dialogues": "precision_sample.jsonl",
-            "persona": "precision_persona.jsonl",
-            "observations": "precision_observations.jsonl",
-        }[args.slice]
-    )
-    slices = {"dialogues": turns_of, "persona": persona_turns, "observations": observation_turns}
+    files = {
+        "dialogues": "precision_sample.jsonl",
+        "persona": "precision_persona.jsonl",
+        "observations": "precision_observations.jsonl",
+        "summaries": "precision_summaries.jsonl",
+    }
+    judgements = args.judgements or HERE / files[args.slice]
+    slices = {
+        "dialogues": turns_of,
+        "persona": persona_turns,
+        "observations": observation_turns,
+        "summaries": summary_turns,
+    }
     verdicts: dict[tuple[str, str, str], str] = {}
     if judgements.exists():
         for line in judgements.read_text(encoding="utf-8").splitlines():
