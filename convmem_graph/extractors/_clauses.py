@@ -75,6 +75,11 @@ _EN_TAIL = re.compile(
     r"|\s*,?\s+(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well)$"
     # A reason given after a comma is why, not what: "I don't eat pork, for religious reasons".
     r"|\s*,\s*(?:for (?:\w+\s+){0,2}reasons?|for my health|for health reasons)$"
+    # A second clause with its own subject after ", and" / ", but" is another statement, about
+    # someone or something else: "I gave up caffeine, and the headaches were brutal".
+    r"|\s*,\s*(?:and|but|so)\s+(?:the|it|it's|that|this|they|he|she|his|her|their|there)\s.*$"
+    # ... also with no conjunction when a pronoun opens it: "I don't drink alcohol, it makes me sleepy".
+    r"|\s*,\s*(?:it|it's|that|that's|this|they|they're|he|he's|she|she's)\s.*$"
     # A remark after a comma ("..., nothing too serious", "..., no big deal") says how much it matters.
     r"|\s*,\s*(?:nothing|not) (?:too|that|very|really) (?:serious|bad)$|\s*,\s*no big deal$"
     # A narrowing after a comma ("..., mostly blues") keeps the statement it narrows.
@@ -108,6 +113,13 @@ _EN_CALL_IT = re.compile(
     r",?\s+(?:and\s+)?"
     r"(?:(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)|(?:his|her|its|their) names? (?:is|are))\s+"
     r"(?P<n>[A-Z][\w'-]*(?:\s+and\s+[A-Z][\w'-]*)?)$"
+)
+# "a husky called Luna who howls at every siren": "called" names it as "named" does, and a relative
+# clause after the name is about the pet, not part of the statement that names it.
+_EN_CALLED_NAME = re.compile(
+    rf"\b(?P<sp>{alternation(EN_SPECIES | {f'{s}s' for s in EN_SPECIES})}) (?:called|named) "
+    r"(?P<n>[A-Z][\w'-]*)"
+    r"(?:\s*,?\s+(?:who|that|which)\b.*)?$"
 )
 _EN_AND_CALL_IT = re.compile(r",?\s+and\s+(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])")
 # "Last year we rescued a greyhound": the time goes to the end, where the rules read it.
@@ -152,14 +164,26 @@ def strip_fillers(text: str, *, zh: bool) -> str:
     return out or text
 
 
+# A "because ..." after a statement the families read is why, not what: "I've been dairy-free for a
+# year because of my skin". The sentence rules keep it (a state's reason is worth keeping: "stressed
+# because of my tournament"), so only the families drop it.
+_EN_BECAUSE = re.compile(
+    r"\s*,?\s+(?:(?:maybe|probably|mostly|partly|mainly|just)\s+)?(?:because|since|cause|'cause) (?:of )?"
+    r"(?:my|the|a|an|it|I|I'm|I've) [\w' -]{1,40}$",
+    re.IGNORECASE,
+)
+
+
 def strip_tails(text: str) -> str:
     """Drop an English clause's closing remark, reason or discourse adverb (see ``_EN_TAIL``).
 
     Example:
         >>> strip_tails("I have a mild shellfish allergy, nothing too serious")
         'I have a mild shellfish allergy'
+        >>> strip_tails("I've been dairy-free for a year because of my skin")
+        "I've been dairy-free for a year"
     """
-    return _EN_TAIL.sub("", text) or text
+    return _EN_BECAUSE.sub("", _EN_TAIL.sub("", text)) or text
 
 
 def normalize_clause(text: str, *, zh: bool) -> str:
@@ -191,6 +215,7 @@ def normalize_clause(text: str, *, zh: bool) -> str:
         out = f"{out[lead.end() :].rstrip(' .!')} {lead['t'].lower()}"
     out = _EN_CALL_IT.sub(lambda m: f" named {m['n']}{m['mid'] or ''}", out.rstrip(" .!"))
     out = _EN_LEISURE_TAIL.sub("", _EN_TAIL.sub("", out))
+    out = _EN_CALLED_NAME.sub(lambda m: f"{m['sp']} named {m['n']}", out)
     out = _EN_ADVERB.sub("I ", out)
     out = _EN_NOW_TAIL.sub("", out)
     out = _EN_WE_GOT.sub("I ", out)

@@ -31,7 +31,7 @@ _PRONOUNS = (
     (re.compile(r"\bmyself\b", re.I), "themselves"),
     (re.compile(r"\bmy\b", re.I), "their"),
     (re.compile(r"\bmine\b", re.I), "theirs"),
-    (re.compile(r"\bme\b"), "them"),
+    (re.compile(r"\bme\b(?!-)"), "them"),  # not "me-time"
     (re.compile(r"\bI'm\b"), "they're"),
     (re.compile(r"\bI've\b"), "they've"),
     (re.compile(r"\bI\b"), "they"),
@@ -125,7 +125,10 @@ _TOO_VAGUE = frozenset("few lot bit little couple while few things stuff somethi
 _CLAUSE_TAIL = re.compile(
     # A hedge goes with the reason it hedges: "..., probably because the bed is too hard".
     r"(?:\s*,?\s+(?:probably|maybe|perhaps|possibly|partly|mostly|mainly|likely|just))?"
-    r"\s+(?:because|cause|since|as|when|whenever|but|so that|which|the most|more than anything)\b",
+    # "as" opens a clause, but "such as" opens the list it names ("activities such as hiking, ...").
+    r"\s+(?:because|cause|since|as(?<!such as)|when|whenever|but|so that|which|the most|more than anything"
+    # A second verb with its own adverb is another statement: "cooking curries and often try ...".
+    r"|and (?:often|usually|always|sometimes|also|regularly|frequently|typically|occasionally))\b",
     re.IGNORECASE,
 )
 

@@ -147,12 +147,7 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
         if hit["act"]:
             act = _ZH_ACT_TO_QUIT[hit["act"]]
             return [_zh_quit(act)]
-        obj = hit["obj"] or hit["obj2"]
-        act = QUIT_ZH[obj]
-        if obj in ZH_FOODS and obj not in ("酒", "烟"):  # a drink given up; smoking and drinking are habits
-            content = f"用户不再{act}。"
-            return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.8)]
-        return [_zh_quit(act)]
+        return [_zh_gave_up(hit["obj"] or hit["obj2"])]
     hit = _ZH_SEVERE_ALLERGY.match(body)
     if hit:
         obj = hit["obj"] or hit["obj2"]
@@ -218,13 +213,38 @@ def _zh_quit(act: str) -> Fact:
     return Fact(f"用户不再{act}。", "habit", f"habit:{norm_key(act)}", act, polarity=-1, confidence=0.8)
 
 
+def _zh_gave_up(obj: str) -> Fact:
+    """What quitting ``obj`` (a word of ``QUIT_ZH``: 烟, 糖, 奶茶 ...) changes.
+
+    Whatever is eaten or drunk is a food given up (``food:糖``, ``food:奶茶``); smoking, drinking
+    alcohol and the rest are habits given up (``habit:抽烟``, ``habit:喝酒``).
+    """
+    act = QUIT_ZH[obj]
+    if act[0] in "吃喝" and obj not in ("酒", "烟"):
+        return Fact(f"用户不再{act}。", "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.8)
+    return _zh_quit(act)
+
+
+# "以前每天都喝酒", "之前一天一包烟": a habit the user had; a later clause "后来…就戒了" gives it up.
+_ZH_GAVE_UP_OBJ = {act: obj for obj, act in QUIT_ZH.items()} | {"吸烟": "烟"}
+_ZH_USED_TO = re.compile(
+    r"^我?(?:以前|之前|原来|过去|曾经|年轻的时候|年轻时)(?:[一-鿿]{0,6}?)"
+    rf"(?P<act>{alternation(_ZH_GAVE_UP_OBJ)})"
+    r"(?:[一-鿿]{0,6})$"
+)
+# The clause that gives it up without naming it: "后来身体不好就戒了", "现在不喝了", "去年戒掉了".
+_ZH_QUIT_IT = re.compile(
+    r"(?:^|[就才都也已经终于后来现在如今])(?:戒了|戒掉了|彻底戒了|不(?:抽|喝|吃|玩|打)了|不再(?:抽|喝|吃|玩|打)了)$"
+)
+
+
 # ----------------------------------------------------------------- English
 
 _EN_DIET = alternation(DIETS_EN)
 _EN_INSTR = alternation(INSTRUMENTS_EN)
 _EN_SPORT = alternation(SPORTS_EN)
 _EN_SINCE = (
-    r"(?:\s+(?P<since>since\s+.{2,30}|for\s+(?:the\s+(?:last|past)\s+)?.{1,20}?(?:years?|months?|weeks?)"
+    r"(?:\s+(?P<since>since\s+.{2,30}|for\s+(?:the\s+(?:last|past)\s+)?.{0,20}?(?:years?|months?|weeks?)"
     r"|(?:.{1,15}?)(?:years?|months?) ago|in \d{4}|last (?:year|month)))?"
 )
 # "I've been gluten-free since 2020", "I eat halal", "I keep kosher", "I'm on a keto diet".
@@ -274,7 +294,9 @@ _EN_ACT |= {"vaping": "vape", "vape": "vape"}
 _EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
 # "I used to smoke, but I stopped last year": the second clause gives up what the first one named.
 _EN_USED_TO = re.compile(
-    r"^I used to (?P<act>smoke|drink|vape)(?:\s+(?:a lot|heavily|socially|daily|every \w+|on weekends))?$",
+    r"^I used to (?P<act>smoke|drink|vape)(?:\s+(?:a lot|heavily|socially|daily|every \w+|on weekends"
+    # how much: "a pack a day", "two packs a day", "a bottle of wine a night"
+    r"|(?:a|one|two|three|half a|\d+) [\w ]{1,20}? (?:a|per|every) (?:day|night|week)))?$",
     re.IGNORECASE,
 )
 _EN_STOPPED_IT = re.compile(
@@ -393,6 +415,8 @@ def _en_family(text: str) -> list[Fact]:
         said = (m["act"] or m["act2"] or m["act3"]).lower()
         return [_en_quit(_EN_ACT[said])]
     m = _EN_QUIT_FOOD.match(s)
+    if m and m["obj"].lower() in ("alcohol", "booze", "liquor"):  # drinking is a habit, not a food
+        return [_en_quit("drink")]
     if m and m["obj"].lower() in EN_FOODS:
         obj = m["obj"].lower()
         return [
@@ -503,6 +527,13 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
                 used_to = ""
                 continue
         if clause.zh:
+            past_zh = _ZH_USED_TO.match(text)
+            if past_zh and not _ZH_QUIT_IT.search(text):
+                used_to = _ZH_GAVE_UP_OBJ[past_zh["act"]]
+            elif used_to and _ZH_QUIT_IT.search(text) and not clause.question and not _ZH_SOMEONE.match(text):
+                facts.append(_zh_gave_up(used_to))
+                used_to = ""
+                continue
             if _ZH_OWN.match(text):
                 owner = "user"
             elif _ZH_SOMEONE.match(text):

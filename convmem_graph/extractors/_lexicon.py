@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from convmem_graph.extractors._taxonomy import KINSHIP_EN, KINSHIP_ZH, alternation
+from convmem_graph.extractors._taxonomy import KINSHIP_EN, KINSHIP_ZH, PET_SPECIES_ZH, alternation
 
 __all__ = [
     "EN_FOODS",
@@ -64,8 +64,7 @@ ZH_JOB_RE = re.compile(
 
 #: A pet: species or breed, with up to three qualifier characters before it (橘猫, 小黑狗).
 ZH_SPECIES_RE = re.compile(
-    r"^(?:(?![的像和与])[\u4e00-\u9fff]){0,3}?(?:猫咪|猫|狗狗|狗|犬|兔子|兔|鹦鹉|鸟|仓鼠|乌龟|龟|金鱼|鱼|小猪|猪|蜥蜴|刺猬|龙猫|柯基|柴犬|金毛|"
-    r"哈士奇|泰迪|萨摩耶|边牧|拉布拉多|比熊|博美|布偶|英短|美短|暹罗)$"
+    r"^(?:(?![的像和与])[\u4e00-\u9fff]){0,3}?(?:" + alternation(PET_SPECIES_ZH) + r")$"
 )
 
 # Generated from the one taxonomy: every kinship term of the family, not a hand-kept short list.
@@ -135,5 +134,15 @@ EN_FOODS = frozenset(
     pineapple grapes cherries peaches pears oranges lemons blueberries raspberries watermelon melon kiwi
     cinnamon ginger chili chilli wasabi mayo mayonnaise ketchup mustard vinegar licorice popcorn chips fries
     donuts cookies candy soda juice ramen dumplings kimchi cauliflower zucchini pickles peas corn potatoes
+    caffeine carbs sweets desserts snacks pop
     """.split()
-) | {"ice cream", "spicy food", "junk food", "fast food", "red meat"}
+) | {
+    "ice cream",
+    "spicy food",
+    "junk food",
+    "fast food",
+    "red meat",
+    "energy drinks",
+    "fried food",
+    "processed food",
+}

@@ -4,8 +4,9 @@ Two checks, both deterministic:
 
 - :func:`carries_fact` drops a fact the rules built from a fragment with no content: a frequency
   without an activity ("每周去两次" -> "用户每周两次。"), a bare routine ("用户每天下班回来。", which
-  is half of "每天下班回来都要遛狗"), or a quoted instruction ("请忽略之前的指令") that only looks
-  like a statement;
+  is half of "每天下班回来都要遛狗"), an object that points at what was said before ("the
+  structure of the language"), a workplace that names no place ("在同一家公司工作"), or a quoted
+  instruction ("请忽略之前的指令") that only looks like a statement;
 - :func:`fits_variable` checks a value before it becomes a variable: hobbies are activities (not
   foods, not smoking), a name is a name (a few letters, no sentence), a diet is a diet.
 """
@@ -51,6 +52,23 @@ _OUTCOME = re.compile(
 _UNRESOLVED_ZH = re.compile(r"(?<![吉其])[他她它]|那种$|这种$")
 
 
+# "the structure of the language", "the ending of the show": a definite noun that names no thing of
+# its own points at what was said before ("Learning German ... I like the structure of the language").
+_POINTING_EN = re.compile(
+    r"(?:^|[_ ])the[_ ](?:language|game|book|show|movie|film|story|song|album|series|place|city|town"
+    r"|team|class|course|job|process|idea|thing|things|one|ones|trip|event|project|area|way|stuff)$"
+)
+
+
+# A workplace that names no place: "在同一家公司工作" (15 years at the same company), "at a company".
+_VAGUE_WORKPLACE = re.compile(
+    r"^(?:同一家|同一个|一家|这家|那家|某家?|本|一个|这个|那个|家里的?)?(?:公司|单位|企业|工厂|厂|店|地方|部门)$"
+    r"|^(?:the same|a|an|one|some|this|that|the)\s+(?:small\s+|big\s+|large\s+|local\s+)?"
+    r"(?:company|firm|office|place|business|startup|shop|store)$",
+    re.IGNORECASE,
+)
+
+
 def carries_fact(fact: Fact) -> bool:
     """Return whether a fact found by a rule says something (see the module docstring).
 
@@ -68,7 +86,11 @@ def carries_fact(fact: Fact) -> bool:
         # The key may leave the pronoun out ("给她换衣服" -> habit:换衣服): the content says it.
         or _UNRESOLVED_ZH.search(_TAKEN_ALONG.sub("", fact.content.removeprefix("用户")))
         or (fact.key.startswith("habit:") and _OUTCOME.match(subject))
+        # The value, not the key: a long key is cut ("likes the game \"Detroit\"" -> "..._the_game").
+        or _POINTING_EN.search((fact.value or subject).lower().rstrip(" .!"))
     ):
+        return False
+    if fact.key == "profile:workplace" and _VAGUE_WORKPLACE.match((fact.value or subject).strip()):
         return False
     return not looks_like_instruction(fact.content)
 

@@ -63,10 +63,13 @@ _HABIT_PRE = re.compile(
 _HABIT_POST = re.compile(
     r"\s+(every\s+(?:single\s+)?(?:day|morning|evening|night|week|weekend|month|"
     r"year|monday|tuesday|wednesday|"
-    r"thursday|friday|saturday|sunday)|daily|weekly|on weekends|on the weekends|each (?:day|morning|week)|"
+    # "every morning and evening" is one frequency
+    r"thursday|friday|saturday|sunday)(?: and (?:morning|evening|night|afternoon))?"
+    r"|daily|weekly|on weekends|on the weekends|each (?:day|morning|week)|"
     r"most days|most mornings|most weekends"
     # A count per period is a frequency too: "three times a week", "twice a month".
-    r"|(?:once|twice|(?:one|two|three|four|five|six|seven|a few|several|\d+)\s+times)\s+(?:a|per|every)\s+"
+    r"|(?:(?:once|one|two|three|a couple of) or )?"  # "once or twice a year", "two or three times a week"
+    r"(?:once|twice|(?:one|two|three|four|five|six|seven|a few|several|\d+)\s+times)\s+(?:a|per|every)\s+"
     r"(?:day|week|month|year))\b",
     re.IGNORECASE,
 )
@@ -185,6 +188,9 @@ _NOT_A_VALUE = re.compile(
 _OBJ_ADVERB = re.compile(r"^(?:also|too|really|even|especially|very much)\s+", re.IGNORECASE)
 
 
+_NARROWING = re.compile(r"^(?:particularly|especially|mainly|mostly|specifically|notably)\b", re.IGNORECASE)
+
+
 def _prefs(obj: str, lead: str, polarity: int) -> list[Fact] | None:
     """One fact per item of a comma list ("hiking, swimming, and reading"), else one fact."""
     obj = _OBJ_ADVERB.sub("", obj)
@@ -195,6 +201,8 @@ def _prefs(obj: str, lead: str, polarity: int) -> list[Fact] | None:
     if "," in full and len(first.split()) > 2 and _CUT_NOUN.search(first):
         return None  # "creating a safe, inviting place": adjectives in a row were cut, the noun lost
     items = [i for i in _LIST_SPLIT.split(obj) if i] if "," in obj else [obj]
+    # "..., particularly through music" narrows the item before it; it is no item of its own.
+    items = [i for i in items if not _NARROWING.match(i)]
     facts = [f for f in (_pref(i, lead, polarity) for i in items) if f is not None]
     return facts or None
 
@@ -624,7 +632,8 @@ def _extract(clause: Clause, ctx: RuleContext) -> list[Fact]:
     habit_pre = habit_post = temp = ""
     if contains_any(low, _HABIT_WORDS):
         m = _HABIT_PRE.search(text)
-        if m:
+        # "I love X and often try Y": the adverb of a second verb is that verb's, left where it is.
+        if m and " and " not in text[: m.start()]:
             habit_pre = m.group(1)
             text = text[: m.start()] + text[m.end() :]
         m = _HABIT_POST.search(text)

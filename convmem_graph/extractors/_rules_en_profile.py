@@ -287,6 +287,7 @@ _ALLERGY_HAVE = re.compile(r"^I(?:'ve| have)(?: got)?\s+(?:a|an)\s+(.{1,30}?)\s+
 _NO_EAT = re.compile(
     r"^I (?:don't|never|can't|no longer|won't|do not|try not to)\s+(eat|drink)\s+" + OBJ + "$"
 )
+_ALCOHOL = frozenset({"alcohol", "booze", "liquor", "any alcohol"})
 _NOT_EATING = re.compile(r"^I'm\s+(?:not eating|not drinking|avoiding|staying away from)\s+" + OBJ + "$")
 _AVOID = re.compile(r"^I (?:avoid|stay away from)\s+" + OBJ + "$")
 # "I'm vegan", "I've been vegetarian since 2019", "I went vegan two years ago": since when is kept.
@@ -417,7 +418,10 @@ def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     if m and ok_object(m.group(2)):
         item = third_person(m.group(2))
         content = f"User doesn't {m.group(1)} {item}{c.temp_text()}."
-        fact = Fact(content, "diet", food_key(item), item, polarity=-1, confidence=0.8)
+        # Not drinking alcohol is the drinking habit's "no" (the key "I quit drinking" gives).
+        drinks = m.group(1) == "drink" and item.lower() in _ALCOHOL
+        key = "habit:drink" if drinks else food_key(item)
+        fact = Fact(content, "habit" if drinks else "diet", key, item, polarity=-1, confidence=0.8)
         if c.temp:
             fact.transient, fact.expires_at = True, ctx.ttl_expiry()
         return [fact]
@@ -600,6 +604,15 @@ _FAMILY_POSS = re.compile(
 )
 
 
+# "My aunt in Manila calls me every Sunday": whatever the rest says, a relative placed by name is
+# a relative the user has there (the rest, a habit of theirs, is not the user's).
+_FAMILY_PLACED = re.compile(
+    r"^[Mm]y (?:(?:older|younger|little|big|baby|twin|elder|oldest|youngest|eldest)\s+)?"
+    rf"({EN_RELATIONS}) (?:who lives |living |out |over |back |up |down )?in "
+    r"(?P<place>[A-Z][a-z]+(?: [A-Z][a-z]+){0,2})(?=[ ,]|$)"
+)
+
+
 def _named_pets(m: re.Match[str], ctx: RuleContext) -> list[Fact] | None:
     verb, word = m.group(1), m.group(4).lower()
     species = _PLURAL_SPECIES.get(word, word)
@@ -700,6 +713,12 @@ def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         rel, verb, obj = m.group(1).lower(), m.group(2), third_person(m.group(3))
         key = f"family:{en_relation(rel)}:{norm_key(obj)}"
         return [Fact(f"User's {rel} {verb} {obj}.", "relation", key, obj, confidence=0.7)]
+    m = _FAMILY_PLACED.match(s)
+    if m and not _FAMILY_POSS.match(s):
+        rel = m.group(1).lower()
+        said = s[len("my ") : m.end(1)].lower()
+        content = f"User has {article(said)} {said} in {m['place']}."
+        return [Fact(content, "relation", f"family:{en_relation(rel)}", rel, confidence=0.7)]
     m = _FAMILY_POSS.match(s)
     # "My brother lives there", "My sister got it": what they point at was said before.
     if m and not YOU.search(m.group(2)) and not VAGUE.search(m.group(2)):

@@ -20,7 +20,7 @@ from convmem_graph.extractors._lexicon import (
     ZH_SPECIES_RE,
     zh_relation,
 )
-from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_VERBS_ZH, alternation
+from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_SPECIES_ZH, PET_VERBS_ZH, alternation
 from convmem_graph.text.scripts import Clause, has_cjk, norm_key
 from convmem_graph.text.timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
 
@@ -42,6 +42,11 @@ _HABIT = re.compile(
     r"平时|平常|日常|每天(?:早上|晚上|中午|下午|早晨)?|天天|每晚|每早|每周[一二三四五六日天末]?|每个?周末|"
     r"每个?星期[一二三四五六日天]?|周末都|每个月|经常|常常|通常|一般(?!般)|总是|向来|习惯性?地?|每年"
 )
+# When a habit happens, said before its frequency word: "周末经常", "下班后一般", "晚上通常".
+_HABIT_WHEN = re.compile(
+    r"((?:周末|晚上|早上|早晨|中午|下午|傍晚|睡前|饭后|下班后|下班以后|放学后|工作日|平日|假期|节假日|放假|休息日"
+    r"|有空|有时间|空闲)(?:的时候|时)?)(?:也|还|都|就)?"
+)
 _TEMP = re.compile(r"最近|近期|近来|这几天|这些天|这段时间|这段日子|这阵子|这一阵|目前|暂时|眼下")
 _THIS_WEEK = ("这周", "本周", "这个星期", "这星期", "这礼拜", "这个礼拜")
 # Someone else as the subject, also an indefinite someone said with an adverb ("总有人…", "有的人…").
@@ -50,7 +55,17 @@ _OTHER_SUBJECT = re.compile(
     r"|一些人|某些人)"
 )
 _ADVERBS = re.compile(r"^(?:也|还|就|都|又|真的|确实|其实|已经|一直|本来)+")
-_TRAIL = re.compile(r"(?:了|啦|呀|啊|哦|哈|呢|嘛|喔|噢|哟|吧)+$")
+_TRAIL_CHARS = "了啦呀啊哦哈呢嘛喔噢哟吧"
+# Words of the lexicons that end in a particle's character ("二哈", a husky): kept whole.
+_ENDS_LIKE_PARTICLE = tuple(w for w in PET_SPECIES_ZH if w[-1] in _TRAIL_CHARS and len(w) > 1)
+
+
+def _strip_trail(text: str) -> str:
+    """Drop sentence-final particles ("了", "啦", "哈" ...), never a word's own end ("养了一只二哈")."""
+    out = text
+    while out and out[-1] in _TRAIL_CHARS and not out.endswith(_ENDS_LIKE_PARTICLE):
+        out = out[:-1]
+    return out
 
 
 def _place(text: str) -> bool:
@@ -488,7 +503,7 @@ def _health_food(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         if c.temp:
             return [_state(b, ctx, c)]
         return [Fact(f"用户{b}。", "health", f"health:{norm_key(b)}", b, polarity=-1, confidence=0.7)]
-    if _ACUTE.match(b):
+    if _ACUTE.match(b) and not c.habit:  # "经常加班", "每天失眠" are habits, not this week's state
         return [_state(b, ctx, c)]
     m = _CHRONIC.match(b)
     if m:
@@ -553,7 +568,7 @@ def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
 # ----------------------------------------------------------------- pets, family
 
 _PET_VERBS = alternation(PET_VERBS_ZH)
-_QTY = r"(?P<q>(?:一|两|三|四|几|\d+)(?:只|条|个|头|匹|对)?)?"
+_QTY = r"(?P<q>(?:一|两|三|四|几|\d+)(?:只|条|个|头|匹|对)?|只|条|头|匹)?"
 _PET = re.compile(
     rf"^(?:家里?)?(?:有|{_PET_VERBS}){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[\u4e00-\u9fff]{{1,3}}的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
     r"(?:(?:叫|名叫|名字叫)(?P<n2>.{1,6}))?$"
@@ -571,7 +586,7 @@ _ACQUAINTANCE = re.compile(
 )
 # Who a relative is and where they live, also said with an adverb ("岳母也住在西安", "舅舅一直住在老家").
 _REL_IDENTITY = re.compile(
-    r"^(?:也|还(?!是)|都|一直|现在|目前|以前|原来|曾经|之前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?(?:去|来|到).{1,8}?(?:留学|读书|上学|上大学|工作|定居|实习)|(?:上|读)(?:小学|初中|高中|大学|幼儿园|研究生|博士)|(?:考上了?|考进了?|被.{1,8}录取).{2,10}|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
+    r"^(?:也|还(?!是)|(?:还是|依然|仍然|依旧)(?=住|在|生活|定居)|都|一直|现在|目前|以前|原来|曾经|之前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?(?:去|来|到).{1,8}?(?:留学|读书|上学|上大学|工作|定居|实习)|(?:上|读)(?:小学|初中|高中|大学|幼儿园|研究生|博士)|(?:考上了?|考进了?|被.{1,8}录取).{2,10}|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
 _REL_IN_PLACE = re.compile(r"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[\u4e00-\u9fff]{2,6})$")
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
@@ -581,6 +596,13 @@ _REL_JOB = re.compile(
 # "哥哥小杰在深圳读大学": a relative named before what is said about them.
 _REL_NAMED = re.compile(r"^(?P<name>[\u4e00-\u9fff]{2,3}?)(?=在|是|住|今年|也|刚|已经|现在)")
 _REL_AGE = re.compile(r"^(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
+# "外婆八十多了", "爷爷都九十了": an age in tens said without 岁 or a year word is still an age
+# (tens only: "弟弟三了" is no way to say it, and a bare small number is something else).
+_REL_AGE_TENS = re.compile(
+    r"^(?:都|已经|快|今年|也|都已经)?(?P<n>[1-9]\d|[二三四五六七八九]?十[一二三四五六七八九]?)(?P<more>多|来)?岁?$"
+)
+# Said of parents, having one is no news; of anyone else, "我小叔子下周要回来" says the user has one.
+_REL_EVERYONE_HAS = frozenset({"父亲", "母亲", "父母"})
 _REL_ADV = r"(?:也|还|都|很|特别|非常|最|超级|超|比较|挺|一直|从小就?|就)*"
 _REL_LIKE = re.compile(
     rf"^{_REL_ADV}(?:不太|不怎么|不)?(?:喜欢|爱吃|爱喝|爱|热爱|讨厌|害怕|怕|迷上了|不吃|不能吃|吃不了|不喝)"
@@ -597,7 +619,7 @@ def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] |
     Keys: ``family:<relation>`` for who they are (job, name, where they live), and
     ``family:<relation>:<subject>`` for anything else about them (likes, allergies, age).
     """
-    pred = _TRAIL.sub("", pred)
+    pred = _strip_trail(pred)
     if not pred or _BAD_OBJECT.search(pred):
         return None
     canon = zh_relation(rel)
@@ -619,6 +641,11 @@ def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] |
     if m and c.when is not None and c.when.period.kind == "year":
         content = f"用户的{rel}{ctx.today.year}年时{pred}。"
         return [Fact(content, "relation", f"family:{canon}:age", pred, single_valued=True, confidence=0.75)]
+    m = _REL_AGE_TENS.match(pred)
+    if m:
+        said = f"{m['n']}{m['more'] or ''}岁"
+        content = f"用户的{rel}{ctx.today.year}年时{said}。"
+        return [Fact(content, "relation", f"family:{canon}:age", said, single_valued=True, confidence=0.7)]
     m = _REL_LIKE.match(pred) or _REL_ALLERGY.match(pred)
     if m:
         obj = m["obj"]
@@ -632,6 +659,19 @@ def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] |
         fact.transient, fact.expires_at, fact.confidence = True, ctx.ttl_expiry(), 0.65
         return [fact]
     return None
+
+
+def _has_relative(rel: str) -> list[Fact] | None:
+    """What any clause about a named relation says at least: that the user has them.
+
+    "我小叔子下周要从美国回来" says nothing the relative rules read, but it does say the user
+    has a 小叔子; of parents that is no news (see ``_REL_EVERYONE_HAS``).
+    """
+    canon = zh_relation(rel)
+    if canon in _REL_EVERYONE_HAS:
+        return None
+    said = _REL_SPOKEN.get(rel, rel)
+    return [Fact(f"用户有{said}。", "relation", f"family:{canon}", said, confidence=0.6)]
 
 
 # When and where a pet was got ("去年领养了", "前两天在楼下捡到"): the pet is had all the same.
@@ -666,6 +706,8 @@ def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         q = m["q"] or "一只"
         if q[-1] not in "只条个头匹对":
             q += "只"
+        elif len(q) == 1:  # "有只阿拉斯加": one, its measure word said alone
+            q = "一" + q
         if name:
             ctx.pets[name] = species
             content = f"用户养了{q}叫{name}的{adj}{species}。"
@@ -688,8 +730,8 @@ def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     m = _FAMILY_HAS.match(b)
     if m:
         rel = m["rel"]
-        q = m["q"] or "一个"
-        if not q.endswith("个"):
+        q = m["q"] or ""  # "我有孩子" says no number: none is added
+        if q and not q.endswith("个"):
             q += "个"
         return [Fact(f"用户有{q}{rel}。", "relation", f"family:{zh_relation(rel)}", rel, confidence=0.8)]
     return None
@@ -740,7 +782,7 @@ _JUNK_OBJECT = re.compile(
 
 
 def _pref(obj: str, verb: str, polarity: int, c: _Clause) -> Fact | None:
-    obj = _TRAIL.sub("", obj).removesuffix("的")
+    obj = _strip_trail(obj).removesuffix("的")
     if not obj or _BAD_OBJECT.search(obj) or _JUNK_OBJECT.search(obj) or len(obj) > 20:
         return None
     item = obj
@@ -959,6 +1001,9 @@ def _plan_date(text: str, ctx: RuleContext) -> list[Fact] | None:
 _RULES: Sequence[Rule] = (_identity, _work, _health_food, _pets_family, _likes_habits, _plans)
 
 
+# Verbs of liking: a time is said before them, so a date word right after them is part
+# of what is liked or heard (a band, a title, a season), not when.
+_OBJECT_VERB_BEFORE = re.compile(r"(?:喜欢|爱|迷|粉|讨厌|迷上了?|喜欢上了?|爱上了?)(?:听|看|唱|追)?$")
 _OUR_HOME_HAS = re.compile(rf"^我们家(?:里)?(?:{_PAST_WHEN})*(?:新)?(?:有|{_PET_VERBS})")
 _TIME_BEFORE_ME = re.compile(rf"^({_PAST_WHEN}+)我(?!们)")
 
@@ -970,18 +1015,24 @@ def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
         return None
     habit = ""
     hm = _HABIT.search(text)
-    # Only a frequency word opening the clause ("我平时…", "最近每天…") marks a habit.
-    if hm and not _TEMP.sub("", text[: hm.start()]).lstrip("我也还就都"):
+    # Only a frequency word opening the clause ("我平时…", "最近每天…") marks a habit; a time of
+    # the week or day may come first ("我周末经常去爬山", "我下班后一般去健身") and stays with it.
+    lead = _TEMP.sub("", text[: hm.start()]).lstrip("我也还就都") if hm else ""
+    when_lead = _HABIT_WHEN.fullmatch(lead) if hm and lead else None
+    if hm and (not lead or when_lead):
         clock = _CLOCK.match(text, hm.end())  # the clock time said with it: "每天早上6点"
         end = clock.end() if clock else hm.end()
-        habit = text[hm.start() : end]
-        text = text[: hm.start()] + text[end:]
+        habit = (when_lead[1] if when_lead else "") + text[hm.start() : end]
+        start = hm.start() - len(lead) if when_lead else hm.start()
+        text = text[:start] + text[end:]
     temp = ""
     tm = _TEMP.search(text)
     if tm:
         temp = tm.group(0)
         text = _TEMP.sub("", text)
     when = find_zh(text, ctx.today)
+    if when is not None and _OBJECT_VERB_BEFORE.search(text[: when.start]):
+        when = None  # "喜欢五月天", "爱听三月的歌": a date word right after the verb is in its object
     if when is not None:
         said = text[when.start : when.end]
         if said in _THIS_WEEK and not temp:
@@ -1003,7 +1054,7 @@ def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
         subject = "other"
     body = _ADVERBS.sub("", text.strip())
     done = body.endswith("了") or "过" in body
-    return _Clause(_TRAIL.sub("", body), habit, temp, when, done), subject
+    return _Clause(_strip_trail(body), habit, temp, when, done), subject
 
 
 def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fact]:
@@ -1051,7 +1102,16 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
         relative = _RELATIVE.match(c.body)
         if relative:
             owner = relative["rel"]
-            facts.extend(_relative(owner, relative["pred"], c, ctx) or ())
+            about = _relative(owner, relative["pred"], c, ctx)
+            # Only the user's own relative ("我小叔子…"): "孩子们还是…" may be anyone's.
+            if (
+                about is None
+                and subject == "user"
+                and relative["pred"]
+                and not relative["pred"].startswith("的")
+            ):
+                about = _has_relative(owner)
+            facts.extend(about or ())
             continue
         if subject == "" and owner:
             facts.extend(_relative(owner, c.body, c, ctx) or ())

@@ -25,6 +25,7 @@ __all__ = [
     "KINSHIP_EN",
     "KINSHIP_ZH",
     "PAST_TIMES_ZH",
+    "PET_SPECIES_ZH",
     "PET_VERBS_EN",
     "PET_VERBS_ZH",
     "QUIT_ZH",
@@ -143,6 +144,49 @@ for _base, _canon_word in (
     for _ordinal in "大二三四五六小老":
         KINSHIP_ZH.setdefault(_ordinal + _base, _canon_word)
 
+
+def _generate_kinship_zh(table: dict[str, str]) -> None:
+    """Add the terms Chinese builds from the base ones, so the class is whole, not a list.
+
+    Ordinals before any sibling or in-law ("三哥", "二嫂", "三舅妈"); the 表/堂 cousins of every
+    generation ("表侄女", "堂叔"); godparents and godchildren ("干儿子"); a spouse's siblings
+    ("小叔子", "大姑子", "妻弟"); the spouses of the younger generation ("侄媳妇", "孙女婿"); and
+    great-grandparents and great-grandchildren ("太姥姥", "重孙女"). Each keeps its own word as
+    its key, except ordinals, which are the same relation.
+    """
+    for base, canon in (
+        ("哥", "哥哥"),
+        ("姐", "姐姐"),
+        ("弟", "弟弟"),
+        ("妹", "妹妹"),
+        ("嫂", "嫂子"),
+        ("舅妈", "舅妈"),
+        ("姨父", "姨父"),
+        ("姨夫", "姨父"),
+        ("姑父", "姑父"),
+        ("伯母", "伯母"),
+        ("姐夫", "姐夫"),
+    ):
+        for ordinal in "大二三四五六七小老":
+            table.setdefault(ordinal + base, canon)
+    words = [f"表{w}" for w in "哥 姐 弟 妹 叔 姑 舅 姨 嫂 侄 侄子 侄女 外甥 外甥女 姐夫 妹夫".split()]
+    words += [f"堂{w}" for w in "哥 姐 弟 妹 叔 伯 姑 嫂 侄 侄子 侄女 姐夫 妹夫".split()]
+    words += [f"干{w}" for w in "爹 爸 妈 儿子 女儿 哥 姐 弟 妹 爷爷 奶奶 闺女".split()]
+    words += [f"{a}{b}子" for a in "大小" for b in "叔伯姑舅姨"]  # a spouse's siblings
+    words += [f"{a}{b}" for a in "妻内" for b in "弟兄妹姐"]
+    words += [f"{a}{b}" for a in ("侄", "孙", "外甥", "外孙") for b in ("媳妇", "女婿")]
+    words += [f"{a}{b}" for a in "重曾" for b in ("孙", "孙子", "孙女", "外孙", "外孙女")]
+    words += [f"太{w}" for w in "姥姥 姥爷 外婆 外公".split()]
+    for word in words:
+        table.setdefault(word, word)
+    for word in ("老伴", "老伴儿", "另一半"):
+        table.setdefault(word, "爱人")
+    table.setdefault("闺女", "女儿")
+    table.setdefault("公婆", "公婆")
+
+
+_generate_kinship_zh(KINSHIP_ZH)
+
 #: Past times said before what happened ("去年冬天", "前几天", "三年前"): when a pet was got, a habit
 #: quit. The date finder resolves what is planned, not these.
 PAST_TIMES_ZH = (
@@ -206,6 +250,38 @@ KINSHIP_EN = _canon(
     fiancee:
     """
 )
+
+
+def _generate_kinship_en(table: dict[str, str]) -> None:
+    """Add the terms English builds from the base ones ("in-law", "step", "half", "great", "ex").
+
+    Any base relation takes "-in-law" ("daughter-in-law"), a parent, sibling or child "step"
+    ("stepsister"), a sibling "half-" ("half-brother"), a grandparent, grandchild, aunt or uncle
+    "great-" and "great-great-" ("great-grandma"), a niece or nephew "grand"/"great-"
+    ("grandniece"), and a partner "ex-" ("ex-wife"). Each keeps its own word as its key (folded
+    from its familiar form: "great-grandma" -> "great-grandmother").
+    """
+    for base in ("mother", "father", "sister", "brother", "son", "daughter", "parents"):
+        table.setdefault(f"{base}-in-law", f"{base}-in-law")
+    table.setdefault("in-laws", "in-laws")
+    for base in ("mother", "father", "brother", "sister", "son", "daughter", "parent", "parents", "kids"):
+        table.setdefault(f"step{base}", f"step{base}")
+        table.setdefault(f"step-{base}", f"step{base}")
+    for base in ("brother", "sister", "sibling"):
+        table.setdefault(f"half-{base}", f"half-{base}")
+        table.setdefault(f"half {base}", f"half-{base}")
+    for great in ("great-", "great-great-"):
+        for word, canon in list(table.items()):
+            if canon.startswith("grand") or canon in ("aunt", "uncle"):
+                table.setdefault(great + word, great + canon)
+    for base in ("niece", "nephew"):
+        table.setdefault(f"grand{base}", f"grand{base}")
+        table.setdefault(f"great-{base}", f"grand{base}")
+    for base in ("wife", "husband", "partner", "boyfriend", "girlfriend", "fiance", "fiancee", "spouse"):
+        table.setdefault(f"ex-{base}", f"ex-{base}")
+
+
+_generate_kinship_en(KINSHIP_EN)
 
 #: English diets -> the word a ``food:`` key keeps. "I'm X", "I've been X since ...", "I eat X",
 #: "I keep X", "I'm on a X diet" all read these.
@@ -340,6 +416,20 @@ SPORT_ACTIVITIES_EN: dict[str, frozenset[str]] = {
 SPORT_ACTIVITIES_ZH = frozenset(
     """
     游泳 滑雪 滑冰 溜冰 潜水 冲浪 攀岩 骑马 骑行 徒步 登山 划船 跳水 击剑 射箭 轮滑 滑板 皮划艇 自由潜
+    """.split()
+)
+
+#: Chinese pet species and breeds, with the nicknames breeds go by ("二哈" is a husky, "金毛" a
+#: golden retriever): any of them is a pet wherever "猫" is.
+PET_SPECIES_ZH = tuple(
+    """
+    猫咪 猫 狗狗 狗 犬 兔子 兔 鹦鹉 鸟 仓鼠 乌龟 龟 金鱼 鱼 小猪 猪 蜥蜴 刺猬 龙猫 松鼠
+    荷兰猪 豚鼠 蛇 守宫 八哥 玄凤 虎皮鹦鹉 牡丹鹦鹉 文鸟 画眉
+    柯基 柴犬 金毛 哈士奇 二哈 哈奇士 泰迪 萨摩耶 边牧 边境牧羊犬 拉布拉多 拉拉 比熊 博美
+    阿拉斯加 德牧 牧羊犬 杜宾 法斗 斗牛犬 巴哥 吉娃娃 腊肠 雪纳瑞 约克夏 马尔济斯 西高地
+    贵宾 秋田 中华田园犬 田园犬 土狗 小土狗 马犬
+    布偶 英短 美短 暹罗 银渐层 金渐层 蓝猫 狸花 狸花猫 三花 橘猫 加菲 折耳 缅因
+    无毛猫 豹猫 奶牛猫 黑猫 白猫
     """.split()
 )
 

@@ -48,7 +48,8 @@ LEGACY_PREFIXES = {"diet": "food", "hobby": "pref", "preference": "pref", "event
 
 _EDGE_CHARS = " \t\r\n\"'“”‘’「」『』《》()（）-–—~～…·.,，。!！?？;；:：\u3000_"
 _ARTICLE = re.compile(r"^(?:a|an|the|some|my|their)[\s_]+")
-_ZH_TRAIL = re.compile(r"(?:了|的|啦|呀|啊|吧|哦|哈|呢|嘛|喔|噢|哟)+$")
+# A lone 哈 ends words ("二哈", a husky); only laughter (哈哈) is a particle to drop.
+_ZH_TRAIL = re.compile(r"(?:了|的|啦|呀|啊|吧|哦|哈哈+|呢|嘛|喔|噢|哟)+$")
 _CJK = re.compile(f"[{IDEOGRAPHS}]")
 _SPACES = re.compile(r"[\s_]+")
 _MAX_SUBJECT = 60

@@ -89,3 +89,62 @@ def test_changes_keep_the_old_facts_key_with_the_new_polarity(
 )
 def test_fragments_carrying_no_fact_are_dropped(text: str) -> None:
     assert _facts(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        # Kinship generated from the taxonomy: a spouse's siblings, 表/堂 of every generation,
+        # godchildren, ordinals on any sibling; in-law, step, half, great-, grand- and ex- in English.
+        ("我大伯子在部队当兵。", "family:大伯子"),
+        ("我堂侄女住在武汉。", "family:堂侄女"),
+        ("我干女儿今年上初中了。", "family:干女儿"),
+        ("我四哥在广州工作。", "family:哥哥"),
+        ("My great-uncle lives in Dublin.", "family:great-uncle"),
+        ("My stepson is a plumber.", "family:stepson"),
+        ("My half-brother works at a bank.", "family:half-brother"),
+        ("My ex-girlfriend lives in Toronto.", "family:ex-girlfriend"),
+        # Anything said about the user's own relative says at least that the user has them.
+        ("我大姨子明年要去留学深造。", "family:小姨子"),
+        # A relative's age in tens, said without 岁; "still lives" with 还是.
+        ("我姥爷都九十多了。", "family:外公:age"),
+        ("我奶奶还是住在村里。", "family:奶奶"),
+        # A relative placed by name, whatever the rest of the sentence says.
+        ("My nephew in Boston texts me every morning.", "family:nephew"),
+        # A frequency word after a time of day or week still makes a habit.
+        ("我睡前一般会泡个脚。", "habit:泡个脚"),
+        # A habit named in a past clause and given up in a later one; a food quit is a food.
+        ("我年轻的时候天天喝酒，后来就戒了。", "habit:喝酒"),
+        ("我戒奶茶一年多了。", "food:奶茶"),
+        ("I used to smoke two packs a day, but I quit years ago.", "habit:smoke"),
+        ("I don't drink alcohol.", "habit:drink"),
+        ("I gave up carbs in 2023.", "food:carbs"),
+        # A reason or another clause after the statement is not part of it.
+        ("I've been gluten-free for years because of my stomach.", "food:gluten-free"),
+        ("I quit caffeine, and it was hard.", "food:caffeine"),
+        # "called" names a pet as "named" does; a relative clause after the name is about the pet.
+        ("I have a terrier called Rocket who barks at the mailman.", "pet:rocket"),
+        # Breed nicknames are species; a date word after a verb of liking is part of its object.
+        ("我家养了一只二哈。", "pet:二哈"),
+        ("我很喜欢五月天。", "pref:五月天"),
+    ],
+)
+def test_families_cover_their_class_in_longer_turns(text: str, key: str) -> None:
+    assert key in {k for k, _, _ in _facts(text)}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Someone else's relative, habit or quitting is not the user's.
+        "孩子们还是喜欢去公园。",
+        "我同事以前天天喝酒，后来戒了。",
+        # Having parents is no news: a clause about them that says nothing yields nothing.
+        "我妈妈说让我多穿点。",
+        # "我干儿子" is a godson, never a job ("干" is not "do").
+        "我干儿子在北京工作。",
+    ],
+)
+def test_families_stay_out_of_what_is_not_the_users(text: str) -> None:
+    keys = {k for k, _, _ in _facts(text)}
+    assert not any(k.startswith(("habit:", "profile:", "family:母亲", "family:孩子")) for k in keys), keys
