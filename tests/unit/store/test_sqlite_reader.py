@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,10 +40,10 @@ def _vendor_options(vendor: str) -> dict[str, Any]:
     return dict(AGORA_OPTIONS) if vendor.startswith("agora") else {}
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A file with memory ``m1`` (TRTC call and a chat, with facts, a summary, a snapshot)."""
-    path = tmp_path / "m.db"
+    path = tmp_path_factory.mktemp("reader") / "m.db"
     with ConvMemory.open(str(path), clock=lambda: 1_767_300_000_000) as mem:
         mem.ingest("m1", json.loads((FIXTURES / "trtc_callbacks_one_call.json").read_text("utf-8")))
         mem.ingest(
@@ -56,6 +57,16 @@ def db(tmp_path: Path) -> Path:
             source="openai",
         )
         assert mem.store.load_snapshot("m1") is not None
+    # Closed: the write-ahead log is folded into the file, so the file alone is the database.
+    assert not path.with_name("m.db-wal").exists()
+    return path
+
+
+@pytest.fixture
+def db(tmp_path: Path, db_template: Path) -> Path:
+    """A fresh copy of :func:`db_template` per test (built once: every test starts from the same file)."""
+    path = tmp_path / "m.db"
+    shutil.copyfile(db_template, path)
     return path
 
 
