@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -30,13 +31,21 @@ def _ids(db: Path) -> list[str]:
         return [i.memory_id for i in mem.memories(limit=1000)]
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three memories, the last with a 82-character id."""
-    path = tmp_path / "mem.db"
+    path = tmp_path_factory.mktemp("cli") / "mem.db"
     with ConvMemory.open(str(path)) as mem:
         for memory_id in ("m1", "m2", LONG_ID):
             mem.ingest(memory_id, [{"role": "user", "content": "我住在杭州。"}], source="openai")
+    return path
+
+
+@pytest.fixture
+def db(tmp_path: Path, db_template: Path) -> Path:
+    """A fresh copy of :func:`db_template` per test (built once per module)."""
+    path = tmp_path / "mem.db"
+    shutil.copyfile(db_template, path)
     return path
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,12 +30,20 @@ def _files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A database with one ingested memory ``m1`` (TRTC call of the fixtures)."""
-    path = tmp_path / "mem.db"
+    path = tmp_path_factory.mktemp("cli") / "mem.db"
     with ConvMemory.open(str(path)) as mem:
         mem.ingest("m1", json.loads((FIXTURES / "trtc_callbacks_one_call.json").read_text("utf-8")))
+    return path
+
+
+@pytest.fixture
+def db(tmp_path: Path, db_template: Path) -> Path:
+    """A fresh copy of :func:`db_template` per test (built once per module)."""
+    path = tmp_path / "mem.db"
+    shutil.copyfile(db_template, path)
     return path
 
 
