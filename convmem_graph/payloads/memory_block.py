@@ -407,7 +407,9 @@ def _select(
         by_seq: dict[int, float] = {}
         for hit in episodes.hits:
             msg = hit.message
-            score = scorer.score(msg.content) + scorer.span_bonus(hit.terms)
+            score = (
+                scorer.score(msg.content) + scorer.span_bonus(hit.terms) + scorer.name_bonus(msg.speaker_id)
+            )
             if hit.reply_to is not None:
                 # A reply inherits part of what made its question relevant.
                 score += _REPLY_SHARE * by_seq.get(hit.reply_to, 0.0)

@@ -181,3 +181,21 @@ def test_quotes_of_one_day_share_its_date_and_the_budget_holds() -> None:
     assert lines[4] == "[11 May 2023] User: The kayak got a new paddle."
     for budget in range(30, 90, 3):
         _block(hits, "kayak", budget)  # a day's date is paid by its first quote: within budget
+
+
+# -- the speaker's name ---------------------------------------------------------------------------
+
+
+def test_the_named_persons_own_turn_outranks_turns_that_address_them() -> None:
+    own = _msg("own", "I painted the lake at dawn.").model_copy(update={"speaker_id": "Caroline"})
+    other = _msg(
+        "other", "Caroline, your painting is lovely, really.", ts=T0 + 30_000, role="assistant"
+    ).model_copy(update={"speaker_id": "Melanie"})
+    hits = [EpisodeHit(seq=1, message=other, terms=["caroline", "paint"]), EpisodeHit(seq=3, message=own)]
+    _, ids = _block(hits, "What did Caroline paint?")
+    assert ids[0] == "own"
+    # Without names the turn that says "Caroline" wins: the name is all that changed.
+    anonymous = [
+        EpisodeHit(seq=h.seq, message=h.message.model_copy(update={"speaker_id": None})) for h in hits
+    ]
+    assert _block(anonymous, "What did Caroline paint?")[1][0] == "other"
