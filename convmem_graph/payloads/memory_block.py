@@ -599,7 +599,8 @@ def _quote(
             for (msg, _), body in zip(unit[1:], parts[1:], strict=True):
                 line += texts["join"] + texts["quote_" + msg.role] + body
             prefix = f"[{format_date(day, language)}] "
-            cost = counter(line + "\n") + (0 if prefix in days else counter(prefix))
+            # Counted whole when the line carries its date: as the block renders it.
+            cost = counter(line + "\n") if prefix in days else counter(prefix + line + "\n")
             if cost <= allowed:
                 seen_bodies.update(parts)
                 days.add(prefix)
