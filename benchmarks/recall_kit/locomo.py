@@ -1,8 +1,9 @@
 """LoCoMo: load the conversations, ingest them into convmem, build each method's context per question.
 
 Protocol (the one issue 9 describes): one memory per conversation, ``speaker_a`` as the user and
-``speaker_b`` as the assistant, one lifecycle run per session through ``ConvMemory.ingest`` with the
-memory's clock at that session's time, image captions kept in the turn text. Questions of
+``speaker_b`` as the assistant, each message carrying its speaker's name (OpenAI ``name``), one
+lifecycle run per session through ``ConvMemory.ingest`` with the memory's clock at that session's
+time, image captions kept in the turn text. Questions of
 categories 1-4 (5 is adversarial: no gold answer). Methods, each at a token budget except ``full``:
 
 - ``convmem``: the system message of ``payload(mid, "openai", query=question, budget_tokens=B,
@@ -240,7 +241,11 @@ def memory_id(conv: Conversation) -> str:
 def ingest_session(mem: ConvMemory, conv: Conversation, session: Session, clock: Clock) -> int:
     """One lifecycle run for one session, the clock at the session's last turn; returns new messages."""
     clock.now_ms = session.turns[-1].timestamp_ms
-    messages = [{"role": t.role, "content": t.text, "timestamp": t.timestamp_ms} for t in session.turns]
+    # The speaker's name rides along as an OpenAI message's ``name``, as a chat app would send it.
+    messages = [
+        {"role": t.role, "content": t.text, "timestamp": t.timestamp_ms, "name": t.speaker}
+        for t in session.turns
+    ]
     return mem.ingest(memory_id(conv), messages, source="openai").new_messages
 
 

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from convmem_graph.models import Fragment, MemorySnapshot, Message, VariableValue
+from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot, Message, VariableValue
+from convmem_graph.payloads._clauses import clause_excerpt, question_clause
 from convmem_graph.payloads._quotes import format_date, local_date, resolve_relative_times, utc_offset_minutes
 from convmem_graph.payloads._sanitize import (
     Language,
@@ -52,8 +53,6 @@ from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 if TYPE_CHECKING:
-    from datetime import date
-
     from langchain_core.embeddings import Embeddings
 
 __all__ = [
@@ -241,6 +240,8 @@ class _Item:
     order: int = 0
     #: The other pieces of a long fact shown on this line (``key`` is its first piece).
     also: tuple[str, ...] = ()
+    #: A quote's date prefix (``[8 May 2023] ``), written once before the first quote of its day.
+    day: str = ""
 
 
 @dataclass
@@ -297,38 +298,6 @@ def _truncate(
         if best is not None:
             return best
     return None
-
-
-def _excerpt(text: str, scorer: Scorer, max_tokens: int, counter: TokenCounter) -> str:
-    """The sentences of a long turn around its best match, within ``max_tokens``."""
-    if counter(text) <= max_tokens:
-        return text
-    sentences = _sentences(text)  # with their spacing: a run of them joins back as written
-    if not sentences:
-        return text[: max_tokens * 2]
-    scores = [scorer.score(x) for x in sentences]
-    best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
-    lo = hi = best
-    body = sentences[best].strip()
-    if counter(body) > max_tokens:
-        # One sentence longer than the quote: keep its start, cut at a clause when possible.
-        cut = body[: max(max_tokens * 2, 8)]
-        return cut.rstrip() + "…"
-    while True:
-        grown = False
-        for side in (1, -1):
-            j = hi + 1 if side == 1 else lo - 1
-            if 0 <= j < len(sentences):
-                trial = "".join(sentences[min(lo, j) : max(hi, j) + 1]).strip()
-                if counter(trial) + 2 <= max_tokens:
-                    lo, hi, body, grown = min(lo, j), max(hi, j), trial, True
-        if not grown:
-            break
-    return ("…" if lo > 0 else "") + body + ("…" if hi < len(sentences) - 1 else "")
-
-
-def _turn_line(msg: Message, day: date, body: str, language: Language) -> str:
-    return f"[{format_date(day, language)}] {_TEXT[language]['quote_' + msg.role]}{body}"
 
 
 @dataclass
@@ -438,7 +407,9 @@ def _select(
         by_seq: dict[int, float] = {}
         for hit in episodes.hits:
             msg = hit.message
-            score = scorer.score(msg.content) + scorer.span_bonus(hit.terms)
+            score = (
+                scorer.score(msg.content) + scorer.span_bonus(hit.terms) + scorer.name_bonus(msg.speaker_id)
+            )
             if hit.reply_to is not None:
                 # A reply inherits part of what made its question relevant.
                 score += _REPLY_SHARE * by_seq.get(hit.reply_to, 0.0)
@@ -454,6 +425,9 @@ def _select(
                 pool.append(_Candidate("turns", "turn", msg.id, score, 3, -hit.seq, msg))
     pool.sort(key=lambda c: (-c.score, c.tier, c.sub))
 
+    pairs = _question_answer_pairs(episodes)
+    shown: set[str] = set()  # turns quoted (alone or in a question-answer pair)
+    days: set[str] = set()  # date prefixes of the quotes in the block
     covered: set[str] = set()  # fragments shown as a variable value
     cited: set[str] = set()  # turns whose fact is in the block
     seen_bodies: set[str] = set()
@@ -531,18 +505,12 @@ def _select(
             turn = cand.payload
             if not isinstance(turn, Message):  # pragma: no cover - built above with a Message
                 continue
-            if turn.id in cited:
+            if turn.id in cited or turn.id in shown:
                 continue
-            excerpt = _excerpt(turn.content, scorer, min(quote_cap, allowed), counter)
-            day = local_date(turn.timestamp_ms, utc_offset_minutes(turn.content, turn.metadata))
-            body, flagged = neutralize(resolve_relative_times(excerpt, day, language), language)
-            if not body or body in seen_bodies:
-                continue
-            line = _turn_line(turn, day, body, language)
-            cost = counter(line + "\n")
-            if cost <= allowed:
-                seen_bodies.add(body)
-                item = _Item("turns", "turn", turn.id, line, cost, flagged, turn.timestamp_ms)
+            cap = min(quote_cap, allowed)
+            item = _quote(turn, pairs, shown, scorer, cap, allowed, language, counter, seen_bodies, days)
+            if item is not None:
+                shown.update((item.key, *item.also))
         if item is None:
             skips += 1
             continue
@@ -550,6 +518,100 @@ def _select(
         left[item.part] -= item.cost
         remaining -= item.cost
     return sel
+
+
+@dataclass
+class _Pairs:
+    """Question-answer units among the found turns (see :func:`_question_answer_pairs`)."""
+
+    #: Id of a found turn that asks a question -> the other speaker's reply to it.
+    reply: dict[str, Message] = field(default_factory=dict)
+    #: Id of a reply -> the turn whose question it answers.
+    asked: dict[str, Message] = field(default_factory=dict)
+
+
+def _question_answer_pairs(episodes: EpisodeSearch | None) -> _Pairs:
+    """Found questions and the replies that answer them.
+
+    The search adds the other speaker's next turn to a found turn (``reply_to``); when the found
+    turn ends in a question, the two form one unit, quoted on one line under one date.
+    """
+    pairs = _Pairs()
+    if episodes is None:
+        return pairs
+    by_seq = {h.seq: h for h in episodes.hits}
+    for hit in episodes.hits:
+        # A reply the search added for its question, or a found turn right after a found one.
+        asked = by_seq.get(hit.reply_to if hit.reply_to is not None else hit.seq - 1)
+        if asked is None or asked.message.role == hit.message.role:
+            continue
+        if question_clause(asked.message.content) is None:
+            continue
+        pairs.reply.setdefault(asked.message.id, hit.message)
+        pairs.asked.setdefault(hit.message.id, asked.message)
+    return pairs
+
+
+def _quote(
+    turn: Message,
+    pairs: _Pairs,
+    shown: set[str],
+    scorer: Scorer,
+    cap: int,
+    allowed: int,
+    language: Language,
+    counter: TokenCounter,
+    seen_bodies: set[str],
+    days: set[str],
+) -> _Item | None:
+    """The line quoting ``turn`` (with its question or its answer as one unit), or ``None``.
+
+    A long turn is cut to the sentences or clause that match (:func:`clause_excerpt`). When the
+    question ``turn`` asks is what matched, the reply that answers it follows on the same line
+    (its match, else its start: a reply answers in its first words); when ``turn`` answers a found
+    question, that question (cut to what it asks) comes first. Each excerpt stays within ``cap``
+    tokens, the line within ``allowed``; when the unit does not fit, the turn is quoted alone.
+    """
+    own = clause_excerpt(turn.content, scorer.score, cap, counter)
+    unit: list[tuple[Message, str]] = [(turn, own)]
+    reply = pairs.reply.get(turn.id)
+    asked = pairs.asked.get(turn.id)
+    question = question_clause(turn.content)
+    if reply is not None and reply.id not in shown and question is not None and scorer.score(question) > 0:
+        unit.append((reply, clause_excerpt(reply.content, scorer.score, cap, counter)))
+    elif asked is not None and asked.id not in shown:
+        asks = question_clause(asked.content) or ""
+        unit.insert(0, (asked, clause_excerpt(asks, scorer.score, cap, counter)))
+    texts = _TEXT[language]
+    while unit:
+        first = unit[0][0]
+        day = local_date(first.timestamp_ms, utc_offset_minutes(first.content, first.metadata))
+        parts: list[str] = []
+        flagged = False
+        for _, excerpt in unit:
+            body, flag = neutralize(resolve_relative_times(excerpt, day, language), language)
+            if not body:
+                break
+            parts.append(body)
+            flagged = flagged or flag
+        if len(parts) == len(unit) and parts[-1] not in seen_bodies and parts[0] not in seen_bodies:
+            line = texts["quote_" + first.role] + parts[0]
+            for (msg, _), body in zip(unit[1:], parts[1:], strict=True):
+                line += texts["join"] + texts["quote_" + msg.role] + body
+            prefix = f"[{format_date(day, language)}] "
+            # Counted whole when the line carries its date: as the block renders it.
+            cost = counter(line + "\n") if prefix in days else counter(prefix + line + "\n")
+            if cost <= allowed:
+                seen_bodies.update(parts)
+                days.add(prefix)
+                ids = [m.id for m, _ in unit]
+                return _Item(
+                    "turns", "turn", ids[0], line, cost, flagged, first.timestamp_ms, tuple(ids[1:]), prefix
+                )
+        if len(unit) == 1:
+            return None
+        unit = [(turn, own)]  # the unit does not fit: the turn alone
+    return None
 
 
 def _check_owner(frag: Fragment, memory_id: str) -> None:
@@ -607,8 +669,11 @@ def _render(items: Sequence[_Item], language: Language) -> str:
         lines.append(texts["profile"] + _SEP.join(i.text for i in variables))
     lines.extend(i.text for i in items if i.kind == "fact")
     lines.extend(i.text for i in items if i.kind == "recent")
-    # Quoted turns in the order they were said.
-    lines.extend(i.text for i in sorted((i for i in items if i.kind == "turn"), key=lambda i: i.order))
+    # Quoted turns in the order they were said, each day's date before its first quote.
+    previous = None
+    for quote in sorted((i for i in items if i.kind == "turn"), key=lambda i: i.order):
+        lines.append((quote.day if quote.day != previous else "") + quote.text)
+        previous = quote.day
     summary = sorted((i for i in items if i.kind == "summary"), key=lambda i: i.order)
     if summary:
         body = texts["join"].join(i.text for i in summary)
@@ -706,7 +771,7 @@ def build_memory_block(
         tokens = counter(text)
 
     included = [key for i in items if i.part == "fragments" for key in (i.key, *i.also)]
-    quoted = [i.key for i in items if i.part == "turns"]
+    quoted = [key for i in items if i.part == "turns" for key in (i.key, *i.also)]
     if list_all_dropped:
         dropped = list(itertools.filterfalse(set(included).__contains__, map(_ID, fragments)))
     else:

@@ -25,6 +25,8 @@ from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
 __all__ = ["Scorer", "text_terms"]
 
 _WORD = re.compile(r"[^\W_]+")
+#: A speaker given as a name: letters (any script) in up to four words.
+_NAME = re.compile(r"[^\W\d_]+(?:[ .'-][^\W\d_]+){0,3}")
 _K1 = 1.2
 _MAX_TERMS = 128
 _B = 0.75
@@ -132,6 +134,23 @@ class Scorer:
         counts like a query term of the same rarity, so "19 August 2023" outweighs "in 2023".
         """
         return sum(self.span_weights.get(t, 0.0) for t in held)
+
+    def name_bonus(self, speaker: str | None) -> float:
+        """What a stored turn gains when the query names the person who said it.
+
+        "What did Caroline paint?" is about Caroline's own turns, which rarely say her name (the
+        other speaker's do: "Thanks, Caroline!"). A speaker given as a name (words only, as an
+        OpenAI message's ``name``; opaque ids with digits or ``_`` never count) adds the weight
+        of each query term it holds, as one occurrence would.
+
+        Example:
+            >>> s = Scorer("What did Caroline paint?", None, ["Caroline", "paint", "x"])
+            >>> s.name_bonus("Caroline") > 0.0 == s.name_bonus("user_42") == s.name_bonus(None)
+            True
+        """
+        if not speaker or not self.weights or not _NAME.fullmatch(speaker):
+            return 0.0
+        return sum(self.weights.get(t, 0.0) for t in set(self._bag(speaker)))
 
     def score(self, text: str) -> float:
         """BM25 of ``text`` (0.0 when it holds no query term)."""
