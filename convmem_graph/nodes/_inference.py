@@ -22,6 +22,7 @@ With the set of canonical keys a run touched, only the variables depending on th
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from functools import lru_cache
 
 from sqlalchemy import bindparam
 
@@ -216,10 +217,16 @@ def _language(facts: _Facts) -> VariableGuess | None:
 
 def _hobby_item(f: Fragment, key: str | None = None) -> str | None:
     """The hobby item ``f`` counts towards, if any (``key``: its canonical key, when known)."""
-    key = canonical_key(f.key) if key is None else key
+    return _item_of(canonical_key(f.key) if key is None else key, f.content)
+
+
+@lru_cache(maxsize=4096)
+def _item_of(key: str, content: str) -> str | None:
+    # A pure function of the fact's key and wording, asked again for the same facts on every turn
+    # (the walk starts from the newest each time): kept, its regexes run once per fact.
     if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
         return None
-    if content_polarity(f.content) < 0:
+    if content_polarity(content) < 0:
         return None
     item = key_subject(key)
     # The same value guards as _hobbies: an instruction-like item or a food never counts towards the list.
