@@ -251,8 +251,9 @@ class Lifecycle:
                     # one per run) then only carries the checkpoint writes, which a saver makes one at
                     # a time anyway (its lock, or the run's one connection). One worker instead of two
                     # or three started per run: ~1.2 ms less CPU per run (a 6-node graph on
-                    # SqliteSaver, "sync"), no slower by wall time.
-                    "max_concurrency": 1,
+                    # SqliteSaver, "sync"). Not with "async", whose writes are meant to overlap the
+                    # next steps (its wall p50 was worse in two of two same-run comparisons).
+                    "max_concurrency": 1 if durability != "async" else None,
                 },
                 context=ctx,
                 durability=durability,
