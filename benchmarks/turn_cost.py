@@ -8,8 +8,13 @@ is not a dependency of convmem), Mem0's ``Memory.add`` of the same pair is timed
 rounds with instant fakes: a fake LLM that answers at once with one fact and no update, a fake
 embedder returning a fixed vector, and its default local vector store on disk.
 
+With ``--baseline DIR`` (a checkout of an earlier convmem, e.g. ``git worktree add /tmp/base
+<commit>``) the same turns run on that code too, in a worker process whose cells interleave with
+this process's in every round (the order alternating), so both see the same load: on a shared
+host a run of one after the other compares two loads more than two codes.
+
 Usage:
-    PYTHONPATH=. python benchmarks/turn_cost.py [--turns 60] [--rounds 5] [--mem0]
+    PYTHONPATH=. python benchmarks/turn_cost.py [--turns 60] [--rounds 5] [--mem0] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import gc
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -116,6 +122,67 @@ def mem0_memory(workdir: Path) -> Any:
     return memory
 
 
+def open_memories(workdir: Path, freeze: bool) -> dict[str, ConvMemory]:
+    """One memory per durability on its own SQLite file, warmed up (imports, compile, checkpoints)."""
+    mems = {d: ConvMemory.open(str(workdir / f"turn_{d}.db"), durability=d) for d in DURABILITIES}
+    for mem in mems.values():  # untimed: imports, graph compile, first checkpoint
+        for i in range(3):
+            mem.ingest("u1", turn(10**6 + i), source="openai")
+    if freeze:
+        gc.collect()
+        gc.freeze()
+    return mems
+
+
+def worker(workdir: Path, freeze: bool) -> int:
+    """The ``--baseline`` side: run the cells the parent asks for (one JSON line each way)."""
+    mems = open_memories(workdir, freeze)
+    threads = ThreadCount()
+    print(json.dumps({"code": str(Path(convmem_graph.__file__).parent)}), flush=True)
+    for line in sys.stdin:
+        ask = json.loads(line)
+        mem, before = mems[ask["durability"]], threads.started
+        walls = timed(lambda i, m=mem: m.ingest("u1", turn(i), source="openai"), ask["start"], ask["count"])
+        print(
+            json.dumps({"walls": walls, "cpu": CPU[""][-1], "threads": threads.started - before}), flush=True
+        )
+    for mem in mems.values():
+        mem.close()
+    return 0
+
+
+class Baseline:
+    """A worker process running the same cells on an earlier checkout (``--baseline DIR``)."""
+
+    def __init__(self, root: Path, workdir: Path, freeze: bool) -> None:
+        cmd = [sys.executable, __file__, "--worker", "--workdir", str(workdir)] + (
+            ["--freeze"] if freeze else []
+        )
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.code = self._read()["code"]
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the baseline worker exited (see its stderr above)")
+        return dict(json.loads(line))
+
+    def run(self, durability: str, start: int, count: int) -> dict[str, Any]:
+        """``count`` turns from ``start`` on the baseline's memory of ``durability``."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"durability": durability, "start": start, "count": count}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        """Let the worker close its memories and exit."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -125,15 +192,21 @@ def main() -> int:
     parser.add_argument("--mem0", action="store_true", help="time Mem0's add beside (needs mem0ai installed)")
     parser.add_argument("--freeze", action="store_true", help="gc.freeze() after opening, as the server does")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="a checkout of earlier code to time in the same rounds"
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-turncost-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.worker:
+        return worker(workdir, args.freeze)
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load {os.getloadavg()}")
     print(f"code: {Path(convmem_graph.__file__).parent}")
-    mems = {d: ConvMemory.open(str(workdir / f"turn_{d}.db"), durability=d) for d in DURABILITIES}
-    for mem in mems.values():  # untimed: imports, graph compile, first checkpoint
-        for i in range(3):
-            mem.ingest("u1", turn(10**6 + i), source="openai")
+    base = Baseline(args.baseline, workdir / "baseline", args.freeze) if args.baseline else None
+    if base is not None:
+        print(f"baseline code: {base.code}")
+    mems = open_memories(workdir, freeze=False)
     m0 = mem0_memory(workdir) if args.mem0 else None
     if m0 is not None:
         added = m0.add(turn(10**6), user_id="u1")
@@ -146,18 +219,26 @@ def main() -> int:
     started: dict[str, int] = {}
     for r in range(args.rounds):
         for d, mem in mems.items():
-            before = threads.started
-            cells.setdefault(d, []).append(
-                statistics.median(
-                    timed(
-                        lambda i, m=mem: m.ingest("u1", turn(i), source="openai"),
-                        r * args.turns,
-                        args.turns,
-                        d,
-                    )
-                )
-            )
-            started[d] = started.get(d, 0) + threads.started - before
+            start = r * args.turns
+
+            def here(d: str = d, mem: ConvMemory = mem, start: int = start) -> None:
+                before = threads.started
+                fn = lambda i: mem.ingest("u1", turn(i), source="openai")  # noqa: E731
+                cells.setdefault(d, []).append(statistics.median(timed(fn, start, args.turns, d)))
+                started[d] = started.get(d, 0) + threads.started - before
+
+            def there(d: str = d, start: int = start) -> None:
+                assert base is not None
+                got = base.run(d, start, args.turns)
+                name = f"{d} (baseline)"
+                cells.setdefault(name, []).append(statistics.median(got["walls"]))
+                CPU.setdefault(name, []).append(got["cpu"])
+                started[name] = started.get(name, 0) + got["threads"]
+
+            # Alternate which side goes first, so neither always meets the other's after-effects.
+            for side in (here, there) if r % 2 == 0 else (there, here):
+                if side is here or base is not None:
+                    side()
         if m0 is not None:
             cells.setdefault("mem0 add", []).append(
                 statistics.median(
@@ -168,13 +249,13 @@ def main() -> int:
         f"\nload after: {os.getloadavg()}; median over {args.rounds} rounds"
         " of each round's p50 (ms per turn pair)"
     )
-    base = statistics.median(cells["sync"])
-    for name, rounds in cells.items():
+    sync = statistics.median(cells["sync"])
+    for name, rounds in sorted(cells.items()):
         med = statistics.median(rounds)
         per_turn = f"{started[name] / (args.rounds * args.turns):.1f}" if name in started else "-"
         detail = " / ".join(f"{v:.2f}" for v in rounds)
         print(
-            f"{name:10} p50 {med:7.2f} ms  x{med / base:.2f} of sync"
+            f"{name:16} p50 {med:7.2f} ms  x{med / sync:.2f} of sync"
             f"  CPU {statistics.median(CPU[name]):6.2f} ms"
             f"  threads/turn {per_turn}  (rounds {detail})"
         )
@@ -187,6 +268,11 @@ def main() -> int:
         print(
             f"convmem best / mem0 add p50 = {ratio:.2f} (target <= 1.0: {'met' if ratio <= 1 else 'NOT met'})"
         )
+    if base is not None:
+        for d in DURABILITIES:
+            new, old = statistics.median(CPU[d]), statistics.median(CPU[f"{d} (baseline)"])
+            print(f"CPU per turn pair, {d}: {new:.2f} ms vs baseline {old:.2f} ms (x{new / old:.2f})")
+        base.close()
     for mem in mems.values():
         mem.close()
     return 0

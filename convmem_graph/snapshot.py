@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from convmem_graph._held import HeldRows
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
 from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DenseReads",
+    "SNAPSHOT_RECENT",
     "EpisodeReads",
     "build_snapshot",
     "render_call_start",
@@ -48,14 +50,31 @@ def select_fragments(fragments: list[Fragment], limit: int) -> list[Fragment]:
     return ranked[:limit]
 
 
+#: The newest turns a snapshot carries.
+SNAPSHOT_RECENT = 30
+
+
 def build_snapshot(
-    store: MemoryStore, memory_id: str, config: MemoryConfig, *, now_ms: int
+    store: MemoryStore, memory_id: str, config: MemoryConfig, *, now_ms: int, held: HeldRows | None = None
 ) -> MemorySnapshot:
-    """Read everything the payload builders need for ``memory_id`` from the store."""
+    """Read everything the payload builders need for ``memory_id`` from the store.
+
+    ``held``: rows the run read already (a lifecycle run's ``summarize`` step); what they answer
+    is not read again, as long as the run wrote nothing since (see :mod:`convmem_graph._held`).
+    """
+    if held is not None and not held.current(store.write_count()):
+        held = None
     specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
-    # The database picks the strongest facts by index (the same order as select_fragments).
-    fragments = store.strongest_fragments(memory_id, limit=config.snapshot_max_fragments, now_ms=now_ms)
-    values = store.get_variables(memory_id)
+    limit = config.snapshot_max_fragments
+    fragments = held.strongest(limit, now_ms) if held is not None else None
+    if fragments is None:
+        # The database picks the strongest facts by index (the same order as select_fragments).
+        fragments = store.strongest_fragments(memory_id, limit=limit, now_ms=now_ms)
+    values = held.variables if held is not None and held.variables is not None else None
+    if values is None:
+        values = store.get_variables(memory_id)
+    summary = held.summary if held is not None and held.summary_read else store.get_summary(memory_id)
+    recent = held.newest(SNAPSHOT_RECENT) if held is not None else None
     # Schema order first (name, birth year, city ...), then values of names no longer in the schema.
     order = {s.name: i for i, s in enumerate(specs)}
     variables = dict(sorted(values.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
@@ -63,9 +82,9 @@ def build_snapshot(
         memory_id=memory_id,
         variables=variables,
         specs={s.name: s for s in specs},
-        fragments=select_fragments(fragments, config.snapshot_max_fragments),
-        summary=store.get_summary(memory_id),
-        recent=store.recent_messages(memory_id, 30),
+        fragments=select_fragments(fragments, limit),
+        summary=summary,
+        recent=recent if recent is not None else store.recent_messages(memory_id, SNAPSHOT_RECENT),
     )
 
 

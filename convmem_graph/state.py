@@ -22,6 +22,7 @@ from pydantic.json_schema import SkipJsonSchema
 # Python < 3.12, and LangGraph's MessagesState uses it too (mixing the two is a metaclass conflict).
 from typing_extensions import TypedDict
 
+from convmem_graph._held import HeldRows
 from convmem_graph._time import now_ms
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
@@ -213,6 +214,8 @@ class MemoryContext:
     fresh: Annotated[dict[str, Message], SkipJsonSchema()] = field(default_factory=dict)
     #: Payloads ``inject`` built, by vendor (returned to the caller, never checkpointed).
     payloads: Annotated[dict[str, Any], SkipJsonSchema()] = field(default_factory=dict)
+    #: Rows ``summarize`` read that ``inject`` builds the snapshot from (see :mod:`convmem_graph._held`).
+    held: Annotated[HeldRows, SkipJsonSchema()] = field(default_factory=HeldRows)
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, MemoryConfig):

@@ -22,7 +22,9 @@ With the set of canonical keys a run touched, only the variables depending on th
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from itertools import islice
+from functools import lru_cache
+
+from sqlalchemy import bindparam
 
 from convmem_graph.extractors._field_match import generic_field
 from convmem_graph.extractors._precision import fits_variable
@@ -52,7 +54,7 @@ from convmem_graph.extractors.variables import (
 )
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
-from convmem_graph.store._fact_queries import NEWEST_OF_LANGUAGE, newest_hobby_rows
+from convmem_graph.store._fact_queries import NEWEST_DURABLE, NEWEST_OF_LANGUAGE, newest_hobby_rows
 from convmem_graph.store._fragments import row_to_fragment
 from convmem_graph.text.keys import canonical_key, key_subject
 from convmem_graph.text.scripts import is_cjk_text
@@ -124,6 +126,8 @@ def affected_specs(specs: Sequence[VariableSpec], touched: Collection[str] | Non
 #: Usable durable facts a memory may hold and still have them all read at once (one statement
 #: instead of one per rule).
 _FEW = 32
+#: The newest usable durable facts, ``limit`` of them (the page :class:`_Facts` reads first).
+_NEWEST_PAGE = NEWEST_DURABLE.limit(bindparam("limit"))
 
 
 class _Facts:
@@ -136,9 +140,12 @@ class _Facts:
 
     def __init__(self, store: MemoryStore, memory_id: str, now_ms: int) -> None:
         self.store, self.memory_id, self.now_ms = store, memory_id, now_ms
-        newest = store.newest_durable_fragments(memory_id, now_ms=now_ms, batch=_FEW + 1)
-        self.page = list(islice(newest, _FEW + 1))
-        self.complete = len(self.page) <= _FEW
+        with store._read() as conn:
+            rows = list(conn.execute(_NEWEST_PAGE, {"mid": memory_id, "now": now_ms, "limit": _FEW + 1}))
+        self.complete = len(rows) <= _FEW
+        # A fact row costs ~3x more to make a Fragment of than to read: a page that only says "more
+        # than _FEW" (every later question goes to the index reads then) is never made into any.
+        self.page = [row_to_fragment(r) for r in rows] if self.complete else []
 
     def with_keys(self, keys: Collection[str] = (), prefixes: Collection[str] = ()) -> list[Fragment]:
         """Those whose canonical key is one of ``keys`` or starts with one of ``prefixes``."""
@@ -210,10 +217,16 @@ def _language(facts: _Facts) -> VariableGuess | None:
 
 def _hobby_item(f: Fragment, key: str | None = None) -> str | None:
     """The hobby item ``f`` counts towards, if any (``key``: its canonical key, when known)."""
-    key = canonical_key(f.key) if key is None else key
+    return _item_of(canonical_key(f.key) if key is None else key, f.content)
+
+
+@lru_cache(maxsize=4096)
+def _item_of(key: str, content: str) -> str | None:
+    # A pure function of the fact's key and wording, asked again for the same facts on every turn
+    # (the walk starts from the newest each time): kept, its regexes run once per fact.
     if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
         return None
-    if content_polarity(f.content) < 0:
+    if content_polarity(content) < 0:
         return None
     item = key_subject(key)
     # The same value guards as _hobbies: an instruction-like item or a food never counts towards the list.

@@ -98,6 +98,7 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
     ctx = runtime.context
     memory_id = state["memory_id"]
     ctx.inbox.clear()
+    ctx.held.clear()  # a context used for a second run holds the first one's rows
     skipped: Counter[str] = Counter()
     dead = 0
     errors: list[dict[str, str]] = []

@@ -43,8 +43,9 @@ def inject(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
     ctx = runtime.context
     memory_id = state["memory_id"]
     now = ctx.clock()
-    apply_retention(ctx, memory_id)
-    snapshot = build_snapshot(ctx.store, memory_id, ctx.config, now_ms=now)
+    apply_retention(ctx, memory_id)  # a purge is a write: rows held from before it are not used
+    snapshot = build_snapshot(ctx.store, memory_id, ctx.config, now_ms=now, held=ctx.held)
+    ctx.held.clear()
     ctx.store.save_snapshot(memory_id, snapshot, now_ms=now)
     # Payloads carry memory text and recent turns: they go back through the context, so the
     # checkpointed state only records which were built.

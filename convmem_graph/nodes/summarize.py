@@ -14,7 +14,8 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
-from convmem_graph.models import Fragment, Message, Summary
+from convmem_graph.models import Message, Summary
+from convmem_graph.snapshot import SNAPSHOT_RECENT
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["summarize"]
@@ -28,15 +29,27 @@ _FACT_MARGIN = 128
 
 
 def _commit(
-    ctx: MemoryContext, memory_id: str, messages: list[Message], upto_seq: int, budget: int
+    ctx: MemoryContext,
+    memory_id: str,
+    messages: list[Message],
+    upto_seq: int,
+    budget: int,
+    previous: Summary | None,
 ) -> Summary:
+    """Summarize, store the new version, and hold what was read for ``inject`` (``ctx.held``)."""
     store = ctx.store
     now = ctx.clock()
+    variables = store.get_variables(memory_id)
+    limit = budget // 4 + _FACT_MARGIN
+    durable, transient = (
+        store.strongest_fragments(memory_id, limit=limit, now_ms=now, transient=kind)
+        for kind in (False, True)
+    )
     text = ctx.summarizer.summarize(
-        store.get_summary(memory_id),
+        previous,
         messages,
-        store.get_variables(memory_id),
-        _strongest(ctx, memory_id, budget, now),
+        dict(variables),
+        durable + transient,
         budget_tokens=budget,
         counter=ctx.counter,
         now_ms=now,
@@ -44,7 +57,7 @@ def _commit(
     covers = max((m.timestamp_ms for m in messages), default=0)
     from_model = getattr(ctx.summarizer, "uses_messages", True)
     origin: Literal["model", "extractive"] = "model" if from_model else "extractive"
-    return store.commit_summary(
+    summary = store.commit_summary(
         memory_id,
         text,
         tokens=ctx.counter(text),
@@ -53,16 +66,12 @@ def _commit(
         now_ms=now,
         origin=origin,
     )
-
-
-def _strongest(ctx: MemoryContext, memory_id: str, budget: int, now: int) -> list[Fragment]:
-    """The strongest durable facts, then the strongest temporary ones: all a budget can hold."""
-    limit = budget // 4 + _FACT_MARGIN
-    return [
-        f
-        for transient in (False, True)
-        for f in ctx.store.strongest_fragments(memory_id, limit=limit, now_ms=now, transient=transient)
-    ]
+    # The summary write changes none of these: the snapshot inject builds next can use them.
+    held = ctx.held
+    held.writes = store.write_count()
+    held.durable, held.transient, held.limit, held.now_ms = durable, transient, limit, now
+    held.variables, held.summary, held.summary_read = variables, summary.model_copy(), True
+    return summary
 
 
 def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
@@ -105,14 +114,18 @@ def summarize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
         return {"summarized_seq": last, "summary_version": previous.version, "summary_due": False}
     if not uses_messages and (cursor < last or refresh):
         # The summary is rebuilt from variables and fragments; only the newest messages matter
-        # (language, recency), so the backlog is not read.
-        version = _commit(ctx, memory_id, store.recent_messages(memory_id, _RECENT), last, budget).version
+        # (language, recency), so the backlog is not read. The snapshot's newest turns are read
+        # (more than the summary needs) and held for inject, which would read them next.
+        recent = store.recent_messages(memory_id, max(_RECENT, SNAPSHOT_RECENT))
+        version = _commit(ctx, memory_id, recent[-_RECENT:], last, budget, previous).version
+        ctx.held.recent, ctx.held.recent_limit = recent, max(_RECENT, SNAPSHOT_RECENT)
         cursor = last
     while cursor < last:
         rows = store.messages_after(memory_id, cursor, limit=_CHUNK)
         if not rows:
             break
-        version = _commit(ctx, memory_id, [m for _, m in rows], rows[-1][0], budget).version
+        previous = _commit(ctx, memory_id, [m for _, m in rows], rows[-1][0], budget, previous)
+        version = previous.version
         cursor = rows[-1][0]
     calls = getattr(ctx.summarizer, "calls", 0) - calls_before
     return {

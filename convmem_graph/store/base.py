@@ -87,6 +87,10 @@ class StoreScopes(Protocol):
         """A :meth:`transaction` for creating or altering tables of your own beside the store's."""
         ...
 
+    def write_count(self) -> int:
+        """How many writes were begun through this object (the store, or one run or session of it)."""
+        ...
+
     def max_seq(self, memory_id: str) -> int:
         """Return the highest message seq of a memory (0 when it has none)."""
         ...

@@ -103,6 +103,8 @@ class StoreCore:
     #: The session this object's calls go through: ``None`` on the store itself (each call opens
     #: its own connection and transaction), set on the :class:`StoreRun` views of it.
     _scope: RunScope | None = None
+    #: Write transactions begun through this object (a view counts its own: see :meth:`write_count`).
+    _writes: int = 0
 
     def __init__(
         self, url: str | None = None, *, echo: bool = False, pools: PoolSettings | None = None
@@ -426,6 +428,7 @@ class StoreCore:
         ``keeps`` names the kinds of the run's read cache (see :meth:`_cached`) this write cannot
         change; every other kind cached for the memory (for all memories without one) is dropped.
         """
+        self._writes += 1
         scope = self._scope
         if scope is None:
             with self._own_write(memory_id) as conn:
@@ -487,6 +490,24 @@ class StoreCore:
                         self._backend.lock_memory(conn, memory_id)
                     yield conn
             self._committed(conn)
+
+    def write_count(self) -> int:
+        """How many writes were begun through this object (the store, or one run or session of it).
+
+        A node holding rows it read (see :mod:`convmem_graph._held`) compares it with the count at
+        its read: equal means the run wrote nothing since. Writes through other objects (another
+        run, the store itself, another process) are not counted here.
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.run("mem_1") as run:
+            ...     before = run.write_count()
+            ...     _ = run.ensure_memory("mem_1")
+            ...     run.write_count() - before
+            1
+        """
+        return self._writes
 
     def _committed(self, conn: Connection) -> None:
         driver = conn.connection.driver_connection

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "_ids", "_time", "_lazy", "_heap", "tokens", "text", "_query_dates", "signatures"),
     ("accounting", "tracing", "embeddings"),
     ("models", "config"),
-    ("_copies", "sources"),
+    ("_copies", "_held", "sources"),
     ("payloads",),
     ("extractors",),
     ("store",),
