@@ -424,7 +424,9 @@ def _select(
     memory_id = snapshot.memory_id
     unmatched_left = options.max_fragments + _MAX_BUDGET_SKIPS
     # Pieces of one long fact compete, and go in, as one fact.
-    pieces_of = _pieces(snapshot.fragments)
+    pieces_of, holders = _fragment_terms(snapshot, scorer)
+    # Facts holding none of the query's terms score 0.0 without a look (most facts, most calls).
+    holding: set[str] = set().union(*(holders.get(t, ()) for t in scorer.weights))
     grouped: set[str] = set()
     for rank, frag in enumerate(fragments):
         _check_owner(frag, memory_id)
@@ -438,7 +440,7 @@ def _select(
             grouped.add(frag.part_of)  # type: ignore[arg-type]
             score = scorer.score(join_sentences([p.content for p in pieces]))
         else:
-            score = scorer.score(frag.content)
+            score = scorer.score(frag.content) if frag.content in holding else 0.0
         if score <= 0.0:
             # Facts that share no term with the query keep recency order; only the first few can
             # ever be reached, so a large memory costs no more than a small one here.
@@ -601,6 +603,28 @@ def _neutralized(snapshot: MemorySnapshot) -> _Neutralized:
     if not isinstance(memo, _Neutralized):
         memo = cache["neutralized"] = _Neutralized()
     return memo
+
+
+def _fragment_terms(
+    snapshot: MemorySnapshot, scorer: Scorer
+) -> tuple[dict[str, list[Fragment]], dict[str, set[str]]]:
+    """The snapshot's long facts' pieces and, per ranker term, the fact texts holding it.
+
+    Kept with the snapshot for this very list of fragments (a snapshot given other fragments
+    computes them again).
+    """
+    cache = snapshot.derived()
+    known = cache.get("fragment_terms")
+    if known is not None and known[0] is snapshot.fragments:
+        return known[1], known[2]
+    holders: dict[str, set[str]] = {}
+    stats = scorer.stats
+    for frag in snapshot.fragments:
+        for term in stats.get(frag.content)[0]:
+            holders.setdefault(term, set()).add(frag.content)
+    pieces = _pieces(snapshot.fragments)
+    cache["fragment_terms"] = (snapshot.fragments, pieces, holders)
+    return pieces, holders
 
 
 def _check_owner(frag: Fragment, memory_id: str) -> None:

@@ -123,7 +123,8 @@ class Scorer:
         # More terms than the index search takes: scoring a term costs nothing per query here.
         terms = search_terms(query, max_terms=_MAX_TERMS) if query and query.strip() else []
         self.weights: dict[str, float] = {}
-        self._stats = stats if stats is not None else TermStats()
+        #: The term counts the scores are computed from (kept across calls when given).
+        self.stats = stats if stats is not None else TermStats()
         self._scores: dict[str, float] = {}
         #: Dates the query names (``@2023-08-19``) -> the IDF of "stored within that span".
         self.span_weights: dict[str, float] = {}
@@ -136,7 +137,7 @@ class Scorer:
         if not terms:
             self._avg = 1.0
             return
-        get = self._stats.get
+        get = self.stats.get
         entries = [get(t) for t in pool]
         self._avg = max(sum(e[1] for e in entries) / len(entries), 1.0) if entries else 8.0
         tokens: dict[str, str] = {}
@@ -178,7 +179,7 @@ class Scorer:
         known = self._scores.get(text)
         if known is not None:
             return known
-        counts, length = self._stats.get(text)
+        counts, length = self.stats.get(text)
         # A query has a few terms and most texts hold none of them: look those few up. The sum
         # runs in the order the text first holds its terms, as it always has (same float).
         if len(weights) < len(counts):

@@ -17,7 +17,7 @@ import pytest
 
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot, VariableValue
-from convmem_graph.payloads.memory_block import build_memory_block
+from convmem_graph.payloads.memory_block import _fragment_terms, _term_stats, build_memory_block
 from convmem_graph.payloads.ranker import Scorer, TermStats, text_terms
 from convmem_graph.snapshot import render_call_start
 
@@ -172,3 +172,23 @@ def test_script_counts_follow_an_assigned_field() -> None:
     assert build_memory_block(snap).language == "en"
     snap.variables = {"city": VariableValue(name="city", value="杭州西湖边上的小城市", origin="manual")}
     assert build_memory_block(snap).language == "zh"  # counted again for the new variables
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_facts_skipped_without_a_look_are_those_scoring_zero(seed: int) -> None:
+    rng = random.Random(seed)
+    texts = list(dict.fromkeys(_texts(rng, 80)))
+    snap = MemorySnapshot(
+        memory_id="m",
+        fragments=[Fragment(id=f"f{i}", memory_id="m", content=t, key=f"k{i}") for i, t in enumerate(texts)],
+    )
+    for query in QUERIES:
+        scorer = Scorer(query, None, texts, _term_stats(snap))
+        _, holders = _fragment_terms(snap, scorer)
+        holding = set().union(*(holders.get(t, ()) for t in scorer.weights))
+        for text in texts:
+            assert (text in holding) == (Scorer(query, None, texts).score(text) > 0.0), (query, text)
+    # Another list of fragments assigned: the holders are computed again for it.
+    snap.fragments = [Fragment(id="new", memory_id="m", content="User keeps bees.", key="bees")]
+    _, holders = _fragment_terms(snap, Scorer("bees", None, ["User keeps bees."], _term_stats(snap)))
+    assert holders["bee"] == {"User keeps bees."}
