@@ -407,8 +407,7 @@ def _select(
         if value.origin == "inferred" and name == "language" and value.value == language:
             continue  # a block written in the user's language already says which one it is
         if value.origin == "inferred":
-            label = VARIABLE_LABELS.get(name, {}).get(language, name)
-            score = scorer.score(f"{label} {_value_text(value, language)}")
+            score = scorer.score(_scored_text(snapshot, name, value, language))
             pool.append(_Candidate("inferred_variables", "var", name, score + _VARIABLE_PRIOR, 0, order))
     summary = snapshot.summary
     summary_flagged = False
@@ -576,6 +575,22 @@ def _term_stats(snapshot: MemorySnapshot) -> TermStats:
     if not isinstance(stats, TermStats):
         stats = cache["term_stats"] = TermStats()
     return stats
+
+
+def _scored_text(snapshot: MemorySnapshot, name: str, value: VariableValue, language: Language) -> str:
+    """``"<label> <value>"`` of an inferred variable, the same string object at every call.
+
+    A new string would be hashed again by the ranker's lookups at every call, and an inferred
+    value can be long (a list of every food named): kept for this very value object.
+    """
+    cache = snapshot.derived().setdefault("scored_variables", {})
+    known = cache.get((name, language))
+    if known is not None and known[0] is value:
+        return str(known[1])
+    label = VARIABLE_LABELS.get(name, {}).get(language, name)
+    text = f"{label} {_value_text(value, language)}"
+    cache[(name, language)] = (value, text)
+    return text
 
 
 class _Neutralized:

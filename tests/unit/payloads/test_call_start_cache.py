@@ -17,7 +17,7 @@ import pytest
 
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot, VariableValue
-from convmem_graph.payloads.memory_block import _fragment_terms, _term_stats, build_memory_block
+from convmem_graph.payloads.memory_block import _fragment_terms, _scored_text, _term_stats, build_memory_block
 from convmem_graph.payloads.ranker import Scorer, TermStats, text_terms
 from convmem_graph.snapshot import render_call_start
 
@@ -192,3 +192,14 @@ def test_facts_skipped_without_a_look_are_those_scoring_zero(seed: int) -> None:
     snap.fragments = [Fragment(id="new", memory_id="m", content="User keeps bees.", key="bees")]
     _, holders = _fragment_terms(snap, Scorer("bees", None, ["User keeps bees."], _term_stats(snap)))
     assert holders["bee"] == {"User keeps bees."}
+
+
+def test_an_inferred_variables_scored_text_follows_its_value() -> None:
+    first = VariableValue(name="city", value="Hangzhou", origin="inferred")
+    snap = MemorySnapshot(memory_id="m", variables={"city": first})
+    text = _scored_text(snap, "city", snap.variables["city"], "en")
+    assert text == "City Hangzhou"
+    assert _scored_text(snap, "city", snap.variables["city"], "en") is text  # hashed once, kept
+    assert _scored_text(snap, "city", snap.variables["city"], "zh") == "城市 Hangzhou"
+    snap.variables = {"city": VariableValue(name="city", value="Lisbon", origin="inferred")}
+    assert _scored_text(snap, "city", snap.variables["city"], "en") == "City Lisbon"
