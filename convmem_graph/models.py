@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 __all__ = [
     "Channel",
@@ -250,12 +250,39 @@ class EpisodeSearch(_Model):
     dense: dict[int, float] = Field(default_factory=dict)
 
 
+class _Derived:
+    """Values computed from a snapshot's fields (term counts, cleaned texts), kept with the snapshot.
+
+    A cache, not state: the stores hand out one parsed snapshot per row text (to be treated as
+    read-only), so what a call start derives from it is computed once per version of the row
+    and dropped with it. Entries are keyed by their inputs (a text, or the identity of the
+    field they were computed from), so assigning a field later does not leave a stale entry.
+    Shallow copies (``model_copy``, as a call start's ``with_episodes``) share it; deep copies
+    start empty. Any two compare equal: a cache never makes two equal snapshots unequal.
+    """
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Derived)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by kind only
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Derived:
+        return _Derived()
+
+
 class MemorySnapshot(_Model):
     """Everything the payload builders need for one memory, read in one go at call start.
 
     ``episodes`` is not part of the cached snapshot: it holds the stored turns found for the
     current query (``ConvMemory.payload`` searches the episodic index and attaches them).
     """
+
+    _derived: _Derived = PrivateAttr(default_factory=_Derived)
 
     memory_id: str
     variables: dict[str, VariableValue] = Field(default_factory=dict)
@@ -269,3 +296,10 @@ class MemorySnapshot(_Model):
     @classmethod
     def _only_active(cls, v: list[Fragment]) -> list[Fragment]:
         return [f for f in v if f.status == "active"]
+
+    def derived(self) -> dict[str, Any]:
+        """The payload builders' cache of values computed from this snapshot (see ``_Derived``).
+
+        Keyed by the builder's own names; its copies made with ``model_copy`` share it.
+        """
+        return self._derived.values

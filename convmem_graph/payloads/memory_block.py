@@ -46,7 +46,7 @@ from convmem_graph.payloads._sanitize import (
     wrap_flagged,
 )
 from convmem_graph.payloads.fusion import fuse
-from convmem_graph.payloads.ranker import Scorer
+from convmem_graph.payloads.ranker import Scorer, TermStats
 from convmem_graph.payloads.relevance import iter_ranked
 from convmem_graph.text.cjk import SCRIPTS
 from convmem_graph.text.sentences import join_sentences
@@ -259,10 +259,20 @@ def detect_language(texts: Iterable[str]) -> Language:
         >>> detect_language(["User is allergic to mango."])
         'en'
     """
+    cjk, words = _script_counts(texts)
+    return _language_of(cjk, words)
+
+
+def _script_counts(texts: Iterable[str]) -> tuple[int, int]:
+    """CJK characters and Latin words in ``texts`` (what :func:`detect_language` compares)."""
     cjk = words = 0
     for text in texts:
         cjk += len(_CJK.findall(text))
         words += len(_LATIN_WORD.findall(text))
+    return cjk, words
+
+
+def _language_of(cjk: int, words: int) -> Language:
     return "zh" if cjk and cjk >= words else "en"
 
 
@@ -340,6 +350,7 @@ def _select(
     caps = options.part_budgets.resolve(options.budget_tokens)
     left = dict(caps)
     sel = _Selection()
+    neutral = _neutralized(snapshot)
 
     # Manual variables first, always: a hand-set value is what the operator wants the model to see.
     prefix_cost = counter(texts["profile"])
@@ -348,7 +359,9 @@ def _select(
     for order, (name, value) in indexed:
         if value.origin != "manual":
             continue
-        manual = _var_item(name, value, order, "manual_variables", language, counter, left, remaining)
+        manual = _var_item(
+            name, value, order, "manual_variables", language, counter, left, remaining, neutral
+        )
         if manual is not None:
             manual.cost += 0 if prefix_paid else prefix_cost
             if manual.cost <= min(left["manual_variables"], remaining):
@@ -363,8 +376,7 @@ def _select(
         if value.origin == "inferred" and name == "language" and value.value == language:
             continue  # a block written in the user's language already says which one it is
         if value.origin == "inferred":
-            label = VARIABLE_LABELS.get(name, {}).get(language, name)
-            score = scorer.score(f"{label} {_value_text(value, language)}")
+            score = scorer.score(_scored_text(snapshot, name, value, language))
             pool.append(_Candidate("inferred_variables", "var", name, score + _VARIABLE_PRIOR, 0, order))
     summary = snapshot.summary
     summary_flagged = False
@@ -380,7 +392,9 @@ def _select(
     memory_id = snapshot.memory_id
     unmatched_left = options.max_fragments + _MAX_BUDGET_SKIPS
     # Pieces of one long fact compete, and go in, as one fact.
-    pieces_of = _pieces(snapshot.fragments)
+    pieces_of, holders = _fragment_terms(snapshot, scorer)
+    # Facts holding none of the query's terms score 0.0 without a look (most facts, most calls).
+    holding: set[str] = set().union(*(holders.get(t, ()) for t in scorer.weights))
     grouped: set[str] = set()
     for rank, frag in enumerate(fragments):
         _check_owner(frag, memory_id)
@@ -394,7 +408,7 @@ def _select(
             grouped.add(frag.part_of)  # type: ignore[arg-type]
             score = scorer.score(join_sentences([p.content for p in pieces]))
         else:
-            score = scorer.score(frag.content)
+            score = scorer.score(frag.content) if frag.content in holding else 0.0
         if score <= 0.0:
             # Facts that share no term with the query keep recency order; only the first few can
             # ever be reached, so a large memory costs no more than a small one here.
@@ -445,7 +459,9 @@ def _select(
         item: _Item | None = None
         if cand.kind == "var":
             value = snapshot.variables[cand.key]
-            item = _var_item(cand.key, value, int(cand.sub), cand.part, language, counter, left, remaining)
+            item = _var_item(
+                cand.key, value, int(cand.sub), cand.part, language, counter, left, remaining, neutral
+            )
             if item is not None:
                 item.cost += 0 if prefix_paid else prefix_cost
                 if item.cost <= allowed:
@@ -485,7 +501,7 @@ def _select(
                 sel.considered_dropped.extend(ids)
                 continue
             content = fact.content if len(group) == 1 else join_sentences([f.content for f in group])
-            body, flagged = neutralize(content, language)
+            body, flagged = neutral(content, language)
             if not body or body in seen_bodies:
                 sel.considered_dropped.extend(ids)
                 continue
@@ -614,6 +630,80 @@ def _quote(
     return None
 
 
+def _term_stats(snapshot: MemorySnapshot) -> TermStats:
+    """The term counts of the snapshot's texts, kept with the parsed snapshot across call starts."""
+    cache = snapshot.derived()
+    stats = cache.get("term_stats")
+    if not isinstance(stats, TermStats):
+        stats = cache["term_stats"] = TermStats()
+    return stats
+
+
+def _scored_text(snapshot: MemorySnapshot, name: str, value: VariableValue, language: Language) -> str:
+    """``"<label> <value>"`` of an inferred variable, the same string object at every call.
+
+    A new string would be hashed again by the ranker's lookups at every call, and an inferred
+    value can be long (a list of every food named): kept for this very value object.
+    """
+    cache = snapshot.derived().setdefault("scored_variables", {})
+    known = cache.get((name, language))
+    if known is not None and known[0] is value:
+        return str(known[1])
+    label = VARIABLE_LABELS.get(name, {}).get(language, name)
+    text = f"{label} {_value_text(value, language)}"
+    cache[(name, language)] = (value, text)
+    return text
+
+
+class _Neutralized:
+    """:func:`neutralize` of the snapshot's own texts (variable values, facts), once per text.
+
+    Keyed by the text and the block's language, as :func:`neutralize` is a function of those only.
+    """
+
+    __slots__ = ("_done",)
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[str, Language], tuple[str, bool]] = {}
+
+    def __call__(self, text: str, language: Language) -> tuple[str, bool]:
+        key = (text, language)
+        done = self._done.get(key)
+        if done is None:
+            done = self._done[key] = neutralize(text, language)
+        return done
+
+
+def _neutralized(snapshot: MemorySnapshot) -> _Neutralized:
+    cache = snapshot.derived()
+    memo = cache.get("neutralized")
+    if not isinstance(memo, _Neutralized):
+        memo = cache["neutralized"] = _Neutralized()
+    return memo
+
+
+def _fragment_terms(
+    snapshot: MemorySnapshot, scorer: Scorer
+) -> tuple[dict[str, list[Fragment]], dict[str, set[str]]]:
+    """The snapshot's long facts' pieces and, per ranker term, the fact texts holding it.
+
+    Kept with the snapshot for this very list of fragments (a snapshot given other fragments
+    computes them again).
+    """
+    cache = snapshot.derived()
+    known = cache.get("fragment_terms")
+    if known is not None and known[0] is snapshot.fragments:
+        return known[1], known[2]
+    holders: dict[str, set[str]] = {}
+    stats = scorer.stats
+    for frag in snapshot.fragments:
+        for term in stats.get(frag.content)[0]:
+            holders.setdefault(term, set()).add(frag.content)
+    pieces = _pieces(snapshot.fragments)
+    cache["fragment_terms"] = (snapshot.fragments, pieces, holders)
+    return pieces, holders
+
+
 def _check_owner(frag: Fragment, memory_id: str) -> None:
     if frag.memory_id and frag.memory_id != memory_id:
         raise ValueError(
@@ -642,11 +732,12 @@ def _var_item(
     counter: TokenCounter,
     left: dict[str, int],
     remaining: int,
+    neutral: _Neutralized,
 ) -> _Item | None:
     raw = _value_text(value, language)
     if not raw.strip() or len(raw) > _CHARS_PER_TOKEN_BOUND * min(left[part], remaining) + 64:
         return None
-    body, flagged = neutralize(raw, language)
+    body, flagged = neutral(raw, language)
     if not body:
         return None
     # Names come from imports and schemas too: a label can never close the block or start a line.
@@ -692,7 +783,9 @@ def build_memory_block(
 ) -> MemoryBlock:
     """Render the memory of ``snapshot`` as a delimited data block within a token budget.
 
-    Only ``snapshot`` is read; nothing is stored or cached.
+    Only ``snapshot`` is read and nothing is stored; what depends on the snapshot alone (its
+    texts' term counts and neutralized forms) is kept with it (:meth:`MemorySnapshot.derived`)
+    for the next call on the same parsed snapshot.
 
     Args:
         snapshot: The memory (variables, fragments, summary).
@@ -732,13 +825,22 @@ def build_memory_block(
     if opts.language != "auto":
         language = opts.language
     else:
-        samples = [_value_text(v, "en") for v in snapshot.variables.values()]
-        if snapshot.summary is not None:
-            samples.append(snapshot.summary.text[:200])
-        samples.extend(f.content for f in head)
-        if snapshot.episodes is not None:
-            samples.extend(h.message.content for h in snapshot.episodes.hits[:_LANGUAGE_SAMPLE_FRAGMENTS])
-        language = detect_language(samples)
+        # The variables' and the summary's share is the same at every call (a value can be long:
+        # an inferred list of every food named): counted once per snapshot.
+        cache = snapshot.derived()
+        known = cache.get("script_counts")
+        # Kept for these very objects: a snapshot given new variables or summary counts again.
+        if known is None or known[0] is not snapshot.variables or known[1] is not snapshot.summary:
+            samples = [_value_text(v, "en") for v in snapshot.variables.values()]
+            if snapshot.summary is not None:
+                samples.append(snapshot.summary.text[:200])
+            known = cache["script_counts"] = (snapshot.variables, snapshot.summary, _script_counts(samples))
+        fixed = known[2]
+        turns = snapshot.episodes.hits[:_LANGUAGE_SAMPLE_FRAGMENTS] if snapshot.episodes is not None else []
+        cjk, words = _script_counts(
+            itertools.chain((f.content for f in head), (h.message.content for h in turns))
+        )
+        language = _language_of(fixed[0] + cjk, fixed[1] + words)
 
     texts = _TEXT[language]
     header = counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
@@ -753,7 +855,7 @@ def build_memory_block(
         pool = [f.content for f in ordered]
         if snapshot.episodes is not None:
             pool.extend(h.message.content for h in snapshot.episodes.hits)
-        scorer = Scorer(opts.query, snapshot.episodes, pool)
+        scorer = Scorer(opts.query, snapshot.episodes, pool, _term_stats(snapshot))
         exclude = frozenset(m.id for m in select_recent_turns(snapshot.recent, opts.skip_recent_turns))
         sel = _select(
             snapshot, opts, language, ordered, opts.budget_tokens - header, counter, scorer, exclude

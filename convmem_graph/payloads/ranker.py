@@ -22,7 +22,7 @@ from convmem_graph.models import EpisodeSearch
 from convmem_graph.payloads.relevance import stem
 from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
 
-__all__ = ["Scorer", "text_terms"]
+__all__ = ["Scorer", "TermStats", "text_terms"]
 
 _WORD = re.compile(r"[^\W_]+")
 #: A speaker given as a name: letters (any script) in up to four words.
@@ -62,6 +62,41 @@ def text_terms(text: str) -> list[str]:
     return out
 
 
+class TermStats:
+    """Each text's term counts (in first-occurrence order) and length, computed once per text.
+
+    A call start scores the same facts, variables and summary sentences against every query;
+    kept with the parsed snapshot (:meth:`~convmem_graph.models.MemorySnapshot.derived`), their
+    terms are counted once per version of the snapshot instead of once per call. Keyed by the
+    exact text, so an entry is right for as long as it is kept.
+
+    Example:
+        >>> TermStats().get("User runs, runs in 杭州")
+        ({'user': 1, 'run': 2, 'in': 1, '杭州': 1}, 5)
+    """
+
+    __slots__ = ("_entries", "_max")
+
+    def __init__(self, max_entries: int = 8_192) -> None:
+        self._entries: dict[str, tuple[dict[str, int], int]] = {}
+        # Quoted turns pass through too (other ones for every query): start over past the bound
+        # rather than grow with the history; the snapshot's own texts come back on the next call.
+        self._max = max_entries
+
+    def get(self, text: str) -> tuple[dict[str, int], int]:
+        """Term -> count (in the order terms first occur) and the number of terms of ``text``."""
+        entry = self._entries.get(text)
+        if entry is None:
+            bag = _cached_terms(text)
+            counts: dict[str, int] = {}
+            for term in bag:
+                counts[term] = counts.get(term, 0) + 1
+            if len(self._entries) >= self._max:
+                self._entries.clear()
+            entry = self._entries[text] = (counts, len(bag))
+        return entry
+
+
 class Scorer:
     """BM25 of texts against one query, with IDF from the memory's history when known.
 
@@ -71,6 +106,8 @@ class Scorer:
             all of the memory's turns); ``None`` takes document frequencies from ``pool``.
         pool: Texts of every candidate (for the average length, and the IDF without
             ``episodes``).
+        stats: Term counts kept from earlier calls (the snapshot's); a fresh one when ``None``.
+            Scores are the same either way.
 
     Example:
         >>> s = Scorer("mango allergy", None, ["User is allergic to mango.", "User likes tea."])
@@ -78,11 +115,18 @@ class Scorer:
         True
     """
 
-    def __init__(self, query: str | None, episodes: EpisodeSearch | None, pool: Sequence[str]) -> None:
+    def __init__(
+        self,
+        query: str | None,
+        episodes: EpisodeSearch | None,
+        pool: Sequence[str],
+        stats: TermStats | None = None,
+    ) -> None:
         # More terms than the index search takes: scoring a term costs nothing per query here.
         terms = search_terms(query, max_terms=_MAX_TERMS) if query and query.strip() else []
         self.weights: dict[str, float] = {}
-        self._bags: dict[str, list[str]] = {}
+        #: The term counts the scores are computed from (kept across calls when given).
+        self.stats = stats if stats is not None else TermStats()
         self._scores: dict[str, float] = {}
         #: Dates the query names (``@2023-08-19``) -> the IDF of "stored within that span".
         self.span_weights: dict[str, float] = {}
@@ -95,8 +139,9 @@ class Scorer:
         if not terms:
             self._avg = 1.0
             return
-        bags = [self._bag(t) for t in pool]
-        self._avg = max(sum(map(len, bags)) / len(bags), 1.0) if bags else 8.0
+        get = self.stats.get
+        entries = [get(t) for t in pool]
+        self._avg = max(sum(e[1] for e in entries) / len(entries), 1.0) if entries else 8.0
         tokens: dict[str, str] = {}
         for term in terms:
             tokens.setdefault(_token(term), term)
@@ -104,10 +149,10 @@ class Scorer:
             n = episodes.total
             df = {tok: episodes.document_frequency.get(term, 0) for tok, term in tokens.items()}
         else:
-            n = len(bags)
+            n = len(entries)
             seen: Counter[str] = Counter()
-            for bag in bags:
-                seen.update(set(bag) & tokens.keys())
+            for counts, _ in entries:
+                seen.update(counts.keys() & tokens.keys())
             df = {tok: seen[tok] for tok in tokens}
         for tok, freq in df.items():
             self.weights[tok] = math.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
@@ -119,13 +164,6 @@ class Scorer:
             for tok in self.weights:
                 if tok not in current:
                     self.weights[tok] *= _EARLIER_LINES
-
-    def _bag(self, text: str) -> list[str]:
-        bag = self._bags.get(text)
-        if bag is None:
-            # Cached across calls too: a memory's facts are scored again at every call start.
-            bag = self._bags[text] = list(_cached_terms(text))
-        return bag
 
     def span_bonus(self, held: Sequence[str]) -> float:
         """What a stored turn gains for being said within dates the query names.
@@ -150,7 +188,7 @@ class Scorer:
         """
         if not speaker or not self.weights or not _NAME.fullmatch(speaker):
             return 0.0
-        return sum(self.weights.get(t, 0.0) for t in set(self._bag(speaker)))
+        return sum(self.weights.get(t, 0.0) for t in self.stats.get(speaker)[0])
 
     def score(self, text: str) -> float:
         """BM25 of ``text`` (0.0 when it holds no query term)."""
@@ -160,14 +198,18 @@ class Scorer:
         known = self._scores.get(text)
         if known is not None:
             return known
-        bag = self._bag(text)
-        counts: dict[str, int] = {}
-        for term in bag:
-            if term in weights:
-                counts[term] = counts.get(term, 0) + 1
+        counts, length = self.stats.get(text)
+        # A query has a few terms and most texts hold none of them: look those few up. The sum
+        # runs in the order the text first holds its terms, as it always has (same float).
+        if len(weights) < len(counts):
+            held = [t for t in weights if t in counts]
+            if len(held) > 1:
+                held = [t for t in counts if t in weights]
+        else:
+            held = [t for t in counts if t in weights]
         total = 0.0
-        if counts:
-            norm = _K1 * (1.0 - _B + _B * len(bag) / self._avg)
-            total = sum(weights[t] * f * (_K1 + 1.0) / (f + norm) for t, f in counts.items())
+        if held:
+            norm = _K1 * (1.0 - _B + _B * length / self._avg)
+            total = sum(weights[t] * counts[t] * (_K1 + 1.0) / (counts[t] + norm) for t in held)
         self._scores[text] = total
         return total

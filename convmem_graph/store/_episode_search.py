@@ -29,6 +29,7 @@ __all__ = [
     "bucket",
     "collect",
     "read_messages",
+    "read_rows",
     "rowid_range",
     "search_sqlite",
 ]
@@ -45,6 +46,9 @@ PER_TERM = 128
 COUNT_CAP = 1_000
 #: Seqs per ``IN (...)`` read, as the store's ``IN_CHUNK`` (below SQLite's historical limit of 999).
 _IN_CHUNK = 500
+
+_ROLE = MESSAGE_COLUMN_NAMES.index("role")
+_CONTENT = MESSAGE_COLUMN_NAMES.index("content")
 
 #: A driver-level statement runner: SQL with the driver's parameter marks, then its parameters.
 Run = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
@@ -171,7 +175,17 @@ def collect(
     scores: dict[int, float] = {}
     held: dict[int, set[str]] = {}
     n = max(result.total, 1)
-    found: dict[int, Message] = {}
+    # Rows as the driver gives them: a Message is built only for the turns that become hits
+    # (the reads take spare candidates, duplicates and next turns that are never quoted).
+    found: dict[int, list[Any]] = {}
+    made: dict[int, Message] = {}
+
+    def message(seq: int) -> Message:
+        msg = made.get(seq)
+        if msg is None:
+            msg = made[seq] = row_to_message(found[seq])
+        return msg
+
     for term, seqs in postings.items():
         df = len(seqs)
         if not df:
@@ -192,34 +206,39 @@ def collect(
         # The next two seqs after the best hits: usually the same memory's next turn (a batch
         # gets consecutive seqs); the read below keeps only this memory's.
         follow = {s + k for s in best[:replies] for k in (1, 2)} - set(best)
-        found.update(read_messages(run, mark, memory_id, [*best, *sorted(follow - found.keys())]))
+        found.update(read_rows(run, mark, memory_id, [*best, *sorted(follow - found.keys())]))
         for seq in best:
-            msg = found.get(seq)
-            if msg is None:
+            row = found.get(seq)
+            if row is None:
                 continue
-            key = _same_text(msg.content)
+            key = _same_text(row[_CONTENT])
             if key in seen:
                 continue
             seen.add(key)
-            result.hits.append(EpisodeHit(seq=seq, message=msg, terms=sorted(held[seq])))
+            result.hits.append(EpisodeHit(seq=seq, message=message(seq), terms=sorted(held[seq])))
             if len(result.hits) == limit:
                 break
     taken = {h.seq for h in result.hits}
     for hit in result.hits[:replies]:
         for nxt in (hit.seq + 1, hit.seq + 2):
-            msg = found.get(nxt)
-            if msg is not None and msg.role != hit.message.role:
-                if nxt not in taken and _same_text(msg.content) not in seen:
+            row = found.get(nxt)
+            if row is not None and row[_ROLE] != hit.message.role:
+                if nxt not in taken and _same_text(row[_CONTENT]) not in seen:
                     taken.add(nxt)
-                    seen.add(_same_text(msg.content))
-                    result.hits.append(EpisodeHit(seq=nxt, message=msg, reply_to=hit.seq))
+                    seen.add(_same_text(row[_CONTENT]))
+                    result.hits.append(EpisodeHit(seq=nxt, message=message(nxt), reply_to=hit.seq))
                 break
     return result
 
 
 def read_messages(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, Message]:
     """The memory's messages of ``seqs`` (those still stored), by seq."""
-    found: dict[int, Message] = {}
+    return {seq: row_to_message(row) for seq, row in read_rows(run, mark, memory_id, seqs).items()}
+
+
+def read_rows(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, list[Any]]:
+    """The memory's rows of ``seqs`` (those still stored), by seq: :data:`MESSAGE_COLUMN_NAMES` in order."""
+    found: dict[int, list[Any]] = {}
     cols = ", ".join(MESSAGE_COLUMN_NAMES)
     for start in range(0, len(seqs), _IN_CHUNK):
         part = seqs[start : start + _IN_CHUNK]
@@ -230,5 +249,5 @@ def read_messages(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> d
             # A driver-level read returns the JSON column as text on SQLite (parsed on PostgreSQL).
             if isinstance(values[-1], str):
                 values[-1] = json.loads(values[-1])
-            found[int(values[0])] = row_to_message(values)
+            found[int(values[0])] = values
     return found
