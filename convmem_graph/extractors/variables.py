@@ -232,7 +232,7 @@ def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
 
 
 def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
-    """Allergies, vegetarianism, avoided and liked foods, each in the language of its subject."""
+    """Allergies, vegetarianism, avoided and liked foods (the newest few), each in its subject's language."""
     parts: list[tuple[int, str, str, bool]] = []
     seen: set[str] = set()
     for f in _newest_first(fragments):
@@ -260,7 +260,12 @@ def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
         parts.append((rank, text, f.id, cjk))
     if not parts:
         return None
-    parts.sort()
+    # Allergies and diets are all kept (a missed allergy is a risk); of the foods, at most
+    # MAX_LIST_ITEMS, avoided ones before liked ones, newest first within each (``parts`` is newest
+    # first and the sort is stable): the value is injected into every prompt, and a memory naming
+    # thousands of foods made it hundreds of kilobytes.
+    foods = sorted((p for p in parts if p[0] >= 2), key=lambda p: p[0])[:MAX_LIST_ITEMS]
+    parts = sorted([p for p in parts if p[0] < 2] + foods)
     mixed = len({p[3] for p in parts}) > 1
     sep = ("；" if mixed else "，") if zh else ("; " if mixed else ", ")
     return VariableGuess(value=sep.join(p[1] for p in parts), fragment_ids=sorted(p[2] for p in parts))

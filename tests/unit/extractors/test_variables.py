@@ -222,3 +222,24 @@ def test_inference_is_deterministic_whatever_the_input_order() -> None:
     a = infer_variables(DEFAULT_VARIABLE_SPECS, FIXTURE_FRAGMENTS, now_ms=NOW)
     b = infer_variables(DEFAULT_VARIABLE_SPECS, list(reversed(FIXTURE_FRAGMENTS)), now_ms=NOW)
     assert a == b
+
+
+def test_diet_keeps_every_allergy_and_at_most_the_list_cap_of_foods_avoided_first() -> None:
+    """A memory naming many foods gets a bounded diet: it is injected into every prompt."""
+    liked = [
+        frag(f"l{i}", f"User likes dish{i:03d}.", f"food:dish{i:03d}", updated_at=100 + i) for i in range(60)
+    ]
+    avoided = [
+        frag(f"a{i}", f"User doesn't eat meat{i}.", f"food:meat{i}", updated_at=50 + i) for i in range(3)
+    ]
+    allergies = [
+        frag(f"x{i}", f"User is allergic to nut{i}.", f"allergy:nut{i}", updated_at=i) for i in range(25)
+    ]
+    guess = infer_variables(DEFAULT_VARIABLE_SPECS, liked + avoided + allergies, now_ms=NOW)["diet"]
+    items = str(guess.value).split(", ")
+    assert sum(i.startswith("allergic to") for i in items) == 25
+    assert [i for i in items if i.startswith("avoids")] == ["avoids meat0", "avoids meat1", "avoids meat2"]
+    kept = [i for i in items if i.startswith("likes")]
+    # The newest liked foods fill what the avoided ones leave of the cap.
+    assert kept == [f"likes dish{i:03d}" for i in range(60 - (MAX_LIST_ITEMS - 3), 60)]
+    assert len(guess.fragment_ids) == 25 + MAX_LIST_ITEMS
