@@ -26,9 +26,6 @@ from convmem_graph.errors import ConvMemError
 from convmem_graph.models import (
     MemorySnapshot,
 )
-from convmem_graph.store._fragments import (
-    upgrade_fragments,
-)
 from convmem_graph.store.engine import (
     POOL_DEFAULTS,
     WRITE_OPTION,
@@ -39,7 +36,7 @@ from convmem_graph.store.engine import (
 )
 from convmem_graph.store.locks import held_here
 from convmem_graph.store.locks import memory_lock as _memory_lock
-from convmem_graph.store.migrations import apply_migrations
+from convmem_graph.store.migrations import set_up_schema
 from convmem_graph.store.postgres import PostgresBackend
 from convmem_graph.store.schema import (
     memories,
@@ -586,16 +583,6 @@ class StoreCore:
         # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds
         # it. One statement on PostgreSQL (a round trip each counts); facts_dirty rides along.
         self._backend.touch(conn, {"mid": memory_id, "now": now, "dirty": facts_dirty})
-
-
-def set_up_schema(conn: Connection) -> None:
-    """Bring the database to this version's tables: pending migrations, then the open-time steps.
-
-    The episodic index is its backend's to set up (after these, see ``set_up`` of the backends).
-    """
-    apply_migrations(conn)
-    # Facts an older version wrote since (no derived columns), and indexes it dropped.
-    upgrade_fragments(conn)
 
 
 def _aborted(conn: Connection) -> bool:

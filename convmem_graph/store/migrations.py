@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 
 from convmem_graph._time import now_ms
+from convmem_graph.store._fragments import upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts
 from convmem_graph.store._vectors import turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
@@ -44,6 +45,7 @@ __all__ = [
     "apply_migrations",
     "create_tables",
     "schema_digest",
+    "set_up_schema",
     "stamp_of",
 ]
 
@@ -255,3 +257,13 @@ def schema_digest() -> int:
     tables = [*METADATA.sorted_tables, *SIDE_TABLES, turn_vectors, schema_migrations]
     named = [f"migration {m.version} {m.name}" for m in MIGRATIONS]
     return stamp_of(tables, *named, f"setup {SETUP_REVISION}", f"episodes {INDEX_VERSION}")
+
+
+def set_up_schema(conn: Connection) -> None:
+    """Bring the database to this version's tables: pending migrations, then the open-time steps.
+
+    The episodic index is its backend's to set up (after these, see ``set_up`` of the backends).
+    """
+    apply_migrations(conn)
+    # Facts an older version wrote since (no derived columns), and indexes it dropped.
+    upgrade_fragments(conn)

@@ -103,6 +103,7 @@ def test_a_file_stamped_by_another_schema_is_set_up_again(tmp_path: Path) -> Non
 def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str) -> None:
     """Whether the set-up is replayed (an empty file) or walked (anything in it), a failure stamps nothing."""
     import convmem_graph.store.core as core
+    from convmem_graph.store.migrations import apply_migrations
 
     def broken(conn: object) -> None:
         raise RuntimeError("disk full")
@@ -112,7 +113,7 @@ def test_a_failed_set_up_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.Mon
         with sqlite3.connect(db) as conn:
             conn.execute("CREATE TABLE unrelated (x INTEGER)")
     # A new function: an empty file's replay has no script of it and records it, which fails too.
-    monkeypatch.setattr(core, "set_up_schema", lambda conn: (core.apply_migrations(conn), broken(conn)))
+    monkeypatch.setattr(core, "set_up_schema", lambda conn: (apply_migrations(conn), broken(conn)))
     with pytest.raises(RuntimeError):
         MemoryStore.from_url(str(db))
     with sqlite3.connect(db) as conn:
