@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -78,6 +78,8 @@ VARIABLE_LABELS: dict[str, dict[Language, str]] = {
     "hobbies": {"zh": "爱好", "en": "Hobbies"},
     "language": {"zh": "语言", "en": "Language"},
 }
+
+_K = TypeVar("_K")
 
 _TEXT: dict[Language, dict[str, str]] = {
     "zh": {
@@ -350,7 +352,7 @@ def _select(
     caps = options.part_budgets.resolve(options.budget_tokens)
     left = dict(caps)
     sel = _Selection()
-    neutral = _neutralized(snapshot)
+    neutral = _kept(snapshot, "neutralized", _Neutralized)
 
     # Manual variables first, always: a hand-set value is what the operator wants the model to see.
     prefix_cost = counter(texts["profile"])
@@ -632,11 +634,19 @@ def _quote(
 
 def _term_stats(snapshot: MemorySnapshot) -> TermStats:
     """The term counts of the snapshot's texts, kept with the parsed snapshot across call starts."""
+    return _kept(snapshot, "term_stats", TermStats)
+
+
+def _kept(snapshot: MemorySnapshot, name: str, make: Callable[[], _K]) -> _K:
+    """``snapshot``'s ``name`` entry of work kept with the parsed snapshot across call starts.
+
+    Made by ``make`` on first use; the cache goes with the snapshot (a changed memory is a new
+    snapshot), and each name holds one kind of entry.
+    """
     cache = snapshot.derived()
-    stats = cache.get("term_stats")
-    if not isinstance(stats, TermStats):
-        stats = cache["term_stats"] = TermStats()
-    return stats
+    if name not in cache:
+        cache[name] = make()
+    return cast("_K", cache[name])
 
 
 def _scored_text(snapshot: MemorySnapshot, name: str, value: VariableValue, language: Language) -> str:
@@ -672,14 +682,6 @@ class _Neutralized:
         if done is None:
             done = self._done[key] = neutralize(text, language)
         return done
-
-
-def _neutralized(snapshot: MemorySnapshot) -> _Neutralized:
-    cache = snapshot.derived()
-    memo = cache.get("neutralized")
-    if not isinstance(memo, _Neutralized):
-        memo = cache["neutralized"] = _Neutralized()
-    return memo
 
 
 def _fragment_terms(
