@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -60,6 +60,7 @@ from convmem_graph.store.schema import messages
 
 if TYPE_CHECKING:
     import numpy as np
+    from numpy import ndarray
 
 __all__ = [
     "VECTOR_METADATA",
@@ -185,12 +186,10 @@ def write_vectors(
     live = conn.execute(
         select(messages.c.seq).where(messages.c.memory_id == memory_id, messages.c.seq.in_(list(wanted)))
     ).scalars()
-    values = [
-        {"memory_id": memory_id, "seq": int(s), "model": model, "vec": _pack(wanted[int(s)])} for s in live
-    ]
-    if not values:
+    seqs = [int(s) for s in live]
+    if not seqs:
         return 0
-    seqs = [v["seq"] for v in values]
+    values = [{"memory_id": memory_id, "seq": s, "model": model, "vec": _pack(wanted[s])} for s in seqs]
     _set_token(conn, memory_id, renew=False)
     if min(seqs) <= _newest(conn, memory_id, model):
         # Not an append after the newest: caches cannot tell it from their copy, so they reload.
@@ -340,7 +339,7 @@ def _coarse_scores(matrix: _Matrix, q: np.ndarray) -> np.ndarray:
         np.copyto(block, part, casting="unsafe")
         np.dot(block, q, out=scores[start : start + len(part)])
     scores *= matrix.scale
-    return scores
+    return cast("ndarray", scores)
 
 
 def dense_episodes(
