@@ -69,7 +69,8 @@ def vector_rows(mem: ConvMemory, mid: str | None = None) -> int:
 def check_vectors_round_trip(url: str) -> None:
     """The same checks on any backend (the PostgreSQL integration test runs them too)."""
     emb = ConceptEmbeddings()
-    mem = ConvMemory.open(url, embeddings=emb, clock=lambda: T0 + 3_600_000)
+    # Embedded by hand here (half, then the rest); the background worker has tests of its own.
+    mem = ConvMemory.open(url, embeddings=emb, clock=lambda: T0 + 3_600_000, embed_in_background=False)
     try:
         ingest(mem)
         ingest(mem, "u2")
@@ -117,7 +118,9 @@ def test_lexical_only_memory_does_not_find_by_meaning(tmp_path: Path) -> None:
 
 def test_vectors_of_another_model_are_not_used(tmp_path: Path) -> None:
     url = str(tmp_path / "v.db")
-    first = ConvMemory.open(url, embeddings=ConceptEmbeddings(), clock=lambda: T0 + 3_600_000)
+    first = ConvMemory.open(
+        url, embeddings=ConceptEmbeddings(), clock=lambda: T0 + 3_600_000, embed_in_background=False
+    )
     try:
         ingest(first)
         first.embed_turns("u1")
@@ -127,7 +130,7 @@ def test_vectors_of_another_model_are_not_used(tmp_path: Path) -> None:
     class Other(ConceptEmbeddings):
         model = "concepts-v2"
 
-    second = ConvMemory.open(url, embeddings=Other(), clock=lambda: T0 + 3_600_000)
+    second = ConvMemory.open(url, embeddings=Other(), clock=lambda: T0 + 3_600_000, embed_in_background=False)
     try:
         assert "Python" not in block(second)  # v1 vectors are not v2's
         assert second.embed_turns("u1") == len(TURNS)
