@@ -14,8 +14,15 @@ real embeddings'.
 The databases are built once in ``--workdir`` and reused: run the script from two checkouts
 (``PYTHONPATH`` of each) on the same workdir, alternating, for a same-run baseline.
 
+``--alternatives`` times the matrix-vector product alone at each size, as float32 (one BLAS call),
+float16 (numpy has no half-precision BLAS) and int8 converted to float32 a block at a time (what
+the store does), interleaved, to show why int8 was chosen on this CPU.
+
 Usage:
     python benchmarks/dense_search.py [--calls 200] [--workdir DIR] [--db postgresql://...]
+    python benchmarks/dense_search.py --alternatives [--calls 50]
+
+With ``--db`` the memories go to a new schema of that database, dropped at the end.
 """
 
 from __future__ import annotations
@@ -68,8 +75,8 @@ def _fill(store: MemoryStore, memory_id: str, size: int) -> None:
         store.save_turn_vectors(memory_id, MODEL, rows)
 
 
-def _cache_bytes() -> int:
-    """Bytes of every numpy array held in the module's cache (whatever the cache's layout)."""
+def _cache_bytes(memory_id: str) -> int:
+    """Bytes of the numpy arrays the module's cache holds for one memory (whatever its layout)."""
     seen = 0
 
     def walk(value: Any) -> None:
@@ -83,8 +90,9 @@ def _cache_bytes() -> int:
             for name in getattr(value, "__slots__", ()) or vars(value):
                 walk(getattr(value, name, None))
 
-    for entry in _vectors._cache.values():
-        walk(entry)
+    for key, entry in _vectors._cache.items():
+        if key[1] == memory_id:
+            walk(entry)
     return seen
 
 
@@ -108,6 +116,44 @@ def _recall(store: MemoryStore, memory_id: str, size: int, queries: np.ndarray, 
     return found / (k * len(queries))
 
 
+def _alternatives(sizes: list[int], calls: int) -> None:
+    """Time the product alone per storage type, interleaved call by call; one JSON line per size."""
+    rng = np.random.default_rng(11)
+    for size in sizes:
+        f32 = _vectors_for(size)
+        f16 = f32.astype(np.float16)
+        scale = np.abs(f32).max(axis=1) / 127
+        i8 = np.rint(f32 / scale[:, None]).astype(np.int8)
+        block = np.empty((min(1024, size), DIM), dtype=np.float32)
+        out = np.empty(size, dtype=np.float32)
+
+        def int8_blocks(
+            q: np.ndarray, i8: np.ndarray = i8, block: np.ndarray = block, out: np.ndarray = out
+        ) -> None:
+            for start in range(0, len(i8), len(block)):
+                part = i8[start : start + len(block)]
+                np.copyto(block[: len(part)], part, casting="unsafe")
+                np.dot(block[: len(part)], q, out=out[start : start + len(part)])
+
+        kinds: dict[str, Any] = {
+            "float32": lambda q, m=f32: m @ q,
+            "float16": lambda q, m=f16: m @ q.astype(np.float16),
+            "int8_blocks": int8_blocks,
+        }
+        times: dict[str, list[float]] = {name: [] for name in kinds}
+        for _ in range(calls if size < 100_000 else max(5, calls // 4)):
+            q = rng.standard_normal(DIM).astype(np.float32)
+            for name, run in kinds.items():
+                started = time.perf_counter()
+                run(q)
+                times[name].append((time.perf_counter() - started) * 1000)
+        row: dict[str, Any] = {"turns": size}
+        for name, values in times.items():
+            values.sort()
+            row[name] = [round(statistics.median(values), 2), round(values[int(0.95 * (len(values) - 1))], 2)]
+        print(json.dumps(row), flush=True)
+
+
 def main() -> int:
     """Run the benchmark and print one JSON line per size."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -116,14 +162,26 @@ def main() -> int:
     parser.add_argument("--db", default=None, help="PostgreSQL URL (default: a SQLite file in workdir)")
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
     parser.add_argument("--label", default="")
+    parser.add_argument("--alternatives", action="store_true", help="time the product per storage type")
     args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.alternatives:
+        _alternatives(sizes, args.calls)
+        return 0
+    if args.db:
+        from _pg import scratch_schema
+
+        with scratch_schema(args.db, "cm_dense") as url:
+            return _run(MemoryStore.from_url(url), sizes, args)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cm_dense_"))
     workdir.mkdir(parents=True, exist_ok=True)
-    url = args.db or str(workdir / "dense.db")
-    store = MemoryStore.from_url(url)
+    return _run(MemoryStore.from_url(str(workdir / "dense.db")), sizes, args)
+
+
+def _run(store: MemoryStore, sizes: list[int], args: argparse.Namespace) -> int:
     rng = np.random.default_rng(7)
     try:
-        for size in (int(s) for s in args.sizes.split(",")):
+        for size in sizes:
             memory_id = f"dense_{size}"
             _fill(store, memory_id, size)
             queries = rng.standard_normal((args.calls, DIM)).astype(np.float32)
@@ -141,7 +199,7 @@ def main() -> int:
                 "turns": size,
                 "p50_ms": round(statistics.median(times), 2),
                 "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2),
-                "cache_mb": round(_cache_bytes() / 1e6, 1),
+                "cache_mb": round(_cache_bytes(memory_id) / 1e6, 1),
                 "recall_at_10": round(_recall(store, memory_id, size, queries[:20], 10), 3),
                 "recall_at_48": round(_recall(store, memory_id, size, queries[:20], K), 3),
             }
