@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -267,7 +268,16 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             if self._embedder is None:
                 from convmem_graph.store.turn_embedding import BackgroundEmbedder
 
-                self._embedder = BackgroundEmbedder(self._embed_missing)
+                # The thread holds this instance weakly: one dropped without close() is collected,
+                # and its worker stopped, as its connections would be.
+                method = weakref.WeakMethod(self._embed_missing)
+
+                def work(mid: str, stop: threading.Event) -> int:
+                    bound = method()
+                    return bound(mid, stop) if bound is not None else 0
+
+                self._embedder = BackgroundEmbedder(work)
+                weakref.finalize(self, self._embedder.close, 0)
         self._embedder.notify(memory_id)
 
     def _embed_missing(self, memory_id: str, stop: threading.Event) -> int:

@@ -127,13 +127,17 @@ class BackgroundEmbedder:
             return self._changed.wait_for(lambda: not self._pending and not self._busy, timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Stop the thread between two batches (queued memories are left for a later run)."""
+        """Stop the thread between two batches (queued memories are left for a later run).
+
+        Args:
+            timeout: Seconds to wait for the thread to end (``0``: tell it and return).
+        """
         with self._changed:
             self._stop.set()
             self._pending.clear()
             self._changed.notify_all()
             thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
+        if thread is not None and thread is not threading.current_thread() and timeout != 0:
             thread.join(timeout)
             if thread.is_alive():
                 logger.warning("background embedding: the model call in progress outlived close()")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -187,3 +188,17 @@ def test_no_background_embedding_when_turned_off(tmp_path: Path) -> None:
         assert len(mem.store.missing_turn_vectors("u_1", "ConceptEmbeddings")) == 3
     finally:
         mem.close()
+
+
+def test_a_memory_dropped_without_close_stops_its_worker(tmp_path: Path) -> None:
+    mem = ConvMemory.open(str(tmp_path / "drop.db"), embeddings=ConceptEmbeddings())
+    mem.ingest("u_1", TURNS, source="openai")
+    worker = mem._embedder
+    assert worker is not None and worker.wait_idle(timeout=20)
+    thread = worker._thread
+    assert thread is not None and thread.is_alive()
+    mem.store.close()  # what close() would do, but the instance is just dropped
+    del mem
+    gc.collect()
+    thread.join(20)
+    assert not thread.is_alive()
