@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from convmem_graph.integrations import ConvMemoryChatHistory, ConvMemoryMiddleware
     from convmem_graph.langgraph_store import ConvMemoryStore
     from convmem_graph.payloads.memory_block import MemoryBlock
+    from convmem_graph.store.turn_embedding import BackgroundEmbedder
 
 __all__ = ["ConvMemory"]
 
@@ -93,6 +96,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         *,
         close_checkpointer: Callable[[], None] | None = None,
         embeddings: Embeddings | None = None,
+        embed_in_background: bool = True,
     ) -> None:
         self.store = store
         self.lifecycle = lifecycle
@@ -100,6 +104,10 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         self._close_checkpointer = close_checkpointer
         #: Re-ranks search results, store searches and the middleware's memory block.
         self.embeddings = embeddings
+        #: With ``embeddings``: new turns of an ``ingest`` are embedded by a worker thread.
+        self.embed_in_background = embed_in_background
+        self._embedder: BackgroundEmbedder | None = None
+        self._embedder_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -114,6 +122,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         summarizer: Summarizer | None = None,
         durability: Durability = "sync",
         embeddings: Embeddings | None = None,
+        embed_in_background: bool = True,
         clock: Callable[[], int] = now_ms,
         pools: PoolSettings | None = None,
     ) -> ConvMemory:
@@ -136,6 +145,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             durability: Checkpoint durability of lifecycle runs.
             embeddings: Any LangChain ``Embeddings``: re-ranks the lexical candidates of
                 :meth:`search`, of ``as_store()`` searches and of the middleware's memory block.
+            embed_in_background: With ``embeddings``, the turns each :meth:`ingest` stores get their
+                vectors from one worker thread of this instance, after the run and without delaying
+                it (``False``: only when :meth:`embed_turns` is called).
             clock: Current time in ms (decides which transient facts have expired); set it to
                 replay an old archive as of its own time, or in tests.
             pools: PostgreSQL pool sizes of the store and the checkpointer (the CLI and the server
@@ -153,7 +165,13 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             clock=clock,
             pools=pools,
         )
-        return cls(lifecycle.store, lifecycle, close_checkpointer=closer, embeddings=embeddings)
+        return cls(
+            lifecycle.store,
+            lifecycle,
+            close_checkpointer=closer,
+            embeddings=embeddings,
+            embed_in_background=embed_in_background,
+        )
 
     @property
     def checkpointer(self) -> BaseCheckpointSaver[Any] | None:
@@ -161,7 +179,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         return self.lifecycle.checkpointer
 
     def close(self) -> None:
-        """Close database connections."""
+        """Stop the background embedding (between two batches), then close database connections."""
+        if self._embedder is not None:
+            self._embedder.close()
         if self._close_checkpointer is not None:
             self._close_checkpointer()
             self._close_checkpointer = None
@@ -220,7 +240,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
                 payloads are quarantined as dead letters and listed in ``RunResult.errors``.
         """
         inputs, batch = _as_inputs(payloads, source)
-        return self.lifecycle.run(memory_id, inputs, session_ended=session_ended, strict_inputs=not batch)
+        result = self.lifecycle.run(memory_id, inputs, session_ended=session_ended, strict_inputs=not batch)
+        self._embed_later(memory_id, result)
+        return result
 
     async def aingest(
         self,
@@ -232,9 +254,40 @@ class ConvMemory(FragmentQueries, AsyncTwins):
     ) -> RunResult:
         """Async twin of :meth:`ingest`."""
         inputs, batch = _as_inputs(payloads, source)
-        return await self.lifecycle.arun(
+        result = await self.lifecycle.arun(
             memory_id, inputs, session_ended=session_ended, strict_inputs=not batch
         )
+        self._embed_later(memory_id, result)
+        return result
+
+    def _embed_later(self, memory_id: str, result: RunResult) -> None:
+        """Hand a run's new turns to the background embedder (created on first use); never blocks."""
+        if not result.new_messages or self.embeddings is None or not self.embed_in_background:
+            return
+        with self._embedder_lock:
+            if self._embedder is None:
+                from convmem_graph.store.turn_embedding import BackgroundEmbedder
+
+                # The thread holds this instance weakly: one dropped without close() is collected,
+                # and its worker stopped, as its connections would be.
+                method = weakref.WeakMethod(self._embed_missing)
+
+                def work(mid: str, stop: threading.Event) -> int:
+                    bound = method()
+                    return bound(mid, stop) if bound is not None else 0
+
+                self._embedder = BackgroundEmbedder(work)
+                weakref.finalize(self, self._embedder.close, 0)
+        self._embedder.notify(memory_id)
+
+    def _embed_missing(self, memory_id: str, stop: threading.Event) -> int:
+        """The background worker's job: the memory's turns without a vector, by the current model."""
+        from convmem_graph.store.turn_embedding import embed_missing_turns
+
+        embeddings = self.embeddings
+        if embeddings is None:  # taken away since the run
+            return 0
+        return embed_missing_turns(self.store, embeddings, memory_id, stop=stop)
 
     # -- variables ------------------------------------------------------------------------
     def define_variables(self, memory_id: str, specs: Iterable[VariableSpec | dict[str, Any]]) -> None:
@@ -453,23 +506,9 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         """
         if self.embeddings is None:
             raise ValueError("embed_turns: this ConvMemory was opened without embeddings=")
-        from convmem_graph.embeddings import model_name  # LangChain: only with a model given
+        from convmem_graph.store.turn_embedding import embed_missing_turns
 
-        model = model_name(self.embeddings)
-        done = 0
-        while limit is None or done < limit:
-            size = batch if limit is None else min(batch, limit - done)
-            todo = self.store.missing_turn_vectors(memory_id, model, limit=size)
-            if not todo:
-                break
-            vectors = self.embeddings.embed_documents([content for _, content in todo])
-            if len(vectors) != len(todo):
-                raise ValueError(f"embed_documents returned {len(vectors)} vectors for {len(todo)} texts")
-            self.store.save_turn_vectors(
-                memory_id, model, [(s, v) for (s, _), v in zip(todo, vectors, strict=True)]
-            )
-            done += len(todo)
-        return done
+        return embed_missing_turns(self.store, self.embeddings, memory_id, batch=batch, limit=limit)
 
     def query_snapshot(
         self,

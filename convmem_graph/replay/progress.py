@@ -120,6 +120,9 @@ class ReplayReport:
     #: Lifecycle runs (batches) that completed.
     runs: int = 0
     seconds: float = 0.0
+    #: Turns that got a vector, and the seconds that took (a replay with ``embeddings`` only).
+    embedded_turns: int = 0
+    embed_seconds: float = 0.0
 
     @property
     def messages_per_second(self) -> float:
@@ -142,6 +145,12 @@ class ReplayReport:
             "node_ms": self.node_ms,
             "seconds": round(self.seconds, 3),
             "messages_per_second": round(self.messages_per_second, 1),
+            # Only when the replay embedded: reports of a replay without a model stay as they were.
+            **(
+                {"embedded_turns": self.embedded_turns, "embed_seconds": round(self.embed_seconds, 3)}
+                if self.embedded_turns or self.embed_seconds
+                else {}
+            ),
         }
 
 

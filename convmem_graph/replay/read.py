@@ -30,6 +30,8 @@ from convmem_graph.store import MemoryStore
 from convmem_graph.store.registry import replay_progress
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
     from convmem_graph.extractors.pacing import ModelGate, ModelPacing
 
 __all__ = ["GroupBy", "Replayer"]
@@ -95,6 +97,11 @@ class Replayer:
         max_buffered: Messages buffered over all memories before every buffer is flushed (bounds
             memory use whatever the archive's size).
         on_progress: Called with ``(messages_read_delta, report)`` as documents are read.
+        embeddings: When given, each lifecycle run of a memory is followed, in the same worker
+            thread, by the embedding of the memory's turns still without a vector (batches of
+            ``embed_batch``; resumable). A failing model is logged and the replay goes on; the
+            time it took is in ``report.embed_seconds``.
+        embed_batch: Turns per model call when embedding.
     """
 
     def __init__(
@@ -111,8 +118,12 @@ class Replayer:
         batch_messages: int = 1000,
         max_buffered: int = 20_000,
         on_progress: Callable[[int, ReplayReport], None] | None = None,
+        embeddings: Embeddings | None = None,
+        embed_batch: int = 64,
     ) -> None:
         self.lifecycle = lifecycle
+        self.embeddings = embeddings
+        self.embed_batch = max(1, embed_batch)
         self.store = lifecycle.store
         self.source = source
         self.group_by: GroupBy = group_by
@@ -289,7 +300,27 @@ class Replayer:
             report.model_usage = merge_usage(report.model_usage, result.model_usage)
             report.node_ms = merge_node_ms(report.node_ms, result.node_ms)
             report.runs += 1
+        if self.embeddings is not None and result.new_messages:
+            self._embed(memory_id, report)
         fut.set_result(None)
+
+    def _embed(self, memory_id: str, report: ReplayReport) -> None:
+        """Embed the memory's new turns after its run; a failure is logged, not raised."""
+        from convmem_graph.store.turn_embedding import embed_missing_turns
+
+        assert self.embeddings is not None
+        started = time.perf_counter()
+        done = 0
+        try:
+            done = embed_missing_turns(self.store, self.embeddings, memory_id, batch=self.embed_batch)
+        except Exception as exc:
+            # The turns are stored and found by their words; a later embed_turns picks them up.
+            logger.warning(
+                "replay: embedding the turns of memory %r failed: %s: %s", memory_id, type(exc).__name__, exc
+            )
+        with self._report_lock:
+            report.embedded_turns += done
+            report.embed_seconds += time.perf_counter() - started
 
     def _flush(self, memory_id: str, report: ReplayReport) -> Future[None] | None:
         batch = self._buffers.pop(memory_id, [])

@@ -2,28 +2,41 @@
 
 Portable on both databases: a vector is a float16 BLOB (``BYTEA`` on PostgreSQL) in
 ``cm_turn_vectors``, keyed by the memory, the message's seq and the model that made it (vectors of
-two models never mix; a new model's are added beside the old ones, which go with their turns). A
-search reads one memory's vectors once into a float32 matrix (a bounded in-process cache, checked
-against the memory's row count and newest seq in the key's index on every search) and scores it
-by brute force. That needs no database extension (this machine's Python cannot load SQLite
-extensions; its PostgreSQL has no pgvector), but its cost grows with the memory: measured at load
-~9 on 2 cores, p50 / p95 2.1 / 11.4 ms at 1k turns, 32 / 86 ms at 10k, 156 / 222 ms at 100k (about
-a third the change check's count over the key, the rest the matrix product). Vectors are written
-off the request path (:meth:`ConvMemory.embed_turns`), so a memory may be half embedded: its
-other turns are still found by their words.
+two models never mix; a new model's are added beside the old ones, which go with their turns). That
+needs no database extension (this machine's Python cannot load SQLite extensions; its PostgreSQL
+has no pgvector).
+
+A search reads one memory's vectors once into a bounded in-process cache and scores them by brute
+force in two steps: every row as int8 (a per-vector scale; a quarter of float32's bytes, converted
+to float32 a cache-sized block at a time so that each block's product is one BLAS call), then the
+best ``k + 64`` (at least ``4 k``) again with a second int8 holding the first one's rounding error
+(about float16's precision), which restores the order the int8 noise shuffles. Measured on 2
+loaded cores against float32 (one matrix product) and float16 (numpy has no half-precision BLAS:
+~10x slower than float32), see ``benchmarks/dense_search.py``.
+
+The cache is checked on every search by two primary-key reads: the memory's token in
+``cm_turn_vector_stamps`` (a new random value whenever a vector is deleted or written at or below
+the newest seq, i.e. replaced or added out of order) and the newest seq with a vector. Vectors added
+after the newest (the background embedding of new turns) are appended to the cached matrix, not
+read again. A count over the key (the previous check) cost ~9 ms at 100k turns.
+
+Vectors are written off the request path (:meth:`ConvMemory.embed_turns`, and a background worker
+for new turns), so a memory may be half embedded: its other turns are still found by their words.
 
 Deletes follow the messages: :meth:`convmem_graph.store.episodes.EpisodeIndex.remove_matching` calls
-:func:`delete_message_vectors`, and ``delete_memory`` deletes the memory's rows through the
-registry (``MEMORY_TABLES``).
+:func:`delete_message_vectors`, and ``delete_memory`` deletes the memory's rows (its stamp too)
+through the registry (``MEMORY_TABLES``).
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -36,9 +49,10 @@ from sqlalchemy import (
     String,
     Table,
     delete,
-    func,
     select,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from convmem_graph.models import EpisodeHit, EpisodeSearch
 from convmem_graph.store._episode_search import read_messages
@@ -46,6 +60,7 @@ from convmem_graph.store.schema import messages
 
 if TYPE_CHECKING:
     import numpy as np
+    from numpy import ndarray
 
 __all__ = [
     "VECTOR_METADATA",
@@ -54,6 +69,7 @@ __all__ = [
     "dense_episodes",
     "dense_search",
     "missing_vectors",
+    "turn_vector_stamps",
     "turn_vectors",
     "write_vectors",
 ]
@@ -67,16 +83,52 @@ turn_vectors = Table(
     VECTOR_METADATA,
     Column("memory_id", String(256), primary_key=True),
     Column("seq", _Seq, primary_key=True),
-    # In the key: vectors of a new model are added beside the old ones (deleted with the turn),
-    # so every write changes the memory's row count, which the cache's check reads from the key.
+    # In the key: vectors of a new model are added beside the old ones (deleted with the turn).
     Column("model", String(128), primary_key=True),
     Column("vec", LargeBinary, nullable=False),
 )
 
-#: Memories whose matrices stay in memory (each ~0.8 KB per turn at 384 dimensions, as float32 1.5 KB).
+#: Per memory, a random token changed whenever one of its vectors is removed or replaced (or added
+#: below the newest): the caches of every process compare it on each search.
+turn_vector_stamps = Table(
+    "cm_turn_vector_stamps",
+    VECTOR_METADATA,
+    Column("memory_id", String(256), primary_key=True),
+    Column("token", BigInteger, nullable=False),
+)
+
+#: Memories whose matrices stay in memory, and the bytes they may hold together (the most recently
+#: searched memory is kept whatever its size). Two int8 matrices: ~0.8 KB per turn at 384 dimensions
+#: (float32 was 1.5 KB).
 _CACHE_MEMORIES = 64
-_cache: OrderedDict[tuple[int, str, str], tuple[tuple[int, int], np.ndarray, np.ndarray]] = OrderedDict()
+_CACHE_BYTES = 512 * 1024 * 1024
+#: Rows converted to float32 per BLAS call: 1,024 x 384 x 4 bytes = 1.5 MB, within the core's cache.
+_BLOCK = 1024
+#: The second step re-scores at least this many rows more than asked (and at least 4x as many).
+_RESCORE_EXTRA = 64
+_FINE = 254.0  # the second int8 holds the first one's rounding error (within +-0.5) times this
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    """One memory's vectors by one model, as the search scores them (never changed once cached)."""
+
+    token: int | None
+    newest: int
+    ids: np.ndarray  # int64 seqs, one per row
+    coarse: np.ndarray  # int8 rows: round(vector / scale)
+    fine: np.ndarray  # int8 rows: round((vector / scale - coarse) * _FINE)
+    scale: np.ndarray  # float32, one per row: max |component| / 127
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays."""
+        return int(self.ids.nbytes + self.coarse.nbytes + self.fine.nbytes + self.scale.nbytes)
+
+
+_cache: OrderedDict[tuple[int, str, str], _Matrix] = OrderedDict()
 _lock = threading.Lock()
+_buffers = threading.local()
 
 
 def _numpy() -> ModuleType:
@@ -94,9 +146,33 @@ def _pack(vector: Sequence[float]) -> bytes:
     np = _numpy()
     arr = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(arr))
-    # Stored unit-length: a search is then one matrix-vector product.
+    # Stored unit-length: a search is then a matrix-vector product.
     packed: bytes = (arr / norm if norm else arr).astype("<f2").tobytes()
     return packed
+
+
+def _set_token(conn: Connection, memory_id: str, *, renew: bool) -> None:
+    """Give the memory a stamp row; with ``renew`` a new token (every cache of it reloads).
+
+    Without ``renew`` an existing token is kept, but its row is still written: on PostgreSQL the
+    row lock orders two writers of one memory, so the second sees the first's newest seq.
+    """
+    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    stmt = insert(turn_vector_stamps).values(memory_id=memory_id, token=secrets.randbits(62))
+    keep = stmt.excluded.token if renew else turn_vector_stamps.c.token
+    conn.execute(stmt.on_conflict_do_update(index_elements=["memory_id"], set_={"token": keep}))
+
+
+def _newest(conn: Connection, memory_id: str, model: str) -> int:
+    # ORDER BY ... LIMIT 1 walks the key's index backwards and stops at the first row of the model
+    # (a max() with the model in the WHERE would visit every row of the memory on SQLite).
+    seq = conn.execute(
+        select(turn_vectors.c.seq)
+        .where(turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == model)
+        .order_by(turn_vectors.c.seq.desc())
+        .limit(1)
+    ).scalar()
+    return int(seq) if seq is not None else 0
 
 
 def write_vectors(
@@ -110,12 +186,14 @@ def write_vectors(
     live = conn.execute(
         select(messages.c.seq).where(messages.c.memory_id == memory_id, messages.c.seq.in_(list(wanted)))
     ).scalars()
-    values = [
-        {"memory_id": memory_id, "seq": int(s), "model": model, "vec": _pack(wanted[int(s)])} for s in live
-    ]
-    if not values:
+    seqs = [int(s) for s in live]
+    if not seqs:
         return 0
-    seqs = [v["seq"] for v in values]
+    values = [{"memory_id": memory_id, "seq": s, "model": model, "vec": _pack(wanted[s])} for s in seqs]
+    _set_token(conn, memory_id, renew=False)
+    if min(seqs) <= _newest(conn, memory_id, model):
+        # Not an append after the newest: caches cannot tell it from their copy, so they reload.
+        _set_token(conn, memory_id, renew=True)
     conn.execute(
         delete(turn_vectors).where(
             turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == model, turn_vectors.c.seq.in_(seqs)
@@ -141,56 +219,127 @@ def missing_vectors(conn: Connection, memory_id: str, model: str, limit: int) ->
 
 def delete_message_vectors(conn: Connection, memory_id: str, *where: ColumnElement[bool]) -> None:
     """Delete the vectors of the memory's messages matching ``where`` (all when none), before they go."""
-    if not where:
-        conn.execute(delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id))
-        return
-    chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
-    conn.execute(
-        delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id, turn_vectors.c.seq.in_(chosen))
-    )
+    gone = delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id)
+    if where:
+        chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
+        gone = gone.where(turn_vectors.c.seq.in_(chosen))
+    if conn.execute(gone).rowcount:
+        _set_token(conn, memory_id, renew=True)
 
 
 def delete_seq_vectors(conn: Connection, memory_id: str, seqs: Sequence[int]) -> None:
     """Delete the vectors of the given seqs of one memory."""
-    if seqs:
-        conn.execute(
-            delete(turn_vectors).where(
-                turn_vectors.c.memory_id == memory_id, turn_vectors.c.seq.in_(list(seqs))
-            )
-        )
+    if not seqs:
+        return
+    gone = conn.execute(
+        delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id, turn_vectors.c.seq.in_(list(seqs)))
+    )
+    if gone.rowcount:
+        _set_token(conn, memory_id, renew=True)
 
 
-def _matrix(conn: Connection, memory_id: str, model: str) -> tuple[np.ndarray, np.ndarray]:
-    where = (turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == model)
-    # The change check reads the key's index only (rows of every model of the memory): a write of
-    # any model adds rows, a delete removes them, so the count changes with every change.
-    count, newest = conn.execute(
-        select(func.count(), func.max(turn_vectors.c.seq)).where(turn_vectors.c.memory_id == memory_id)
-    ).one()
-    stamp = (int(count or 0), int(newest or 0))
-    key = (id(conn.engine), memory_id, model)
+def _quantize(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float16 BLOBs of one dimension -> (coarse int8, fine int8, float32 scale), a block at a time."""
     np = _numpy()
-    with _lock:
-        cached = _cache.get(key)
-        if cached is not None and cached[0] == stamp:
-            _cache.move_to_end(key)
-            return cached[1], cached[2]
+    dim = len(blobs[0]) // 2
+    coarse = np.empty((len(blobs), dim), dtype=np.int8)
+    fine = np.empty((len(blobs), dim), dtype=np.int8)
+    scale = np.empty(len(blobs), dtype=np.float32)
+    step = 8192  # bounds the float32 copy made while loading (not the whole matrix at once)
+    for start in range(0, len(blobs), step):
+        part = b"".join(blobs[start : start + step])
+        rows = np.frombuffer(part, dtype="<f2").reshape(-1, dim).astype(np.float32)
+        top = np.abs(rows).max(axis=1) / 127.0
+        top[top == 0] = 1.0  # a zero vector scores 0 whatever its scale
+        units = rows / top[:, None]
+        first = np.rint(units)
+        end = start + len(rows)
+        coarse[start:end] = first
+        fine[start:end] = np.clip(np.rint((units - first) * _FINE), -127, 127)
+        scale[start:end] = top
+    return coarse, fine, scale
+
+
+def _read(conn: Connection, memory_id: str, model: str, after: int) -> tuple[list[int], list[bytes]]:
     seqs: list[int] = []
     blobs: list[bytes] = []
-    for seq, vec in conn.execute(select(turn_vectors.c.seq, turn_vectors.c.vec).where(*where)):
+    query = select(turn_vectors.c.seq, turn_vectors.c.vec).where(
+        turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == model, turn_vectors.c.seq > after
+    )
+    for seq, vec in conn.execute(query.order_by(turn_vectors.c.seq)):
         seqs.append(int(seq))
         blobs.append(bytes(vec))
-    if blobs and len({len(b) for b in blobs}) == 1:
-        matrix = np.frombuffer(b"".join(blobs), dtype="<f2").reshape(len(blobs), -1).astype(np.float32)
-    else:  # none, or a model whose dimension changed under the same name: search nothing
-        seqs, matrix = [], np.zeros((0, 0), dtype=np.float32)
+    return seqs, blobs
+
+
+def _load(conn: Connection, memory_id: str, model: str, token: int | None, base: _Matrix | None) -> _Matrix:
+    """The memory's matrix: ``base`` with the rows written after its newest, or read whole."""
+    np = _numpy()
+    seqs, blobs = _read(conn, memory_id, model, base.newest if base is not None else 0)
+    width = base.coarse.shape[1] if base is not None and len(base.ids) else None
+    if blobs and (len({len(b) for b in blobs}) != 1 or (width is not None and len(blobs[0]) != 2 * width)):
+        # A model whose dimension changed under the same name: search nothing until it is re-embedded.
+        empty = np.zeros((0, 0), dtype=np.int8)
+        return _Matrix(token, max(seqs), np.zeros(0, np.int64), empty, empty, np.zeros(0, np.float32))
+    if not blobs:
+        if base is not None:
+            return base
+        empty = np.zeros((0, 0), dtype=np.int8)
+        return _Matrix(token, 0, np.zeros(0, np.int64), empty, empty, np.zeros(0, np.float32))
+    coarse, fine, scale = _quantize(blobs)
     ids = np.asarray(seqs, dtype=np.int64)
+    if base is not None and len(base.ids):
+        ids = np.concatenate([base.ids, ids])
+        coarse = np.concatenate([base.coarse, coarse])
+        fine = np.concatenate([base.fine, fine])
+        scale = np.concatenate([base.scale, scale])
+    return _Matrix(token, int(ids[-1]), ids, coarse, fine, scale)
+
+
+def _matrix(conn: Connection, memory_id: str, model: str) -> _Matrix:
+    token = conn.execute(
+        select(turn_vector_stamps.c.token).where(turn_vector_stamps.c.memory_id == memory_id)
+    ).scalar()
+    newest = _newest(conn, memory_id, model)
+    key = (id(conn.engine), memory_id, model)
     with _lock:
-        _cache[key] = (stamp, ids, matrix)
+        cached = _cache.get(key)
+        if cached is not None and cached.token == token and cached.newest == newest:
+            _cache.move_to_end(key)
+            return cached
+    # Same token and a newer seq: only appended since (anything else renews the token).
+    base = cached if cached is not None and cached.token == token and cached.newest < newest else None
+    matrix = _load(conn, memory_id, model, token, base)
+    with _lock:
+        _cache[key] = matrix
         _cache.move_to_end(key)
-        while len(_cache) > _CACHE_MEMORIES:
-            _cache.popitem(last=False)
-    return ids, matrix
+        held = sum(m.nbytes for m in _cache.values())
+        while len(_cache) > 1 and (len(_cache) > _CACHE_MEMORIES or held > _CACHE_BYTES):
+            held -= _cache.popitem(last=False)[1].nbytes
+    return matrix
+
+
+def _block(rows: int, dim: int) -> Any:
+    """This thread's float32 buffer of ``rows`` x ``dim`` (reused: no allocation per search)."""
+    np = _numpy()
+    buf = getattr(_buffers, "block", None)
+    if buf is None or buf.shape[1] != dim or buf.shape[0] < rows:
+        buf = _buffers.block = np.empty((rows, dim), dtype=np.float32)
+    return buf
+
+
+def _coarse_scores(matrix: _Matrix, q: np.ndarray) -> np.ndarray:
+    np = _numpy()
+    n, dim = matrix.coarse.shape
+    scores = np.empty(n, dtype=np.float32)
+    buf = _block(min(_BLOCK, n), dim)
+    for start in range(0, n, _BLOCK):
+        part = matrix.coarse[start : start + _BLOCK]
+        block = buf[: len(part)]
+        np.copyto(block, part, casting="unsafe")
+        np.dot(block, q, out=scores[start : start + len(part)])
+    scores *= matrix.scale
+    return cast("ndarray", scores)
 
 
 def dense_episodes(
@@ -214,14 +363,26 @@ def dense_episodes(
 def dense_search(
     conn: Connection, memory_id: str, model: str, query: Sequence[float], k: int
 ) -> dict[int, float]:
-    """The ``k`` turns of the memory whose vectors are nearest ``query``: ``{seq: cosine}``, best first."""
-    ids, matrix = _matrix(conn, memory_id, model)
+    """The ``k`` turns of the memory whose vectors are nearest ``query``: ``{seq: cosine}``, best first.
+
+    Cosines are those of the stored float16 vectors to within ~1e-5; the top ``k`` is the exact
+    float32 one but for near-ties that close (the int8 pass only chooses the rows re-scored).
+    """
+    matrix = _matrix(conn, memory_id, model)
     np = _numpy()
     q = np.asarray(query, dtype=np.float32)
-    if not len(ids) or k <= 0 or matrix.shape[1] != q.shape[0]:
+    n = len(matrix.ids)
+    if not n or k <= 0 or matrix.coarse.shape[1] != q.shape[0]:
         return {}
     norm = float(np.linalg.norm(q))
-    sims = matrix @ (q / norm if norm else q)
-    top = np.argpartition(-sims, min(k, len(ids)) - 1)[:k] if k < len(ids) else np.arange(len(ids))
-    order = top[np.argsort(-sims[top], kind="stable")]
-    return {int(ids[i]): float(sims[i]) for i in order}
+    q = q / norm if norm else q
+    pool = min(n, max(4 * k, k + _RESCORE_EXTRA))
+    if pool < n:
+        coarse = _coarse_scores(matrix, q)
+        rows = np.argpartition(coarse, n - pool)[n - pool :]
+    else:
+        rows = np.arange(n)
+    exact = (matrix.coarse[rows].astype(np.float32) + matrix.fine[rows] / np.float32(_FINE)) @ q
+    exact *= matrix.scale[rows]
+    order = np.argsort(-exact, kind="stable")[:k]
+    return {int(matrix.ids[rows[i]]): float(exact[i]) for i in order}

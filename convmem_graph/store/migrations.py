@@ -30,7 +30,7 @@ from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 from convmem_graph._time import now_ms
 from convmem_graph.store._fragments import upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts
-from convmem_graph.store._vectors import turn_vectors
+from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
 from convmem_graph.store.schema import METADATA, fragments, memories, round_interruptions
@@ -179,6 +179,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "turn vectors", create_tables(turn_vectors)),
     Migration(4, "round interruptions", create_tables(round_interruptions)),
     Migration(5, "bailian node metadata", create_tables(node_meta)),
+    Migration(6, "turn vector stamps", create_tables(turn_vector_stamps)),
 )
 
 
@@ -254,7 +255,7 @@ def schema_digest() -> int:
     reads and the write lock, which a call start would otherwise wait for behind a running
     replay). A file with any other stamp is set up: its pending migrations run.
     """
-    tables = [*METADATA.sorted_tables, *SIDE_TABLES, turn_vectors, schema_migrations]
+    tables = [*METADATA.sorted_tables, *SIDE_TABLES, turn_vectors, turn_vector_stamps, schema_migrations]
     named = [f"migration {m.version} {m.name}" for m in MIGRATIONS]
     return stamp_of(tables, *named, f"setup {SETUP_REVISION}", f"episodes {INDEX_VERSION}")
 

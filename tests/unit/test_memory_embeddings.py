@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,3 +85,120 @@ def test_middleware_passes_them_to_the_memory_block(mem: ConvMemory, emb: Concep
     other = ConceptEmbeddings()
     assert mem.as_middleware("u_1", embeddings=other).memory_block("u_1", "a drink?")
     assert other.queries == ["a drink?"] and "a drink?" not in emb.queries
+
+
+def _wait_embedded(mem: ConvMemory, memory_id: str, model: str, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not mem.store.missing_turn_vectors(memory_id, model):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+TURNS = [{"role": "user", "content": f"I planted {n} mango trees."} for n in ("two", "three", "four")]
+
+
+class Gated(ConceptEmbeddings):
+    """Embeds only once ``gate`` is set; counts its calls."""
+
+    model = "gated"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.calls = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        assert self.gate.wait(20)
+        return super().embed_documents(texts)
+
+
+def test_new_turns_get_vectors_in_the_background(tmp_path: Path) -> None:
+    emb = Gated()
+    mem = ConvMemory.open(str(tmp_path / "bg.db"), embeddings=emb)
+    try:
+        result = mem.ingest("u_1", TURNS, source="openai")  # returns while the model is held
+        assert result.new_messages == 3
+        assert len(mem.store.missing_turn_vectors("u_1", "gated")) == 3
+        emb.gate.set()
+        assert _wait_embedded(mem, "u_1", "gated")  # without any embed_turns call
+        assert mem.embed_turns("u_1") == 0
+    finally:
+        mem.close()
+
+
+def test_a_failing_model_does_not_fail_ingest(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(ConceptEmbeddings):
+        model = "broken"
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            raise RuntimeError("model down")
+
+    mem = ConvMemory.open(str(tmp_path / "bad.db"), embeddings=Broken())
+    try:
+        with caplog.at_level(logging.WARNING, logger="convmem_graph.store.turn_embedding"):
+            assert mem.ingest("u_1", TURNS, source="openai").new_messages == 3
+            assert mem._embedder is not None and mem._embedder.wait_idle(timeout=20)
+        assert any("background embedding of memory 'u_1' failed" in r.getMessage() for r in caplog.records)
+        # Still answered by words.
+        assert "mango" in str(mem.payload("u_1", "openai", query="mango trees", recent_turns=0))
+    finally:
+        mem.close()
+
+
+def test_close_stops_the_worker_between_batches(tmp_path: Path) -> None:
+    class Slow(ConceptEmbeddings):
+        model = "slow"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.started = threading.Event()
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            self.started.set()
+            time.sleep(0.3)
+            return super().embed_documents(texts)
+
+    emb = Slow()
+    mem = ConvMemory.open(str(tmp_path / "slow.db"), embeddings=emb)
+    many = [{"role": "user", "content": f"Turn number {i} about tea."} for i in range(200)]
+    mem.ingest("u_1", many, source="openai")
+    assert emb.started.wait(20)
+    worker = mem._embedder
+    assert worker is not None
+    mem.close()  # returns after the batch in progress (64 turns), not after all four
+    assert worker._thread is not None and not worker._thread.is_alive()
+    assert not worker.notify("u_1")
+    reopened = ConvMemory.open(str(tmp_path / "slow.db"), embeddings=emb, embed_in_background=False)
+    try:
+        left = len(reopened.store.missing_turn_vectors("u_1", "slow", limit=1000))
+        assert 0 < left < 200
+        assert reopened.embed_turns("u_1") == left  # resumable
+    finally:
+        reopened.close()
+
+
+def test_no_background_embedding_when_turned_off(tmp_path: Path) -> None:
+    mem = ConvMemory.open(str(tmp_path / "off.db"), embeddings=ConceptEmbeddings(), embed_in_background=False)
+    try:
+        mem.ingest("u_1", TURNS, source="openai")
+        assert mem._embedder is None
+        assert len(mem.store.missing_turn_vectors("u_1", "ConceptEmbeddings")) == 3
+    finally:
+        mem.close()
+
+
+def test_a_memory_dropped_without_close_stops_its_worker(tmp_path: Path) -> None:
+    mem = ConvMemory.open(str(tmp_path / "drop.db"), embeddings=ConceptEmbeddings())
+    mem.ingest("u_1", TURNS, source="openai")
+    worker = mem._embedder
+    assert worker is not None and worker.wait_idle(timeout=20)
+    thread = worker._thread
+    assert thread is not None and thread.is_alive()
+    mem.store.close()  # what close() would do, but the instance is just dropped
+    del mem
+    gc.collect()
+    thread.join(20)
+    assert not thread.is_alive()

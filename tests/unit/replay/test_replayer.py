@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from convmem_graph.errors import ExtractionError
 from convmem_graph.extractors.heuristic import HeuristicExtractor
@@ -218,3 +219,43 @@ def test_replay_workers_default_to_the_cores_this_process_may_use(monkeypatch: p
     assert workers(model_concurrency=2) == 2  # --model-concurrency is split across workers
     assert workers(memory="one") == 1  # one memory is replayed in order by one worker
     assert workers(db=":memory:") == 1  # workers cannot share an in-memory database
+
+
+class _Lengths(Embeddings):
+    """Instant and deterministic: a text's length and its count of vowels."""
+
+    model = "lengths-v1"
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[float(len(t)), float(sum(c in "aeiou" for c in t)), 1.0] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_replay_embeds_each_memory_after_its_runs(tmp_path: Path, concurrency: int) -> None:
+    archive = write_archive(tmp_path / "archive", USERS)
+    store = MemoryStore.from_url(str(tmp_path / "e.db"))
+    replayer = Replayer(
+        Lifecycle(store), group_by="user", concurrency=concurrency, batch_messages=4, embeddings=_Lengths()
+    )
+    report = replayer.run([archive])
+    assert report.embedded_turns == report.new_messages == 30
+    assert report.as_dict()["embedded_turns"] == 30
+    assert all(store.missing_turn_vectors(u, "lengths-v1") == [] for u in USERS)
+    store.close()
+
+
+def test_replay_goes_on_when_the_embedding_model_fails(tmp_path: Path) -> None:
+    class Broken(_Lengths):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            raise RuntimeError("model down")
+
+    archive = write_archive(tmp_path / "archive", USERS)
+    store = MemoryStore.from_url(str(tmp_path / "b.db"))
+    report = Replayer(Lifecycle(store), group_by="user", embeddings=Broken()).run([archive])
+    assert report.new_messages == 30 and report.embedded_turns == 0
+    assert len(store.missing_turn_vectors("ana", "lengths-v1", limit=100)) == 6  # lexical still
+    assert "embedded_turns" not in Replayer(Lifecycle(store), group_by="user").run([archive]).as_dict()
+    store.close()

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 from sqlalchemy import text
 
 from convmem_graph.memory import ConvMemory
+from convmem_graph.models import Message
+from convmem_graph.store import MemoryStore, _vectors
+from convmem_graph.store._vectors import dense_search
 
 # Axes of meaning with no shared word between their members: a lexical search cannot link them.
 _CONCEPTS = (("programming", "python", "c++", "rust"), ("pet", "dog", "puppy"), ("sea", "beach", "surf"))
@@ -65,7 +69,8 @@ def vector_rows(mem: ConvMemory, mid: str | None = None) -> int:
 def check_vectors_round_trip(url: str) -> None:
     """The same checks on any backend (the PostgreSQL integration test runs them too)."""
     emb = ConceptEmbeddings()
-    mem = ConvMemory.open(url, embeddings=emb, clock=lambda: T0 + 3_600_000)
+    # Embedded by hand here (half, then the rest); the background worker has tests of its own.
+    mem = ConvMemory.open(url, embeddings=emb, clock=lambda: T0 + 3_600_000, embed_in_background=False)
     try:
         ingest(mem)
         ingest(mem, "u2")
@@ -113,7 +118,9 @@ def test_lexical_only_memory_does_not_find_by_meaning(tmp_path: Path) -> None:
 
 def test_vectors_of_another_model_are_not_used(tmp_path: Path) -> None:
     url = str(tmp_path / "v.db")
-    first = ConvMemory.open(url, embeddings=ConceptEmbeddings(), clock=lambda: T0 + 3_600_000)
+    first = ConvMemory.open(
+        url, embeddings=ConceptEmbeddings(), clock=lambda: T0 + 3_600_000, embed_in_background=False
+    )
     try:
         ingest(first)
         first.embed_turns("u1")
@@ -123,10 +130,117 @@ def test_vectors_of_another_model_are_not_used(tmp_path: Path) -> None:
     class Other(ConceptEmbeddings):
         model = "concepts-v2"
 
-    second = ConvMemory.open(url, embeddings=Other(), clock=lambda: T0 + 3_600_000)
+    second = ConvMemory.open(url, embeddings=Other(), clock=lambda: T0 + 3_600_000, embed_in_background=False)
     try:
         assert "Python" not in block(second)  # v1 vectors are not v2's
         assert second.embed_turns("u1") == len(TURNS)
         assert "Python and C++" in block(second)
     finally:
         second.close()
+
+
+def _store_with_vectors(url: str, matrix: np.ndarray, mid: str = "m") -> tuple[MemoryStore, list[int]]:
+    """A store whose memory ``mid`` has one turn per row of ``matrix``, each with that row as vector."""
+    store = MemoryStore.from_url(url)
+    store.ensure_memory(mid)
+    store.add_messages(
+        mid,
+        [
+            Message(
+                id=f"t{i}",
+                role="user",
+                content=f"turn {i}",
+                channel="im",
+                source="message",
+                timestamp_ms=T0 + i,
+            )
+            for i in range(len(matrix))
+        ],
+    )
+    with store.read() as conn:
+        seqs = [
+            int(s)
+            for (s,) in conn.execute(
+                text("SELECT seq FROM cm_messages WHERE memory_id = :m ORDER BY seq"), {"m": mid}
+            )
+        ]
+    store.save_turn_vectors(mid, "rand", [(s, row.tolist()) for s, row in zip(seqs, matrix, strict=True)])
+    return store, seqs
+
+
+def _search(store: MemoryStore, query: np.ndarray, k: int, mid: str = "m") -> dict[int, float]:
+    with store.read() as conn:
+        return dense_search(conn, mid, "rand", query.tolist(), k)
+
+
+def test_dense_search_keeps_the_exact_float32_top_k(tmp_path: Path) -> None:
+    # Random vectors: the hard case for int8 (nearest neighbours barely nearer than the rest).
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((3_000, 384)).astype(np.float32)
+    store, seqs = _store_with_vectors(str(tmp_path / "d.db"), matrix)
+    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    try:
+        for k in (10, 48):
+            found = total = 0
+            for q in rng.standard_normal((30, 384)).astype(np.float32):
+                exact = unit @ (q / np.linalg.norm(q))
+                best = np.argsort(-exact)[:k]
+                near = _search(store, q, k)
+                assert len(near) == k
+                assert list(near.values()) == sorted(near.values(), reverse=True)
+                found += len({seqs[i] for i in best} & set(near))
+                total += k
+                # Cosines of the float16-stored vectors, not of the int8 pass.
+                index = {s: i for i, s in enumerate(seqs)}
+                assert max(abs(c - exact[index[s]]) for s, c in near.items()) < 2e-3
+            assert found / total >= 0.99
+    finally:
+        store.close()
+
+
+def test_dense_search_cache_follows_appends_replacements_and_deletes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((40, 16)).astype(np.float32)
+    store, seqs = _store_with_vectors(str(tmp_path / "d.db"), matrix[:20])
+    try:
+        assert next(iter(_search(store, matrix[3], 1))) == seqs[3]
+        key = (id(store.engine), "m", "rand")
+        token = _vectors._cache[key].token
+        # Turns stored and embedded later (the background worker's case): appended to the cache.
+        store.add_messages(
+            "m",
+            [
+                Message(
+                    id=f"u{i}",
+                    role="user",
+                    content=f"more {i}",
+                    channel="im",
+                    source="message",
+                    timestamp_ms=T0 + 100 + i,
+                )
+                for i in range(20)
+            ],
+        )
+        with store.read() as conn:
+            later = [
+                int(s)
+                for (s,) in conn.execute(
+                    text("SELECT seq FROM cm_messages WHERE memory_id = 'm' AND seq > :s ORDER BY seq"),
+                    {"s": seqs[-1]},
+                )
+            ]
+        store.save_turn_vectors(
+            "m", "rand", [(s, row.tolist()) for s, row in zip(later, matrix[20:], strict=True)]
+        )
+        assert next(iter(_search(store, matrix[35], 1))) == later[15]
+        cached = _vectors._cache[key]
+        assert cached.token == token and len(cached.ids) == 40  # appended, not read again
+        # A replaced vector (same seq, new values) renews the token: the new vector is searched.
+        store.save_turn_vectors("m", "rand", [(seqs[0], matrix[35].tolist())])
+        assert set(_search(store, matrix[35], 2)) == {seqs[0], later[15]}
+        # A deleted turn's vector is never returned again.
+        store.purge_messages("m", before_ms=T0 + 1, keep_recent=0, only_processed=False)
+        assert seqs[0] not in _search(store, matrix[35], 40)
+        assert len(_search(store, matrix[35], 100)) == 39
+    finally:
+        store.close()

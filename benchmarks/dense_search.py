@@ -1,0 +1,213 @@
+"""Dense search latency versus history length: the turn vectors' brute-force scoring (issue 23).
+
+For memories of 1k, 10k and 100k stored turns, each with a random unit vector of 384 dimensions
+(the size of multilingual-e5-small), measures ``MemoryStore.dense_episodes`` (the change check,
+the scoring and the read of the ``limit`` nearest turns) with the cache warm and the query's own
+embedding excluded (queries are random vectors too). Prints p50 and p95 per size, the bytes the
+memory's cached matrix holds, and the top-k recall against exact float32 cosine of the original
+vectors.
+
+Random vectors are the hard case for a quantized matrix: their nearest neighbours are barely
+nearer than the rest (top cosines ~0.2), so quantization noise reorders them more than it would
+real embeddings'.
+
+The databases are built once in ``--workdir`` and reused: run the script from two checkouts
+(``PYTHONPATH`` of each) on the same workdir, alternating, for a same-run baseline.
+
+``--alternatives`` times the matrix-vector product alone at each size, as float32 (one BLAS call),
+float16 (numpy has no half-precision BLAS) and int8 converted to float32 a block at a time (what
+the store does), interleaved, to show why int8 was chosen on this CPU.
+
+Usage:
+    python benchmarks/dense_search.py [--calls 200] [--workdir DIR] [--db postgresql://...]
+    python benchmarks/dense_search.py --alternatives [--calls 50]
+
+With ``--db`` the memories go to a new schema of that database, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _synthetic import add_messages
+
+from convmem_graph.store import MemoryStore, _vectors
+
+SIZES = (1_000, 10_000, 100_000)
+DIM = 384
+MODEL = "bench-random-384"
+K = 48  # the episodic tier's candidate count
+
+
+def _vectors_for(size: int) -> np.ndarray:
+    rng = np.random.default_rng(size)
+    matrix = rng.standard_normal((size, DIM)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix
+
+
+def _fill(store: MemoryStore, memory_id: str, size: int) -> None:
+    with store.read() as conn:
+        have = conn.exec_driver_sql(
+            f"SELECT count(*) FROM cm_turn_vectors WHERE memory_id = '{memory_id}'"
+        ).scalar()
+    if have == size:
+        return
+    add_messages(store, memory_id, size)
+    with store.read() as conn:
+        seqs = [
+            int(s)
+            for (s,) in conn.exec_driver_sql(
+                f"SELECT seq FROM cm_messages WHERE memory_id = '{memory_id}' ORDER BY seq"
+            )
+        ]
+    matrix = _vectors_for(size)
+    for start in range(0, size, 5_000):
+        rows = [(seqs[i], matrix[i].tolist()) for i in range(start, min(size, start + 5_000))]
+        store.save_turn_vectors(memory_id, MODEL, rows)
+
+
+def _cache_bytes(memory_id: str) -> int:
+    """Bytes of the numpy arrays the module's cache holds for one memory (whatever its layout)."""
+    seen = 0
+
+    def walk(value: Any) -> None:
+        nonlocal seen
+        if isinstance(value, np.ndarray):
+            seen += value.nbytes
+        elif isinstance(value, tuple | list):
+            for item in value:
+                walk(item)
+        elif hasattr(value, "__dict__") or hasattr(value, "__slots__"):
+            for name in getattr(value, "__slots__", ()) or vars(value):
+                walk(getattr(value, name, None))
+
+    for key, entry in _vectors._cache.items():
+        if key[1] == memory_id:
+            walk(entry)
+    return seen
+
+
+def _recall(store: MemoryStore, memory_id: str, size: int, queries: np.ndarray, k: int) -> float:
+    matrix = _vectors_for(size)
+    with store.read() as conn:
+        seqs = np.asarray(
+            [
+                int(s)
+                for (s,) in conn.exec_driver_sql(
+                    f"SELECT seq FROM cm_messages WHERE memory_id = '{memory_id}' ORDER BY seq"
+                )
+            ]
+        )
+    found = 0
+    for q in queries:
+        exact = set(seqs[np.argsort(-(matrix @ q))[:k]].tolist())
+        with store.read() as conn:
+            near = _vectors.dense_search(conn, memory_id, MODEL, q.tolist(), k)
+        found += len(exact & set(near))
+    return found / (k * len(queries))
+
+
+def _alternatives(sizes: list[int], calls: int) -> None:
+    """Time the product alone per storage type, interleaved call by call; one JSON line per size."""
+    rng = np.random.default_rng(11)
+    for size in sizes:
+        f32 = _vectors_for(size)
+        f16 = f32.astype(np.float16)
+        scale = np.abs(f32).max(axis=1) / 127
+        i8 = np.rint(f32 / scale[:, None]).astype(np.int8)
+        block = np.empty((min(1024, size), DIM), dtype=np.float32)
+        out = np.empty(size, dtype=np.float32)
+
+        def int8_blocks(
+            q: np.ndarray, i8: np.ndarray = i8, block: np.ndarray = block, out: np.ndarray = out
+        ) -> None:
+            for start in range(0, len(i8), len(block)):
+                part = i8[start : start + len(block)]
+                np.copyto(block[: len(part)], part, casting="unsafe")
+                np.dot(block[: len(part)], q, out=out[start : start + len(part)])
+
+        kinds: dict[str, Any] = {
+            "float32": lambda q, m=f32: m @ q,
+            "float16": lambda q, m=f16: m @ q.astype(np.float16),
+            "int8_blocks": int8_blocks,
+        }
+        times: dict[str, list[float]] = {name: [] for name in kinds}
+        for _ in range(calls if size < 100_000 else max(5, calls // 4)):
+            q = rng.standard_normal(DIM).astype(np.float32)
+            for name, run in kinds.items():
+                started = time.perf_counter()
+                run(q)
+                times[name].append((time.perf_counter() - started) * 1000)
+        row: dict[str, Any] = {"turns": size}
+        for name, values in times.items():
+            values.sort()
+            row[name] = [round(statistics.median(values), 2), round(values[int(0.95 * (len(values) - 1))], 2)]
+        print(json.dumps(row), flush=True)
+
+
+def main() -> int:
+    """Run the benchmark and print one JSON line per size."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--db", default=None, help="PostgreSQL URL (default: a SQLite file in workdir)")
+    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
+    parser.add_argument("--label", default="")
+    parser.add_argument("--alternatives", action="store_true", help="time the product per storage type")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.alternatives:
+        _alternatives(sizes, args.calls)
+        return 0
+    if args.db:
+        from _pg import scratch_schema
+
+        with scratch_schema(args.db, "cm_dense") as url:
+            return _run(MemoryStore.from_url(url), sizes, args)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cm_dense_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    return _run(MemoryStore.from_url(str(workdir / "dense.db")), sizes, args)
+
+
+def _run(store: MemoryStore, sizes: list[int], args: argparse.Namespace) -> int:
+    rng = np.random.default_rng(7)
+    try:
+        for size in sizes:
+            memory_id = f"dense_{size}"
+            _fill(store, memory_id, size)
+            queries = rng.standard_normal((args.calls, DIM)).astype(np.float32)
+            queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+            store.dense_episodes(memory_id, MODEL, queries[0].tolist(), limit=K)  # warm the cache
+            times = []
+            for q in queries:
+                vector = q.tolist()  # the query's embedding arrives as a list, outside the timing
+                started = time.perf_counter()
+                store.dense_episodes(memory_id, MODEL, vector, limit=K)
+                times.append((time.perf_counter() - started) * 1000)
+            times.sort()
+            row = {
+                "label": args.label,
+                "turns": size,
+                "p50_ms": round(statistics.median(times), 2),
+                "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2),
+                "cache_mb": round(_cache_bytes(memory_id) / 1e6, 1),
+                "recall_at_10": round(_recall(store, memory_id, size, queries[:20], 10), 3),
+                "recall_at_48": round(_recall(store, memory_id, size, queries[:20], K), 3),
+            }
+            print(json.dumps(row), flush=True)
+    finally:
+        store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
