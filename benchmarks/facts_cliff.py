@@ -52,7 +52,8 @@ from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Fragment, FragmentOp, VariableGuess
 from convmem_graph.nodes import _inference
 from convmem_graph.nodes._inference import _Facts, _hobby_item, affected_specs, infer_from_store
-from convmem_graph.store._fact_queries import CJK_COUNTS
+from convmem_graph.store._fact_queries import CJK_COUNTS, NEWEST_DURABLE
+from convmem_graph.store._fragments import row_to_fragment
 from convmem_graph.text.scripts import is_cjk_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path from a test, too
@@ -76,12 +77,30 @@ def fact_ops(count: int, shape: str) -> list[FragmentOp]:
     return generated_ops(1, count, SHAPES[shape], now_ms=now, ties=False)
 
 
+def old_newest(facts: _Facts, batch: int = 32) -> Iterator[Fragment]:
+    """Every usable durable fact, newest stated first, paged with LIMIT/OFFSET as the store did.
+
+    A copy of the walk before issue 24 (``MemoryStore.newest_durable_fragments``, since removed):
+    a page deep in it re-reads every row before it.
+    """
+    offset = 0
+    while True:
+        with facts.store.read() as conn:
+            stmt = NEWEST_DURABLE.limit(batch).offset(offset)
+            rows = list(conn.execute(stmt, {"mid": facts.memory_id, "now": facts.now_ms}))
+        yield from (row_to_fragment(r) for r in rows)
+        if len(rows) < batch:
+            return
+        offset += batch
+        batch = min(batch * 2, 1024)
+
+
 def old_hobby_facts(facts: _Facts) -> list[Fragment]:
     """The walk before issue 24: every durable fact, newest first, until the items are full."""
     seen: list[Fragment] = []
     items: set[str] = set()
     cutoff: int | None = None
-    for f in facts.newest():
+    for f in old_newest(facts):
         if cutoff is not None and f.observed_at < cutoff:
             break
         seen.append(f)
@@ -108,14 +127,14 @@ def old_language(facts: _Facts) -> VariableGuess | None:
         zh = sum(1 for f in facts.page if is_cjk_text(f.content))
         other = len(facts.page) - zh
     else:
-        with facts.store._read() as conn:
+        with facts.store.read() as conn:
             total, zh = conn.execute(CJK_COUNTS, {"mid": facts.memory_id, "now": facts.now_ms}).one()
         other = int(total) - int(zh)
     if not zh and not other:
         return None
     code, want = ("zh", True) if zh >= other else ("en", False)
     support: list[Fragment] = []
-    for f in facts.newest():
+    for f in old_newest(facts):
         if is_cjk_text(f.content) == want:
             support.append(f)
             if len(support) >= _MAX_LANGUAGE_SUPPORT:

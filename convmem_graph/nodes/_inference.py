@@ -54,8 +54,16 @@ from convmem_graph.extractors.variables import (
 )
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
-from convmem_graph.store._fact_queries import NEWEST_DURABLE, NEWEST_OF_LANGUAGE, newest_hobby_rows
-from convmem_graph.store._fragments import row_to_fragment
+from convmem_graph.store._fact_queries import (
+    ACTIVE_BY_CKEY,
+    NEWEST_DURABLE,
+    NEWEST_OF_LANGUAGE,
+    newest_hobby_rows,
+    prefix_rows,
+    usable,
+)
+from convmem_graph.store._fragments import fragments_once, row_to_fragment
+from convmem_graph.store._lang_counts import language_counts
 from convmem_graph.text.keys import canonical_key, key_subject
 from convmem_graph.text.scripts import is_cjk_text
 
@@ -134,13 +142,14 @@ class _Facts:
     """The usable durable facts inference reads at ``now_ms``: the newest ``_FEW + 1`` read once.
 
     When that read finds at most ``_FEW``, it holds every such fact and each question is answered
-    from it; otherwise the keyed and counted questions go to the store's index reads, and the
-    newest-first walk goes on from where the read stopped.
+    from it; otherwise each question is an index read of its own (keys, prefixes, the trigger-kept
+    language counts, the hobby families' keyset walk). These reads are shaped for this node
+    alone, so they live here rather than in the store's interface.
     """
 
     def __init__(self, store: MemoryStore, memory_id: str, now_ms: int) -> None:
         self.store, self.memory_id, self.now_ms = store, memory_id, now_ms
-        with store._read() as conn:
+        with store.read() as conn:
             rows = list(conn.execute(_NEWEST_PAGE, {"mid": memory_id, "now": now_ms, "limit": _FEW + 1}))
         self.complete = len(rows) <= _FEW
         # A fact row costs ~3x more to make a Fragment of than to read: a page that only says "more
@@ -150,15 +159,22 @@ class _Facts:
     def with_keys(self, keys: Collection[str] = (), prefixes: Collection[str] = ()) -> list[Fragment]:
         """Those whose canonical key is one of ``keys`` or starts with one of ``prefixes``."""
         if not self.complete:
-            store, memory_id, now_ms = self.store, self.memory_id, self.now_ms
-            return store.durable_fragments(memory_id, now_ms=now_ms, keys=keys, prefixes=prefixes)
+            # Index reads: the keys' rows, then each prefix's range (``usable`` filters in Python).
+            with self.store.read() as conn:
+                rows = []
+                if keys:
+                    by_key = conn.execute(ACTIVE_BY_CKEY, {"mid": self.memory_id, "ckeys": sorted(keys)})
+                    rows = [r for r in by_key if usable(r, self.now_ms)]
+                rows += prefix_rows(conn, self.memory_id, prefixes, now_ms=self.now_ms)
+                return fragments_once(rows)
         wanted, starts = set(keys), tuple(prefixes)
         return [f for f in self.page if (key := canonical_key(f.key)) in wanted or key.startswith(starts)]
 
     def language_counts(self) -> tuple[int, int]:
         """How many are mainly Chinese, and how many are not."""
         if not self.complete:
-            return self.store.durable_language_counts(self.memory_id, now_ms=self.now_ms)
+            with self.store.read() as conn:  # trigger-kept counts: two index reads, not a count of every fact
+                return language_counts(conn, self.memory_id, now_ms=self.now_ms)
         zh = sum(1 for f in self.page if is_cjk_text(f.content))
         return zh, len(self.page) - zh
 
@@ -171,23 +187,15 @@ class _Facts:
         if self.complete:
             return [f.id for f in self.page if is_cjk_text(f.content) == cjk][:limit]
         params = {"mid": self.memory_id, "now": self.now_ms, "cjk": cjk, "limit": limit}
-        with self.store._read() as conn:
+        with self.store.read() as conn:
             return [str(row.id) for row in conn.execute(NEWEST_OF_LANGUAGE, params)]
-
-    def newest(self) -> Iterator[Fragment]:
-        """All of them, newest stated first (stop iterating to stop)."""
-        yield from self.page
-        if not self.complete:
-            yield from self.store.newest_durable_fragments(
-                self.memory_id, now_ms=self.now_ms, start=len(self.page)
-            )
 
     def newest_hobby_family(self) -> Iterator[tuple[Fragment, str]]:
         """Those of the hobby key families with their canonical keys, newest stated first.
 
-        The same facts in the same order as :meth:`newest` filtered by key family, but read from
-        the family's own index (``ix_cm_fragments_hobby``), keyset-paged: the walk costs what it
-        reads, not what the memory holds.
+        The usable durable facts newest first, filtered by key family, but read from the family's
+        own index (``ix_cm_fragments_hobby``), keyset-paged: the walk costs what it reads, not
+        what the memory holds.
         """
         if self.complete:
             for f in self.page:
@@ -195,10 +203,8 @@ class _Facts:
                 if key.startswith(_HOBBY_PREFIXES):
                     yield f, key
             return
-        # ``_read`` is the store's short-read context (as store/browse.py uses it): each page is
-        # one read, nothing is held while the walk looks at it.
-        read = self.store._read
-        for row in newest_hobby_rows(read, self.memory_id, now_ms=self.now_ms):
+        # Each page is one short read: nothing is held while the walk looks at it.
+        for row in newest_hobby_rows(self.store.read, self.memory_id, now_ms=self.now_ms):
             # ckey is canonical_key(key), written with the row (filled on open for older rows).
             yield row_to_fragment(row), str(row.ckey)
 

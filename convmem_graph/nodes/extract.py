@@ -20,6 +20,7 @@ from langgraph.runtime import Runtime
 
 from convmem_graph.extractors.reconcile import reconcile
 from convmem_graph.models import FragmentCandidate, Message
+from convmem_graph.nodes._extract_reads import known_facts, related_facts
 from convmem_graph.nodes._fresh import messages_after
 from convmem_graph.state import MemoryContext, MemoryState
 from convmem_graph.text.keys import canonical_key
@@ -31,7 +32,7 @@ __all__ = ["CONTEXT_FRAGMENTS", "extract"]
 CONTEXT_FRAGMENTS = 200
 
 
-def _known_facts(extractor: Any) -> int:
+def _known_limit(extractor: Any) -> int:
     limit = getattr(extractor, "known_facts", CONTEXT_FRAGMENTS)
     return limit if isinstance(limit, int) and limit >= 0 else CONTEXT_FRAGMENTS
 
@@ -69,12 +70,12 @@ def extract(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:
         batch = [m for _, m in rows]
         ops = []
         if any(m.role == "user" for m in batch):
-            context = store.context_fragments(memory_id, limit=_known_facts(ctx.extractor))
+            context = known_facts(store, memory_id, limit=_known_limit(ctx.extractor))
             result = ctx.extractor.extract(batch, context, specs, now_ms=ctx.clock())
             calls += result.model_calls
             stamp_observed(result.candidates, batch)
-            related = store.related_fragments(
-                memory_id, [c.key for c in result.candidates], [c.content for c in result.candidates]
+            related = related_facts(
+                store, memory_id, [c.key for c in result.candidates], [c.content for c in result.candidates]
             )
             ops = reconcile(result.candidates, related)
             if touched is not None:

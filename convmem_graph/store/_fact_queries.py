@@ -222,7 +222,7 @@ def newest_hobby_rows(
 
 @functools.cache
 def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
-    """PostgreSQL: the reads of ``MemoryStore.context_fragments`` in one round trip.
+    """PostgreSQL: the reads of ``nodes._extract_reads.known_facts`` in one round trip.
 
     Arm 0 is :data:`RECENTLY_UPDATED` (when ``newest``), arm ``k`` (1-based) the ``k``-th prefix
     range of :data:`RECENTLY_UPDATED_IN_RANGE` (parameters ``lo{k}``, ``hi{k}``); built once per shape.

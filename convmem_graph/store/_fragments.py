@@ -29,6 +29,7 @@ __all__ = [
     "derived_columns",
     "fill_derived",
     "fragment_id",
+    "fragments_once",
     "manual_key",
     "norm_hash",
     "row_to_fragment",
@@ -163,6 +164,18 @@ def row_to_fragment(row: Row[Any]) -> Fragment:
         part_of=part_of,
         part=part,
     )
+
+
+def fragments_once(rows: Iterable[Row[Any]]) -> list[Fragment]:
+    """The fragments of ``rows`` in order, each id once (the first row of it wins).
+
+    For reads that join several index ranges, where one fact may come from two of them.
+    """
+    found: dict[str, Fragment] = {}
+    for r in rows:
+        if r.id not in found:
+            found[r.id] = row_to_fragment(r)
+    return list(found.values())
 
 
 def _to_row(f: Fragment) -> dict[str, Any]:

@@ -7,6 +7,12 @@ sessions, runs and transactions they are made in. :class:`Store` is all of them 
 in ``store/sqlite.py`` and ``store/postgres.py``) implements it, and ``tests/unit/store/test_base.py``
 checks its signatures against these. Code that needs one kind can ask for just that kind.
 
+The interface holds reads any caller may want. Reads shaped for one node live beside that node
+(what ``extract`` shows the extractor and reconciles with: ``nodes/_extract_reads.py``; what
+variable inference reads: ``nodes/_inference.py``), built on :meth:`StoreScopes.read`, the index
+statements of ``store/_fact_queries.py`` and, where the databases read them differently, the
+store's ``backend``.
+
 The conformance suite every backend runs is ``StoreContract`` (``tests/unit/store/test_repository.py``),
 parametrized over the backends (SQLite file, SQLite in memory, PostgreSQL when
 ``CONVMEM_TEST_POSTGRES_URL`` is set).
@@ -21,7 +27,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkable
 
@@ -219,38 +225,10 @@ class FactStore(Protocol):
         """Return one fragment of a memory."""
         ...
 
-    def related_fragments(
-        self, memory_id: str, keys: Collection[str], contents: Collection[str]
-    ) -> list[Fragment]:
-        """Active fragments with one of these keys (compared canonically) or the same normalized content."""
-        ...
-
-    def context_fragments(
-        self, memory_id: str, *, limit: int, prefixes: Sequence[str] = ("pet:", "plan:"), per_prefix: int = 50
-    ) -> list[Fragment]:
-        """The ``limit`` most recently updated active fragments, and up to ``per_prefix`` per prefix."""
-        ...
-
     def strongest_fragments(
         self, memory_id: str, *, limit: int, now_ms: int, transient: bool | None = None
     ) -> list[Fragment]:
         """The ``limit`` strongest live active fragments: durable first, then confidence, then recency."""
-        ...
-
-    def durable_fragments(
-        self, memory_id: str, *, now_ms: int, keys: Collection[str] = (), prefixes: Collection[str] = ()
-    ) -> list[Fragment]:
-        """Usable durable fragments (what variable inference reads) with these canonical keys or prefixes."""
-        ...
-
-    def newest_durable_fragments(
-        self, memory_id: str, *, now_ms: int, batch: int = 32, start: int = 0
-    ) -> Iterator[Fragment]:
-        """Usable durable fragments, newest stated first, read page by page (stop iterating to stop)."""
-        ...
-
-    def durable_language_counts(self, memory_id: str, *, now_ms: int) -> tuple[int, int]:
-        """How many usable durable fragments are mainly Chinese, and how many are not."""
         ...
 
     def add_fragment(

@@ -162,6 +162,15 @@ class StoreCore:
         """Release every database connection of the store."""
         self.engine.dispose()
 
+    @property
+    def backend(self) -> SqliteBackend | PostgresBackend:
+        """This database's policy: the statements and locks whose form differs by database.
+
+        For reads a node shapes itself (``nodes/_extract_reads.py``): the node decides which rows
+        it needs, the backend how to read them in the fewest round trips, inside :meth:`read`.
+        """
+        return self._backend
+
     # -- sessions, runs and transactions ----------------------------------------------------------
     @property
     def connection(self) -> Connection:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import (
-    Row,
     select,
 )
 
@@ -26,10 +25,8 @@ from convmem_graph.store._audit import row_to_audit
 from convmem_graph.store._fragments import (
     FragmentWriter,
     manual_key,
-    norm_hash,
     row_to_fragment,
 )
-from convmem_graph.store._lang_counts import language_counts
 from convmem_graph.store.core import (
     CACHED_KINDS,
     SAME_MESSAGES,
@@ -42,7 +39,6 @@ from convmem_graph.store.schema import (
     audit,
     fragments,
 )
-from convmem_graph.text.keys import canonical_key
 from convmem_graph.text.sentences import split_to_fit
 
 if TYPE_CHECKING:
@@ -114,32 +110,7 @@ class FactRecords(StoreCore):
         return row_to_fragment(row)
 
     # -- fragment reads of the live path: index ranges, independent of how many facts there are --
-    def related_fragments(
-        self, memory_id: str, keys: Collection[str], contents: Collection[str]
-    ) -> list[Fragment]:
-        """Active fragments with one of these keys (compared canonically) or the same normalized content.
-
-        What reconciling candidates with these keys and contents needs, read by index.
-        """
-        if not keys and not contents:
-            return []
-        ckeys = sorted({canonical_key(k) for k in keys})
-        hashes = sorted({norm_hash(c) for c in contents})
-        with self._read() as conn:
-            return _first_of_each(self._backend.related_fact_rows(conn, memory_id, ckeys, hashes))
-
-    def context_fragments(
-        self, memory_id: str, *, limit: int, prefixes: Sequence[str] = ("pet:", "plan:"), per_prefix: int = 50
-    ) -> list[Fragment]:
-        """The ``limit`` most recently updated active fragments, plus up to ``per_prefix`` under each prefix.
-
-        What an extractor is shown as known facts (a model sees the newest; the heuristic rules
-        look up known pets and plans), whatever the size of the memory.
-        """
-        ranges = [FQ.key_range(p) for p in prefixes] if per_prefix > 0 else []
-        with self._read() as conn:
-            return _first_of_each(self._backend.context_fact_rows(conn, memory_id, limit, ranges, per_prefix))
-
+    # (reads shaped for one node live beside it: nodes/_extract_reads.py, nodes/_inference.py)
     def strongest_fragments(
         self, memory_id: str, *, limit: int, now_ms: int, transient: bool | None = None
     ) -> list[Fragment]:
@@ -154,41 +125,6 @@ class FactRecords(StoreCore):
             query, params["transient"] = FQ.STRONGEST_OF_KIND, transient
         with self._read() as conn:
             return [row_to_fragment(r) for r in conn.execute(query, params)]
-
-    def durable_fragments(
-        self, memory_id: str, *, now_ms: int, keys: Collection[str] = (), prefixes: Collection[str] = ()
-    ) -> list[Fragment]:
-        """Usable durable fragments (what variable inference reads) with these canonical keys or prefixes."""
-        with self._read() as conn:
-            rows = []
-            if keys:
-                by_key = conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": sorted(keys)})
-                rows = [r for r in by_key if FQ.usable(r, now_ms)]
-            rows += FQ.prefix_rows(conn, memory_id, prefixes, now_ms=now_ms)
-            return _first_of_each(rows)
-
-    def newest_durable_fragments(
-        self, memory_id: str, *, now_ms: int, batch: int = 32, start: int = 0
-    ) -> Iterator[Fragment]:
-        """Usable durable fragments, newest stated first, read page by page (stop iterating to stop).
-
-        ``start`` skips that many of the newest (a caller holding them already).
-        """
-        offset = start
-        while True:
-            with self._read() as conn:
-                stmt = FQ.NEWEST_DURABLE.limit(batch).offset(offset)
-                rows = list(conn.execute(stmt, {"mid": memory_id, "now": now_ms}))
-            yield from (row_to_fragment(r) for r in rows)
-            if len(rows) < batch:
-                return
-            offset += batch
-            batch = min(batch * 2, 1024)
-
-    def durable_language_counts(self, memory_id: str, *, now_ms: int) -> tuple[int, int]:
-        """How many usable durable fragments are mainly Chinese, and how many are not."""
-        with self._read() as conn:  # trigger-kept counts: two index reads, not a count of every fact
-            return language_counts(conn, memory_id, now_ms=now_ms)
 
     def add_fragment(
         self,
@@ -372,12 +308,3 @@ class FactRecords(StoreCore):
             stmt = stmt.where(audit.c.object_id == object_id)
         with self._read() as conn:
             return [row_to_audit(r) for r in conn.execute(stmt)]
-
-
-def _first_of_each(rows: Iterable[Row[Any]]) -> list[Fragment]:
-    """The fragments of ``rows`` in order, each id once (the first row of it wins)."""
-    found: dict[str, Fragment] = {}
-    for r in rows:
-        if r.id not in found:
-            found[r.id] = row_to_fragment(r)
-    return list(found.values())

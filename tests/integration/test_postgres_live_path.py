@@ -12,6 +12,7 @@ from convmem_graph.extractors.reconcile import reconcile
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS, infer_variables
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import FragmentCandidate
+from convmem_graph.nodes._extract_reads import related_facts
 from convmem_graph.nodes._inference import infer_from_store
 from convmem_graph.nodes.inject import select_fragments
 from convmem_graph.store import MemoryStore
@@ -50,7 +51,7 @@ def test_index_reads_equal_reading_every_fact(
             specs, every, now_ms=NOW
         )
     cands = [FragmentCandidate(content=c.format(s=s), key=k.format(s=s)) for k, c, s in candidates]
-    related = store.related_fragments(memory_id, [c.key for c in cands], [c.content for c in cands])
+    related = related_facts(store, memory_id, [c.key for c in cands], [c.content for c in cands])
     assert reconcile(cands, related) == reconcile(cands, every)
     live = store.list_fragments(memory_id, status="active", include_expired=False, now_ms=NOW)
     assert store.strongest_fragments(memory_id, limit=limit, now_ms=NOW) == select_fragments(live, limit)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from convmem_graph.models import FragmentCandidate, FragmentOp
+from convmem_graph.nodes._extract_reads import known_facts
 from convmem_graph.store import MemoryStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -59,8 +60,7 @@ def test_context_fragments_in_one_statement_equal_the_range_reads(store: MemoryS
         (3, ("pet:", "plan:", "food:"), 2),
     ):
         got = [
-            f.id
-            for f in store.context_fragments(memory_id, limit=limit, prefixes=prefixes, per_prefix=per_prefix)
+            f.id for f in known_facts(store, memory_id, limit=limit, prefixes=prefixes, per_prefix=per_prefix)
         ]
         assert got == _reference(store, memory_id, limit, prefixes, per_prefix), (limit, prefixes, per_prefix)
     store.delete_memory(memory_id)

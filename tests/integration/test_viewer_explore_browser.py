@@ -23,6 +23,7 @@ playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright i
 from convmem_graph.extractors.reconcile import reconcile  # noqa: E402
 from convmem_graph.memory import ConvMemory  # noqa: E402
 from convmem_graph.models import FragmentCandidate, Message  # noqa: E402
+from convmem_graph.nodes._extract_reads import related_facts  # noqa: E402
 from tests.integration.live_server import serve  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -86,7 +87,7 @@ def _build(db: Path) -> None:
             )
             for k in (3, 4)
         ]
-        related = mem.store.related_fragments(MEMORY, [c.key for c in later], [c.content for c in later])
+        related = related_facts(mem.store, MEMORY, [c.key for c in later], [c.content for c in later])
         mem.store.commit_extraction(MEMORY, reconcile(later, related), upto_seq=0, now_ms=T0 + 1)
 
 

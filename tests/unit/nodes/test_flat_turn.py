@@ -16,6 +16,7 @@ from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS, infer_var
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import FragmentCandidate, FragmentOp, VariableSpec
 from convmem_graph.nodes import _inference
+from convmem_graph.nodes._extract_reads import related_facts
 from convmem_graph.nodes._inference import affected_specs, infer_from_store
 from convmem_graph.nodes.inject import select_fragments
 from convmem_graph.store import MemoryStore
@@ -157,7 +158,7 @@ def test_reconcile_against_related_facts_equals_reconcile_against_all(
     memory_id = f"r{abs(hash((tuple(facts), tuple(candidates))))}"
     fill(store, memory_id, facts)
     cands = [FragmentCandidate(content=c.format(s=s), key=k.format(s=s)) for k, c, s in candidates]
-    related = store.related_fragments(memory_id, [c.key for c in cands], [c.content for c in cands])
+    related = related_facts(store, memory_id, [c.key for c in cands], [c.content for c in cands])
     every = store.list_fragments(memory_id, status="active")
     assert reconcile(cands, related) == reconcile(cands, every)
 
@@ -193,15 +194,15 @@ def test_rows_inserted_without_derived_columns_get_them(tmp_path: Path) -> None:
         with store.transaction("imp") as conn:  # as an import of an older export inserts it
             conn.execute(insert(fragments).values(row))
         cand = FragmentCandidate(content="用户爱吃香菜。", key="food:香菜")
-        assert [f.id for f in store.related_fragments("imp", [cand.key], [])] == ["f1"]
+        assert [f.id for f in related_facts(store, "imp", [cand.key], [])] == ["f1"]
         with store.transaction() as conn:  # as a database written by an older version has them
             conn.execute(update(fragments).values(ckey=None, norm_hash=None, cjk=None))
-        assert store.related_fragments("imp", [cand.key], []) == []
+        assert related_facts(store, "imp", [cand.key], []) == []
     finally:
         store.close()
     reopened = MemoryStore.from_url(str(tmp_path / "d.db"))  # opening fills them in
     try:
-        assert [f.id for f in reopened.related_fragments("imp", [cand.key], ["用户 不吃 香菜"])] == ["f1"]
+        assert [f.id for f in related_facts(reopened, "imp", [cand.key], ["用户 不吃 香菜"])] == ["f1"]
     finally:
         reopened.close()
 

@@ -19,8 +19,8 @@ KINDS = [
 ]
 #: Public on MemoryStore and deliberately outside the interface: construction, the earlier names
 #: of run()/session(), the PostgreSQL run's driver connection (for the checkpointer), a session's
-#: connection.
-OUTSIDE = {"from_url", "memory_lock", "pinned", "run_connection", "connection"}
+#: connection, and the database's policy object (the statements of reads a node shapes itself).
+OUTSIDE = {"from_url", "memory_lock", "pinned", "run_connection", "connection", "backend"}
 
 
 def _members(proto: type) -> set[str]:

@@ -9,6 +9,7 @@ import pytest
 
 from convmem_graph.errors import ConvMemError
 from convmem_graph.models import Message
+from convmem_graph.nodes._extract_reads import related_facts
 from convmem_graph.runner import Lifecycle
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
@@ -107,7 +108,7 @@ def test_import_recomputes_the_fragments_derived_columns(store: MemoryStore) -> 
         row["ckey"], row["norm_hash"], row["cjk"] = "other:key", 7, True
     import_memory(store, doc, memory_id="copy")
     for fragment in store.list_fragments("copy"):
-        found = store.related_fragments("copy", [fragment.key], [])
+        found = related_facts(store, "copy", [fragment.key], [])
         assert [f.id for f in found] == [fragment.id]
-        assert [f.id for f in store.related_fragments("copy", [], [fragment.content])] == [fragment.id]
+        assert [f.id for f in related_facts(store, "copy", [], [fragment.content])] == [fragment.id]
     assert _without_id(export_memory(store, "copy")) == _without_id(export_memory(store, "src"))

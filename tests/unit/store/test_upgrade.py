@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Column, Index, Integer, MetaData, String, Table, Text
 
+from convmem_graph.nodes._extract_reads import related_facts
 from convmem_graph.store import MemoryStore
 from convmem_graph.store._lang_counts import LANGUAGE_TRIGGERS
 from convmem_graph.store._stamp import SCHEMA_STAMP
@@ -39,8 +40,8 @@ def test_an_older_database_gains_the_derived_columns_filled(tmp_path: Path) -> N
 
     store = MemoryStore.from_url(str(db))  # failed: a Python-computed default is no SQL literal
     try:
-        assert [f.id for f in store.related_fragments("u1", [fact.key], [])] == [fact.id]
-        assert [f.id for f in store.related_fragments("u1", [], [fact.content])] == [fact.id]
+        assert [f.id for f in related_facts(store, "u1", [fact.key], [])] == [fact.id]
+        assert [f.id for f in related_facts(store, "u1", [], [fact.content])] == [fact.id]
     finally:
         store.close()
 
@@ -146,6 +147,6 @@ def test_facts_an_older_version_wrote_since_are_filled_in_on_open(tmp_path: Path
         assert "ix_cm_fragments_underived" in plan  # the probe on every open is not a scan
     store = MemoryStore.from_url(str(db))
     try:
-        assert [f.id for f in store.related_fragments("u1", [fact.key], [])] == [fact.id]
+        assert [f.id for f in related_facts(store, "u1", [fact.key], [])] == [fact.id]
     finally:
         store.close()
