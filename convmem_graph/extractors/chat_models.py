@@ -8,11 +8,11 @@ completions protocol, so one factory covers them through ``base_url``. Any other
 from __future__ import annotations
 
 import logging
-import os
 from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
+from openai import OpenAIError
 from pydantic import SecretStr
 
 __all__ = ["make_chat_model"]
@@ -60,27 +60,31 @@ def make_chat_model(
         raise ValueError(f"make_chat_model: timeout must be > 0 seconds, got {timeout!r}")
     if max_retries < 0:
         raise ValueError(f"make_chat_model: max_retries must be >= 0, got {max_retries!r}")
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-    key = api_key or os.environ.get("OPENAI_API_KEY")
-    if not key:
+    # Unset arguments are left to ChatOpenAI, which reads OPENAI_BASE_URL / OPENAI_API_KEY itself
+    # (the vendor's documented defaults): this package reads the environment only in cli/ and server/.
+    try:
+        chat = ChatOpenAI(
+            model=model,
+            base_url=base_url or None,
+            api_key=SecretStr(api_key) if api_key else None,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+    except OpenAIError as exc:  # the OpenAI client found no key in the arguments or the environment
         raise ValueError(
             "make_chat_model: no API key: pass api_key= or set OPENAI_API_KEY "
             "(a local server without auth accepts any value, e.g. 'EMPTY')"
-        )
+        ) from exc
+    # Where requests go: the argument, else the client's own default (OPENAI_BASE_URL, then OpenAI's).
+    url = str(chat.root_client.base_url)
     logger.debug(
         "chat model %s at %s (timeout %ss, %d client retries)",
         model,
-        _without_userinfo(url) if url else "OpenAI",
+        _without_userinfo(url),
         timeout,
         max_retries,
     )
-    return ChatOpenAI(
-        model=model,
-        base_url=url,
-        api_key=SecretStr(key),
-        timeout=timeout,
-        max_retries=max_retries,
-    )
+    return chat
 
 
 def _without_userinfo(url: str) -> str:

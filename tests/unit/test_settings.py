@@ -15,8 +15,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "convmem_graph"
 #: Modules outside cli/ and server/ allowed to read the environment, each with its reason.
 ALLOWED = {
     "settings.py": "the settings class itself (pydantic-settings reads CONVMEM_*)",
-    "extractors/chat_models.py": "OPENAI_BASE_URL / OPENAI_API_KEY: the provider's own variables, "
-    "as langchain-openai reads them, for a model given by name",
 }
 
 

@@ -513,7 +513,8 @@ def test_make_chat_model_reads_env_and_never_logs_the_key(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-SECRET")
     with caplog.at_level(logging.DEBUG, logger="convmem_graph"):
         chat = make_chat_model("qwen-plus", timeout=5)
-    assert chat.openai_api_base == "http://user:secretpw@127.0.0.1:9999/v1"  # type: ignore[attr-defined]
+    # Where requests go: the OpenAI client's own reading of OPENAI_BASE_URL.
+    assert str(chat.root_client.base_url) == "http://user:secretpw@127.0.0.1:9999/v1/"  # type: ignore[attr-defined]
     assert chat.max_retries == 0 and chat.request_timeout == 5  # type: ignore[attr-defined]
     assert "sk-live-SECRET" not in repr(chat)
     assert "127.0.0.1:9999" in caplog.text
