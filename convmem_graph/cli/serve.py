@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from convmem_graph.cli._common import add_db_argument, subcommand
+from convmem_graph.cli._common import add_db_argument, add_embeddings_argument, subcommand
 
 __all__ = ["register"]
 
@@ -39,6 +39,7 @@ convmem serve --host 0.0.0.0 --token-file /run/secrets/convmem-token   # beyond 
         help="file holding the admin token, trailing newline stripped (default: $CONVMEM_SERVE_TOKEN_FILE)",
     )
     p.add_argument("--bot-id", action="append", default=[], metavar="ID", help="a bot account id")
+    add_embeddings_argument(p)
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=run)
 
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.update(token_file=args.token_file, token=None)
     if args.bot_id:
         overrides["bot_ids"] = args.bot_id
+    if args.embeddings:
+        overrides["embeddings"] = args.embeddings
     try:
         settings = ServeSettings(**overrides)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -80,6 +83,14 @@ def run(args: argparse.Namespace) -> int:
             "set --token-file, CONVMEM_SERVE_TOKEN_FILE or CONVMEM_SERVE_TOKEN (or bind 127.0.0.1)\n"
         )
         return 2
+    if settings.embeddings:  # a wrong name exits here, before the store opens
+        from convmem_graph.embeddings import embeddings_from_name
+
+        try:
+            embeddings_from_name(settings.embeddings)
+        except ValueError as exc:
+            sys.stderr.write(f"convmem serve: --embeddings: {exc}\n")
+            return 2
     app = create_app(settings)
     # Lifecycle runs and block rebuilds share this interpreter with the event loop: hand the GIL
     # over after 1 ms instead of 5 ms, so a proxied stream waits less behind a CPU-bound run.

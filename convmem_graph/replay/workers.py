@@ -79,6 +79,12 @@ def _worker(
             # (and off the pages a forked worker shares with its parent).
             gc.freeze()
             progress = _ProgressSender(queue, worker=worker)
+            # A model object does not cross a process boundary: each worker makes its own by name.
+            named = options.pop("embeddings", None)
+            if named:
+                from convmem_graph.embeddings import embeddings_from_name
+
+                options["embeddings"] = embeddings_from_name(named)
             replayer = Replayer(lifecycle, on_progress=progress, **options)
             try:
                 report = replayer.run(paths)
@@ -121,6 +127,7 @@ def replay_in_processes(
     on_progress: Callable[[int], None] | None = None,
     on_files: Callable[[int], None] | None = None,
     pools: PoolSettings | None = None,
+    embeddings: str | None = None,
 ) -> ReplayReport:
     """Replay with ``processes`` worker processes, each owning a stable share of the memories.
 
@@ -132,6 +139,9 @@ def replay_in_processes(
 
     ``on_progress`` gets the messages read since its last call; ``on_files`` the files done by
     the slowest worker (every worker walks every file, replaying only its share of memories).
+
+    ``embeddings`` names the model each worker embeds its memories' new turns with
+    (:func:`~convmem_graph.embeddings.embeddings_from_name`); the report sums their turns and time.
 
     ``pacing`` holds the limits for the whole replay: each worker gets an even share
     (:meth:`~convmem_graph.extractors.pacing.ModelPacing.share`: calls at once, requests and
@@ -165,6 +175,7 @@ def replay_in_processes(
             "shard": (i + n * k, n * processes),
             "batch_messages": batch_messages,
             "pacing": shares[k],
+            "embeddings": embeddings,
         }
         proc = ctx.Process(
             target=_worker,
@@ -214,6 +225,8 @@ def replay_in_processes(
             report.model_usage = merge_usage(report.model_usage, value.get("model_usage") or {})
             report.node_ms = merge_node_ms(report.node_ms, value.get("node_ms") or {})
             report.runs += int(value.get("runs", 0))
+            report.embedded_turns += int(value.get("embedded_turns", 0))
+            report.embed_seconds += float(value.get("embed_seconds", 0.0))
     for proc in workers:
         proc.join()
     report.seconds = time.perf_counter() - started

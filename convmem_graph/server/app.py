@@ -189,6 +189,28 @@ def _add_metrics(app: FastAPI, inbox: Inbox, worker: WorkerHandle, auth: list[An
         return PlainTextResponse(metrics.render(), media_type=CONTENT_TYPE)
 
 
+def open_served_memory(settings: ServeSettings) -> ConvMemory:
+    """The memory the server (or its worker process) serves: ``settings.db``, bot ids, embeddings.
+
+    With ``CONVMEM_EMBEDDINGS`` new turns are embedded by a background thread after each run, and
+    call starts with a query search them by meaning beside the words.
+
+    Raises:
+        ValueError: ``CONVMEM_EMBEDDINGS`` names no known model (the message says which are).
+    """
+    embeddings = None
+    if settings.embeddings:
+        from convmem_graph.embeddings import embeddings_from_name
+
+        embeddings = embeddings_from_name(settings.embeddings)
+    return ConvMemory.open(
+        settings.db,
+        config=MemoryConfig(bot_ids=list(settings.bot_ids)),
+        pools=settings.pools(),
+        embeddings=embeddings,
+    )
+
+
 def create_app(
     settings: ServeSettings | None = None,
     *,
@@ -210,9 +232,7 @@ def create_app(
     settings = settings or ServeSettings()
     owned = mem is None
     if mem is None:
-        mem = ConvMemory.open(
-            settings.db, config=MemoryConfig(bot_ids=list(settings.bot_ids)), pools=settings.pools()
-        )
+        mem = open_served_memory(settings)
     inbox = Inbox(mem.store)
     worker: WorkerHandle
     if settings.worker_process:

@@ -51,15 +51,12 @@ def _drain(conn: Connection, timeout: float) -> tuple[bool, bool]:
 
 def _child_main(settings_json: str, conn: Connection) -> None:
     # Runs in the spawned child: open our own memory on the same database and work off the inbox.
-    from convmem_graph.config import MemoryConfig
-    from convmem_graph.memory import ConvMemory
+    from convmem_graph.server.app import open_served_memory
     from convmem_graph.server.worker import InboxWorker
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = ServeSettings.model_validate_json(settings_json)
-    mem = ConvMemory.open(
-        settings.db, config=MemoryConfig(bot_ids=list(settings.bot_ids)), pools=settings.pools()
-    )
+    mem = open_served_memory(settings)
 
     def send(message: Any) -> None:
         try:
