@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from convmem_graph.text.cjk import IDEOGRAPHS
+
 __all__ = ["DateSpan", "date_spans"]
 
 _MONTHS = {
@@ -58,7 +60,7 @@ _PATTERNS = [
     # a year on its own
     re.compile(r"(?<![0-9A-Za-z-])(?P<y>(?:19|20)\d\d)(?![0-9A-Za-z-])"),
 ]
-_CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
+_CJK = re.compile(f"[{IDEOGRAPHS}]")
 
 
 @dataclass(frozen=True)

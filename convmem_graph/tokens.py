@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from convmem_graph.text.cjk import WIDE
+
 if TYPE_CHECKING:  # LangChain is not imported at run time: a call start stays light
     from langchain_core.messages import BaseMessage
 
@@ -21,10 +23,7 @@ __all__ = ["TokenCounter", "count_message_tokens", "count_tokens"]
 
 TokenCounter = Callable[[str], int]
 
-_WIDE = re.compile(
-    "[\u2e80-\u2fff\u3000-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002ffff]"
-)
+_WIDE = re.compile(f"[{WIDE}]")
 
 
 def count_tokens(text: str) -> int:

@@ -14,12 +14,13 @@ from collections.abc import Callable
 from datetime import date, timedelta
 
 from convmem_graph.payloads._sanitize import Language
+from convmem_graph.text.cjk import IDEOGRAPHS
 from convmem_graph.text.timeexpr import cn_int, local_date
 
 __all__ = ["format_date", "local_date", "resolve_relative_times", "utc_offset_minutes"]
 
 _MONTHS = ("January February March April May June July August September October November December").split()
-_CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
+_CJK = re.compile(f"[{IDEOGRAPHS}]")
 _LATIN = re.compile("[A-Za-z]")
 _WEEKDAYS_EN = {
     "monday": 0,

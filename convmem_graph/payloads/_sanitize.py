@@ -27,6 +27,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from convmem_graph.text.cjk import EAST_ASIAN
+
 __all__ = [
     "INSTRUCTION_PATTERNS",
     "FLAG_MARKERS",
@@ -234,12 +236,15 @@ def clean_text(text: str) -> str:
     return _INVISIBLE.sub("", folded).strip().translate(_BRACKETS)
 
 
+_EAST_ASIAN = re.compile(f"[{EAST_ASIAN}]")
+
+
 def _is_cjk(ch: str) -> bool:
-    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uac00" <= ch <= "\ud7af"
+    return _EAST_ASIAN.match(ch) is not None
 
 
-# A character the confusables table may map: neither ASCII nor CJK (the ranges of _is_cjk).
-_OUTSIDE_TABLE = re.compile("[^\x00-\x7f\u2e80-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+# A character the confusables table may map: neither ASCII nor East Asian.
+_OUTSIDE_TABLE = re.compile(f"[^\x00-\x7f{EAST_ASIAN}]")
 
 
 @functools.cache
@@ -382,7 +387,7 @@ def guard_turn(text: str, language: Language | None = None) -> str:
     if not looks_like_instruction(text):
         return text
     if language is None:
-        language = "zh" if any(_is_cjk(ch) for ch in text) else "en"
+        language = "zh" if _EAST_ASIAN.search(text) else "en"
     return wrap_flagged(clean_text(text), language)
 
 

@@ -53,7 +53,6 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp
 
 from convmem_graph._heap import freeze_long_lived
-from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
 from convmem_graph.server._boundary import BoundaryRoute
 from convmem_graph.server._http import SecurityHeadersMiddleware, token_matches
@@ -62,6 +61,7 @@ from convmem_graph.server.health import BoundedWritesMiddleware, StoreProbe, sto
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.server.proxy import build_proxy_router
 from convmem_graph.server.request_spans import asgi_middleware
+from convmem_graph.server.served import open_served_memory
 from convmem_graph.server.settings import ServeSettings
 from convmem_graph.server.webhooks import build_webhook_router
 from convmem_graph.server.worker import InboxWorker, WorkerHandle
@@ -187,28 +187,6 @@ def _add_metrics(app: FastAPI, inbox: Inbox, worker: WorkerHandle, auth: list[An
     def prometheus_metrics() -> PlainTextResponse:
         """Counters and gauges in the Prometheus text format (see ``convmem_graph.server.metrics``)."""
         return PlainTextResponse(metrics.render(), media_type=CONTENT_TYPE)
-
-
-def open_served_memory(settings: ServeSettings) -> ConvMemory:
-    """The memory the server (or its worker process) serves: ``settings.db``, bot ids, embeddings.
-
-    With ``CONVMEM_EMBEDDINGS`` new turns are embedded by a background thread after each run, and
-    call starts with a query search them by meaning beside the words.
-
-    Raises:
-        ValueError: ``CONVMEM_EMBEDDINGS`` names no known model (the message says which are).
-    """
-    embeddings = None
-    if settings.embeddings:
-        from convmem_graph.embeddings import embeddings_from_name
-
-        embeddings = embeddings_from_name(settings.embeddings)
-    return ConvMemory.open(
-        settings.db,
-        config=MemoryConfig(bot_ids=list(settings.bot_ids)),
-        pools=settings.pools(),
-        embeddings=embeddings,
-    )
 
 
 def create_app(

