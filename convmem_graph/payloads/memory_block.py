@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -46,8 +47,8 @@ from convmem_graph.payloads._sanitize import (
     wrap_flagged,
 )
 from convmem_graph.payloads.fusion import fuse
-from convmem_graph.payloads.ranker import Scorer, TermStats
-from convmem_graph.payloads.relevance import iter_ranked
+from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats
+from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked
 from convmem_graph.text.cjk import SCRIPTS
 from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens
@@ -706,6 +707,72 @@ def _fragment_terms(
     return pieces, holders
 
 
+class _Facts:
+    """What the block's order of the snapshot's facts needs that no query changes, kept with it.
+
+    ``fast``: every fragment is its own object and of this memory. Otherwise the block walks
+    all the facts as it always did (an error for another memory's fragment is raised there, at
+    the same fragment).
+    """
+
+    __slots__ = ("by_content", "counts", "expiring", "expiring_at", "fast", "order", "pieces")
+
+    def __init__(self, snapshot: MemorySnapshot, stats: TermStats) -> None:
+        fragments = snapshot.fragments
+        mid = snapshot.memory_id
+        self.fast = len({id(f) for f in fragments}) == len(fragments) and all(
+            not f.memory_id or f.memory_id == mid for f in fragments
+        )
+        self.order = FactOrder(fragments)
+        self.by_content: dict[str, list[int]] = {}
+        for i, frag in enumerate(fragments):
+            self.by_content.setdefault(frag.content, []).append(i)
+        self.pieces = [i for i, f in enumerate(fragments) if f.part_of is not None]
+        timed = sorted((f.expires_at, i) for i, f in enumerate(fragments) if f.expires_at is not None)
+        self.expiring_at = [at for at, _ in timed]
+        self.expiring = [i for _, i in timed]
+        # The scorer's pool holds every fact when they all fit the sample: counted once here.
+        self.counts = PoolCounts(self.order.index.contents, stats) if len(fragments) <= _POOL_SAMPLE else None
+
+
+def _facts(snapshot: MemorySnapshot, stats: TermStats) -> _Facts:
+    """The snapshot's :class:`_Facts`, kept for this very list of fragments and memory id."""
+    cache = snapshot.derived()
+    known = cache.get("facts")
+    if known is None or known[0] is not snapshot.fragments or known[1] != snapshot.memory_id:
+        known = cache["facts"] = (snapshot.fragments, snapshot.memory_id, _Facts(snapshot, stats))
+    return cast(_Facts, known[2])
+
+
+def _considered(
+    snapshot: MemorySnapshot, options: MemoryBlockOptions, facts: _Facts, ranking: FactRanking, scorer: Scorer
+) -> list[Fragment]:
+    """The facts :func:`_select` acts on, in the block's order: what a walk of all of them would take.
+
+    That walk takes every fact holding a query term, reports every expired one, groups the
+    pieces of long facts, and takes the first ``max_fragments + _MAX_BUDGET_SKIPS`` facts that
+    are none of these (in the order); the rest it passes over. So the first that many plus as
+    many as there are of the others, and the others wherever they stand, make the same
+    selection: the per-fact work follows the matches, not the memory's facts.
+    """
+    fragments = facts.order.fragments
+    _, holders = _fragment_terms(snapshot, scorer)
+    special: set[int] = set(facts.pieces)
+    for text in set().union(*(holders.get(t, ()) for t in scorer.weights)):
+        special.update(facts.by_content[text])
+    if options.now_ms is not None:
+        special.update(facts.expiring[: bisect_right(facts.expiring_at, options.now_ms)])
+    # Only the first _POOL_SAMPLE facts of the order are ever considered (as iter_ranked's sample).
+    reach = min(len(fragments), _POOL_SAMPLE)
+    first = options.max_fragments + _MAX_BUDGET_SKIPS + len(special)
+    at = dict(enumerate(ranking.prefix(min(first, reach))))
+    for i in special:
+        rank = ranking.rank(i)
+        if rank < reach:
+            at[rank] = i
+    return [fragments[at[rank]] for rank in sorted(at)]
+
+
 def _check_owner(frag: Fragment, memory_id: str) -> None:
     if frag.memory_id and frag.memory_id != memory_id:
         raise ValueError(
@@ -819,10 +886,18 @@ def build_memory_block(
     """
     opts = options or MemoryBlockOptions()
     fragments = snapshot.fragments
+    stats = _term_stats(snapshot)
     # Lexical (and embeddings) order of the facts: it breaks ties of the block's one ranker, so
     # with embeddings a fact that shares no word with the query can still come first among those.
-    ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
-    head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
+    facts = _facts(snapshot, stats) if embeddings is None else None
+    ranking: FactRanking | None = None
+    if facts is not None and facts.fast:
+        # The same order, by position: only the facts the query matches are ordered.
+        ranking = facts.order.ranking(opts.query)
+        head = [fragments[i] for i in ranking.prefix(_LANGUAGE_SAMPLE_FRAGMENTS)]
+    else:
+        ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
+        head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
     language: Language
     if opts.language != "auto":
         language = opts.language
@@ -851,13 +926,20 @@ def build_memory_block(
     if header <= opts.budget_tokens:
         # The facts scored: all of them in a memory of ordinary size; in a very large one the
         # first 400 of the lexical order (every fact holding a query term comes before the rest).
-        ordered = [*head, *itertools.islice(ranked, max(_POOL_SAMPLE - len(head), 0))]
         # Without the history's statistics, IDF comes from the facts themselves (all of them,
         # up to a bound: a term in every fact is as good as a stop word).
-        pool = [f.content for f in ordered]
-        if snapshot.episodes is not None:
-            pool.extend(h.message.content for h in snapshot.episodes.hits)
-        scorer = Scorer(opts.query, snapshot.episodes, pool, _term_stats(snapshot))
+        found = [h.message.content for h in snapshot.episodes.hits] if snapshot.episodes is not None else []
+        if ranking is not None:
+            assert facts is not None  # the ranking is made from them
+            if facts.counts is not None:
+                scorer = Scorer(opts.query, snapshot.episodes, found, stats, base=facts.counts)
+            else:
+                pool = [fragments[i].content for i in ranking.prefix(_POOL_SAMPLE)]
+                scorer = Scorer(opts.query, snapshot.episodes, pool + found, stats)
+            ordered = _considered(snapshot, opts, facts, ranking, scorer)
+        else:
+            ordered = [*head, *itertools.islice(ranked, max(_POOL_SAMPLE - len(head), 0))]
+            scorer = Scorer(opts.query, snapshot.episodes, [f.content for f in ordered] + found, stats)
         exclude = frozenset(m.id for m in select_recent_turns(snapshot.recent, opts.skip_recent_turns))
         sel = _select(
             snapshot, opts, language, ordered, opts.budget_tokens - header, counter, scorer, exclude
