@@ -394,6 +394,10 @@ def _select(
     now = options.now_ms
     memory_id = snapshot.memory_id
     unmatched_left = options.max_fragments + _MAX_BUDGET_SKIPS
+    # Facts scoring 0.0, in order: (rank, id, payload). They sort after every other candidate,
+    # in this order, so they become candidates only when the selection gets that far (it mostly
+    # stops at the budget before).
+    unmatched: list[tuple[int, str, object]] = []
     # Pieces of one long fact compete, and go in, as one fact.
     pieces_of, holders = _fragment_terms(snapshot, scorer)
     # Facts holding none of the query's terms score 0.0 without a look (most facts, most calls).
@@ -418,6 +422,8 @@ def _select(
             if unmatched_left <= 0:
                 continue
             unmatched_left -= 1
+            unmatched.append((rank, frag.id, pieces or frag))
+            continue
         pool.append(_Candidate("fragments", "fact", frag.id, score, 2, rank, pieces or frag))
     episodes = snapshot.episodes
     if episodes is not None:
@@ -441,6 +447,7 @@ def _select(
             if score > 0:
                 pool.append(_Candidate("turns", "turn", msg.id, score, 3, -hit.seq, msg))
     pool.sort(key=lambda c: (-c.score, c.tier, c.sub))
+    zero = (_Candidate("fragments", "fact", key, 0.0, 2, rank, payload) for rank, key, payload in unmatched)
 
     pairs = _question_answer_pairs(episodes)
     shown: set[str] = set()  # turns quoted (alone or in a question-answer pair)
@@ -453,7 +460,7 @@ def _select(
     min_cost = counter(texts["fact"]) + 1
     skips = included = 0
     facts_full = False
-    for cand in pool:
+    for cand in itertools.chain(pool, zero):
         if remaining < min_cost or skips >= _MAX_BUDGET_SKIPS:
             if cand.kind == "fact":
                 sel.considered_dropped.append(cand.key)
@@ -664,6 +671,23 @@ def _scored_text(snapshot: MemorySnapshot, name: str, value: VariableValue, lang
     text = f"{label} {_value_text(value, language)}"
     cache[(name, language)] = (value, text)
     return text
+
+
+class _TextScripts:
+    """:func:`_script_counts` of single texts, once per text (bounded: found turns vary by query)."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self) -> None:
+        self._done: dict[str, tuple[int, int]] = {}
+
+    def __call__(self, text: str) -> tuple[int, int]:
+        done = self._done.get(text)
+        if done is None:
+            if len(self._done) >= 4_096:
+                self._done.clear()
+            done = self._done[text] = _script_counts((text,))
+        return done
 
 
 class _Neutralized:
@@ -914,10 +938,13 @@ def build_memory_block(
             known = cache["script_counts"] = (snapshot.variables, snapshot.summary, _script_counts(samples))
         fixed = known[2]
         turns = snapshot.episodes.hits[:_LANGUAGE_SAMPLE_FRAGMENTS] if snapshot.episodes is not None else []
-        cjk, words = _script_counts(
-            itertools.chain((f.content for f in head), (h.message.content for h in turns))
-        )
-        language = _language_of(fixed[0] + cjk, fixed[1] + words)
+        cjk, words = fixed
+        # The same facts and turns come back call after call: each text is counted once.
+        known_texts = _kept(snapshot, "text_script_counts", _TextScripts)
+        for text in itertools.chain((f.content for f in head), (h.message.content for h in turns)):
+            c, w = known_texts(text)
+            cjk, words = cjk + c, words + w
+        language = _language_of(cjk, words)
 
     texts = _TEXT[language]
     header = counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
