@@ -21,6 +21,8 @@ average is printed before and after.
 
 Usage:
     PYTHONPATH=. python benchmarks/limit.py [--sizes 1000,100000] [--calls 300] [--rounds 3]
+    # another checkout's call start on the same files, and its payloads for a byte comparison:
+    PYTHONPATH=<checkout>:benchmarks python benchmarks/limit.py --reuse --workdir DIR [--dump FILE]
 """
 
 from __future__ import annotations
