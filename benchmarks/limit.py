@@ -21,6 +21,8 @@ average is printed before and after.
 
 Usage:
     PYTHONPATH=. python benchmarks/limit.py [--sizes 1000,100000] [--calls 300] [--rounds 3]
+    # another checkout's call start on the same files, and its payloads for a byte comparison:
+    PYTHONPATH=<checkout>:benchmarks python benchmarks/limit.py --reuse --workdir DIR [--dump FILE]
 """
 
 from __future__ import annotations
@@ -43,11 +45,31 @@ from replay_slope import session
 import convmem_graph
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
+from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
 from convmem_graph.replay import replay_in_processes
+from convmem_graph.snapshot import render_call_start, with_episodes
 
 SESSION = 100
 BASE_MS = 1_767_000_000_000
 QUERIES = ["羽毛球", "chess pottery", "成都 朋友", "Lisbon", "火锅 饺子", "jazz"]
+#: ``--dump``: the timed queries and four more (none: the call opening's own query; a question;
+#: a conversation so far; a word most facts hold), for four vendors and a second budget.
+DUMP_QUERIES = [
+    *QUERIES,
+    "",
+    "what did my friend 小王 and I eat in 成都?",
+    "I like 羽毛球 and chess\nwhat about pottery and ramen this weekend?",
+    "我喜欢什么",
+]
+DUMP_VENDORS: list[tuple[str, int, dict[str, object]]] = [
+    ("openai", 300, {}),
+    ("openai", 120, {}),
+    ("trtc-llmconfig", 300, {}),
+    ("agora-llm", 300, {"llm": {"url": "https://llm.example/v1/chat/completions"}}),
+    ("agora-custom", 300, {}),
+]
+#: The clock of ``--dump`` payloads (expiry is judged against it): fixed, so two runs compare.
+DUMP_NOW_MS = BASE_MS + 10**10
 
 
 def write_archive(path: Path, messages: int) -> None:
@@ -144,9 +166,18 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", default="1000,100000")
-    parser.add_argument("--calls", type=int, default=300, help="call starts per side, size and round")
+    parser.add_argument(
+        "--calls", type=int, default=300, help="call starts per side, size and round (0: none, with --reuse)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="replay rounds (call starts: interleaved)")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        default=None,
+        help="also write every size's payloads (DUMP_QUERIES x DUMP_VENDORS, fixed clock) and memory"
+        " block reports to this JSON Lines file: two checkouts' files must be byte-identical",
+    )
     parser.add_argument(
         "--reuse",
         action="store_true",
@@ -165,7 +196,10 @@ def main() -> int:
             if not (ours.exists() and limit.exists()):
                 parser.error(f"--reuse: {ours} or {limit} is missing (run once without --reuse)")
             print(f"\n{n:,} messages (databases of an earlier run)")
-            call_starts(ours, limit, args.calls)
+            if args.dump is not None:
+                dump_payloads(ours, n, args.dump)
+            if args.calls > 0:
+                call_starts(ours, limit, args.calls)
             continue
         write_archive(archive, n)
         times: dict[str, list[float]] = {"convmem": [], "limit": []}
@@ -190,9 +224,52 @@ def main() -> int:
         print(
             "  rounds s: " + "; ".join(f"{k} " + " / ".join(f"{x:.2f}" for x in v) for k, v in times.items())
         )
+        if args.dump is not None:
+            dump_payloads(ours, n, args.dump)
         call_starts(ours, limit, args.calls)
     print(f"\nload after {os.getloadavg()}")
     return 0
+
+
+def dump_payloads(ours: Path, size: int, out: Path) -> None:
+    """Append ``ours``' payloads for every dump query and vendor, and its memory block reports, to ``out``.
+
+    The payloads go through the store (the snapshot's read, the episodic search) as a call start
+    does; the clock is fixed. The reports list every dropped fact too (``list_all_dropped``).
+    """
+    mem = ConvMemory.open(str(ours))
+    try:
+        with out.open("a", encoding="utf-8") as file:
+            for query in DUMP_QUERIES:
+                for vendor, budget, extra in DUMP_VENDORS:
+                    # Twice: the second call runs on what the first one kept with the snapshot.
+                    for attempt in range(2):
+                        snap = mem.snapshot("u1")
+                        options = {"query": query, "budget_tokens": budget, **extra}
+                        payload = render_call_start(
+                            mem.store, snap, vendor, options, config=mem.config, now_ms=DUMP_NOW_MS
+                        )
+                        row = {
+                            "size": size,
+                            "query": query,
+                            "vendor": vendor,
+                            "budget": budget,
+                            "try": attempt,
+                        }
+                        file.write(
+                            json.dumps({**row, "payload": payload}, ensure_ascii=False, sort_keys=True) + "\n"
+                        )
+                found = with_episodes(mem.store, mem.snapshot("u1"), mem.config, query, budget_tokens=300)
+                block_options = MemoryBlockOptions(query=query or None, budget_tokens=300, now_ms=DUMP_NOW_MS)
+                block = build_memory_block(found, block_options)
+                file.write(
+                    json.dumps(
+                        {"size": size, "query": query, "block": block.model_dump()}, ensure_ascii=False
+                    )
+                    + "\n"
+                )
+    finally:
+        mem.close()
 
 
 def call_starts(ours: Path, limit: Path, calls: int) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -46,8 +47,8 @@ from convmem_graph.payloads._sanitize import (
     wrap_flagged,
 )
 from convmem_graph.payloads.fusion import fuse
-from convmem_graph.payloads.ranker import Scorer, TermStats
-from convmem_graph.payloads.relevance import iter_ranked
+from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats
+from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked
 from convmem_graph.text.cjk import SCRIPTS
 from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens
@@ -393,6 +394,10 @@ def _select(
     now = options.now_ms
     memory_id = snapshot.memory_id
     unmatched_left = options.max_fragments + _MAX_BUDGET_SKIPS
+    # Facts scoring 0.0, in order: (rank, id, payload). They sort after every other candidate,
+    # in this order, so they become candidates only when the selection gets that far (it mostly
+    # stops at the budget before).
+    unmatched: list[tuple[int, str, object]] = []
     # Pieces of one long fact compete, and go in, as one fact.
     pieces_of, holders = _fragment_terms(snapshot, scorer)
     # Facts holding none of the query's terms score 0.0 without a look (most facts, most calls).
@@ -417,6 +422,8 @@ def _select(
             if unmatched_left <= 0:
                 continue
             unmatched_left -= 1
+            unmatched.append((rank, frag.id, pieces or frag))
+            continue
         pool.append(_Candidate("fragments", "fact", frag.id, score, 2, rank, pieces or frag))
     episodes = snapshot.episodes
     if episodes is not None:
@@ -440,6 +447,7 @@ def _select(
             if score > 0:
                 pool.append(_Candidate("turns", "turn", msg.id, score, 3, -hit.seq, msg))
     pool.sort(key=lambda c: (-c.score, c.tier, c.sub))
+    zero = (_Candidate("fragments", "fact", key, 0.0, 2, rank, payload) for rank, key, payload in unmatched)
 
     pairs = _question_answer_pairs(episodes)
     shown: set[str] = set()  # turns quoted (alone or in a question-answer pair)
@@ -452,7 +460,7 @@ def _select(
     min_cost = counter(texts["fact"]) + 1
     skips = included = 0
     facts_full = False
-    for cand in pool:
+    for cand in itertools.chain(pool, zero):
         if remaining < min_cost or skips >= _MAX_BUDGET_SKIPS:
             if cand.kind == "fact":
                 sel.considered_dropped.append(cand.key)
@@ -665,6 +673,23 @@ def _scored_text(snapshot: MemorySnapshot, name: str, value: VariableValue, lang
     return text
 
 
+class _TextScripts:
+    """:func:`_script_counts` of single texts, once per text (bounded: found turns vary by query)."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self) -> None:
+        self._done: dict[str, tuple[int, int]] = {}
+
+    def __call__(self, text: str) -> tuple[int, int]:
+        done = self._done.get(text)
+        if done is None:
+            if len(self._done) >= 4_096:
+                self._done.clear()
+            done = self._done[text] = _script_counts((text,))
+        return done
+
+
 class _Neutralized:
     """:func:`neutralize` of the snapshot's own texts (variable values, facts), once per text.
 
@@ -704,6 +729,72 @@ def _fragment_terms(
     pieces = _pieces(snapshot.fragments)
     cache["fragment_terms"] = (snapshot.fragments, pieces, holders)
     return pieces, holders
+
+
+class _Facts:
+    """What the block's order of the snapshot's facts needs that no query changes, kept with it.
+
+    ``fast``: every fragment is its own object and of this memory. Otherwise the block walks
+    all the facts as it always did (an error for another memory's fragment is raised there, at
+    the same fragment).
+    """
+
+    __slots__ = ("by_content", "counts", "expiring", "expiring_at", "fast", "order", "pieces")
+
+    def __init__(self, snapshot: MemorySnapshot, stats: TermStats) -> None:
+        fragments = snapshot.fragments
+        mid = snapshot.memory_id
+        self.fast = len({id(f) for f in fragments}) == len(fragments) and all(
+            not f.memory_id or f.memory_id == mid for f in fragments
+        )
+        self.order = FactOrder(fragments)
+        self.by_content: dict[str, list[int]] = {}
+        for i, frag in enumerate(fragments):
+            self.by_content.setdefault(frag.content, []).append(i)
+        self.pieces = [i for i, f in enumerate(fragments) if f.part_of is not None]
+        timed = sorted((f.expires_at, i) for i, f in enumerate(fragments) if f.expires_at is not None)
+        self.expiring_at = [at for at, _ in timed]
+        self.expiring = [i for _, i in timed]
+        # The scorer's pool holds every fact when they all fit the sample: counted once here.
+        self.counts = PoolCounts(self.order.index.contents, stats) if len(fragments) <= _POOL_SAMPLE else None
+
+
+def _facts(snapshot: MemorySnapshot, stats: TermStats) -> _Facts:
+    """The snapshot's :class:`_Facts`, kept for this very list of fragments and memory id."""
+    cache = snapshot.derived()
+    known = cache.get("facts")
+    if known is None or known[0] is not snapshot.fragments or known[1] != snapshot.memory_id:
+        known = cache["facts"] = (snapshot.fragments, snapshot.memory_id, _Facts(snapshot, stats))
+    return cast(_Facts, known[2])
+
+
+def _considered(
+    snapshot: MemorySnapshot, options: MemoryBlockOptions, facts: _Facts, ranking: FactRanking, scorer: Scorer
+) -> list[Fragment]:
+    """The facts :func:`_select` acts on, in the block's order: what a walk of all of them would take.
+
+    That walk takes every fact holding a query term, reports every expired one, groups the
+    pieces of long facts, and takes the first ``max_fragments + _MAX_BUDGET_SKIPS`` facts that
+    are none of these (in the order); the rest it passes over. So the first that many plus as
+    many as there are of the others, and the others wherever they stand, make the same
+    selection: the per-fact work follows the matches, not the memory's facts.
+    """
+    fragments = facts.order.fragments
+    _, holders = _fragment_terms(snapshot, scorer)
+    special: set[int] = set(facts.pieces)
+    for text in set().union(*(holders.get(t, ()) for t in scorer.weights)):
+        special.update(facts.by_content[text])
+    if options.now_ms is not None:
+        special.update(facts.expiring[: bisect_right(facts.expiring_at, options.now_ms)])
+    # Only the first _POOL_SAMPLE facts of the order are ever considered (as iter_ranked's sample).
+    reach = min(len(fragments), _POOL_SAMPLE)
+    first = options.max_fragments + _MAX_BUDGET_SKIPS + len(special)
+    at = dict(enumerate(ranking.prefix(min(first, reach))))
+    for i in special:
+        rank = ranking.rank(i)
+        if rank < reach:
+            at[rank] = i
+    return [fragments[at[rank]] for rank in sorted(at)]
 
 
 def _check_owner(frag: Fragment, memory_id: str) -> None:
@@ -819,10 +910,18 @@ def build_memory_block(
     """
     opts = options or MemoryBlockOptions()
     fragments = snapshot.fragments
+    stats = _term_stats(snapshot)
     # Lexical (and embeddings) order of the facts: it breaks ties of the block's one ranker, so
     # with embeddings a fact that shares no word with the query can still come first among those.
-    ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
-    head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
+    facts = _facts(snapshot, stats) if embeddings is None else None
+    ranking: FactRanking | None = None
+    if facts is not None and facts.fast:
+        # The same order, by position: only the facts the query matches are ordered.
+        ranking = facts.order.ranking(opts.query)
+        head = [fragments[i] for i in ranking.prefix(_LANGUAGE_SAMPLE_FRAGMENTS)]
+    else:
+        ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
+        head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
     language: Language
     if opts.language != "auto":
         language = opts.language
@@ -839,10 +938,13 @@ def build_memory_block(
             known = cache["script_counts"] = (snapshot.variables, snapshot.summary, _script_counts(samples))
         fixed = known[2]
         turns = snapshot.episodes.hits[:_LANGUAGE_SAMPLE_FRAGMENTS] if snapshot.episodes is not None else []
-        cjk, words = _script_counts(
-            itertools.chain((f.content for f in head), (h.message.content for h in turns))
-        )
-        language = _language_of(fixed[0] + cjk, fixed[1] + words)
+        cjk, words = fixed
+        # The same facts and turns come back call after call: each text is counted once.
+        known_texts = _kept(snapshot, "text_script_counts", _TextScripts)
+        for text in itertools.chain((f.content for f in head), (h.message.content for h in turns)):
+            c, w = known_texts(text)
+            cjk, words = cjk + c, words + w
+        language = _language_of(cjk, words)
 
     texts = _TEXT[language]
     header = counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
@@ -851,13 +953,20 @@ def build_memory_block(
     if header <= opts.budget_tokens:
         # The facts scored: all of them in a memory of ordinary size; in a very large one the
         # first 400 of the lexical order (every fact holding a query term comes before the rest).
-        ordered = [*head, *itertools.islice(ranked, max(_POOL_SAMPLE - len(head), 0))]
         # Without the history's statistics, IDF comes from the facts themselves (all of them,
         # up to a bound: a term in every fact is as good as a stop word).
-        pool = [f.content for f in ordered]
-        if snapshot.episodes is not None:
-            pool.extend(h.message.content for h in snapshot.episodes.hits)
-        scorer = Scorer(opts.query, snapshot.episodes, pool, _term_stats(snapshot))
+        found = [h.message.content for h in snapshot.episodes.hits] if snapshot.episodes is not None else []
+        if ranking is not None:
+            assert facts is not None  # the ranking is made from them
+            if facts.counts is not None:
+                scorer = Scorer(opts.query, snapshot.episodes, found, stats, base=facts.counts)
+            else:
+                pool = [fragments[i].content for i in ranking.prefix(_POOL_SAMPLE)]
+                scorer = Scorer(opts.query, snapshot.episodes, pool + found, stats)
+            ordered = _considered(snapshot, opts, facts, ranking, scorer)
+        else:
+            ordered = [*head, *itertools.islice(ranked, max(_POOL_SAMPLE - len(head), 0))]
+            scorer = Scorer(opts.query, snapshot.episodes, [f.content for f in ordered] + found, stats)
         exclude = frozenset(m.id for m in select_recent_turns(snapshot.recent, opts.skip_recent_turns))
         sel = _select(
             snapshot, opts, language, ordered, opts.budget_tokens - header, counter, scorer, exclude

@@ -22,7 +22,7 @@ from convmem_graph.models import EpisodeSearch
 from convmem_graph.payloads.relevance import stem
 from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
 
-__all__ = ["Scorer", "TermStats", "text_terms"]
+__all__ = ["PoolCounts", "Scorer", "TermStats", "text_terms"]
 
 _WORD = re.compile(r"[^\W_]+")
 #: A speaker given as a name: letters (any script) in up to four words.
@@ -97,6 +97,37 @@ class TermStats:
         return entry
 
 
+class PoolCounts:
+    """What :class:`Scorer` reads of a fixed list of pool texts: how many, their length, each term's texts.
+
+    A call start's pool is the snapshot's facts (the same at every call) and the turns found for
+    the query; counted once per snapshot, the facts cost a few look-ups per query instead of a
+    pass over every fact. Scores are the same as with the texts in ``pool`` (the sums are of
+    integers).
+
+    Example:
+        >>> facts = ["User is allergic to mango.", "User likes tea."]
+        >>> base = PoolCounts(facts, TermStats())
+        >>> kept, fresh = Scorer("mango", None, [], base=base), Scorer("mango", None, facts)
+        >>> kept.score(facts[0]) == fresh.score(facts[0]) > 0.0
+        True
+    """
+
+    __slots__ = ("count", "holding", "length")
+
+    def __init__(self, texts: Sequence[str], stats: TermStats) -> None:
+        #: Number of texts, and their terms in all.
+        self.count = len(texts)
+        self.length = 0
+        #: Term -> how many of the texts hold it.
+        self.holding: dict[str, int] = {}
+        for text in texts:
+            counts, length = stats.get(text)
+            self.length += length
+            for term in counts:
+                self.holding[term] = self.holding.get(term, 0) + 1
+
+
 class Scorer:
     """BM25 of texts against one query, with IDF from the memory's history when known.
 
@@ -108,6 +139,7 @@ class Scorer:
             ``episodes``).
         stats: Term counts kept from earlier calls (the snapshot's); a fresh one when ``None``.
             Scores are the same either way.
+        base: Pool texts given by their counts (:class:`PoolCounts`), before those of ``pool``.
 
     Example:
         >>> s = Scorer("mango allergy", None, ["User is allergic to mango.", "User likes tea."])
@@ -121,6 +153,7 @@ class Scorer:
         episodes: EpisodeSearch | None,
         pool: Sequence[str],
         stats: TermStats | None = None,
+        base: PoolCounts | None = None,
     ) -> None:
         # More terms than the index search takes: scoring a term costs nothing per query here.
         terms = search_terms(query, max_terms=_MAX_TERMS) if query and query.strip() else []
@@ -141,7 +174,9 @@ class Scorer:
             return
         get = self.stats.get
         entries = [get(t) for t in pool]
-        self._avg = max(sum(e[1] for e in entries) / len(entries), 1.0) if entries else 8.0
+        count = len(entries) + (base.count if base is not None else 0)
+        length = sum(e[1] for e in entries) + (base.length if base is not None else 0)
+        self._avg = max(length / count, 1.0) if count else 8.0
         tokens: dict[str, str] = {}
         for term in terms:
             tokens.setdefault(_token(term), term)
@@ -149,11 +184,12 @@ class Scorer:
             n = episodes.total
             df = {tok: episodes.document_frequency.get(term, 0) for tok, term in tokens.items()}
         else:
-            n = len(entries)
+            n = count
             seen: Counter[str] = Counter()
             for counts, _ in entries:
                 seen.update(counts.keys() & tokens.keys())
-            df = {tok: seen[tok] for tok in tokens}
+            held = base.holding if base is not None else {}
+            df = {tok: seen[tok] + held.get(tok, 0) for tok in tokens}
         for tok, freq in df.items():
             self.weights[tok] = math.log(1.0 + (n - freq + 0.5) / (freq + 0.5))
         lines = [line for line in query.splitlines() if line.strip()] if query else []

@@ -38,7 +38,16 @@ from convmem_graph.text.terms import CJK_RUN as _CJK_RUN
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-__all__ = ["iter_ranked", "lexical_scores", "query_terms", "rank_fragments", "stem"]
+__all__ = [
+    "FactOrder",
+    "FactRanking",
+    "LexicalIndex",
+    "iter_ranked",
+    "lexical_scores",
+    "query_terms",
+    "rank_fragments",
+    "stem",
+]
 
 _WORD = re.compile(r"[^\W_]+")
 _EN_STOP = frozenset(
@@ -175,55 +184,184 @@ def lexical_scores(query: str, contents: Sequence[str]) -> dict[int, float]:
         >>> lexical_scores("芒果", ["用户喜欢跑步。", "用户对芒果过敏。"])  # doctest: +ELLIPSIS
         {1: ...}
     """
-    terms = query_terms(query)
-    n = len(contents)
-    if not terms or n == 0:
-        return {}
-    text = "\x00".join(contents)
-    if any(is_word for _, _, is_word in terms):
-        low = text.lower()
-        if len(low) != len(text):
-            # a few characters (e.g. U+0130) change length when lower-cased; keep offsets exact
-            contents = [c.lower() for c in contents]
-            low = "\x00".join(contents)
-        text = low
-    limit = max(n // 4, 16)
-    lens = list(map(len, contents))
-    avg_len = max(sum(lens) / n, 1.0)
-    starts: list[int] | None = None
-    scores: dict[int, float] = {}
-    processed = 0
-    for count, term, weight, is_word in sorted((text.count(t), t, w, iw) for t, w, iw in terms):
-        if count == 0:
-            continue
-        if count > limit:
-            break
-        tf: dict[int, int] = {}
-        if processed + count > _MATCH_BUDGET and scores:
-            if len(scores) > _REFINE_LIMIT:
+    return LexicalIndex(contents).scores(query)
+
+
+class _Joined:
+    """One form of the documents joined for ``str.count``/``str.find``: the text, lengths, offsets."""
+
+    __slots__ = ("avg_len", "lens", "starts", "text")
+
+    def __init__(self, text: str, lens: list[int]) -> None:
+        self.text = text
+        self.lens = lens
+        self.avg_len = max(sum(lens) / len(lens), 1.0) if lens else 1.0
+        self.starts: list[int] | None = None
+
+    @classmethod
+    def of(cls, contents: Sequence[str]) -> _Joined:
+        return cls("\x00".join(contents), list(map(len, contents)))
+
+    def offsets(self) -> list[int]:
+        if self.starts is None:
+            self.starts = [0, *itertools.accumulate(map((1).__add__, self.lens[:-1]))]
+        return self.starts
+
+
+class LexicalIndex:
+    """:func:`lexical_scores` over one fixed list of documents, its joined text made once.
+
+    A call start scores the same snapshot's facts against every query: kept with the snapshot,
+    the join (and the lower-cased join that word terms search) is made once per version of it.
+    Scores are those of :func:`lexical_scores` (which is this class used once).
+
+    Example:
+        >>> index = LexicalIndex(["用户喜欢跑步。", "User is allergic to mangoes."])
+        >>> sorted(index.scores("mango")) == sorted(lexical_scores("mango", index.contents)) == [1]
+        True
+    """
+
+    __slots__ = ("_lower", "_raw", "contents")
+
+    def __init__(self, contents: Sequence[str]) -> None:
+        self.contents = list(contents)
+        self._raw: _Joined | None = None
+        self._lower: _Joined | None = None
+
+    def _joined(self, lower: bool) -> _Joined:
+        if self._raw is None:
+            self._raw = _Joined.of(self.contents)
+        if not lower:
+            return self._raw
+        if self._lower is None:
+            low = self._raw.text.lower()
+            if len(low) != len(self._raw.text):
+                # a few characters (e.g. U+0130) change length when lower-cased; keep offsets exact
+                self._lower = _Joined.of([c.lower() for c in self.contents])
+            else:
+                self._lower = _Joined(low, self._raw.lens)
+        return self._lower
+
+    def scores(self, query: str) -> dict[int, float]:
+        """``{index: BM25 score}`` of the documents holding a term of ``query`` (:func:`lexical_scores`)."""
+        terms = query_terms(query)
+        n = len(self.contents)
+        if not terms or n == 0:
+            return {}
+        joined = self._joined(any(is_word for _, _, is_word in terms))
+        text, lens, avg_len = joined.text, joined.lens, joined.avg_len
+        limit = max(n // 4, 16)
+        starts: list[int] | None = None
+        scores: dict[int, float] = {}
+        processed = 0
+        for count, term, weight, is_word in sorted((text.count(t), t, w, iw) for t, w, iw in terms):
+            if count == 0:
+                continue
+            if count > limit:
                 break
-            assert starts is not None  # set by the full pass that produced the scores
-            for doc in scores:
-                body = text[starts[doc] : starts[doc] + lens[doc]]
-                freq = sum(1 for _ in _find_all(body, term, is_word)) if is_word else body.count(term)
-                if freq:
-                    tf[doc] = freq
-            df = count  # occurrences stand in for the document frequency here
-        else:
-            if starts is None:
-                starts = [0, *itertools.accumulate(map((1).__add__, lens[:-1]))]
-            for pos in _find_all(text, term, is_word):
-                doc = bisect_right(starts, pos) - 1
-                tf[doc] = tf.get(doc, 0) + 1
-            processed += count
-            df = len(tf)
-        if not tf:
-            continue
-        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        for doc, freq in tf.items():
-            norm = _K1 * (1.0 - _B + _B * lens[doc] / avg_len)
-            scores[doc] = scores.get(doc, 0.0) + weight * idf * freq * (_K1 + 1.0) / (freq + norm)
-    return scores
+            tf: dict[int, int] = {}
+            if processed + count > _MATCH_BUDGET and scores:
+                if len(scores) > _REFINE_LIMIT:
+                    break
+                assert starts is not None  # set by the full pass that produced the scores
+                for doc in scores:
+                    body = text[starts[doc] : starts[doc] + lens[doc]]
+                    freq = sum(1 for _ in _find_all(body, term, is_word)) if is_word else body.count(term)
+                    if freq:
+                        tf[doc] = freq
+                df = count  # occurrences stand in for the document frequency here
+            else:
+                if starts is None:
+                    starts = joined.offsets()
+                for pos in _find_all(text, term, is_word):
+                    doc = bisect_right(starts, pos) - 1
+                    tf[doc] = tf.get(doc, 0) + 1
+                processed += count
+                df = len(tf)
+            if not tf:
+                continue
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            for doc, freq in tf.items():
+                norm = _K1 * (1.0 - _B + _B * lens[doc] / avg_len)
+                scores[doc] = scores.get(doc, 0.0) + weight * idf * freq * (_K1 + 1.0) / (freq + norm)
+        return scores
+
+
+class FactOrder:
+    """:func:`iter_ranked`'s order (no embeddings) of one fixed list of fragments, by position.
+
+    A call start ranks the same snapshot's facts against every query. Kept with the snapshot,
+    what does not depend on the query is done once: the joined texts (:class:`LexicalIndex`)
+    and the recency order. :meth:`ranking` then costs the lexical matches, not the fragments:
+    it says where any fragment stands and lists the first few, without ordering the rest.
+
+    The fragments must be distinct objects (as parsed from a row); :func:`iter_ranked` tells
+    repeats of one object apart by identity.
+
+    Example:
+        >>> from convmem_graph.models import Fragment
+        >>> fs = [
+        ...     Fragment(id="a", memory_id="m", content="用户对芒果过敏。", key="allergy", updated_at=1),
+        ...     Fragment(id="b", memory_id="m", content="用户喜欢跑步。", key="hobby", updated_at=2),
+        ... ]
+        >>> ranking = FactOrder(fs).ranking("芒果")
+        >>> [fs[i].id for i in ranking.prefix(2)] == [f.id for f in iter_ranked("芒果", fs, first=2)]
+        True
+    """
+
+    __slots__ = ("_recency_pos", "fragments", "index", "recency")
+
+    def __init__(self, fragments: Sequence[Fragment]) -> None:
+        self.fragments = list(fragments)
+        self.index = LexicalIndex(list(map(_CONTENT, self.fragments)))
+        # sorted(reverse=True) keeps ties in list order, as _by_recency (and nlargest) does
+        self.recency = sorted(
+            range(len(self.fragments)), key=lambda i: self.fragments[i].updated_at, reverse=True
+        )
+        self._recency_pos = [0] * len(self.recency)
+        for pos, i in enumerate(self.recency):
+            self._recency_pos[i] = pos
+
+    def ranking(self, query: str | None) -> FactRanking:
+        """The order of the fragments for ``query``: lexical matches best first, then newest first."""
+        scores = self.index.scores(query) if query and query.strip() else {}
+        frags = self.fragments
+        matched = sorted(scores, key=lambda i: (-scores[i], -frags[i].updated_at, i))
+        return FactRanking(self, matched)
+
+
+class FactRanking:
+    """One query's order of a :class:`FactOrder`'s fragments (indices into its list)."""
+
+    __slots__ = ("_matched_pos", "_order", "_skipped", "matched")
+
+    def __init__(self, order: FactOrder, matched: list[int]) -> None:
+        self._order = order
+        #: Indices of the fragments holding a query term, best first (the order's head).
+        self.matched = matched
+        self._matched_pos = {i: r for r, i in enumerate(matched)}
+        # Recency positions of the matched fragments: the rest of the order skips them.
+        self._skipped = sorted(order._recency_pos[i] for i in matched)
+
+    def rank(self, i: int) -> int:
+        """Where fragment ``i`` stands in the order (0 first)."""
+        known = self._matched_pos.get(i)
+        if known is not None:
+            return known
+        pos = self._order._recency_pos[i]
+        return len(self.matched) + pos - bisect_right(self._skipped, pos)
+
+    def prefix(self, n: int) -> list[int]:
+        """The first ``n`` fragments of the order (indices)."""
+        out = self.matched[:n]
+        if len(out) < n:
+            taken = self._matched_pos
+            for i in self._order.recency:
+                if i not in taken:
+                    out.append(i)
+                    if len(out) == n:
+                        break
+        return out
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

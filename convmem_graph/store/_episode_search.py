@@ -8,6 +8,7 @@ the standard library's driver.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -85,21 +86,17 @@ def search_sqlite(
     if not (terms or spans) or limit <= 0:
         return EpisodeSearch(terms=terms)
     lo, hi = rowid_range(memory_id)
-    sql = (
-        f"SELECT rowid FROM {EPISODE_TABLE} WHERE {EPISODE_TABLE} MATCH ? "
-        "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
-    )
-    postings: dict[str, list[int]] = {}
-    # The driver's cursor directly: SQLAlchemy's per-statement and per-row work cost more than
-    # FTS5's own lookups here (one statement per term, up to 128 rows each).
-    cursor = conn.cursor()
-    try:
+    postings: dict[str, list[int]] = {term: [] for term in terms}
+    if terms:
+        # Every term's postings in one statement (a branch per term, each its own LIMIT), on the
+        # driver's cursor: SQLAlchemy's per-statement and per-row work cost more than FTS5's
+        # own lookups here.
+        params: list[Any] = []
         for term in terms:
             # One quoted token per term: never FTS5 query syntax, whatever the user typed.
-            rows = cursor.execute(sql, (f'"{term}"', lo, hi, per_term)).fetchall()
-            postings[term] = [r[0] & SEQ_MASK for r in rows]
-    finally:
-        cursor.close()
+            params += (f'"{term}"', lo, hi, per_term)
+        for k, rowid in conn.execute(_postings_sql(len(terms)), params):
+            postings[terms[k]].append(rowid & SEQ_MASK)
     return collect(
         conn.execute,
         "?",
@@ -110,7 +107,28 @@ def search_sqlite(
         replies=replies,
         spans=spans,
         per_term=per_term,
+        count_sql=_SQLITE_COUNT,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _postings_sql(terms: int) -> str:
+    """The newest postings of ``terms`` terms in one memory's rowid range: ``(term's place, rowid)`` rows."""
+    one = (
+        f"SELECT {{k}}, rowid FROM (SELECT rowid FROM {EPISODE_TABLE} WHERE {EPISODE_TABLE} MATCH ? "
+        "AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?)"
+    )
+    return " UNION ALL ".join(one.format(k=k) for k in range(terms))
+
+
+#: The memory's messages counted up to :data:`COUNT_CAP`, on SQLite: whether a row stands at the
+#: cap's place in the ``(memory_id, seq)`` index, else the full count (of fewer rows). The same
+#: number as the subquery with a LIMIT, in about two thirds of its time (no row handed up).
+_SQLITE_COUNT = (
+    f"SELECT CASE WHEN (SELECT seq FROM {_MESSAGES} WHERE memory_id = ?1 ORDER BY seq "
+    f"LIMIT 1 OFFSET {COUNT_CAP - 1}) IS NOT NULL THEN {COUNT_CAP} "
+    f"ELSE (SELECT count(*) FROM {_MESSAGES} WHERE memory_id = ?1) END"
+)
 
 
 def span_postings(run: Run, mark: str, memory_id: str, span: DateSpan, per_term: int) -> list[int]:
@@ -142,6 +160,7 @@ def collect(
     replies: int | None = None,
     spans: Sequence[DateSpan] = (),
     per_term: int = PER_TERM,
+    count_sql: str | None = None,
 ) -> EpisodeSearch:
     """Score the candidate seqs each term's postings name and read the best ``limit`` turns.
 
@@ -157,6 +176,8 @@ def collect(
         spans: Dates the query names: each is searched as a term (its label, e.g.
             ``@2023-08-19``) whose postings are the turns stored within it.
         per_term: Postings read per date span.
+        count_sql: The driver's statement counting the memory's messages up to
+            :data:`COUNT_CAP` (its one parameter the memory id); a portable one when ``None``.
 
     Identical turns (same words, case and spacing aside) count once: the newest stands for them,
     so a user who restates something does not use up the candidates.
@@ -170,7 +191,9 @@ def collect(
     result.document_frequency = {t: len(p) for t, p in postings.items()}
     if not any(postings.values()):
         return result
-    count = f"SELECT count(*) FROM (SELECT 1 FROM {_MESSAGES} WHERE memory_id = {mark} LIMIT {COUNT_CAP}) t"
+    count = count_sql or (
+        f"SELECT count(*) FROM (SELECT 1 FROM {_MESSAGES} WHERE memory_id = {mark} LIMIT {COUNT_CAP}) t"
+    )
     result.total = int(next(iter(run(count, (memory_id,))))[0] or 0)
     scores: dict[int, float] = {}
     held: dict[int, set[str]] = {}

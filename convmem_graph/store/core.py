@@ -119,7 +119,7 @@ class StoreCore:
         self._serial: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
         self._lock_scope = f"memory:{id(self)}" if memory else self.url
         # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
-        self._parsed: OrderedDict[str, tuple[str, MemorySnapshot]] = OrderedDict()
+        self._parsed: OrderedDict[str, tuple[str | bytes, MemorySnapshot]] = OrderedDict()
         self._parsed_lock = threading.Lock()
         # Where the two databases differ in what they must do: store/sqlite.py, store/postgres.py.
         self._backend: SqliteBackend | PostgresBackend = (

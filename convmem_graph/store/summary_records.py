@@ -14,6 +14,7 @@ from convmem_graph.models import (
     Summary,
 )
 from convmem_graph.store import _queries as Q
+from convmem_graph.store._driver import driver_read
 from convmem_graph.store.core import (
     CACHED_KINDS,
     PARSED_SNAPSHOTS,
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
     pass
 
 __all__ = ["SummaryRecords"]
+
+#: The cached snapshot's JSON as the bytes SQLite stores (``Q.SNAPSHOT_DATA`` on the driver).
+_SNAPSHOT_BYTES = f"SELECT CAST(data AS BLOB) FROM {snapshots.name} WHERE memory_id = ?"
 
 
 def _read_summary(conn: Connection, memory_id: str) -> Summary | None:
@@ -108,12 +112,20 @@ class SummaryRecords(StoreCore):
     def load_snapshot(self, memory_id: str) -> MemorySnapshot | None:
         """Read the cached snapshot by primary key; None when absent or made stale by a change.
 
-        The parsed form of the last rows read is kept in process (compared by their exact text),
-        so a call start on an unchanged memory costs one row read and no parsing. Treat the
+        The parsed form of the last rows read is kept in process (compared by their exact text;
+        on SQLite read as bytes through the driver), so a call start on an unchanged memory costs
+        one row read and no parsing. Treat the
         returned snapshot as read-only: it may be shared with later calls.
         """
-        with self._read() as conn:
-            data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
+        data: str | bytes | None
+        if self.dialect == "sqlite":
+            # The driver's cursor, and the row's bytes as stored: no text decoded to compare.
+            with driver_read(self.engine, self._scope, self._serial) as raw:
+                row = raw.execute(_SNAPSHOT_BYTES, (memory_id,)).fetchone()
+            data = None if row is None else row[0]
+        else:
+            with self._read() as conn:
+                data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
         if data is None:
             return None
         with self._parsed_lock:
