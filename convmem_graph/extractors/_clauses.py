@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 
 from convmem_graph.extractors._lexicon import EN_SPECIES
-from convmem_graph.extractors._taxonomy import PET_VERBS_EN, alternation
+from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_VERBS_EN, alternation
 
-__all__ = ["mark_discourse", "normalize_clause", "strip_fillers", "strip_tails"]
+__all__ = ["ZH_LEISURE", "mark_discourse", "normalize_clause", "strip_fillers", "strip_tails"]
 
 # Chinese markers glued to the previous clause ("我喜欢猫而且我对花生过敏"): a comma before them
 # when a first-person statement follows.
@@ -36,19 +36,33 @@ _EN_MARKERS = re.compile(
 )
 
 _ZH_FILLERS = re.compile(
-    r"^(?:(?:嗯+|呃+|额+|哦+|噢+|啊+|唉|诶|哎|那个|就是说|然后|所以|不过|而且|但是|可是|另外|其实|对了|话说|反正|总之)"
+    r"^(?:(?:嗯+|呃+|额+|哦+|噢+|啊+|唉|诶|哎|那个|就是说|然后|所以|不过|而且|但是|可是|另外|其实|对了|话说|反正|总之"
+    # Words that frame what follows as said frankly or told to the listener ("说实话", "跟你说"):
+    # how it is said, not what. They may run straight into the statement ("说实话我不喝酒").
+    r"|说实话|说真的|实话说|实话实说|老实说|老实讲|讲真的?|坦白说|坦白讲|(?:我|偷偷)?(?:跟|和)你(?:说|讲)"
+    r"|告诉你|你知道吗|你知道|怎么说呢|说起来|顺便说一?下|顺便说|顺带一提)"
     r"[，,、\s]*)+"
 )
 # After the subject: words that only mark the statement as new or current.
+#: When the user has time, any way of saying it ("业余时间", "空闲的时候", "有空的话"): what they do
+#: then is what they like doing, so the rules read the clause without it.
+ZH_LEISURE = r"(?:业余|空闲|闲暇|休息|有空|没事|不忙)(?:时间|的时候|时候|时|的时间)?(?:里|的话)?"
 _ZH_CHANGE_AFTER_SUBJECT = re.compile(
-    r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|业余时间|空闲时间|闲暇时|有空的时候|有空时|没事的时候)+"
+    r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|" + ZH_LEISURE + r")+"
     r"(?=[\u4e00-\u9fff])"
+)
+# "我们去年搬到了昆明", "我们一家住在大连": where the household lives is where the user lives.
+_ZH_WE_HOME = re.compile(
+    rf"^我们(?:家|一家|全家|一家人)?(?={PAST_TIMES_ZH}?(?:从[\u4e00-\u9fff]{{2,6}}?)?(?:搬|移居|迁居|住在|定居在))"
 )
 # "叫它团团", "给它起名叫X": the pronoun is the pet just mentioned, not part of its name.
 _ZH_CALL_IT = re.compile(r"(叫|叫做|名叫)(?:它|他|她)(?=[\u4e00-\u9fffA-Za-z])")
 _EN_FILLERS = re.compile(
     r"^(?:(?:well|um+|uh+|erm|hmm+|oh|ah|so|and|but|also|plus|anyway|anyways|actually|honestly|basically|"
     r"like|ok(?:ay)?|yeah|yes|right|you know|by the way|btw|fun fact|guess what|now|these days|nowadays|"
+    # Frames of how something is said, not what ("to be honest", "I mean", "just so you know").
+    r"to be honest|tbh|truth be told|in all honesty|frankly|I mean|you know what|funny enough|funnily enough|"
+    r"just so you know|for the record|for what it's worth|fwiw|side note|"
     r"then)\b[,\s]*)+",
     re.IGNORECASE,
 )
@@ -83,7 +97,12 @@ _EN_TAIL = re.compile(
     # A remark after a comma ("..., nothing too serious", "..., no big deal") says how much it matters.
     r"|\s*,\s*(?:nothing|not) (?:too|that|very|really) (?:serious|bad)$|\s*,\s*no big deal$"
     # A narrowing after a comma ("..., mostly blues") keeps the statement it narrows.
-    r"|\s*,\s*(?:mostly|mainly|especially|usually)\s+[\w' -]{1,30}$",
+    r"|\s*,\s*(?:mostly|mainly|especially|usually)\s+[\w' -]{1,30}$"
+    # How long, after a comma: "..., going on twelve years now", "..., for about six years now".
+    r"|\s*,\s*(?:going on|coming up on|for (?:about |almost |over |nearly )?)[\w -]{1,20}? (?:years?|months?)"
+    r"(?: now)?$"
+    # An intensifier closing a negation: "I don't drink alcohol at all".
+    r"|\s+at all$",
     re.IGNORECASE,
 )
 # When the user has time: the rules' likes do not expect it ("I like to hike on weekends"); the
@@ -103,15 +122,26 @@ _EN_WE_GOT = re.compile(
     r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
     rf"(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
 )
+# "We moved to Leeds", "We live in Raleigh now": where the household lives is where the user lives.
+_EN_WE_LIVE = re.compile(
+    r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
+    r"(?=(?:just\s+|recently\s+|finally\s+|now\s+|still\s+)?(?:moved|relocated|settled|live|lived|are living)"
+    r"\s+(?:to|in)\s+[A-Z])"
+)
 _EN_WE_HAVE = re.compile(
     r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)\s+(?:have|'ve got|have got)\s+"
     rf"(?=(?:a|an|one|two|three|four|\d+) (?:\w+ )?(?:{alternation(_EN_SPECIES_FORMS)})\b)"
 )
+# Who names the pet the household got: the user, the household, or one of it ("the kids named her
+# Pickles", "my son calls it Kiwi"); the name is the pet's whoever gave it.
+_NAMER = r"(?:we|I|he|she|they|the kids|our kids|the children|(?:my|our) (?:[a-z-]+ )?[a-z-]+)"
 # "..., we call him Biscuit", "and I named her Luna": the name of the pet just got, said after it.
 _EN_CALL_IT = re.compile(
-    r"(?P<mid>\s+(?:last \w+|this \w+|recently|in [A-Z]\w+|(?:a|one|two|three|a few|\d+) \w+ ago))?"
+    r"(?P<mid>\s+(?:last \w+|this \w+|recently|in [A-Z]\w+|(?:a|one|two|three|a few|\d+) \w+ ago"
+    r"|(?:when|after) [\w' ]{2,40}?))?"
     r",?\s+(?:and\s+)?"
-    r"(?:(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)|(?:his|her|its|their) names? (?:is|are))\s+"
+    rf"(?:{_NAMER}\s+(?:call|calls|called|named)\s+(?:him|her|it|them)"
+    r"|(?:his|her|its|their) names? (?:is|are))\s+"
     r"(?P<n>[A-Z][\w'-]*(?:\s+and\s+[A-Z][\w'-]*)?)$"
 )
 # "a husky called Luna who howls at every siren": "called" names it as "named" does, and a relative
@@ -121,7 +151,9 @@ _EN_CALLED_NAME = re.compile(
     r"(?P<n>[A-Z][\w'-]*)"
     r"(?:\s*,?\s+(?:who|that|which)\b.*)?$"
 )
-_EN_AND_CALL_IT = re.compile(r",?\s+and\s+(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])")
+_EN_AND_CALL_IT = re.compile(
+    rf",?\s+and\s+{_NAMER}\s+(?:call|calls|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])"
+)
 # "Last year we rescued a greyhound": the time goes to the end, where the rules read it.
 _EN_LEAD_TIME = re.compile(
     r"^(?P<t>last (?:year|month|week|summer|winter|spring|fall|autumn|weekend)|this (?:year|month|week)"
@@ -197,13 +229,14 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     """
     if zh:
         out = _ZH_FILLERS.sub("", text)
+        out = _ZH_WE_HOME.sub("我", out)
         out = _ZH_CHANGE_AFTER_SUBJECT.sub(r"\1", out)
         out = _ZH_CALL_IT.sub(r"\1", out)
         return out or text
     out = _EN_FILLERS.sub("", text).strip()
     if not out:
         return text
-    m = _EN_NOT_ANY_MORE.match(out)
+    m = _EN_NOT_ANY_MORE.match(out.rstrip(" .!"))
     if m:
         out = f"I no longer {m.group(1)}{m.group(2)}"
     out = _EN_TAIL.sub("", out)  # first, so "a mild X allergy, nothing too serious" reads as an allergy
@@ -219,6 +252,7 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     out = _EN_ADVERB.sub("I ", out)
     out = _EN_NOW_TAIL.sub("", out)
     out = _EN_WE_GOT.sub("I ", out)
+    out = _EN_WE_LIVE.sub("I ", out).replace("I are living", "I'm living")
     out = _EN_WE_HAVE.sub("I have ", out)
     out = _EN_COMMA_WHEN.sub(" ", out)
     if out[:1].islower() and out[:2] in ("i ", "i'", "my"):

@@ -110,7 +110,8 @@ EN_SPECIES = frozenset(
     # Breeds and small pets are species too: "we rescued a greyhound", "I got a budgie".
     "greyhound labrador poodle beagle corgi husky terrier retriever dachshund chihuahua pug bulldog "
     "collie spaniel shiba mutt dragon canary budgie cockatiel parakeet chinchilla gerbil axolotl iguana "
-    "tabby".split()
+    "tabby shepherd schnauzer rottweiler pomeranian doodle labradoodle goldendoodle maltese dalmatian "
+    "ragdoll siamese".split()
 )
 
 _EN_REL_CANON = dict(KINSHIP_EN)

@@ -22,9 +22,11 @@ from convmem_graph.text.keys import key_subject
 
 __all__ = ["carries_fact", "fits_variable"]
 
-# A count with no activity: "两次", "去两次", "once", "3 times".
+# A count with no activity: "两次", "去两次", "once", "3 times"; a bare verb with a count ("烤一次",
+# "每个周末都烤一次") names no object either: what is done was said before.
 _COUNT_ONLY = re.compile(
     r"^(?:去|来|做|练|跑)?(?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍|下|天)$"
+    r"|^[\u4e00-\u9fff](?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍)$"
     r"|^(?:go\s+)?(?:once|twice|\d+\s+times|a\s+few\s+times)$",
     re.IGNORECASE,
 )

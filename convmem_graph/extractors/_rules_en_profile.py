@@ -519,6 +519,8 @@ def _ongoing(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
 # ----------------------------------------------------------------- pets, family
 
 _NUM = r"(a|an|one|two|three|four|five|\d+)"
+# "took in my neighbor's old beagle": a pet that was someone's, now the user's.
+_NUM_OR_WHOSE = r"(a|an|one|two|three|four|five|\d+|(?:my|our|a) [a-z-]+'s)"
 _SPECIES = "|".join(sorted(EN_SPECIES, key=len, reverse=True))
 _PLURAL_SPECIES = {
     (
@@ -534,12 +536,13 @@ _NAMES = rf"{_NAME_WORD}(?:(?:\s*,\s*|\s+and\s+|\s*&\s*|\s*,\s*and\s+){_NAME_WOR
 # "I adopted two rabbits, Pepper and Salt", "we got a puppy named Biscuit": pets got, with their names.
 _PET_GOT = re.compile(
     r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?"
-    rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM}\s+"
-    rf"((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})(?:\s+for\s+(?:the|my|our)\s+\w+)?"
+    rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM_OR_WHOSE}\s+"
+    # "a terrier mix": a cross of a breed is of that species.
+    rf"((?:[\w-]+\s+){{0,2}}?)((?:{_ANY_SPECIES})(?:\s+mix)?)(?:\s+for\s+(?:the|my|our)\s+(?:\w+'s\s+)?\w+)?"
     # "... from the shelter last year, Ginger and Pip": where and when before the names.
     r"(?:\s+(?:from|at) (?:the|a|an) [\w ]{1,20}?)?(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?"
     rf"(?:\s*,\s*|\s+(?:named|called)\s+)({_NAMES})"
-    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago|in [A-Z]\w+|in \d{4}))?"
+    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago|in [A-Z]\w+|in \d{4}|(?:when|after) [\w' ]{2,40}))?"
     r"(?:\s*,?\s+and\s+(?:a|an|one|two|three)\s+[\w ]{1,30})?$"
 )
 # "I adopted two rabbits": adopting (not buying or getting: "got a fish") is a pet without names.

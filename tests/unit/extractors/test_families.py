@@ -148,3 +148,61 @@ def test_families_cover_their_class_in_longer_turns(text: str, key: str) -> None
 def test_families_stay_out_of_what_is_not_the_users(text: str) -> None:
     keys = {k for k, _, _ in _facts(text)}
     assert not any(k.startswith(("habit:", "profile:", "family:母亲", "family:孩子")) for k in keys), keys
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        # Issue 25, pass four (sentences written for this test). Frames of how something is said.
+        ("老实说我不吃羊肉。", "food:羊肉"),
+        ("Truth be told, I'm allergic to latex.", "allergy:latex"),
+        # Where the household moves or lives is where the user does; from where and when kept out.
+        ("我们前年搬到了大理。", "profile:city"),
+        ("我三年前从沈阳搬到了珠海。", "profile:city"),
+        ("We live in Bristol now.", "profile:city"),
+        # A habit named with how much of it ("一天喝一斤白酒") and given up later; 不再 with any activity.
+        ("我以前一天要喝一斤白酒，后来就戒了。", "habit:喝酒"),
+        ("我已经不再刷短视频了。", "habit:刷短视频"),
+        ("I don't vape anymore.", "habit:vape"),
+        # Not drinking alcohol is the habit quitting it gives up, in either language.
+        ("我不喝酒。", "habit:喝酒"),
+        # A pet got with any verb, when the sentence names it; its age is never the user's.
+        ("我从邻居家抱来了一只小狗，给它起名叫球球。", "pet:球球"),
+        ("我家那只金毛叫大福，今年五岁了。", "pet:大福:age"),
+        # A pet the household got, named by anyone in it; someone's old pet taken in; a breed's mix.
+        ("We brought home a kitten, and my son named her Juniper.", "pet:juniper"),
+        ("I took in my uncle's old poodle when he retired, his name is Bingo.", "pet:bingo"),
+        ("We rescued a shepherd mix named Ranger.", "pet:ranger"),
+        # An activity taken up is liked; when the user has time, what they do then.
+        ("I picked up the cello last winter.", "pref:play_the_cello"),
+        ("I've gotten really into pottery.", "pref:pottery"),
+        ("我有空的时候会弹古琴。", "pref:弹古琴"),
+        # A weekday's time of day is part of the frequency, not of the activity.
+        ("I visit my grandmother every Sunday afternoon.", "habit:visit_my_grandmother"),
+    ],
+)
+def test_pass_four_families_cover_their_class(text: str, key: str) -> None:
+    assert key in {k for k, _, _ in _facts(text)}
+
+
+@pytest.mark.parametrize(
+    ("text", "prefixes"),
+    [
+        # A pet's age is not the user's birth year.
+        ("我家这只兔子叫团子，都六岁了。", ("profile:",)),
+        # Seeing or feeding an animal is not having it; "got into college" is no liking.
+        ("我今天在公园里看到了一只松鼠。", ("pet:",)),
+        ("I got into college last year.", ("pref:",)),
+        ("I picked up my sister from school.", ("pref:",)),
+        # A mood of a day is no lasting health fact; a verb with a count names no activity.
+        ("我今天心情很差。", ("health:",)),
+        ("我每个月都修一次。", ("habit:",)),
+        # A skill learned once and let go is no liking now.
+        ("我小时候学过两年笛子，现在早就忘光了。", ("pref:",)),
+        # 不再 before a state or a wish is no habit given up.
+        ("我不再是学生了。", ("habit:",)),
+    ],
+)
+def test_pass_four_precision(text: str, prefixes: tuple[str, ...]) -> None:
+    keys = {k for k, _, _ in _facts(text)}
+    assert not any(k.startswith(prefixes) for k in keys), keys
