@@ -188,10 +188,18 @@ _LIVE = re.compile(
 _FROM = re.compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
 
 
+# "I work as a team", "as a whole": how, not what the user works as.
+_NOT_A_ROLE = re.compile(r"\b(?:team|group|whole|unit|pair|family|result|part|way)$", re.IGNORECASE)
+
+
 def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
     m = _JOB.match(s)
-    if m and m.group(1).split()[-1].lower() in EN_JOB_NOUNS:
+    # "I work as a dispatcher": the verb says it is a job, whatever the noun; "I'm a X" needs a job noun.
+    works_as = s.startswith(("I work as", "I'm working as", "I've been working as")) and not (
+        m is not None and _NOT_A_ROLE.search(m.group(1))
+    )
+    if m and (works_as and not YOU.search(m.group(1)) or m.group(1).split()[-1].lower() in EN_JOB_NOUNS):
         job = m.group(1)
         facts = [
             Fact(

@@ -206,3 +206,19 @@ def test_pass_four_families_cover_their_class(text: str, key: str) -> None:
 def test_pass_four_precision(text: str, prefixes: tuple[str, ...]) -> None:
     keys = {k for k, _, _ in _facts(text)}
     assert not any(k.startswith(prefixes) for k in keys), keys
+
+
+@pytest.mark.parametrize(
+    ("text", "has_job"),
+    [
+        # Any agent noun of a trade is a job (员, 师, 工, 匠), a membership is not; "work as" says a job.
+        ("我在一家超市当理货员。", True),
+        ("我是一名焊工。", True),
+        ("我以前是会计，后来改行当了花艺师。", True),
+        ("我是健身房的会员。", False),
+        ("I work as a courier for a bike shop.", True),
+        ("I work as a team.", False),
+    ],
+)
+def test_pass_four_jobs_are_a_class(text: str, has_job: bool) -> None:
+    assert ("profile:occupation" in {k for k, _, _ in _facts(text)}) == has_job
