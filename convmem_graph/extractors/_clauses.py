@@ -55,6 +55,10 @@ _ZH_CHANGE_AFTER_SUBJECT = re.compile(
 _ZH_WE_HOME = re.compile(
     rf"^我们(?:家|一家|全家|一家人)?(?={PAST_TIMES_ZH}?(?:从[\u4e00-\u9fff]{{2,6}}?)?(?:搬|移居|迁居|住在|定居在))"
 )
+# "我从今年开始不吃红肉了", "我从小就不吃羊肉": since when the user stopped is when, not what.
+_ZH_SINCE_NOT = re.compile(
+    r"^(我)从[\u4e00-\u9fff]{1,6}?(?:就|起|开始|以后|之后)+(?=(?:就|也)?(?:不|再也不|不再)(?:吃|喝))"
+)
 # "叫它团团", "给它起名叫X": the pronoun is the pet just mentioned, not part of its name.
 _ZH_CALL_IT = re.compile(r"(叫|叫做|名叫)(?:它|他|她)(?=[\u4e00-\u9fffA-Za-z])")
 _EN_FILLERS = re.compile(
@@ -230,6 +234,7 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     if zh:
         out = _ZH_FILLERS.sub("", text)
         out = _ZH_WE_HOME.sub("我", out)
+        out = _ZH_SINCE_NOT.sub(r"\1", out)
         out = _ZH_CHANGE_AFTER_SUBJECT.sub(r"\1", out)
         out = _ZH_CALL_IT.sub(r"\1", out)
         return out or text

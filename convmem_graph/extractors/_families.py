@@ -100,7 +100,7 @@ _ZH_LEARNED = re.compile(
 )
 # "从初中开始打乒乓球": an instrument or sport played since then.
 _ZH_SINCE_PLAYS = re.compile(
-    rf"^{_ZH_ADV}从(?P<since>[^开起]{{1,8}}?)(?:开始|起)就?(?P<verb>弹|拉|吹|打|踢|练|学)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+    rf"^{_ZH_ADV}从(?P<since>[^开起就]{{1,8}}?)就?(?:开始|起)就?(?P<verb>弹|拉|吹|打|踢|练|学)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})了?$"
 )
 # "会游泳", "能滑雪": a sport the user can do.
 _ZH_CAN_SPORT = re.compile(rf"^{_ZH_ADV}(?:会|能)(?P<act>{alternation(SPORT_ACTIVITIES_ZH)})$")
@@ -270,7 +270,8 @@ _EN_INSTR = alternation(INSTRUMENTS_EN)
 _EN_SPORT = alternation(SPORTS_EN)
 _EN_SINCE = (
     r"(?:\s+(?P<since>since\s+.{2,30}|for\s+(?:the\s+(?:last|past)\s+)?.{0,20}?(?:years?|months?|weeks?)"
-    r"|(?:.{1,15}?)(?:years?|months?) ago|in \d{4}|last (?:year|month)))?"
+    r"|(?:.{1,15}?)(?:years?|months?) ago|in \d{4}|last (?:year|month)"
+    r"|(?:my|all my) (?:whole |entire )?life))?"
 )
 # "I've been gluten-free since 2020", "I eat halal", "I keep kosher", "I'm on a keto diet".
 _EN_DIET_IS = re.compile(
@@ -292,7 +293,8 @@ _EN_DIET_NOT = re.compile(
 # "I eat meat again", "I started eating meat again", "I'm eating fish again now".
 _EN_EATS_AGAIN = re.compile(
     r"^I(?:'m| am)?\s+(?:started\s+|(?:'ve|have) started\s+|now\s+)?(?P<verb>eat|eating|drink|drinking)\s+"
-    r"(?P<obj>[a-z][a-z -]{1,24}?)\s+again(?:\s+now)?$"
+    r"(?P<obj>[a-z][a-z -]{1,24}?)\s+again"
+    r"(?:\s+(?:now|last \w+|this \w+|recently|(?:a|one|two|three|a few|\d+) \w+ ago))?$"
 )
 # "I quit smoking", "I gave up drinking", "I stopped smoking last year", "I no longer smoke".
 _EN_QUIT = re.compile(
@@ -428,6 +430,8 @@ def _en_family(text: str) -> list[Fact]:
         since = m["since"] or ""
         if since.startswith(("since", "for")):
             content = f"User has been {diet} {since}."
+        elif since.startswith(("my ", "all my ")):  # "my whole life"
+            content = f"User has been {diet} {since.replace('my ', 'their ', 1)}."
         elif since:
             content = f"User went {diet} {since}."  # "two years ago", "in 2020", "last year"
         else:

@@ -180,10 +180,11 @@ _WORK_AT = re.compile(
 _WORK_IN = re.compile(r"^I work in\s+(.{2,60})$")
 _LIVE = re.compile(
     r"^I(?:'m| have| 've|'ve)?\s*(live|living|been living|based|moved|just moved|"
-    r"recently moved|relocated|settled)"
+    r"recently moved|relocated|settled|moved back|moved back home)"
     r"\s+(?:in|to)\s+"
     + PLACE
-    + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago|in \d{4}|in))?$"
+    + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago|in \d{4}|in"
+    r"|after (?:college|school|graduation|university|grad school|the divorce|retirement|my \w+)))?$"
 )
 _FROM = re.compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
 

@@ -179,6 +179,12 @@ def test_families_stay_out_of_what_is_not_the_users(text: str) -> None:
         ("我有空的时候会弹古琴。", "pref:弹古琴"),
         # A weekday's time of day is part of the frequency, not of the activity.
         ("I visit my grandmother every Sunday afternoon.", "habit:visit_my_grandmother"),
+        # Since when, in any form: "my whole life", "从小就", "从高中就开始", a time after "again".
+        ("I've been kosher my whole life.", "food:kosher"),
+        ("我从前年开始不喝碳酸饮料了。", "food:碳酸饮料"),
+        ("我从高中就开始踢足球了。", "pref:踢足球"),
+        ("I started drinking coffee again last week.", "food:coffee"),
+        ("I moved back to Portland after grad school.", "profile:city"),
     ],
 )
 def test_pass_four_families_cover_their_class(text: str, key: str) -> None:
