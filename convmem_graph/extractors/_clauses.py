@@ -48,7 +48,8 @@ _ZH_FILLERS = re.compile(
 #: then is what they like doing, so the rules read the clause without it.
 ZH_LEISURE = r"(?:业余|空闲|闲暇|休息|有空|没事|不忙)(?:时间|的时候|时候|时|的时间)?(?:里|的话)?"
 _ZH_CHANGE_AFTER_SUBJECT = re.compile(
-    r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|" + ZH_LEISURE + r")+"
+    # "后来" too: "以前住在上海，后来搬去了成都" - what came after is what holds now.
+    r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|后来|" + ZH_LEISURE + r")+"
     r"(?=[\u4e00-\u9fff])"
 )
 # "我们去年搬到了昆明", "我们一家住在大连": where the household lives is where the user lives.

@@ -171,8 +171,12 @@ def identity(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
 # ----------------------------------------------------------------- place and work
 
 _JOB = re.compile(
-    r"^(?:I'm|I work as|I'm working as|I've been working as|I'm now|I became)\s+(?:a|an)\s+"
-    r"((?:[\w-]+\s+){0,3}?[\w-]+?)(?:\s+(in|at|for)\s+(.{2,60}))?$"
+    r"^(?:I'm|I work as|I'm working as|I've been working as|I'm now|I became"
+    # A job started or got is the job: "I started a new job as a nurse", "I got a job as a cook".
+    r"|I(?:'ve| have)? (?:just |recently )?(?:started|got|took|landed) (?:a |my )?(?:new )?job as)"
+    r"\s+(?:a|an)\s+"
+    r"((?:[\w-]+\s+){0,3}?[\w-]+?)(?:\s+(in|at|for)\s+(.{2,60}?))?"
+    r"(?:\s+(?:last \w+|this \w+|recently|(?:a|one|two|three|a few|\d+) \w+ ago))?$"
 )
 _WORK_AT = re.compile(
     r"^I(?:'ve been)? work(?:ing)? (?:at|for)\s+(.{2,60})$|^I'm working (?:at|for)\s+(.{2,60})$"
@@ -186,6 +190,11 @@ _LIVE = re.compile(
     + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago|in \d{4}|in"
     r"|after (?:college|school|graduation|university|grad school|the divorce|retirement|my \w+)))?$"
 )
+# "I've been in London for ten years": a place the user has been in that long is where they live.
+_BEEN_IN = re.compile(
+    r"^I(?:'ve| have) been (?:living |based )?in\s+" + PLACE + r"\s+for\s+(?:about |almost |over |nearly )?"
+    r"(?:\w+|\d+|a few|a couple of) (?:years?|months?)(?: now)?$"
+)
 _FROM = re.compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
 
 
@@ -197,9 +206,9 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
     m = _JOB.match(s)
     # "I work as a dispatcher": the verb says it is a job, whatever the noun; "I'm a X" needs a job noun.
-    works_as = s.startswith(("I work as", "I'm working as", "I've been working as")) and not (
-        m is not None and _NOT_A_ROLE.search(m.group(1))
-    )
+    works_as = (
+        s.startswith(("I work as", "I'm working as", "I've been working as")) or " job as " in s
+    ) and not (m is not None and _NOT_A_ROLE.search(m.group(1)))
     if m and (works_as and not YOU.search(m.group(1)) or m.group(1).split()[-1].lower() in EN_JOB_NOUNS):
         job = m.group(1)
         facts = [
@@ -269,6 +278,19 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             f"User moved to {place}." if "moved" in verb or "relocated" in verb else f"User lives in {place}."
         )
         return [Fact(content, "profile", "profile:city", place, single_valued=True, confidence=0.85)]
+    m = _BEEN_IN.match(s)
+    if m:
+        place = m.group(1)
+        return [
+            Fact(
+                f"User lives in {place}.",
+                "profile",
+                "profile:city",
+                place,
+                single_valued=True,
+                confidence=0.8,
+            )
+        ]
     m = _FROM.match(s)
     if m:
         place = m.group(1) or m.group(2)

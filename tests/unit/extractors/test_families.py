@@ -185,6 +185,10 @@ def test_families_stay_out_of_what_is_not_the_users(text: str) -> None:
         ("我从高中就开始踢足球了。", "pref:踢足球"),
         ("I started drinking coffee again last week.", "food:coffee"),
         ("I moved back to Portland after grad school.", "profile:city"),
+        # What came after (后来) holds now; a place lived in for years; a job started is the job.
+        ("我以前住在长沙，后来搬去了宁波。", "profile:city"),
+        ("I've been in Glasgow for six years now.", "profile:city"),
+        ("I started a new job as a paramedic last month.", "profile:occupation"),
     ],
 )
 def test_pass_four_families_cover_their_class(text: str, key: str) -> None:
