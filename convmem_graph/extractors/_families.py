@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from convmem_graph.extractors._clauses import ZH_LEISURE, strip_fillers, strip_tails
+from convmem_graph.extractors._clauses import ZH_LEISURE, move_lead_time, strip_fillers, strip_tails
 from convmem_graph.extractors._facts import Fact, RuleContext
-from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS, ZH_RELATIONS
+from convmem_graph.extractors._lexicon import EN_FOODS, EN_SPECIES, ZH_FOODS, ZH_RELATIONS
 from convmem_graph.extractors._taxonomy import (
     ALCOHOL_ZH,
     DIETS_EN,
@@ -80,6 +80,16 @@ _ZH_NOT_VEGETARIAN = re.compile(
     r"^(?:现在|已经|早就)?(?:不再|不|没再)(?:吃素|是素食者?)了?$|^(?:现在|已经)?(?:开荤|破戒吃肉)了$"
 )
 _ZH_ACT_TO_QUIT = {"抽烟": "抽烟", "吸烟": "抽烟", "喝酒": "喝酒"}
+# "咖啡一口都不碰", "辣的一点也不吃": a food put first and then refused, not even a bit.
+_ZH_TOPIC_NOT = re.compile(
+    r"^(?:现在|如今|已经|现在已经)?(?P<obj>[\u4e00-\u9fff]{1,5}?)的?(?:一口|一点|一滴|一点儿|再)?(?:都|也)(?:不|没)"
+    r"(?:碰|吃|喝|沾)(?:了|过)?$"
+)
+# "自己开了家花店", "开了一间工作室": a business of the user's own is their work.
+_ZH_OWN_BUSINESS = re.compile(
+    r"^(?:现在|后来|如今|[\u4e00-\u9fff]{2,6}?(?:以后|之后))?(?:就)?(?:自己)?(?:在[\u4e00-\u9fff]{2,6})?开了(?:一)?(?:家|个|间)"
+    r"(?P<biz>[\u4e00-\u9fff]{1,6}?(?:店|馆|公司|工作室|诊所|超市|餐厅|饭店|厂|铺))$"
+)
 # "不再熬夜了", "再也不打游戏了", "已经不再喝可乐了": any activity given up. 不再 says a habit ended;
 # what follows is the activity (a food when it is eaten or drunk), never a state or a wish
 # ("不再是学生", "不再想他", "不再在北京" are other families' or nobody's).
@@ -158,6 +168,18 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
             act = _ZH_ACT_TO_QUIT[hit["act"]]
             return [_zh_quit(act)]
         return [_zh_gave_up(hit["obj"] or hit["obj2"])]
+    hit = _ZH_TOPIC_NOT.match(body)
+    if hit and hit["obj"] in ZH_FOODS:
+        obj = hit["obj"]
+        content = f"用户{obj}{body[hit.end('obj') :]}。"
+        return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.75)]
+    hit = _ZH_OWN_BUSINESS.match(body)
+    if hit:
+        biz = hit["biz"]
+        content = f"用户自己开了一家{biz}。"
+        return [
+            Fact(content, "profile", "profile:occupation", f"开{biz}", single_valued=True, confidence=0.75)
+        ]
     hit = _ZH_NO_LONGER.match(body)
     if hit and not re.search(r"[你他她它谁这那]", hit["act"]):
         act = hit["act"]
@@ -278,7 +300,10 @@ _EN_DIET_IS = re.compile(
     r"^I(?:'m| am|'ve been| have been| went| became| turned| eat| keep| follow| stick to| try to eat"
     r"| eat only)"
     r"\s+(?:a\s+|an\s+|strictly\s+|mostly\s+|fully\s+|completely\s+|pretty\s+much\s+)?"
-    rf"(?:on\s+(?:a|an)\s+)?(?P<diet>{_EN_DIET})(?:\s+(?:diet|food|meals|now))?" + _EN_SINCE + r"$",
+    rf"(?:on\s+(?:a|an)\s+)?(?P<diet>{_EN_DIET})(?:\s+(?:diet|food|meals|now))?"
+    + _EN_SINCE
+    # When it holds, if not always: "during the week", "on weekdays", "most of the time".
+    + r"(?:\s+(?P<part>during the week|on weekdays|most of the time|at home|for the most part))?$",
     re.IGNORECASE,
 )
 # "I'm not vegan anymore", "I'm no longer vegetarian", "I stopped being vegan", "I quit keto".
@@ -304,7 +329,7 @@ _EN_QUIT = re.compile(
     r"(?:\s+(?:last \w+|(?:about |around |almost |nearly |over )?.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
     r"|^I no longer (?P<act2>smoke|drink|vape)$"
     # "I don't smoke anymore", "I'm not a smoker anymore", "I'm not drinking these days".
-    r"|^I (?:don't|do not|'m not|am not) (?:a )?(?P<act4>smoke|drink|vape|smoker|drinker|vaper)"
+    r"|^I(?: don't| do not|'m not| am not) (?:a )?(?P<act4>smoke|drink|vape|smoker|drinker|vaper)"
     r" (?:any ?more|these days|now)$"
     # "I haven't had a drink in three years", "I haven't touched a cigarette since college".
     r"|^I (?:haven't|have not) (?:had|touched) (?:a |any )?(?P<act3>drink|alcohol|cigarette|smoke)s?"
@@ -315,7 +340,7 @@ _EN_QUIT = re.compile(
 _EN_QUIT_FOOD = re.compile(
     r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped|cut out)\s+"
     r"(?P<obj>[a-z][a-z -]{1,20}?)"
-    r"(?:\s+(?:last \w+|(?:about |almost |around )?.{1,20} ago|in \d{4}|for good|completely))?$",
+    r"(?:\s+(?:last \w+|(?:about |almost |around )?.{1,20} ago|in \d{4}|in [A-Z]\w+|for good|completely))?$",
     re.IGNORECASE,
 )
 _EN_ACT = {"smoking": "smoke", "smoke": "smoke", "drinking": "drink", "drink": "drink"}
@@ -333,8 +358,10 @@ _EN_USED_TO = re.compile(
 _EN_STOPPED_IT = re.compile(
     r"^(?:but\s+|and\s+)?(?:now\s+)?I(?:'ve| have)?\s+(?:finally\s+|already\s+)?"
     r"(?:stopped|quit|gave up|given up|gave (?:it|that) up|given (?:it|that) up|kicked the habit)"
-    r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|for good|years ago"
-    r"|when .{2,40}|after .{2,40}))?$",
+    r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|in \w+|for good|years ago"
+    r"|when .{2,40}|after .{2,40}))?"
+    # "... and haven't touched it since", "... and never looked back": how it went since.
+    r"(?:,?\s+and\s+(?:I\s+)?(?:haven't|have not|never) [\w' ]{2,30})?$",
     re.IGNORECASE,
 )
 
@@ -352,7 +379,7 @@ _EN_PLAYS = re.compile(
     rf"(?P<the>the\s+)?(?P<obj>{_EN_INSTR}|{_EN_SPORT})"
     r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well"
     r"|in (?:a|an|the|my|our) [\w -]{0,20}?(?:band|orchestra|ensemble|group|choir|club|league|team|trio"
-    r"|quartet|quintet|duo)))?(?:\s+(?:on (?:\w+days?|weekends)|at church|at night))?"
+    r"|quartet|quintet|duo))){0,2}(?:\s+(?:on (?:\w+days?|weekends)|at church|at night))?"
     r"(?:\s*,\s*(?:mostly|mainly|especially)\s+[\w' -]{1,30})?$",
     re.IGNORECASE,
 )
@@ -436,6 +463,8 @@ def _en_family(text: str) -> list[Fact]:
             content = f"User went {diet} {since}."  # "two years ago", "in 2020", "last year"
         else:
             content = f"User is {diet}."
+        if m["part"]:  # holds only then: "User is low-carb during the week."
+            content = f"{content[:-1]} {m['part']}."
         return [Fact(content, "diet", f"food:{norm_key(diet)}", diet, confidence=0.85)]
     m = _EN_EATS_AGAIN.match(s)
     if m and not _EN_BAD_OBJ.search(m["obj"]):
@@ -564,9 +593,16 @@ _EN_HOME_GATE = re.compile(
 )
 
 
+_EN_OUR_PET_GATE = re.compile(rf"\b[Oo]ur (?:{alternation(EN_SPECIES)}) [A-Z]")
+
+
 def could_state_family(text: str) -> bool:
     """Cheap gate for English text the sentence rules' first-person gate misses ("We adopted ...")."""
-    return _EN_PET_GATE.search(text) is not None or _EN_HOME_GATE.search(text) is not None
+    return (
+        _EN_PET_GATE.search(text) is not None
+        or _EN_HOME_GATE.search(text) is not None
+        or _EN_OUR_PET_GATE.search(text) is not None
+    )
 
 
 def family_facts(raw: str, *, zh: bool, ctx: RuleContext) -> list[Fact]:
@@ -601,7 +637,7 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
             sentence, owner = clause.sentence, ""
         text = strip_fillers(clause.text, zh=clause.zh)
         if not clause.zh:
-            text = strip_tails(text)
+            text = move_lead_time(strip_tails(text))
             past = _EN_USED_TO.match(text)
             if past:
                 used_to = _EN_ACT[past["act"].lower()]

@@ -63,6 +63,8 @@ ZH_JOB_RE = re.compile(
     # Any agent noun of a trade is a job (分拣员, 调度员, 保洁员, 护工, 焊工, 木匠, 园艺师), except the
     # words for belonging to something (会员, 党员, 队员 ...), which say membership, not work.
     r"|^(?![\u4e00-\u9fff]*(?:会员|成员|队员|党员|团员|社员|组员|学员|球员|演员表)$)[\u4e00-\u9fff]{1,4}(?:员|师|工|匠)$"
+    # A doctor of any kind (牙医, 兽医, 中医) too.
+    r"|^[\u4e00-\u9fff]{1,2}医$"
 )
 
 #: A pet: species or breed, with up to three qualifier characters before it (橘猫, 小黑狗).

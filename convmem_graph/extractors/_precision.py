@@ -71,6 +71,10 @@ _VAGUE_WORKPLACE = re.compile(
 )
 
 
+# A plan with no object: "打算自己养着" (养 what: the cat said before) names nothing to do.
+_NO_OBJECT_PLAN = re.compile(r"^(?:自己)?[\u4e00-\u9fff]着$")
+
+
 def carries_fact(fact: Fact) -> bool:
     """Return whether a fact found by a rule says something (see the module docstring).
 
@@ -91,6 +95,8 @@ def carries_fact(fact: Fact) -> bool:
         # The value, not the key: a long key is cut ("likes the game \"Detroit\"" -> "..._the_game").
         or _POINTING_EN.search((fact.value or subject).lower().rstrip(" .!"))
     ):
+        return False
+    if fact.key.startswith("plan:") and _NO_OBJECT_PLAN.match(subject):
         return False
     if fact.key == "profile:workplace" and _VAGUE_WORKPLACE.match((fact.value or subject).strip()):
         return False

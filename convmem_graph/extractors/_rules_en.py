@@ -455,7 +455,8 @@ _ID_WORDS = frozenset(
     "birthday bday by".split()
 )
 _WORK_WORDS = frozenset(
-    "work works working live living based moved relocated settled from grew became a an been job".split()
+    """work works working live lived living based moved relocated settled from grew became a an
+    been job""".split()
 )
 _HEALTH_WORDS = frozenset(
     """allergic allergy allergies eat drink avoid avoiding vegetarian vegan pescatarian trying testing

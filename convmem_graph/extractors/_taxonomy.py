@@ -331,7 +331,7 @@ QUIT_ZH = {
     "奶茶": "喝奶茶",
     "糖": "吃糖",
     "游戏": "打游戏",
-    "槟榔": "吃槟榔",
+    "槟榔": "嚼槟榔",
 }
 
 #: Kinds of alcohol: drinking any of them is the habit 喝酒 ("以前一天喝两瓶啤酒，后来戒了").
