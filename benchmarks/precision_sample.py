@@ -25,6 +25,11 @@ the speaker against the rewritten sentence. Its verdicts are in ``precision_obse
 sentence at a time); they give few fragments (25 at the commit that added them), judged in
 ``precision_summaries.jsonl`` after the fixes the observations slice prompted, never tuned on.
 
+A fifth slice, ``--slice own`` (issue 25, fourth pass): 195 chat turns written for it in the first
+person (``precision_own_turns.jsonl``: 105 English, 90 Chinese; short statements, small talk,
+requests and longer turns with discourse markers), written and judged in
+``precision_own.jsonl`` before any rule of that pass changed, each extracted alone at a fixed date.
+
 Usage::
 
     python benchmarks/precision_sample.py ../shared/data            # the figure
@@ -32,6 +37,7 @@ Usage::
     python benchmarks/precision_sample.py ../shared/data --slice persona   # the second slice
     python benchmarks/precision_sample.py ../shared/data --slice observations   # the third
     python benchmarks/precision_sample.py ../shared/data --slice summaries      # the fourth (small)
+    python benchmarks/precision_sample.py ../shared/data --slice own            # the fifth (our own text)
 """
 
 from __future__ import annotations
@@ -204,12 +210,19 @@ def summary_turns(data: Path) -> list[Turn]:
     return turns
 
 
+def own_turns(data: Path) -> list[Turn]:
+    """The chat turns of our own written for the fifth slice (``data`` is not read)."""
+    del data
+    rows = (HERE / "precision_own_turns.jsonl").read_text(encoding="utf-8").splitlines()
+    return [Turn(row["turn"], row["text"], MADIAL_TS) for row in map(json.loads, rows)]
+
+
 def main() -> None:
     """Print the figure (or the fragments without a verdict)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", type=Path, help="the shared data folder (holding locomo/ and madial-bench/)")
     p.add_argument(
-        "--slice", choices=("dialogues", "persona", "observations", "summaries"), default="dialogues"
+        "--slice", choices=("dialogues", "persona", "observations", "summaries", "own"), default="dialogues"
     )
     p.add_argument("--judgements", type=Path, help="verdicts (default: the slice's file beside this script)")
     p.add_argument("--unjudged", action="store_true")
@@ -219,6 +232,7 @@ def main() -> None:
         "persona": "precision_persona.jsonl",
         "observations": "precision_observations.jsonl",
         "summaries": "precision_summaries.jsonl",
+        "own": "precision_own.jsonl",
     }
     judgements = args.judgements or HERE / files[args.slice]
     slices = {
@@ -226,6 +240,7 @@ def main() -> None:
         "persona": persona_turns,
         "observations": observation_turns,
         "summaries": summary_turns,
+        "own": own_turns,
     }
     verdicts: dict[tuple[str, str, str], str] = {}
     if judgements.exists():

@@ -18,10 +18,17 @@ from __future__ import annotations
 
 import re
 
-from convmem_graph.extractors._lexicon import EN_SPECIES
-from convmem_graph.extractors._taxonomy import PET_VERBS_EN, alternation
+from convmem_graph.extractors._lexicon import EN_RELATIONS, EN_SPECIES
+from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_VERBS_EN, PET_VERBS_ZH, alternation
 
-__all__ = ["mark_discourse", "normalize_clause", "strip_fillers", "strip_tails"]
+__all__ = [
+    "ZH_LEISURE",
+    "mark_discourse",
+    "move_lead_time",
+    "normalize_clause",
+    "strip_fillers",
+    "strip_tails",
+]
 
 # Chinese markers glued to the previous clause ("我喜欢猫而且我对花生过敏"): a comma before them
 # when a first-person statement follows.
@@ -36,19 +43,53 @@ _EN_MARKERS = re.compile(
 )
 
 _ZH_FILLERS = re.compile(
-    r"^(?:(?:嗯+|呃+|额+|哦+|噢+|啊+|唉|诶|哎|那个|就是说|然后|所以|不过|而且|但是|可是|另外|其实|对了|话说|反正|总之)"
+    r"^(?:(?:嗯+|呃+|额+|哦+|噢+|啊+|唉|诶|哎|那个|就是说|然后|所以|不过|而且|但是|可是|另外|其实|对了|话说|反正|总之"
+    # Words that frame what follows as said frankly or told to the listener ("说实话", "跟你说"):
+    # how it is said, not what. They may run straight into the statement ("说实话我不喝酒").
+    r"|说实话|说真的|实话说|实话实说|老实说|老实讲|讲真的?|坦白说|坦白讲|(?:我|偷偷)?(?:跟|和)你(?:说|讲)"
+    r"|告诉你|你知道吗|你知道|怎么说呢|说起来|顺便说一?下|顺便说|顺带一提)"
     r"[，,、\s]*)+"
 )
 # After the subject: words that only mark the statement as new or current.
+#: When the user has time, any way of saying it ("业余时间", "空闲的时候", "有空的话"): what they do
+#: then is what they like doing, so the rules read the clause without it.
+ZH_LEISURE = r"(?:业余|空闲|闲暇|休息|有空|没事|不忙)(?:时间|的时候|时候|时|的时间)?(?:里|的话)?"
 _ZH_CHANGE_AFTER_SUBJECT = re.compile(
-    r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|业余时间|空闲时间|闲暇时|有空的时候|有空时|没事的时候)+"
+    # "后来" too: "以前住在上海，后来搬去了成都" - what came after is what holds now.
+    # "这个人" ("as a person") and hedges on a frequency ("基本上每天…") say how, not what.
+    r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|后来|这个人|基本上|基本|差不多|"
+    + ZH_LEISURE
+    + r")+"
     r"(?=[\u4e00-\u9fff])"
+)
+# "我们去年搬到了昆明", "我们一家住在大连": where the household lives is where the user lives.
+_ZH_WE_HOME = re.compile(
+    rf"^我们(?:家|一家|全家|一家人)?(?={PAST_TIMES_ZH}?(?:从[\u4e00-\u9fff]{{2,6}}?)?(?:搬|移居|迁居|住在|定居在))"
+)
+# "我们上周在小区门口捡了一只猫", "我们从朋友家领养了两只仓鼠", "我们家那只泰迪叫可可": the
+# household's pet is the user's too (when and where it was got may come between).
+_ZH_WE_PET = re.compile(
+    rf"^(?P<t>{PAST_TIMES_ZH}*)我们(?=(?:家|家里)?{PAST_TIMES_ZH}*(?:(?:在|从)[\u4e00-\u9fff]{{1,8}}?)?"
+    rf"(?:{alternation(PET_VERBS_ZH)}))"
+    r"|^(?P<t2>)我们(?=家(?:里)?的?(?:那|这)?(?:只|条|头))"
+)
+# "我从今年开始不吃红肉了", "我从小就不吃羊肉": since when the user stopped is when, not what.
+_ZH_SINCE_NOT = re.compile(
+    r"^(我)从[\u4e00-\u9fff]{1,6}?(?:就|起|开始|以后|之后)+(?=(?:就|也)?(?:不|再也不|不再)(?:吃|喝))"
+)
+# "大学毕业以后就一直在杭州生活": since an event of the user's life, what holds is what follows.
+_ZH_AFTER_EVENT = re.compile(
+    r"^[\u4e00-\u9fff]{2,8}?(?:以后|之后|以来)(?:就|都)?(?=(?:一直|还|都)*(?:在|住在|生活在|定居在)[\u4e00-\u9fff]{2,6}"
+    r"(?:住|生活|定居|工作|上班))"
 )
 # "叫它团团", "给它起名叫X": the pronoun is the pet just mentioned, not part of its name.
 _ZH_CALL_IT = re.compile(r"(叫|叫做|名叫)(?:它|他|她)(?=[\u4e00-\u9fffA-Za-z])")
 _EN_FILLERS = re.compile(
     r"^(?:(?:well|um+|uh+|erm|hmm+|oh|ah|so|and|but|also|plus|anyway|anyways|actually|honestly|basically|"
     r"like|ok(?:ay)?|yeah|yes|right|you know|by the way|btw|fun fact|guess what|now|these days|nowadays|"
+    # Frames of how something is said, not what ("to be honest", "I mean", "just so you know").
+    r"to be honest|tbh|truth be told|in all honesty|frankly|I mean|you know what|funny enough|funnily enough|"
+    r"just so you know|for the record|for what it's worth|fwiw|side note|"
     r"then)\b[,\s]*)+",
     re.IGNORECASE,
 )
@@ -72,7 +113,7 @@ _EN_SEVERITY = {
 _EN_TAIL = re.compile(
     r"\s*,\s*which (?:is|was|makes|means) .*$|\s*,\s*(?:to be honest|honestly|tbh|though|haha|lol)$"
     # A closing discourse adverb says how the statement relates to the last one, not what it is about.
-    r"|\s*,?\s+(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well)$"
+    r"|\s*,?\s+(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well|by the way|btw)$"
     # A reason given after a comma is why, not what: "I don't eat pork, for religious reasons".
     r"|\s*,\s*(?:for (?:\w+\s+){0,2}reasons?|for my health|for health reasons)$"
     # A second clause with its own subject after ", and" / ", but" is another statement, about
@@ -83,7 +124,12 @@ _EN_TAIL = re.compile(
     # A remark after a comma ("..., nothing too serious", "..., no big deal") says how much it matters.
     r"|\s*,\s*(?:nothing|not) (?:too|that|very|really) (?:serious|bad)$|\s*,\s*no big deal$"
     # A narrowing after a comma ("..., mostly blues") keeps the statement it narrows.
-    r"|\s*,\s*(?:mostly|mainly|especially|usually)\s+[\w' -]{1,30}$",
+    r"|\s*,\s*(?:mostly|mainly|especially|usually)\s+[\w' -]{1,30}$"
+    # How long, after a comma: "..., going on twelve years now", "..., for about six years now".
+    r"|\s*,\s*(?:going on|coming up on|for (?:about |almost |over |nearly )?)[\w -]{1,20}? (?:years?|months?)"
+    r"(?: now)?$"
+    # An intensifier closing a negation: "I don't drink alcohol at all".
+    r"|\s+at all$",
     re.IGNORECASE,
 )
 # When the user has time: the rules' likes do not expect it ("I like to hike on weekends"); the
@@ -95,6 +141,12 @@ _EN_LEISURE_TAIL = re.compile(
 )
 # Adverbs after "I" that the rules' patterns do not expect and that change nothing.
 _EN_ADVERB = re.compile(r"^I (?:also|still|really|totally|absolutely|definitely) (?=\w)")
+# "My wife's really into pottery", "My half-brother's a firefighter": the 's of a relative is "is"
+# when a predicate follows, not the possessive ("my wife's car").
+_EN_RELATIVE_IS = re.compile(
+    rf"^([Mm]y (?:{EN_RELATIONS}))'s (?=(?:really |so |very |super |totally |also |still |now |just )*"
+    r"(?:into|a|an|from|in|at|allergic|vegan|vegetarian|retired|married|pregnant|[a-z]+ing)\b)"
+)
 _EN_NOW_TAIL = re.compile(r"\s*,?\s+(?:now|these days|nowadays)$")
 # A species and its plural ("two dogs"), for "We have two dogs, ...".
 _EN_SPECIES_FORMS = EN_SPECIES | {f"{s}s" for s in EN_SPECIES} | {"puppies", "bunnies", "guinea pigs"}
@@ -103,15 +155,28 @@ _EN_WE_GOT = re.compile(
     r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
     rf"(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
 )
+# "We moved to Leeds", "We live in Raleigh now": where the household lives is where the user lives.
+_EN_WE_LIVE = re.compile(
+    r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
+    r"(?=(?:just\s+|recently\s+|finally\s+|now\s+|still\s+)?(?:moved|relocated|settled|live|lived|are living)"
+    r"\s+(?:to|in)\s+[A-Z])"
+)
+# "our cat Pumpkin ...": the household's pet, named, is the user's.
+_EN_OUR_PET = re.compile(rf"^[Oo]ur (?=(?:{alternation(EN_SPECIES)}) [A-Z])")
 _EN_WE_HAVE = re.compile(
     r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)\s+(?:have|'ve got|have got)\s+"
     rf"(?=(?:a|an|one|two|three|four|\d+) (?:\w+ )?(?:{alternation(_EN_SPECIES_FORMS)})\b)"
 )
+# Who names the pet the household got: the user, the household, or one of it ("the kids named her
+# Pickles", "my son calls it Kiwi"); the name is the pet's whoever gave it.
+_NAMER = r"(?:we|I|he|she|they|the kids|our kids|the children|(?:my|our) (?:[a-z-]+ )?[a-z-]+)"
 # "..., we call him Biscuit", "and I named her Luna": the name of the pet just got, said after it.
 _EN_CALL_IT = re.compile(
-    r"(?P<mid>\s+(?:last \w+|this \w+|recently|in [A-Z]\w+|(?:a|one|two|three|a few|\d+) \w+ ago))?"
+    r"(?P<mid>\s+(?:last \w+|this \w+|recently|in [A-Z]\w+|(?:a|one|two|three|a few|\d+) \w+ ago"
+    r"|(?:when|after) [\w' ]{2,40}?))?"
     r",?\s+(?:and\s+)?"
-    r"(?:(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)|(?:his|her|its|their) names? (?:is|are))\s+"
+    rf"(?:{_NAMER}\s+(?:call|calls|called|named)\s+(?:him|her|it|them)"
+    r"|(?:his|her|its|their) names? (?:is|are))\s+"
     r"(?P<n>[A-Z][\w'-]*(?:\s+and\s+[A-Z][\w'-]*)?)$"
 )
 # "a husky called Luna who howls at every siren": "called" names it as "named" does, and a relative
@@ -121,12 +186,14 @@ _EN_CALLED_NAME = re.compile(
     r"(?P<n>[A-Z][\w'-]*)"
     r"(?:\s*,?\s+(?:who|that|which)\b.*)?$"
 )
-_EN_AND_CALL_IT = re.compile(r",?\s+and\s+(?:we|I)\s+(?:call|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])")
+_EN_AND_CALL_IT = re.compile(
+    rf",?\s+and\s+{_NAMER}\s+(?:call|calls|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])"
+)
 # "Last year we rescued a greyhound": the time goes to the end, where the rules read it.
 _EN_LEAD_TIME = re.compile(
     r"^(?P<t>last (?:year|month|week|summer|winter|spring|fall|autumn|weekend)|this (?:year|month|week)"
-    r"|(?:a|one|two|three|four|five|a few|\d+) (?:years?|months?|weeks?|days?) ago|recently),?\s+"
-    r"(?=(?:we|I|my)\b)",
+    r"|(?:a|one|two|three|four|five|a few|\d+) (?:years?|months?|weeks?|days?) ago|recently|lately"
+    r"|these days),?\s+(?=(?:we|I|my)\b)",
     re.IGNORECASE,
 )
 # "..., Miso and Tofu, last month": the trailing comma before a time word hides the names' end.
@@ -183,7 +250,26 @@ def strip_tails(text: str) -> str:
         >>> strip_tails("I've been dairy-free for a year because of my skin")
         "I've been dairy-free for a year"
     """
-    return _EN_BECAUSE.sub("", _EN_TAIL.sub("", text)) or text
+    out = text
+    for _ in range(3):  # "..., by the way, it's been three years": one tail after another
+        cut = _EN_TAIL.sub("", out)
+        if cut == out:
+            break
+        out = cut
+    return _EN_BECAUSE.sub("", out) or text
+
+
+def move_lead_time(text: str) -> str:
+    """Move a time that opens an English clause to its end, where the rules read it.
+
+    Example:
+        >>> move_lead_time("Lately I've picked up rock climbing")
+        "I've picked up rock climbing lately"
+    """
+    lead = _EN_LEAD_TIME.match(text)
+    if lead is None:
+        return text
+    return f"{text[lead.end() :].rstrip(' .!')} {lead['t'].lower()}"
 
 
 def normalize_clause(text: str, *, zh: bool) -> str:
@@ -197,28 +283,33 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     """
     if zh:
         out = _ZH_FILLERS.sub("", text)
+        out = _ZH_WE_HOME.sub("我", out)
+        out = _ZH_WE_PET.sub(lambda m: (m["t"] or "") + "我", out)
+        out = _ZH_SINCE_NOT.sub(r"\1", out)
+        out = _ZH_AFTER_EVENT.sub("", out)
         out = _ZH_CHANGE_AFTER_SUBJECT.sub(r"\1", out)
         out = _ZH_CALL_IT.sub(r"\1", out)
         return out or text
     out = _EN_FILLERS.sub("", text).strip()
     if not out:
         return text
-    m = _EN_NOT_ANY_MORE.match(out)
+    m = _EN_NOT_ANY_MORE.match(out.rstrip(" .!"))
     if m:
         out = f"I no longer {m.group(1)}{m.group(2)}"
     out = _EN_TAIL.sub("", out)  # first, so "a mild X allergy, nothing too serious" reads as an allergy
     m = _EN_ALLERGY_NOUN.match(out.rstrip("."))
     if m:
         out = f"I'm {_EN_SEVERITY.get((m['sev'] or '').lower(), '')}allergic to {m['obj']}"
-    lead = _EN_LEAD_TIME.match(out)
-    if lead:
-        out = f"{out[lead.end() :].rstrip(' .!')} {lead['t'].lower()}"
+    out = move_lead_time(out)
     out = _EN_CALL_IT.sub(lambda m: f" named {m['n']}{m['mid'] or ''}", out.rstrip(" .!"))
     out = _EN_LEISURE_TAIL.sub("", _EN_TAIL.sub("", out))
     out = _EN_CALLED_NAME.sub(lambda m: f"{m['sp']} named {m['n']}", out)
     out = _EN_ADVERB.sub("I ", out)
+    out = _EN_RELATIVE_IS.sub(r"\1 is ", out)
     out = _EN_NOW_TAIL.sub("", out)
+    out = _EN_OUR_PET.sub("My ", out)
     out = _EN_WE_GOT.sub("I ", out)
+    out = _EN_WE_LIVE.sub("I ", out).replace("I are living", "I'm living")
     out = _EN_WE_HAVE.sub("I have ", out)
     out = _EN_COMMA_WHEN.sub(" ", out)
     if out[:1].islower() and out[:2] in ("i ", "i'", "my"):

@@ -58,6 +58,8 @@ class RuleContext:
         pets: Known pet names -> species ("" when unknown), from stored fragments and earlier
             messages of the batch.
         plans: Known plans, newest last.
+        naming_next: Whether a later clause of the sentence being read names something ("给它取名叫
+            雪球"): a pet got with any verb is then read as the user's.
     """
 
     ts_ms: int
@@ -66,6 +68,7 @@ class RuleContext:
     ttl_ms: int
     pets: dict[str, str] = field(default_factory=dict)
     plans: list[PlanInfo] = field(default_factory=list)
+    naming_next: bool = False
 
     def ttl_expiry(self) -> int:
         """Expiry of a transient fact said now, without its own end date."""

@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from convmem_graph.extractors._clauses import strip_fillers, strip_tails
+from convmem_graph.extractors._clauses import ZH_LEISURE, move_lead_time, strip_fillers, strip_tails
 from convmem_graph.extractors._facts import Fact, RuleContext
-from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS, ZH_RELATIONS
+from convmem_graph.extractors._lexicon import EN_FOODS, EN_SPECIES, ZH_FOODS, ZH_RELATIONS
 from convmem_graph.extractors._taxonomy import (
+    ALCOHOL_ZH,
     DIETS_EN,
     DIETS_ZH,
     INSTRUMENTS_EN,
@@ -50,6 +51,7 @@ __all__ = [
 # ----------------------------------------------------------------- Chinese
 
 _ZH_SUBJECT = re.compile(r"^我(?!们)(?:自己)?")
+_ZH_LEISURE_LEAD = re.compile(rf"^(?:{ZH_LEISURE})+")
 _ZH_ADV = r"(?:也|还|都|就|又|真的|确实|其实|早就|一直|本来|平时|平常|经常|很|挺|特别)*"
 _ZH_INSTR = alternation(INSTRUMENTS_ZH)
 _ZH_SPORT = alternation(SPORTS_ZH)
@@ -78,6 +80,23 @@ _ZH_NOT_VEGETARIAN = re.compile(
     r"^(?:现在|已经|早就)?(?:不再|不|没再)(?:吃素|是素食者?)了?$|^(?:现在|已经)?(?:开荤|破戒吃肉)了$"
 )
 _ZH_ACT_TO_QUIT = {"抽烟": "抽烟", "吸烟": "抽烟", "喝酒": "喝酒"}
+# "咖啡一口都不碰", "辣的一点也不吃": a food put first and then refused, not even a bit.
+_ZH_TOPIC_NOT = re.compile(
+    r"^(?:现在|如今|已经|现在已经)?(?P<obj>[\u4e00-\u9fff]{1,5}?)的?(?:一口|一点|一滴|一点儿|再)?(?:都|也)(?:不|没)"
+    r"(?:碰|吃|喝|沾)(?:了|过)?$"
+)
+# "自己开了家花店", "开了一间工作室": a business of the user's own is their work.
+_ZH_OWN_BUSINESS = re.compile(
+    r"^(?:现在|后来|如今|[\u4e00-\u9fff]{2,6}?(?:以后|之后))?(?:就)?(?:自己)?(?:在[\u4e00-\u9fff]{2,6})?开了(?:一)?(?:家|个|间)"
+    r"(?P<biz>[\u4e00-\u9fff]{1,6}?(?:店|馆|公司|工作室|诊所|超市|餐厅|饭店|厂|铺))$"
+)
+# "不再熬夜了", "再也不打游戏了", "已经不再喝可乐了": any activity given up. 不再 says a habit ended;
+# what follows is the activity (a food when it is eaten or drunk), never a state or a wish
+# ("不再是学生", "不再想他", "不再在北京" are other families' or nobody's).
+_ZH_NO_LONGER = re.compile(
+    r"^(?:现在|如今|已经|早就|后来)*(?:不再|再也不|再不)(?P<act>(?!是|在|想|要|会|能|喜欢|爱|怕|相信|用|需要|去|来)"
+    r"[\u4e00-\u9fff]{2,5}?)了?$"
+)
 # "会弹古筝", "在学拉小提琴" (learning is read by the ongoing rule), "喜欢打网球" (by the likes rule).
 _ZH_FREQUENCY = re.compile(r"平时|平常|经常|常常|每|周末|通常|一般|总是")
 _ZH_PLAYS = re.compile(
@@ -91,7 +110,7 @@ _ZH_LEARNED = re.compile(
 )
 # "从初中开始打乒乓球": an instrument or sport played since then.
 _ZH_SINCE_PLAYS = re.compile(
-    rf"^{_ZH_ADV}从(?P<since>[^开起]{{1,8}}?)(?:开始|起)就?(?P<verb>弹|拉|吹|打|踢|练|学)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
+    rf"^{_ZH_ADV}从(?P<since>[^开起就]{{1,8}}?)就?(?:开始|起)就?(?P<verb>弹|拉|吹|打|踢|练|学)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})了?$"
 )
 # "会游泳", "能滑雪": a sport the user can do.
 _ZH_CAN_SPORT = re.compile(rf"^{_ZH_ADV}(?:会|能)(?P<act>{alternation(SPORT_ACTIVITIES_ZH)})$")
@@ -122,6 +141,7 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
     if m is None:
         return []
     body = text[m.end() :].rstrip("。！!，,")
+    body = _ZH_LEISURE_LEAD.sub("", body) or body
     hit = _ZH_INTOLERANT.match(body)
     if hit:
         what = f"{hit['obj']}不耐受"
@@ -148,6 +168,28 @@ def _zh_family(text: str, ctx: RuleContext) -> list[Fact]:
             act = _ZH_ACT_TO_QUIT[hit["act"]]
             return [_zh_quit(act)]
         return [_zh_gave_up(hit["obj"] or hit["obj2"])]
+    hit = _ZH_TOPIC_NOT.match(body)
+    if hit and hit["obj"] in ZH_FOODS:
+        obj = hit["obj"]
+        content = f"用户{obj}{body[hit.end('obj') :]}。"
+        return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.75)]
+    hit = _ZH_OWN_BUSINESS.match(body)
+    if hit:
+        biz = hit["biz"]
+        content = f"用户自己开了一家{biz}。"
+        return [
+            Fact(content, "profile", "profile:occupation", f"开{biz}", single_valued=True, confidence=0.75)
+        ]
+    hit = _ZH_NO_LONGER.match(body)
+    if hit and not re.search(r"[你他她它谁这那]", hit["act"]):
+        act = hit["act"]
+        if act[0] in "吃喝" and (act[1:] in ZH_FOODS or len(act) <= 3):
+            obj = act[1:]
+            if act == "喝酒":
+                return [_zh_quit("喝酒")]
+            content = f"用户不再{act}。"
+            return [Fact(content, "diet", f"food:{norm_key(obj)}", obj, polarity=-1, confidence=0.75)]
+        return [_zh_quit(act)]
     hit = _ZH_SEVERE_ALLERGY.match(body)
     if hit:
         obj = hit["obj"] or hit["obj2"]
@@ -227,14 +269,19 @@ def _zh_gave_up(obj: str) -> Fact:
 
 # "以前每天都喝酒", "之前一天一包烟": a habit the user had; a later clause "后来…就戒了" gives it up.
 _ZH_GAVE_UP_OBJ = {act: obj for obj, act in QUIT_ZH.items()} | {"吸烟": "烟"}
+# Said with how much between the verb and what ("一天抽一包烟", "一天要喝两瓶啤酒", "嚼好几包槟榔"):
+# the verb of the class, a count and a measure word, then the thing (any kind of alcohol is 酒).
+_ZH_HOW_MUCH = r"(?:[\d一二两三四五六七八九十几半好]{1,3}[包根支盒条瓶杯斤两罐口颗局把个]多?|点儿?|不少|很多)"
 _ZH_USED_TO = re.compile(
     r"^我?(?:以前|之前|原来|过去|曾经|年轻的时候|年轻时)(?:[一-鿿]{0,6}?)"
-    rf"(?P<act>{alternation(_ZH_GAVE_UP_OBJ)})"
+    rf"(?:(?P<act>{alternation(_ZH_GAVE_UP_OBJ)})"
+    rf"|(?P<verb>[抽吸喝嚼吃玩打]){_ZH_HOW_MUCH}(?P<obj>{alternation(QUIT_ZH)}|{alternation(ALCOHOL_ZH)}))"
     r"(?:[一-鿿]{0,6})$"
 )
 # The clause that gives it up without naming it: "后来身体不好就戒了", "现在不喝了", "去年戒掉了".
 _ZH_QUIT_IT = re.compile(
-    r"(?:^|[就才都也已经终于后来现在如今])(?:戒了|戒掉了|彻底戒了|不(?:抽|喝|吃|玩|打)了|不再(?:抽|喝|吃|玩|打)了)$"
+    r"(?:^|[就才都也已经终于后来现在如今])(?:彻底|完全|终于|已经|慢慢)?"
+    r"(?:戒了|戒掉了|戒掉|给戒了|不(?:抽|喝|吃|玩|打|嚼)了|不再(?:抽|喝|吃|玩|打|嚼)了)$"
 )
 
 
@@ -245,14 +292,18 @@ _EN_INSTR = alternation(INSTRUMENTS_EN)
 _EN_SPORT = alternation(SPORTS_EN)
 _EN_SINCE = (
     r"(?:\s+(?P<since>since\s+.{2,30}|for\s+(?:the\s+(?:last|past)\s+)?.{0,20}?(?:years?|months?|weeks?)"
-    r"|(?:.{1,15}?)(?:years?|months?) ago|in \d{4}|last (?:year|month)))?"
+    r"|(?:.{1,15}?)(?:years?|months?) ago|in \d{4}|last (?:year|month)"
+    r"|(?:my|all my) (?:whole |entire )?life))?"
 )
 # "I've been gluten-free since 2020", "I eat halal", "I keep kosher", "I'm on a keto diet".
 _EN_DIET_IS = re.compile(
     r"^I(?:'m| am|'ve been| have been| went| became| turned| eat| keep| follow| stick to| try to eat"
     r"| eat only)"
     r"\s+(?:a\s+|an\s+|strictly\s+|mostly\s+|fully\s+|completely\s+|pretty\s+much\s+)?"
-    rf"(?:on\s+(?:a|an)\s+)?(?P<diet>{_EN_DIET})(?:\s+(?:diet|food|meals|now))?" + _EN_SINCE + r"$",
+    rf"(?:on\s+(?:a|an)\s+)?(?P<diet>{_EN_DIET})(?:\s+(?:diet|food|meals|now))?"
+    + _EN_SINCE
+    # When it holds, if not always: "during the week", "on weekdays", "most of the time".
+    + r"(?:\s+(?P<part>during the week|on weekdays|most of the time|at home|for the most part))?$",
     re.IGNORECASE,
 )
 # "I'm not vegan anymore", "I'm no longer vegetarian", "I stopped being vegan", "I quit keto".
@@ -267,7 +318,8 @@ _EN_DIET_NOT = re.compile(
 # "I eat meat again", "I started eating meat again", "I'm eating fish again now".
 _EN_EATS_AGAIN = re.compile(
     r"^I(?:'m| am)?\s+(?:started\s+|(?:'ve|have) started\s+|now\s+)?(?P<verb>eat|eating|drink|drinking)\s+"
-    r"(?P<obj>[a-z][a-z -]{1,24}?)\s+again(?:\s+now)?$"
+    r"(?P<obj>[a-z][a-z -]{1,24}?)\s+again"
+    r"(?:\s+(?:now|last \w+|this \w+|recently|(?:a|one|two|three|a few|\d+) \w+ ago))?$"
 )
 # "I quit smoking", "I gave up drinking", "I stopped smoking last year", "I no longer smoke".
 _EN_QUIT = re.compile(
@@ -276,6 +328,9 @@ _EN_QUIT = re.compile(
     r"(?:\s+cold turkey)?"
     r"(?:\s+(?:last \w+|(?:about |around |almost |nearly |over )?.{1,15} ago|in \w+(?: \d{4})?|for good))?$"
     r"|^I no longer (?P<act2>smoke|drink|vape)$"
+    # "I don't smoke anymore", "I'm not a smoker anymore", "I'm not drinking these days".
+    r"|^I(?: don't| do not|'m not| am not) (?:a )?(?P<act4>smoke|drink|vape|smoker|drinker|vaper)"
+    r" (?:any ?more|these days|now)$"
     # "I haven't had a drink in three years", "I haven't touched a cigarette since college".
     r"|^I (?:haven't|have not) (?:had|touched) (?:a |any )?(?P<act3>drink|alcohol|cigarette|smoke)s?"
     r"(?: in .{1,20}| since .{2,30}| for .{1,20})$"
@@ -285,12 +340,13 @@ _EN_QUIT = re.compile(
 _EN_QUIT_FOOD = re.compile(
     r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped|cut out)\s+"
     r"(?P<obj>[a-z][a-z -]{1,20}?)"
-    r"(?:\s+(?:last \w+|(?:about |almost |around )?.{1,20} ago|in \d{4}|for good|completely))?$",
+    r"(?:\s+(?:last \w+|(?:about |almost |around )?.{1,20} ago|in \d{4}|in [A-Z]\w+|for good|completely))?$",
     re.IGNORECASE,
 )
 _EN_ACT = {"smoking": "smoke", "smoke": "smoke", "drinking": "drink", "drink": "drink"}
 _EN_ACT |= {"alcohol": "drink", "cigarette": "smoke"}
 _EN_ACT |= {"vaping": "vape", "vape": "vape"}
+_EN_ACT |= {"smoker": "smoke", "drinker": "drink", "vaper": "vape"}
 _EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
 # "I used to smoke, but I stopped last year": the second clause gives up what the first one named.
 _EN_USED_TO = re.compile(
@@ -302,8 +358,10 @@ _EN_USED_TO = re.compile(
 _EN_STOPPED_IT = re.compile(
     r"^(?:but\s+|and\s+)?(?:now\s+)?I(?:'ve| have)?\s+(?:finally\s+|already\s+)?"
     r"(?:stopped|quit|gave up|given up|gave (?:it|that) up|given (?:it|that) up|kicked the habit)"
-    r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|for good|years ago"
-    r"|when .{2,40}|after .{2,40}))?$",
+    r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|in \w+|for good|years ago"
+    r"|when .{2,40}|after .{2,40}))?"
+    # "... and haven't touched it since", "... and never looked back": how it went since.
+    r"(?:,?\s+and\s+(?:I\s+)?(?:haven't|have not|never) [\w' ]{2,30})?$",
     re.IGNORECASE,
 )
 
@@ -321,7 +379,7 @@ _EN_PLAYS = re.compile(
     rf"(?P<the>the\s+)?(?P<obj>{_EN_INSTR}|{_EN_SPORT})"
     r"(?:\s+(?:for\s+.{1,20}?(?:years?|months?)|since\s+.{2,20}|a lot|well|too|as well"
     r"|in (?:a|an|the|my|our) [\w -]{0,20}?(?:band|orchestra|ensemble|group|choir|club|league|team|trio"
-    r"|quartet|quintet|duo)))?(?:\s+(?:on (?:\w+days?|weekends)|at church|at night))?"
+    r"|quartet|quintet|duo))){0,2}(?:\s+(?:on (?:\w+days?|weekends)|at church|at night))?"
     r"(?:\s*,\s*(?:mostly|mainly|especially)\s+[\w' -]{1,30})?$",
     re.IGNORECASE,
 )
@@ -399,10 +457,14 @@ def _en_family(text: str) -> list[Fact]:
         since = m["since"] or ""
         if since.startswith(("since", "for")):
             content = f"User has been {diet} {since}."
+        elif since.startswith(("my ", "all my ")):  # "my whole life"
+            content = f"User has been {diet} {since.replace('my ', 'their ', 1)}."
         elif since:
             content = f"User went {diet} {since}."  # "two years ago", "in 2020", "last year"
         else:
             content = f"User is {diet}."
+        if m["part"]:  # holds only then: "User is low-carb during the week."
+            content = f"{content[:-1]} {m['part']}."
         return [Fact(content, "diet", f"food:{norm_key(diet)}", diet, confidence=0.85)]
     m = _EN_EATS_AGAIN.match(s)
     if m and not _EN_BAD_OBJ.search(m["obj"]):
@@ -412,7 +474,7 @@ def _en_family(text: str) -> list[Fact]:
             return [Fact(f"User {verb} {obj} again.", "diet", f"food:{norm_key(obj)}", obj, confidence=0.8)]
     m = _EN_QUIT.match(s)
     if m:
-        said = (m["act"] or m["act2"] or m["act3"]).lower()
+        said = (m["act"] or m["act2"] or m["act3"] or m["act4"]).lower()
         return [_en_quit(_EN_ACT[said])]
     m = _EN_QUIT_FOOD.match(s)
     if m and m["obj"].lower() in ("alcohol", "booze", "liquor"):  # drinking is a habit, not a food
@@ -461,6 +523,9 @@ def _en_family(text: str) -> list[Fact]:
         said = f"{_third_s(verb)} {m['bo'].lower()}" if m["bo"] else _third_s(verb)
         content = f"User {said}{when}."
         return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.7)]
+    took_up = _en_took_up(s)
+    if took_up:
+        return took_up
     m = _EN_PLAYS.match(s)
     if m:
         obj = m["obj"].lower()
@@ -472,6 +537,47 @@ def _en_family(text: str) -> list[Fact]:
     return []
 
 
+# "I've gotten really into bouldering", "I got into knitting during the pandemic", "I picked up the
+# violin again", "I took up running": an activity taken up is one the user likes. Without an
+# intensifier ("got into college", "picked up groceries") only an activity counts: an -ing word, an
+# instrument or a sport of the taxonomy.
+_EN_TOOK_UP = re.compile(
+    r"^I(?P<aux>'ve| have)?\s+(?:recently\s+|just\s+|finally\s+)?"
+    r"(?P<verb>gotten|got|been getting|picked up|taken up|took up|started getting)\s+"
+    r"(?P<intens>(?:really|super|very|totally|so|big time|seriously)\s+)?(?P<into>into\s+)?"
+    r"(?P<the>the\s+)?(?P<obj>[a-z][a-z' -]{1,30}?)"
+    r"(?P<when>\s+(?:again|lately|recently|these days|(?:this|last) \w+|during [\w ]{2,20}|in \d{4}"
+    r"|(?:a|one|two|three|a few|\d+) \w+ ago)(?:\s+(?:again|lately|recently|(?:this|last) \w+))?)?$",
+    re.IGNORECASE,
+)
+
+
+def _en_took_up(s: str) -> list[Fact]:
+    m = _EN_TOOK_UP.match(s)
+    if m is None:
+        return []
+    verb, obj = m["verb"].lower(), m["obj"].lower().strip()
+    taken_up = verb in ("picked up", "taken up", "took up")
+    if taken_up == bool(m["into"]) or _EN_BAD_OBJ.search(obj):
+        return []  # "got the job", "picked up into ..." are other things
+    if obj in INSTRUMENTS_EN:
+        act, said = f"play the {obj}", f"the {obj}"
+    elif obj in SPORTS_EN:
+        act, said = f"play {obj}", obj
+    elif obj.endswith("ing") and " " not in obj or any(obj in acts for acts in SPORT_ACTIVITIES_EN.values()):
+        act, said = obj, obj
+    elif m["intens"] and m["into"] and len(obj.split()) <= 3:
+        act, said = obj, obj
+    else:
+        return []
+    aux = "has " if m["aux"] else ""
+    verb = {"got": "got", "gotten": "gotten", "took up": "took up"}.get(verb, verb)
+    if not aux and verb in ("gotten", "taken up", "been getting"):
+        aux = "has "
+    content = f"User {aux}{verb} {(m['intens'] or '').lower()}{m['into'] or ''}{said}{(m['when'] or '')}."
+    return [Fact(content, "preference", f"pref:{norm_key(act)}", act, confidence=0.75)]
+
+
 def _third_s(verb: str) -> str:
     """Third person of a sport verb: run -> runs, box -> boxes."""
     return verb + ("es" if verb.endswith(("x", "sh", "ch", "s")) else "s")
@@ -480,9 +586,23 @@ def _third_s(verb: str) -> str:
 # ----------------------------------------------------------------- entry points
 
 
+# "We moved to Leeds", "We live in Raleigh": the household's home, the user's too.
+_EN_HOME_GATE = re.compile(
+    r"\b(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+|now\s+|still\s+)?"
+    r"(?:moved|relocated|settled|live|lived|are living)\s+(?:to|in)\s+[A-Z]"
+)
+
+
+_EN_OUR_PET_GATE = re.compile(rf"\b[Oo]ur (?:{alternation(EN_SPECIES)}) [A-Z]")
+
+
 def could_state_family(text: str) -> bool:
     """Cheap gate for English text the sentence rules' first-person gate misses ("We adopted ...")."""
-    return _EN_PET_GATE.search(text) is not None
+    return (
+        _EN_PET_GATE.search(text) is not None
+        or _EN_HOME_GATE.search(text) is not None
+        or _EN_OUR_PET_GATE.search(text) is not None
+    )
 
 
 def family_facts(raw: str, *, zh: bool, ctx: RuleContext) -> list[Fact]:
@@ -512,12 +632,12 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     facts: list[Fact] = []
     sentence, owner = -1, ""
     used_to = ""  # a habit the user said they used to have: "I stopped" after it gives it up
-    for clause in clauses:
+    for n, clause in enumerate(clauses):
         if clause.sentence != sentence:
             sentence, owner = clause.sentence, ""
         text = strip_fillers(clause.text, zh=clause.zh)
         if not clause.zh:
-            text = strip_tails(text)
+            text = move_lead_time(strip_tails(text))
             past = _EN_USED_TO.match(text)
             if past:
                 used_to = _EN_ACT[past["act"].lower()]
@@ -529,7 +649,8 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
         if clause.zh:
             past_zh = _ZH_USED_TO.match(text)
             if past_zh and not _ZH_QUIT_IT.search(text):
-                used_to = _ZH_GAVE_UP_OBJ[past_zh["act"]]
+                said = past_zh["obj"] or ""
+                used_to = _ZH_GAVE_UP_OBJ[past_zh["act"]] if past_zh["act"] else ALCOHOL_ZH.get(said, said)
             elif used_to and _ZH_QUIT_IT.search(text) and not clause.question and not _ZH_SOMEONE.match(text):
                 facts.append(_zh_gave_up(used_to))
                 used_to = ""
@@ -541,8 +662,24 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
             elif owner == "user":
                 text = "我" + text
         if not clause.question:
-            facts.extend(family_facts(text, zh=clause.zh, ctx=ctx))
+            found = family_facts(text, zh=clause.zh, ctx=ctx)
+            if clause.zh and found and _lost_later(clauses, n):
+                # "小时候学过几年钢琴，现在基本都忘了": learned once and let go is no liking now.
+                found = [f for f in found if not (f.key.startswith("pref:") and "过" in f.content)]
+            facts.extend(found)
     return facts
+
+
+# A later clause that says a skill is gone: "现在基本都忘了", "后来就没再弹了", "早就荒废了".
+_ZH_LOST = re.compile(
+    r"忘(?:了|光了|得差不多了|记了)|荒废了|放弃了|没(?:再)?(?:弹|拉|吹|打|踢|练|碰)(?:过)?了|不(?:弹|拉|吹|练|碰)了"
+)
+
+
+def _lost_later(clauses: Sequence[Clause], n: int) -> bool:
+    return any(
+        c.sentence == clauses[n].sentence and _ZH_LOST.search(c.text) is not None for c in clauses[n + 1 :]
+    )
 
 
 # A habit quit supersedes the transient "quitting" state the sentence rules read ("戒酒" -> state).

@@ -60,6 +60,11 @@ _ZH_JOB_SUFFIXES = """
 #: An occupation phrase ending in a job noun (optional short qualifier before it).
 ZH_JOB_RE = re.compile(
     r"^[\u4e00-\u9fffA-Za-z]{0,6}?(?:" + "|".join(sorted(_ZH_JOB_SUFFIXES, key=len, reverse=True)) + r")$"
+    # Any agent noun of a trade is a job (分拣员, 调度员, 保洁员, 护工, 焊工, 木匠, 园艺师), except the
+    # words for belonging to something (会员, 党员, 队员 ...), which say membership, not work.
+    r"|^(?![\u4e00-\u9fff]*(?:会员|成员|队员|党员|团员|社员|组员|学员|球员|演员表)$)[\u4e00-\u9fff]{1,4}(?:员|师|工|匠)$"
+    # A doctor of any kind (牙医, 兽医, 中医) too.
+    r"|^[\u4e00-\u9fff]{1,2}医$"
 )
 
 #: A pet: species or breed, with up to three qualifier characters before it (橘猫, 小黑狗).
@@ -110,7 +115,8 @@ EN_SPECIES = frozenset(
     # Breeds and small pets are species too: "we rescued a greyhound", "I got a budgie".
     "greyhound labrador poodle beagle corgi husky terrier retriever dachshund chihuahua pug bulldog "
     "collie spaniel shiba mutt dragon canary budgie cockatiel parakeet chinchilla gerbil axolotl iguana "
-    "tabby".split()
+    "tabby shepherd schnauzer rottweiler pomeranian doodle labradoodle goldendoodle maltese dalmatian "
+    "ragdoll siamese".split()
 )
 
 _EN_REL_CANON = dict(KINSHIP_EN)

@@ -22,9 +22,11 @@ from convmem_graph.text.keys import key_subject
 
 __all__ = ["carries_fact", "fits_variable"]
 
-# A count with no activity: "两次", "去两次", "once", "3 times".
+# A count with no activity: "两次", "去两次", "once", "3 times"; a bare verb with a count ("烤一次",
+# "每个周末都烤一次") names no object either: what is done was said before.
 _COUNT_ONLY = re.compile(
     r"^(?:去|来|做|练|跑)?(?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍|下|天)$"
+    r"|^[\u4e00-\u9fff](?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍)$"
     r"|^(?:go\s+)?(?:once|twice|\d+\s+times|a\s+few\s+times)$",
     re.IGNORECASE,
 )
@@ -69,6 +71,10 @@ _VAGUE_WORKPLACE = re.compile(
 )
 
 
+# A plan with no object: "打算自己养着" (养 what: the cat said before) names nothing to do.
+_NO_OBJECT_PLAN = re.compile(r"^(?:自己)?[\u4e00-\u9fff]着$")
+
+
 def carries_fact(fact: Fact) -> bool:
     """Return whether a fact found by a rule says something (see the module docstring).
 
@@ -89,6 +95,8 @@ def carries_fact(fact: Fact) -> bool:
         # The value, not the key: a long key is cut ("likes the game \"Detroit\"" -> "..._the_game").
         or _POINTING_EN.search((fact.value or subject).lower().rstrip(" .!"))
     ):
+        return False
+    if fact.key.startswith("plan:") and _NO_OBJECT_PLAN.match(subject):
         return False
     if fact.key == "profile:workplace" and _VAGUE_WORKPLACE.match((fact.value or subject).strip()):
         return False

@@ -61,10 +61,13 @@ _HABIT_PRE = re.compile(
     re.IGNORECASE,
 )
 _HABIT_POST = re.compile(
-    r"\s+(every\s+(?:single\s+)?(?:day|morning|evening|night|week|weekend|month|"
+    # A hedge before a count is part of it: "like three times a week", "about twice a month".
+    r"\s+(?:(?:like|about|around|roughly|maybe|at least)\s+(?=once|twice|\w+\s+times))?"
+    r"(every\s+(?:single\s+|other\s+)?(?:day|morning|evening|night|week|weekend|month|"
     r"year|monday|tuesday|wednesday|"
-    # "every morning and evening" is one frequency
+    # "every morning and evening" is one frequency, and so is "every Saturday morning"
     r"thursday|friday|saturday|sunday)(?: and (?:morning|evening|night|afternoon))?"
+    r"(?:(?<=day)\s+(?:morning|afternoon|evening|night))?"
     r"|daily|weekly|on weekends|on the weekends|each (?:day|morning|week)|"
     r"most days|most mornings|most weekends"
     # A count per period is a frequency too: "three times a week", "twice a month".
@@ -452,7 +455,8 @@ _ID_WORDS = frozenset(
     "birthday bday by".split()
 )
 _WORK_WORDS = frozenset(
-    "work works working live living based moved relocated settled from grew became a an".split()
+    """work works working live lived living based moved relocated settled from grew became a an
+    been job""".split()
 )
 _HEALTH_WORDS = frozenset(
     """allergic allergy allergies eat drink avoid avoiding vegetarian vegan pescatarian trying testing

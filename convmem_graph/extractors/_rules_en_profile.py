@@ -171,8 +171,12 @@ def identity(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
 # ----------------------------------------------------------------- place and work
 
 _JOB = re.compile(
-    r"^(?:I'm|I work as|I'm working as|I've been working as|I'm now|I became)\s+(?:a|an)\s+"
-    r"((?:[\w-]+\s+){0,3}?[\w-]+?)(?:\s+(in|at|for)\s+(.{2,60}))?$"
+    r"^(?:I'm|I work as|I'm working as|I've been working as|I'm now|I became"
+    # A job started or got is the job: "I started a new job as a nurse", "I got a job as a cook".
+    r"|I(?:'ve| have)? (?:just |recently )?(?:started|got|took|landed) (?:a |my )?(?:new )?job as)"
+    r"\s+(?:a|an)\s+"
+    r"((?:[\w-]+\s+){0,3}?[\w-]+?)(?:\s+(in|at|for)\s+(.{2,60}?))?"
+    r"(?:\s+(?:last \w+|this \w+|recently|(?:a|one|two|three|a few|\d+) \w+ ago))?$"
 )
 _WORK_AT = re.compile(
     r"^I(?:'ve been)? work(?:ing)? (?:at|for)\s+(.{2,60})$|^I'm working (?:at|for)\s+(.{2,60})$"
@@ -180,18 +184,44 @@ _WORK_AT = re.compile(
 _WORK_IN = re.compile(r"^I work in\s+(.{2,60})$")
 _LIVE = re.compile(
     r"^I(?:'m| have| 've|'ve)?\s*(live|living|been living|based|moved|just moved|"
-    r"recently moved|relocated|settled)"
+    r"recently moved|relocated|settled|moved back|moved back home)"
     r"\s+(?:in|to)\s+"
     + PLACE
-    + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago|in \d{4}|in))?$"
+    + r"(?:\s+(?:now|recently|last \w+|with .{1,40}|a while ago|\w+ years ago|in \d{4}|in"
+    r"|after (?:college|school|graduation|university|grad school|the divorce|retirement|my \w+)))?$"
+)
+# "I've been in London for ten years": a place the user has been in that long is where they live.
+_BEEN_IN = re.compile(
+    r"^I(?:'ve| have) (?:been (?:living |based )?in|lived in)\s+"
+    + PLACE
+    + r"\s+for\s+(?:about |almost |over |nearly )?"
+    r"(?:\w+|\d+|a few|a couple of) (?:years?|months?)(?: now)?$"
 )
 _FROM = re.compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
+
+
+# "for the team and our season opener is ...": a second statement run on after the workplace.
+_NEXT_CLAUSE = re.compile(r"\s(?:and|but|so)\s+(?:our|my|the|it|we|I|they|he|she|his|her|their)\b")
+# Who the user is at a place without working there: "a member at the gym", "a regular at the bar".
+_NOT_A_JOB = re.compile(
+    r"\b(?:member|regular|guest|customer|client|patient|visitor|fan|friend|mom|dad|parent|newbie|beginner"
+    r"|person|fool|mess|wreck|pro|natural|big|huge|part)$",
+    re.IGNORECASE,
+)
+# "I work as a team", "as a whole": how, not what the user works as.
+_NOT_A_ROLE = re.compile(r"\b(?:team|group|whole|unit|pair|family|result|part|way)$", re.IGNORECASE)
 
 
 def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
     m = _JOB.match(s)
-    if m and m.group(1).split()[-1].lower() in EN_JOB_NOUNS:
+    # "I work as a dispatcher": the verb says it is a job, whatever the noun; "I'm a X" needs a job noun.
+    # "I'm a forklift operator at a warehouse": a role said with where it is done is a job too.
+    at_work = m is not None and m.group(2) in ("at", "for") and not _NOT_A_JOB.search(m.group(1))
+    works_as = (
+        s.startswith(("I work as", "I'm working as", "I've been working as")) or " job as " in s or at_work
+    ) and not (m is not None and _NOT_A_ROLE.search(m.group(1)))
+    if m and (works_as and not YOU.search(m.group(1)) or m.group(1).split()[-1].lower() in EN_JOB_NOUNS):
         job = m.group(1)
         facts = [
             Fact(
@@ -215,7 +245,12 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
                     confidence=0.8,
                 )
             )
-        elif where and not YOU.search(where) and not _NOT_WORKPLACE.match(where):
+        elif (
+            where
+            and not YOU.search(where)
+            and not _NOT_WORKPLACE.match(where)
+            and not _NEXT_CLAUSE.search(where)
+        ):
             where = third_person(where)
             facts.append(
                 Fact(
@@ -260,6 +295,19 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
             f"User moved to {place}." if "moved" in verb or "relocated" in verb else f"User lives in {place}."
         )
         return [Fact(content, "profile", "profile:city", place, single_valued=True, confidence=0.85)]
+    m = _BEEN_IN.match(s)
+    if m:
+        place = m.group(1)
+        return [
+            Fact(
+                f"User lives in {place}.",
+                "profile",
+                "profile:city",
+                place,
+                single_valued=True,
+                confidence=0.8,
+            )
+        ]
     m = _FROM.match(s)
     if m:
         place = m.group(1) or m.group(2)
@@ -519,6 +567,8 @@ def _ongoing(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
 # ----------------------------------------------------------------- pets, family
 
 _NUM = r"(a|an|one|two|three|four|five|\d+)"
+# "took in my neighbor's old beagle": a pet that was someone's, now the user's.
+_NUM_OR_WHOSE = r"(a pair of|a couple of|a|an|one|two|three|four|five|\d+|(?:my|our|a) [a-z-]+'s)"
 _SPECIES = "|".join(sorted(EN_SPECIES, key=len, reverse=True))
 _PLURAL_SPECIES = {
     (
@@ -534,12 +584,15 @@ _NAMES = rf"{_NAME_WORD}(?:(?:\s*,\s*|\s+and\s+|\s*&\s*|\s*,\s*and\s+){_NAME_WOR
 # "I adopted two rabbits, Pepper and Salt", "we got a puppy named Biscuit": pets got, with their names.
 _PET_GOT = re.compile(
     r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?"
-    rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM}\s+"
-    rf"((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})(?:\s+for\s+(?:the|my|our)\s+\w+)?"
+    rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM_OR_WHOSE}\s+"
+    # "a terrier mix": a cross of a breed is of that species.
+    rf"((?:[\w-]+\s+){{0,2}}?)((?:{_ANY_SPECIES})(?:\s+mix)?)(?:\s+for\s+(?:the|my|our)\s+(?:\w+'s\s+)?\w+)?"
     # "... from the shelter last year, Ginger and Pip": where and when before the names.
     r"(?:\s+(?:from|at) (?:the|a|an) [\w ]{1,20}?)?(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago))?"
     rf"(?:\s*,\s*|\s+(?:named|called)\s+)({_NAMES})"
-    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago|in [A-Z]\w+|in \d{4}))?"
+    r"(?:\s+(?:last \w+|recently|this \w+|.{1,20} ago|in [A-Z]\w+|in \d{4}|(?:when|after) [\w' ]{2,40}))?"
+    # "..., Clover and Hazel, from a rescue in town": where they came from, after the names.
+    r"(?:\s*,?\s+(?:from|at) (?:a|an|the|my|our) [\w ]{1,30})?"
     r"(?:\s*,?\s+and\s+(?:a|an|one|two|three)\s+[\w ]{1,30})?$"
 )
 # "I adopted two rabbits": adopting (not buying or getting: "got a fish") is a pet without names.
@@ -552,7 +605,8 @@ _PET_ADOPTED = re.compile(
 _FAMILY_NAMED = re.compile(
     rf"^[Mm]y (?:(?:little|younger|older|big|baby|twin|elder|kid|step|half)[\s-]+)?({EN_RELATIONS})\s*,?\s+"
     rf"({_NAME_WORD})\s*,?\s+((?:also |just |recently |still |now |currently )*"
-    r"(?:lives|moved|works|is|'s|studies|teaches|runs|owns|got|has|started|plays|loves|likes|hates|goes)\b.{2,80})$"
+    r"(?:lives|moved|works|is|'s|studies|teaches|runs|owns|got|has|started|plays|loves|likes|hates|goes"
+    r"|opened|bought|joined|retired|graduated|married|became|left)\b.{2,80})$"
 )
 # "I have a brother, Dev, who lives in Toronto" / "I have a sister named Mia".
 _FAMILY_HAVE_NAMED = re.compile(
@@ -566,6 +620,8 @@ _PET_HAVE = re.compile(
     re.IGNORECASE,
 )
 _PET_NAMED = re.compile(rf"^[Mm]y ({_SPECIES})(?:'s name is| is named| is called)\s+([A-Z][\w'-]*)$")
+# "our cat Pumpkin just turned twelve", "my dog Rex hates the rain": a pet named where it is mentioned.
+_PET_APPOSITIVE = re.compile(rf"^(?:[Mm]y|[Oo]ur) ((?:{_SPECIES}))\s+([A-Z][\w'-]*)\b(?!')")
 _PET_AGE = re.compile(
     r"^(?:[Mm]y (\w+)\s+)?([A-Z][\w'-]*)?\s*(?:is|just turned)\s+(\d+|one|two|"
     r"three|four|five|six|seven|eight|nine|ten)\s+(years?|months?)(?: old)?$"
@@ -669,6 +725,12 @@ def pets_family(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
         ctx.pets.setdefault(species, species)
         key = f"pet:{norm_key(species.rstrip('s'))}"
         return [Fact(f"User has {num.lower()} {label}.", "relation", key, species)]
+    m = _PET_APPOSITIVE.match(s)
+    if m and m.group(2).lower() not in _NOT_NAMES and m.group(2) not in ("I", "And", "But", "Is"):
+        species, name = m.group(1).lower(), m.group(2)
+        ctx.pets[name] = species
+        content = f"User has {article(species)} {species} named {name}."
+        return [Fact(content, "relation", f"pet:{norm_key(name)}", species, confidence=0.8)]
     m = _PET_NAMED.match(s)
     if m:
         species, name = m.group(1).lower(), m.group(2)

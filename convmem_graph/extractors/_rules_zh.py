@@ -261,10 +261,19 @@ _WORK_IN = re.compile(
     + _FOR_SPAN
     + r"(?:的|(?:(?:真的|实在)?(?:太|很|好|挺|特别|有点|超)(?:累|忙|辛苦|烦)))?$"
 )
-_LIVE_IN = re.compile(r"^(?:住在|住|生活在|定居在|定居|搬到|搬去|搬家到|搬回)(.{2,8}?)(?:住|生活|定居)?$")
+# "搬到了青岛", "去年从成都搬到青岛来了": where the user moved, also said with where from and when.
+_LIVE_IN = re.compile(
+    rf"^{PAST_TIMES_ZH}?(?:从[\u4e00-\u9fff]{{2,6}}?)?"
+    r"(?:住在|住|生活在|定居在|定居|(?:搬家|搬|移居|迁居)(?:到了|到|去了|去|回了|回到了|回到|回|来了|来)(?!这|那))"
+    r"(.{2,8}?)(?:来|去)?(?:住|生活|定居)?$"
+)
 _LIVE_AT = re.compile(_AT_LEAD + r"在(.{2,8}?)(?:住|生活|定居)" + _FOR_SPAN + r"的?$")
 _HOMETOWN = re.compile(r"^(?:是(.{2,6}?)人|来自(.{2,6}?)|老家(?:是|在)(.{2,6}?))$")
-_IS_JOB = re.compile(r"^(?:是|当)(?:一名|一个|一位|个|名|位)?(.{2,10}?)$")
+# "是护士", "当了厨师", "转行做了程序员", "成了一名律师": a job the user has (now).
+_IS_JOB = re.compile(
+    r"^(?:(?:转行|改行|后来|现在)*(?:当了|做了|成了|成为了?)|(?:后来)?(?:转行|改行)(?:当|做)|是|当)"
+    r"(?:一名|一个|一位|个|名|位)?(.{2,10}?)$"
+)
 _DOES_JOB = re.compile(r"^(?:是)?(?:做|干|从事)(.{1,8}?)(?:的|工作|行业|这行)$")
 _JOB_IS = re.compile(r"^的?(?:工作|职业)是(.{2,10})$")
 _SCHOOL = re.compile(r"^在(.{2,10}?)(?:上学|读书|读大学|上大学|念书|读研|读博|上高中|上初中)$")
@@ -328,7 +337,7 @@ def _work(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
         return [Fact(f"用户在{school}上学。", "profile", "profile:school", school, single_valued=True)]
     m = _LIVE_IN.match(b)
     if m and _place(m.group(1)):
-        return [_city(m.group(1), moved=b.startswith("搬"))]
+        return [_city(m.group(1), moved="搬" in b[: m.start(1)] or "迁" in b[: m.start(1)])]
     m = _LIVE_AT.match(b)
     if m and _place(m.group(1)):
         return [_city(m.group(1))]
@@ -434,11 +443,16 @@ def _food(item: str, ctx: RuleContext, c: _Clause, *, verb: str = "不吃", conf
     item = _third(item)
     transient = bool(c.temp)
     content = f"用户{c.temp}{verb}{item}。"
+    # Not drinking alcohol is the habit 戒酒 gives up (``habit:喝酒``), so the two supersede each other.
+    drink = item == "酒" and "喝" in verb
+    key, category, value = (
+        ("habit:喝酒", "habit", "喝酒") if drink else (f"food:{norm_key(item)}", "diet", item)
+    )
     return Fact(
         content,
-        "diet",
-        f"food:{norm_key(item)}",
-        item,
+        category,
+        key,
+        value,
         polarity=-1,
         transient=transient,
         expires_at=ctx.ttl_expiry() if transient else None,
@@ -502,6 +516,14 @@ def _health_food(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     if _STATE_BODY.match(b):
         if c.temp:
             return [_state(b, ctx, c)]
+        # Said of a day ("今天心情不太好", "昨天胃不舒服") or a mood at all: how the user is then,
+        # never a lasting condition.
+        if c.when is not None or b.startswith("心情"):
+            fact = _state(b, ctx, c)
+            if c.when is not None:
+                fact.content = f"用户{render_zh(c.when.period)}{_third(b)}。"
+                fact.expires_at = ctx.period_expiry(c.when.period)
+            return [fact]
         return [Fact(f"用户{b}。", "health", f"health:{norm_key(b)}", b, polarity=-1, confidence=0.7)]
     if _ACUTE.match(b) and not c.habit:  # "经常加班", "每天失眠" are habits, not this week's state
         return [_state(b, ctx, c)]
@@ -574,7 +596,7 @@ _PET = re.compile(
     r"(?:(?:叫|名叫|名字叫)(?P<n2>.{1,6}))?$"
 )
 _PET_NAMED = re.compile(
-    r"^(?:的|家的?|给(?:我的|我家的?|自己的)?)(?P<sp>[\u4e00-\u9fff]{1,6}?)(?:叫|名叫|名字叫|的名字是|起名叫|起名字叫|取名叫|起了个名字叫)"
+    r"^(?:的|家(?:里)?(?:的|那|这)?(?:只|条|头)?|(?:那|这)(?:只|条|头)|给(?:我的|我家的?|自己的)?)(?P<sp>[\u4e00-\u9fff]{1,6}?)(?:叫|名叫|名字叫|的名字是|起名叫|起名字叫|取名叫|起了个名字叫)"
     r"(?P<n>.{1,6})$"
 )
 _FAMILY_HAS = re.compile(rf"^有(?P<q>(?:一|两|三|四|五|\d+)个?)?(?P<rel>{ZH_RELATIONS})$")
@@ -688,8 +710,21 @@ _PET_WHEN = re.compile(
 )
 
 
+# "从朋友那儿接手了一只布偶猫": any verb that brings a pet home, read only when the sentence goes on
+# to name it ("…，给它取名叫雪球"): naming a pet is what its owner does, so the verb need not be
+# one of ``PET_VERBS_ZH`` (a cat seen or fed is never named).
+_GOT_ANY_VERB = re.compile(
+    r"(?:[\u4e00-\u9fff]{1,2})了(?P<q>(?:一|两|三|几|\d+)?(?:只|条|头))(?P<sp>[\u4e00-\u9fff]{1,6})$"
+)
+# A later clause that gives a name: "给它取名叫雪球", "起名叫棉花", "取名七七".
+_NAMES_IT = re.compile(r"^(?:我|我们)?(?:给(?:它|他|她|它们|他们)|就)?(?:取|起)(?:了个?)?名字?(?:叫|为)?")
+
+
 def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     b = _PET_WHEN.sub("", c.body) or c.body
+    got = _GOT_ANY_VERB.search(b) if ctx.naming_next else None
+    if got and ZH_SPECIES_RE.match(got["sp"]) and not _PET.match(b):
+        b = f"养了{got['q']}{got['sp']}"
     if _HAD_ONCE.match(b):
         return None
     both = _TWO_PETS.match(b)
@@ -746,7 +781,7 @@ def _pet_age(text: str, ctx: RuleContext) -> list[Fact] | None:
         if not t.startswith(name):
             continue
         m = re.match(
-            r"^(?:今年|已经|现在)?(\d{1,2}|[一二两三四五六七八九十]{1,3})(岁|个月)(?:多|半)?(?:大)?(?:了|啦)?$",
+            r"^(?:今年|已经|现在|都)?(\d{1,2}|[一二两三四五六七八九十]{1,3})(岁|个月)(?:多|半)?(?:大)?(?:了|啦)?$",
             t[len(name) :],
         )
         if not m:
@@ -794,6 +829,8 @@ def _pref(obj: str, verb: str, polarity: int, c: _Clause) -> Fact | None:
     elif obj in ZH_FOODS:
         food = True
     content = f"用户{c.habit}{verb}{_third(obj)}。"
+    if obj == "喝酒":  # drinking alcohol is one habit whether liked, quit or avoided (see ``_food``)
+        return Fact(content, "habit", "habit:喝酒", "喝酒", polarity=polarity, confidence=0.8)
     if food:
         return Fact(content, "diet", f"food:{norm_key(item)}", item, polarity=polarity, confidence=0.8)
     return Fact(content, "preference", f"pref:{norm_key(item)}", item, polarity=polarity, confidence=0.8)
@@ -1066,6 +1103,10 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     about that relative (``family:母亲:跳舞``), never about the user.
     """
     facts: list[Fact] = []
+    # Whether a clause of the sentence names something: a pet got with any verb is then read.
+    ctx.naming_next = any(_NAMES_IT.match(_FILLERS.sub("", c.text)) for c in clauses[1:])
+    # The pet the sentence just named: a following subject-less age is its age ("…叫年糕，今年两岁了").
+    last_pet = ""
     # Who a subject-less clause is about: "" the user, "other", or a relation word ("妈妈").
     owner = ""
     # Whether the previous clause introduced someone or something ("养了一只猫", "有个弟弟"): a
@@ -1078,6 +1119,12 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
         text = clause.text
         if clause.question or _QUESTION_END.search(text) or _GREETING.fullmatch(text):
             continue
+        if last_pet and not text.startswith("我"):
+            aged = _pet_age(last_pet + text, ctx)
+            if aged or _AGE_ALONE.match(text):  # a bare age after a pet is the pet's, never the user's
+                facts.extend(aged or ())
+                continue
+        last_pet = ""
         found = _pet_age(text, ctx) or _plan_date(text, ctx) or _here_zh(text)
         if found:
             facts.extend(found)
@@ -1137,8 +1184,16 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
             if out:
                 facts.extend(out)
                 introduced = introduced or any(f.key.startswith("pet:") for f in out)
+                pets = [f for f in out if f.key.startswith("pet:") and f.key.count(":") == 1]
+                last_pet = next((n for n in ctx.pets if pets and norm_key(n) == pets[-1].key[4:]), "")
                 break
     return _merge_state_and_food(facts)
+
+
+# A subject-less age ("今年三岁了", "都十岁了"): after a pet it is the pet's.
+_AGE_ALONE = re.compile(
+    r"^(?:今年|已经|都|现在|快|也)*(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:岁|个月)(?:多|半)?(?:大)?(?:了|啦)?$"
+)
 
 
 # Verbs of knowing and hearing: what follows is someone else's fact unless it is about 我 again.

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 
 __all__ = [
+    "ALCOHOL_ZH",
     "DIETS_EN",
     "DIETS_ZH",
     "INSTRUMENTS_EN",
@@ -330,8 +331,11 @@ QUIT_ZH = {
     "奶茶": "喝奶茶",
     "糖": "吃糖",
     "游戏": "打游戏",
-    "槟榔": "吃槟榔",
+    "槟榔": "嚼槟榔",
 }
+
+#: Kinds of alcohol: drinking any of them is the habit 喝酒 ("以前一天喝两瓶啤酒，后来戒了").
+ALCOHOL_ZH = {w: "酒" for w in "啤酒 白酒 红酒 黄酒 洋酒 米酒 烧酒 葡萄酒 威士忌".split()}
 
 #: Instruments, each with the verb Chinese plays it with (弹钢琴, 拉小提琴, 吹萨克斯, 打鼓).
 INSTRUMENTS_ZH = {

@@ -46,6 +46,14 @@ CHANGES = [
         "diet",
         None,
     ),
+    # Issue 25, pass four: the household moves, a habit said with how much of it, 不再 with any
+    # activity, "don't ... anymore", and liking alcohol against giving it up (one key in Chinese).
+    ("我住在成都。", "我们前年搬到了大理。", "profile:city", "大理", "city", "大理"),
+    ("I live in Denver.", "We moved to Tucson last spring.", "profile:city", "Tucson", "city", "Tucson"),
+    ("我天天喝酒。", "我以前一天要喝一斤白酒，后来就戒了。", "habit:喝酒", "不再喝酒", "hobbies", None),
+    ("我经常熬夜。", "我现在不再熬夜了。", "habit:熬夜", "不再熬夜", "hobbies", None),
+    ("I smoke every day.", "I don't smoke anymore.", "habit:smoke", "no longer", "hobbies", None),
+    ("我爱喝酒。", "我已经不喝酒了。", "habit:喝酒", "不", "hobbies", None),
 ]
 
 
