@@ -433,6 +433,9 @@ def _select(
             score = (
                 scorer.score(msg.content) + scorer.span_bonus(hit.terms) + scorer.name_bonus(msg.speaker_id)
             )
+            if score > 0:
+                # A matching turn that holds what the question asks for (a time, a number).
+                score += scorer.kind_bonus(msg.content)
             if hit.reply_to is not None:
                 # A reply inherits part of what made its question relevant.
                 score += _REPLY_SHARE * by_seq.get(hit.reply_to, 0.0)
