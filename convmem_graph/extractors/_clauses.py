@@ -20,6 +20,7 @@ import re
 
 from convmem_graph.extractors._lexicon import EN_RELATIONS, EN_SPECIES
 from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_VERBS_EN, PET_VERBS_ZH, alternation
+from convmem_graph.text.cjk import UNIFIED
 
 __all__ = [
     "ZH_LEISURE",
@@ -33,7 +34,7 @@ __all__ = [
 # Chinese markers glued to the previous clause ("我喜欢猫而且我对花生过敏"): a comma before them
 # when a first-person statement follows.
 _ZH_MARKERS = re.compile(
-    r"(?<=[\u4e00-\u9fff])(然后|所以|不过|而且|但是|可是|并且|另外|同时|只是)(?=(?:现在|其实|也|还)?我(?!们))"
+    rf"(?<=[{UNIFIED}])(然后|所以|不过|而且|但是|可是|并且|另外|同时|只是)(?=(?:现在|其实|也|还)?我(?!们))"
 )
 # English: a new first-person statement after a conjunction, also when "now" / "also" leads it.
 # The change word is dropped with the break: the clause splitter breaks before "but I", not "but now I".
@@ -60,30 +61,30 @@ _ZH_CHANGE_AFTER_SUBJECT = re.compile(
     r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|后来|这个人|基本上|基本|差不多|"
     + ZH_LEISURE
     + r")+"
-    r"(?=[\u4e00-\u9fff])"
+    rf"(?=[{UNIFIED}])"
 )
 # "我们去年搬到了昆明", "我们一家住在大连": where the household lives is where the user lives.
 _ZH_WE_HOME = re.compile(
-    rf"^我们(?:家|一家|全家|一家人)?(?={PAST_TIMES_ZH}?(?:从[\u4e00-\u9fff]{{2,6}}?)?(?:搬|移居|迁居|住在|定居在))"
+    rf"^我们(?:家|一家|全家|一家人)?(?={PAST_TIMES_ZH}?(?:从[{UNIFIED}]{{2,6}}?)?(?:搬|移居|迁居|住在|定居在))"
 )
 # "我们上周在小区门口捡了一只猫", "我们从朋友家领养了两只仓鼠", "我们家那只泰迪叫可可": the
 # household's pet is the user's too (when and where it was got may come between).
 _ZH_WE_PET = re.compile(
-    rf"^(?P<t>{PAST_TIMES_ZH}*)我们(?=(?:家|家里)?{PAST_TIMES_ZH}*(?:(?:在|从)[\u4e00-\u9fff]{{1,8}}?)?"
+    rf"^(?P<t>{PAST_TIMES_ZH}*)我们(?=(?:家|家里)?{PAST_TIMES_ZH}*(?:(?:在|从)[{UNIFIED}]{{1,8}}?)?"
     rf"(?:{alternation(PET_VERBS_ZH)}))"
     r"|^(?P<t2>)我们(?=家(?:里)?的?(?:那|这)?(?:只|条|头))"
 )
 # "我从今年开始不吃红肉了", "我从小就不吃羊肉": since when the user stopped is when, not what.
 _ZH_SINCE_NOT = re.compile(
-    r"^(我)从[\u4e00-\u9fff]{1,6}?(?:就|起|开始|以后|之后)+(?=(?:就|也)?(?:不|再也不|不再)(?:吃|喝))"
+    rf"^(我)从[{UNIFIED}]{{1,6}}?(?:就|起|开始|以后|之后)+(?=(?:就|也)?(?:不|再也不|不再)(?:吃|喝))"
 )
 # "大学毕业以后就一直在杭州生活": since an event of the user's life, what holds is what follows.
 _ZH_AFTER_EVENT = re.compile(
-    r"^[\u4e00-\u9fff]{2,8}?(?:以后|之后|以来)(?:就|都)?(?=(?:一直|还|都)*(?:在|住在|生活在|定居在)[\u4e00-\u9fff]{2,6}"
+    rf"^[{UNIFIED}]{{2,8}}?(?:以后|之后|以来)(?:就|都)?(?=(?:一直|还|都)*(?:在|住在|生活在|定居在)[{UNIFIED}]{{2,6}}"
     r"(?:住|生活|定居|工作|上班))"
 )
 # "叫它团团", "给它起名叫X": the pronoun is the pet just mentioned, not part of its name.
-_ZH_CALL_IT = re.compile(r"(叫|叫做|名叫)(?:它|他|她)(?=[\u4e00-\u9fffA-Za-z])")
+_ZH_CALL_IT = re.compile(rf"(叫|叫做|名叫)(?:它|他|她)(?=[{UNIFIED}A-Za-z])")
 _EN_FILLERS = re.compile(
     r"^(?:(?:well|um+|uh+|erm|hmm+|oh|ah|so|and|but|also|plus|anyway|anyways|actually|honestly|basically|"
     r"like|ok(?:ay)?|yeah|yes|right|you know|by the way|btw|fun fact|guess what|now|these days|nowadays|"

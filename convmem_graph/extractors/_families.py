@@ -38,6 +38,7 @@ from convmem_graph.extractors._taxonomy import (
     SPORTS_ZH,
     alternation,
 )
+from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.scripts import Clause, norm_key
 
 __all__ = [
@@ -61,7 +62,7 @@ _ZH_QUIT_OBJ = alternation(QUIT_ZH)
 # "现在吃香菜了", "又开始吃肉了", "开始喝咖啡了": a food eaten now (after not eating it).
 _ZH_EATS_NOW = re.compile(
     rf"^{_ZH_ADV}(?P<mark>现在|如今|又|重新|开始|又开始|现在开始|现在也)+(?:也|又|能|敢|会|可以)?(?P<verb>吃|喝)"
-    r"(?P<obj>[\u4e00-\u9fff]{1,6}?)(?:了|啦)$"
+    rf"(?P<obj>[{UNIFIED}]{{1,6}}?)(?:了|啦)$"
 )
 # "戒烟了", "戒了烟", "把酒戒了", "已经不抽烟了", "不再喝酒了": a habit given up.
 _ZH_QUIT = re.compile(
@@ -74,7 +75,7 @@ _ZH_QUIT = re.compile(
 # "已经两年没喝奶茶了", "好几个月没吃辣了": a food or drink not had for a long time, given up.
 _ZH_NOT_HAD = re.compile(
     r"^(?:已经|都)?(?:好|快)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?(?:都)?没(?:再)?(?P<verb>吃|喝)"
-    r"(?:过)?(?P<obj>[\u4e00-\u9fff]{1,5}?)了$"
+    rf"(?:过)?(?P<obj>[{UNIFIED}]{{1,5}}?)了$"
 )
 _ZH_NOT_VEGETARIAN = re.compile(
     r"^(?:现在|已经|早就)?(?:不再|不|没再)(?:吃素|是素食者?)了?$|^(?:现在|已经)?(?:开荤|破戒吃肉)了$"
@@ -82,20 +83,20 @@ _ZH_NOT_VEGETARIAN = re.compile(
 _ZH_ACT_TO_QUIT = {"抽烟": "抽烟", "吸烟": "抽烟", "喝酒": "喝酒"}
 # "咖啡一口都不碰", "辣的一点也不吃": a food put first and then refused, not even a bit.
 _ZH_TOPIC_NOT = re.compile(
-    r"^(?:现在|如今|已经|现在已经)?(?P<obj>[\u4e00-\u9fff]{1,5}?)的?(?:一口|一点|一滴|一点儿|再)?(?:都|也)(?:不|没)"
+    rf"^(?:现在|如今|已经|现在已经)?(?P<obj>[{UNIFIED}]{{1,5}}?)的?(?:一口|一点|一滴|一点儿|再)?(?:都|也)(?:不|没)"
     r"(?:碰|吃|喝|沾)(?:了|过)?$"
 )
 # "自己开了家花店", "开了一间工作室": a business of the user's own is their work.
 _ZH_OWN_BUSINESS = re.compile(
-    r"^(?:现在|后来|如今|[\u4e00-\u9fff]{2,6}?(?:以后|之后))?(?:就)?(?:自己)?(?:在[\u4e00-\u9fff]{2,6})?开了(?:一)?(?:家|个|间)"
-    r"(?P<biz>[\u4e00-\u9fff]{1,6}?(?:店|馆|公司|工作室|诊所|超市|餐厅|饭店|厂|铺))$"
+    rf"^(?:现在|后来|如今|[{UNIFIED}]{{2,6}}?(?:以后|之后))?(?:就)?(?:自己)?(?:在[{UNIFIED}]{{2,6}})?开了(?:一)?(?:家|个|间)"
+    rf"(?P<biz>[{UNIFIED}]{{1,6}}?(?:店|馆|公司|工作室|诊所|超市|餐厅|饭店|厂|铺))$"
 )
 # "不再熬夜了", "再也不打游戏了", "已经不再喝可乐了": any activity given up. 不再 says a habit ended;
 # what follows is the activity (a food when it is eaten or drunk), never a state or a wish
 # ("不再是学生", "不再想他", "不再在北京" are other families' or nobody's).
 _ZH_NO_LONGER = re.compile(
     r"^(?:现在|如今|已经|早就|后来)*(?:不再|再也不|再不)(?P<act>(?!是|在|想|要|会|能|喜欢|爱|怕|相信|用|需要|去|来)"
-    r"[\u4e00-\u9fff]{2,5}?)了?$"
+    rf"[{UNIFIED}]{{2,5}}?)了?$"
 )
 # "会弹古筝", "在学拉小提琴" (learning is read by the ongoing rule), "喜欢打网球" (by the likes rule).
 _ZH_FREQUENCY = re.compile(r"平时|平常|经常|常常|每|周末|通常|一般|总是")
@@ -105,7 +106,7 @@ _ZH_PLAYS = re.compile(
 _ZH_SPAN = r"(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?(?:年|个月)(?:多)?的?"
 # "从小学钢琴", "学过五年小提琴", "弹了十年吉他": an instrument or sport learned or played for years.
 _ZH_LEARNED = re.compile(
-    rf"^(?:[\u4e00-\u9fff]{{1,4}}的时候)?{_ZH_ADV}(?P<how>从小就?学|小时候学过|学过|学了|弹了|拉了|吹了|打了|踢了|练了)(?P<span>{_ZH_SPAN})?"
+    rf"^(?:[{UNIFIED}]{{1,4}}的时候)?{_ZH_ADV}(?P<how>从小就?学|小时候学过|学过|学了|弹了|拉了|吹了|打了|踢了|练了)(?P<span>{_ZH_SPAN})?"
     rf"(?P<verb>弹|拉|吹|打|踢|练)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
 )
 # "从初中开始打乒乓球": an instrument or sport played since then.
@@ -116,8 +117,8 @@ _ZH_SINCE_PLAYS = re.compile(
 _ZH_CAN_SPORT = re.compile(rf"^{_ZH_ADV}(?:会|能)(?P<act>{alternation(SPORT_ACTIVITIES_ZH)})$")
 # "是校篮球队的", "在乐队里打鼓": a team or band the user plays in.
 _ZH_ON_TEAM = re.compile(
-    rf"^(?:是|在)(?P<team>[\u4e00-\u9fff]{{0,6}}?(?P<obj>{_ZH_SPORT})队)(?:的|里)?(?:队员|成员|一员)?$"
-    rf"|^在(?P<band>[\u4e00-\u9fff]{{1,6}}?)里?(?P<verb>弹|拉|吹|打)(?P<instr>{_ZH_INSTR})$"
+    rf"^(?:是|在)(?P<team>[{UNIFIED}]{{0,6}}?(?P<obj>{_ZH_SPORT})队)(?:的|里)?(?:队员|成员|一员)?$"
+    rf"|^在(?P<band>[{UNIFIED}]{{1,6}}?)里?(?P<verb>弹|拉|吹|打)(?P<instr>{_ZH_INSTR})$"
 )
 _ZH_DIET_RX = re.compile(
     rf"^{_ZH_ADV}(?:是|吃|在吃|坚持|坚持吃|只吃|保持|遵循)?(?P<diet>{_ZH_DIET})(?:饮食|的)?(?:者)?$"
@@ -125,8 +126,8 @@ _ZH_DIET_RX = re.compile(
 # A severity said with an allergy ("严重过敏", "过敏很严重"): kept in the content so it updates the
 # plain allergy fact instead of repeating it.
 _ZH_SEVERE_ALLERGY = re.compile(
-    r"^(?:对)?(?P<obj>[\u4e00-\u9fff]{1,6}?)(?P<sev>严重|非常严重|特别严重|轻微|有点|有一点)过敏$"
-    r"|^(?:对)?(?P<obj2>[\u4e00-\u9fff]{1,6}?)过敏(?:很|非常|特别|挺)?(?P<sev2>严重|厉害)$"
+    rf"^(?:对)?(?P<obj>[{UNIFIED}]{{1,6}}?)(?P<sev>严重|非常严重|特别严重|轻微|有点|有一点)过敏$"
+    rf"|^(?:对)?(?P<obj2>[{UNIFIED}]{{1,6}}?)过敏(?:很|非常|特别|挺)?(?P<sev2>严重|厉害)$"
 )
 
 
@@ -772,5 +773,8 @@ def split_allergy_lists(facts: list[Fact]) -> list[Fact]:
     return out
 
 
+_HAN = re.compile(f"[{UNIFIED}]")
+
+
 def _has_han(text: str) -> bool:
-    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+    return _HAN.search(text) is not None

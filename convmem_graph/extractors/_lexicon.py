@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from convmem_graph.extractors._taxonomy import KINSHIP_EN, KINSHIP_ZH, PET_SPECIES_ZH, alternation
+from convmem_graph.text.cjk import UNIFIED
 
 __all__ = [
     "EN_FOODS",
@@ -42,7 +43,7 @@ ZH_CITIES = frozenset(
 #: A place: a known city/province/country, or a name with an administrative suffix.
 ZH_PLACE_RE = re.compile(
     r"(?:" + "|".join(sorted(ZH_CITIES, key=len, reverse=True)) + r")(?:市|省)?"
-    r"|[\u4e00-\u9fff]{1,5}(?:市|省|县|区|镇|村|州)"
+    rf"|[{UNIFIED}]{{1,5}}(?:市|省|县|区|镇|村|州)"
 )
 
 _ZH_JOB_SUFFIXES = """
@@ -59,17 +60,17 @@ _ZH_JOB_SUFFIXES = """
 
 #: An occupation phrase ending in a job noun (optional short qualifier before it).
 ZH_JOB_RE = re.compile(
-    r"^[\u4e00-\u9fffA-Za-z]{0,6}?(?:" + "|".join(sorted(_ZH_JOB_SUFFIXES, key=len, reverse=True)) + r")$"
+    rf"^[{UNIFIED}A-Za-z]{{0,6}}?(?:" + "|".join(sorted(_ZH_JOB_SUFFIXES, key=len, reverse=True)) + r")$"
     # Any agent noun of a trade is a job (分拣员, 调度员, 保洁员, 护工, 焊工, 木匠, 园艺师), except the
     # words for belonging to something (会员, 党员, 队员 ...), which say membership, not work.
-    r"|^(?![\u4e00-\u9fff]*(?:会员|成员|队员|党员|团员|社员|组员|学员|球员|演员表)$)[\u4e00-\u9fff]{1,4}(?:员|师|工|匠)$"
+    rf"|^(?![{UNIFIED}]*(?:会员|成员|队员|党员|团员|社员|组员|学员|球员|演员表)$)[{UNIFIED}]{{1,4}}(?:员|师|工|匠)$"
     # A doctor of any kind (牙医, 兽医, 中医) too.
-    r"|^[\u4e00-\u9fff]{1,2}医$"
+    rf"|^[{UNIFIED}]{{1,2}}医$"
 )
 
 #: A pet: species or breed, with up to three qualifier characters before it (橘猫, 小黑狗).
 ZH_SPECIES_RE = re.compile(
-    r"^(?:(?![的像和与])[\u4e00-\u9fff]){0,3}?(?:" + alternation(PET_SPECIES_ZH) + r")$"
+    rf"^(?:(?![的像和与])[{UNIFIED}]){{0,3}}?(?:" + alternation(PET_SPECIES_ZH) + r")$"
 )
 
 # Generated from the one taxonomy: every kinship term of the family, not a hand-kept short list.

@@ -18,6 +18,7 @@ import re
 from convmem_graph.extractors._facts import Fact
 from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS
 from convmem_graph.payloads._sanitize import looks_like_instruction
+from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.keys import key_subject
 
 __all__ = ["carries_fact", "fits_variable"]
@@ -26,7 +27,7 @@ __all__ = ["carries_fact", "fits_variable"]
 # "每个周末都烤一次") names no object either: what is done was said before.
 _COUNT_ONLY = re.compile(
     r"^(?:去|来|做|练|跑)?(?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍|下|天)$"
-    r"|^[\u4e00-\u9fff](?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍)$"
+    rf"|^[{UNIFIED}](?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍)$"
     r"|^(?:go\s+)?(?:once|twice|\d+\s+times|a\s+few\s+times)$",
     re.IGNORECASE,
 )
@@ -44,7 +45,7 @@ _TAKEN_ALONG = re.compile(r"带[他她它]们?")
 # name no activity (what is won or missed was said before).
 _OUTCOME = re.compile(
     r"^(?:win|wins|lose|loses|fail|fails|miss|misses|fall|falls|succeed|succeeds|get lost"
-    r"|错过|赢|输|失败|摔倒|摔跤)(?:[_ ]|$|[\u4e00-\u9fff])",
+    rf"|错过|赢|输|失败|摔倒|摔跤)(?:[_ ]|$|[{UNIFIED}])",
     re.IGNORECASE,
 )
 
@@ -72,7 +73,7 @@ _VAGUE_WORKPLACE = re.compile(
 
 
 # A plan with no object: "打算自己养着" (养 what: the cat said before) names nothing to do.
-_NO_OBJECT_PLAN = re.compile(r"^(?:自己)?[\u4e00-\u9fff]着$")
+_NO_OBJECT_PLAN = re.compile(rf"^(?:自己)?[{UNIFIED}]着$")
 
 
 def carries_fact(fact: Fact) -> bool:
@@ -109,7 +110,7 @@ _HOBBY_FOOD_VERBS = re.compile(
 )
 _EATING = re.compile(r"^(?:吃|喝|eat|eating|drink|drinking)\b|^[吃喝]")
 _LATIN_NAME = re.compile(r"^[A-Z][A-Za-z'\-]{0,23}(?: [A-Z][A-Za-z'\-]{0,23}){0,2}$")
-_ZH_NAME = re.compile(r"^[\u4e00-\u9fff·]{1,5}$|^[A-Za-z][A-Za-z'\-]{0,23}$")
+_ZH_NAME = re.compile(rf"^[{UNIFIED}·]{{1,5}}$|^[A-Za-z][A-Za-z'\-]{{0,23}}$")
 #: Longest hobby item, in words or (Chinese) characters: anything longer is a fragment of a sentence.
 _MAX_HOBBY_WORDS = 5
 _MAX_HOBBY_CHARS = 12

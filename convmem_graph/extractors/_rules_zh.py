@@ -21,6 +21,7 @@ from convmem_graph.extractors._lexicon import (
     zh_relation,
 )
 from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_SPECIES_ZH, PET_VERBS_ZH, alternation
+from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.scripts import Clause, has_cjk, norm_key
 from convmem_graph.text.timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
 
@@ -99,14 +100,15 @@ Rule = Callable[[_Clause, RuleContext], list[Fact] | None]
 
 # "叫做/叫作" names a thing ("这道菜叫做回锅肉"), never the user.
 _NAME = re.compile(
-    r"^(?:叫(?![做作])|名叫|的名字(?:是|叫)|名字(?:是|叫))([\u4e00-\u9fff·]{2,4}|[A-Za-z][A-Za-z .'-]{0,30})$"
+    rf"^(?:叫(?![做作])|名叫|的名字(?:是|叫)|名字(?:是|叫))"
+    rf"([{UNIFIED}·]{{2,4}}|[A-Za-z][A-Za-z .'-]{{0,30}})$"
 )
 # "叫我小林就行": what the user wants to be called.
 _CALL_ME = re.compile(
-    r"^(?:就|可以)?叫我([\u4e00-\u9fff]{2,4}?|[A-Za-z][A-Za-z .'-]{0,30}?)(?:就行|就好|就可以|吧|好了)?$"
+    rf"^(?:就|可以)?叫我([{UNIFIED}]{{2,4}}?|[A-Za-z][A-Za-z .'-]{{0,30}}?)(?:就行|就好|就可以|吧|好了)?$"
 )
 # "我是李雷": a self-introduction only when the word after 是 looks like a personal name.
-_SELF_IS = re.compile(r"^是([\u4e00-\u9fff]{2,4})$")
+_SELF_IS = re.compile(rf"^是([{UNIFIED}]{{2,4}})$")
 #: Characters a name never contains: function words, pronouns, verbs of the rules themselves.
 _NOT_IN_NAME = re.compile(
     r"[的了是在有我你他她它们叫吗呢吧啊么也都就还和跟与很太不没这那什怎去吃喝喜欢爱想要会每说做]"
@@ -263,7 +265,7 @@ _WORK_IN = re.compile(
 )
 # "搬到了青岛", "去年从成都搬到青岛来了": where the user moved, also said with where from and when.
 _LIVE_IN = re.compile(
-    rf"^{PAST_TIMES_ZH}?(?:从[\u4e00-\u9fff]{{2,6}}?)?"
+    rf"^{PAST_TIMES_ZH}?(?:从[{UNIFIED}]{{2,6}}?)?"
     r"(?:住在|住|生活在|定居在|定居|(?:搬家|搬|移居|迁居)(?:到了|到|去了|去|回了|回到了|回到|回|来了|来)(?!这|那))"
     r"(.{2,8}?)(?:来|去)?(?:住|生活|定居)?$"
 )
@@ -387,9 +389,9 @@ _NO_EAT = re.compile(
     r"^(?:不吃|不能吃|吃不了|不爱吃|不敢吃|不再吃|戒了|忌|不喝|喝不了|不能喝|不再喝)(.{1,8}?)$"
 )
 _NO_PUT = re.compile(
-    r"(?:不|别)(?:放|加|要放|要加)([\u4e00-\u9fff]{1,4}?)(?:的(?:一份|一碗|一杯)?([\u4e00-\u9fff]{1,6}))?$"
+    rf"(?:不|别)(?:放|加|要放|要加)([{UNIFIED}]{{1,4}}?)(?:的(?:一份|一碗|一杯)?([{UNIFIED}]{{1,6}}))?$"
 )
-_DISH_FIRST = re.compile(r"^吃([\u4e00-\u9fff]{1,6}?)(?:的时候)?(?:不|别)")
+_DISH_FIRST = re.compile(rf"^吃([{UNIFIED}]{{1,6}}?)(?:的时候)?(?:不|别)")
 _DONT_WANT = re.compile(r"^(?:不要|别放|不要放|别加)(?:太)?(.{1,4}?)的?$")
 # "从2019年开始吃素", "吃素三年了": since when is kept, the diet is the same fact.
 _VEGETARIAN = re.compile(
@@ -592,11 +594,11 @@ def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
 _PET_VERBS = alternation(PET_VERBS_ZH)
 _QTY = r"(?P<q>(?:一|两|三|四|几|\d+)(?:只|条|个|头|匹|对)?|只|条|头|匹)?"
 _PET = re.compile(
-    rf"^(?:家里?)?(?:有|{_PET_VERBS}){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[\u4e00-\u9fff]{{1,3}}的)?(?P<sp>[\u4e00-\u9fff]{{1,6}}?)"
+    rf"^(?:家里?)?(?:有|{_PET_VERBS}){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[{UNIFIED}]{{1,3}}的)?(?P<sp>[{UNIFIED}]{{1,6}}?)"
     r"(?:(?:叫|名叫|名字叫)(?P<n2>.{1,6}))?$"
 )
 _PET_NAMED = re.compile(
-    r"^(?:的|家(?:里)?(?:的|那|这)?(?:只|条|头)?|(?:那|这)(?:只|条|头)|给(?:我的|我家的?|自己的)?)(?P<sp>[\u4e00-\u9fff]{1,6}?)(?:叫|名叫|名字叫|的名字是|起名叫|起名字叫|取名叫|起了个名字叫)"
+    rf"^(?:的|家(?:里)?(?:的|那|这)?(?:只|条|头)?|(?:那|这)(?:只|条|头)|给(?:我的|我家的?|自己的)?)(?P<sp>[{UNIFIED}]{{1,6}}?)(?:叫|名叫|名字叫|的名字是|起名叫|起名字叫|取名叫|起了个名字叫)"
     r"(?P<n>.{1,6})$"
 )
 _FAMILY_HAS = re.compile(rf"^有(?P<q>(?:一|两|三|四|五|\d+)个?)?(?P<rel>{ZH_RELATIONS})$")
@@ -610,13 +612,13 @@ _ACQUAINTANCE = re.compile(
 _REL_IDENTITY = re.compile(
     r"^(?:也|还(?!是)|(?:还是|依然|仍然|依旧)(?=住|在|生活|定居)|都|一直|现在|目前|以前|原来|曾经|之前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?(?:去|来|到).{1,8}?(?:留学|读书|上学|上大学|工作|定居|实习)|(?:上|读)(?:小学|初中|高中|大学|幼儿园|研究生|博士)|(?:考上了?|考进了?|被.{1,8}录取).{2,10}|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
-_REL_IN_PLACE = re.compile(r"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[\u4e00-\u9fff]{2,6})$")
+_REL_IN_PLACE = re.compile(rf"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[{UNIFIED}]{{2,6}})$")
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
 _REL_JOB = re.compile(
     r"^(?:也|还|现在|一直)*(?:在(?P<place>.{1,10}?))?(?:当|做|干|从事)(?:一名|一个|一位|个|名)?(?P<job>.{2,10})$"
 )
 # "哥哥小杰在深圳读大学": a relative named before what is said about them.
-_REL_NAMED = re.compile(r"^(?P<name>[\u4e00-\u9fff]{2,3}?)(?=在|是|住|今年|也|刚|已经|现在)")
+_REL_NAMED = re.compile(rf"^(?P<name>[{UNIFIED}]{{2,3}}?)(?=在|是|住|今年|也|刚|已经|现在)")
 _REL_AGE = re.compile(r"^(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
 # "外婆八十多了", "爷爷都九十了": an age in tens said without 岁 or a year word is still an age
 # (tens only: "弟弟三了" is no way to say it, and a bare small number is something else).
@@ -700,13 +702,13 @@ def _has_relative(rel: str) -> list[Fact] | None:
 # Past times are not read by the date finder (it resolves what is planned), so they are cut here.
 _PAST_WHEN = PAST_TIMES_ZH
 _TWO_PETS = re.compile(
-    rf"^(?P<verb>(?:家里?)?(?:有|{_PET_VERBS}))(?P<first>[一两三四几\d]?[只条个头][\u4e00-\u9fff]{{1,6}}?)和"
-    r"(?P<second>[一两三四几\d]?[只条个头][\u4e00-\u9fff]{1,6})$"
+    rf"^(?P<verb>(?:家里?)?(?:有|{_PET_VERBS}))(?P<first>[一两三四几\d]?[只条个头][{UNIFIED}]{{1,6}}?)和"
+    rf"(?P<second>[一两三四几\d]?[只条个头][{UNIFIED}]{{1,6}})$"
 )
 # "养过一只狗": a pet the user had once, maybe not any more.
 _HAD_ONCE = re.compile(r"^(?:家里?)?(?:有|养|领养|收养|捡)过")
 _PET_WHEN = re.compile(
-    rf"^(?:家里?)?{_PAST_WHEN}*(?:(?:在|从)[\u4e00-\u9fff]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?"
+    rf"^(?:家里?)?{_PAST_WHEN}*(?:(?:在|从)[{UNIFIED}]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?"
 )
 
 
@@ -714,7 +716,7 @@ _PET_WHEN = re.compile(
 # to name it ("…，给它取名叫雪球"): naming a pet is what its owner does, so the verb need not be
 # one of ``PET_VERBS_ZH`` (a cat seen or fed is never named).
 _GOT_ANY_VERB = re.compile(
-    r"(?:[\u4e00-\u9fff]{1,2})了(?P<q>(?:一|两|三|几|\d+)?(?:只|条|头))(?P<sp>[\u4e00-\u9fff]{1,6})$"
+    rf"(?:[{UNIFIED}]{{1,2}})了(?P<q>(?:一|两|三|几|\d+)?(?:只|条|头))(?P<sp>[{UNIFIED}]{{1,6}})$"
 )
 # A later clause that gives a name: "给它取名叫雪球", "起名叫棉花", "取名七七".
 _NAMES_IT = re.compile(r"^(?:我|我们)?(?:给(?:它|他|她|它们|他们)|就)?(?:取|起)(?:了个?)?名字?(?:叫|为)?")
@@ -843,16 +845,14 @@ _HABIT_BODY_BAD = re.compile(
     r"(?<![吉其带陪跟和同给喂遛])[他她它]|着$"
 )
 _LOCATION_PREFIX = re.compile(
-    r"^(?:在|去)[\u4e00-\u9fff]{1,10}(?:边|旁|附近|里|上|下)|^(?:在|去)(?:公园|健身房|家)"
+    rf"^(?:在|去)[{UNIFIED}]{{1,10}}(?:边|旁|附近|里|上|下)|^(?:在|去)(?:公园|健身房|家)"
 )
 _COMPANION = re.compile(r"^(?:带|陪|跟|和|同|给|喂|遛)(?:它们|他们|她们|它|他|她)(?:一起)?")
 _ACTIVITY = (
     "跑步|慢跑|晨跑|夜跑|散步|遛弯|遛狗|游泳|爬山|徒步|骑车|骑行|打球|打篮球|打羽毛球|打乒乓球|踢球|踢足球|健身|锻炼|"
     "瑜伽|钓鱼|练琴|看书|读书|喝茶|喝咖啡|玩"
 )
-_GO_TO_DO = re.compile(
-    rf"^(?:(?:去|到|在)[\u4e00-\u9fff]{{1,10}}?|[\u4e00-\u9fff]{{2,10}}?)(?=(?:{_ACTIVITY})$)"
-)
+_GO_TO_DO = re.compile(rf"^(?:(?:去|到|在)[{UNIFIED}]{{1,10}}?|[{UNIFIED}]{{2,10}}?)(?=(?:{_ACTIVITY})$)")
 _CLOCK = re.compile(
     r"(?:早上|早晨|上午|中午|下午|傍晚|晚上|凌晨)?(?:(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:点|:|：)"
     r"(?:半|一刻|三刻|\d{1,2}分?|[一二三四五六七八九十]{1,3}分?)?(?:左右|前|后|多)?)?"
@@ -1204,7 +1204,7 @@ _REPORTED = re.compile(
 _GREETING = re.compile(r"^(?:你好|您好|大家好|嗨|哈喽|hi|hello)(?:呀|啊|哦)?", re.IGNORECASE)
 # "我们武汉这边…", "我这里武汉…": the user says where they are.
 _HERE = re.compile(
-    r"^(?:我们|咱们|我)(?:这边|这里|这儿)?(?:在)?(?P<place>[\u4e00-\u9fff]{2,6}?)(?:这边|这里|这儿)"
+    rf"^(?:我们|咱们|我)(?:这边|这里|这儿)?(?:在)?(?P<place>[{UNIFIED}]{{2,6}}?)(?:这边|这里|这儿)"
 )
 
 
@@ -1223,7 +1223,7 @@ _INTRODUCES = re.compile(r"^(?:还)?(?:有|养了|养着|养)(?:一|两|几)?(?:
 # "叫豆豆", "分别叫胡椒和盐巴", "叫做团子": the names of what was just introduced.
 _PET_NAMES = re.compile(
     r"^(?:分别|一个|一只)?(?:给(?:它|他|她|它们|他们)(?:取|起)(?:了个?)?名字?|(?:取|起)名字?)?(?:叫做|叫作|名叫|叫|名字(?:是|叫))"
-    r"(?P<names>[\u4e00-\u9fffA-Za-z]{1,6}(?:(?:和|、|跟|与)[\u4e00-\u9fffA-Za-z]{1,6})*)$"
+    rf"(?P<names>[{UNIFIED}A-Za-z]{{1,6}}(?:(?:和|、|跟|与)[{UNIFIED}A-Za-z]{{1,6}})*)$"
 )
 
 

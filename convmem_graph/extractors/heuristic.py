@@ -100,6 +100,7 @@ from convmem_graph.models import (
     Message,
     VariableSpec,
 )
+from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.scripts import Clause, clean_text, has_cjk, split_clauses
 from convmem_graph.text.timeexpr import local_date
 
@@ -113,7 +114,7 @@ SKIPPED_SOURCES = frozenset({"command", "greeting", "silence", "llm_failure", "l
 # "[think API injected] ...", "[image]".
 _INJECTED = re.compile(r"^\s*\[[^\[\]\n]{1,40}\]")
 _SPECIES_IN_CONTENT = re.compile(
-    r"的([\u4e00-\u9fff]{1,4}?(?:猫|狗|犬|兔|鸟|鹦鹉|仓鼠|龟|鱼))|(?:a|an|one) ([a-z ]*?\b\w+) named"
+    rf"的([{UNIFIED}]{{1,4}}?(?:猫|狗|犬|兔|鸟|鹦鹉|仓鼠|龟|鱼))|(?:a|an|one) ([a-z ]*?\b\w+) named"
 )
 _ZH_OFFSET = 8 * 60
 
