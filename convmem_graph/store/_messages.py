@@ -254,20 +254,34 @@ def prepare_messages(batch: Sequence[Message]) -> PreparedBatch:
 _LOOKUP_TYPES = {"id": "text", "content_hash": "bigint"}
 
 
-def _rows_in(conn: Connection, columns: str, memory_id: str, key: str, values: Sequence[Any]) -> Any:
+def _rows_in(
+    conn: Connection,
+    columns: str,
+    memory_id: str,
+    key: str,
+    values: Sequence[Any],
+    between: tuple[int, int] | None = None,
+) -> Any:
     """``columns`` of the memory's messages whose ``key`` column is one of ``values``.
+
+    ``between``: only rows whose ``timestamp_ms`` lies in this closed range.
 
     Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups. On
     PostgreSQL one array parameter: a query text of its own per list length cost psycopg about a
     millisecond to parse each time.
     """
     sql = f"SELECT {columns} FROM {messages.name} WHERE memory_id = "
+    span: tuple[int, ...] = between or ()
     if conn.dialect.name == "postgresql":
         sql += f"%s AND {key} = ANY(%s::{_LOOKUP_TYPES[key]}[])"
-        return conn.exec_driver_sql(sql, (memory_id, list(values)))
+        if between is not None:
+            sql += " AND timestamp_ms BETWEEN %s AND %s"
+        return conn.exec_driver_sql(sql, (memory_id, list(values), *span))
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     sql += f"{mark} AND {key} IN ({', '.join([mark] * len(values))})"
-    return conn.exec_driver_sql(sql, (memory_id, *values))
+    if between is not None:
+        sql += f" AND timestamp_ms BETWEEN {mark} AND {mark}"
+    return conn.exec_driver_sql(sql, (memory_id, *values, *span))
 
 
 def _absorb_proxy_copies(
@@ -467,6 +481,11 @@ def insert_messages(
 
     seen: dict[int, list[_Seen]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})
+    # A stored row further than the window from every message of the batch is never one of its
+    # utterances (``one_utterance``): read only the batch's span. Without the bound a line said
+    # often ("好的") read every earlier copy of it, a cost growing with the memory.
+    stamps = [m.timestamp_ms for mid, m in unique.items() if hashes[mid] is not None]
+    span = (min(stamps) - window_ms, max(stamps) + window_ms) if stamps else None
     for hpart in () if new_memory else chunked(wanted):
         same = _rows_in(
             conn,
@@ -474,6 +493,7 @@ def insert_messages(
             memory_id,
             "content_hash",
             hpart,
+            span,
         )
         for rid, role, channel, source, ts, h, round_id, meta, content, original in same:
             if rid not in replace:
