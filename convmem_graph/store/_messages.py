@@ -69,8 +69,20 @@ class _Seen:
     """A stored or accepted message as far as cross-channel duplicate detection is concerned."""
 
     source: str
-    #: What the identity rule reads of it (``convmem_graph._copies.one_utterance``).
-    view: CopyView
+    channel: str
+    #: What the identity rule reads of it (``convmem_graph._copies.one_utterance``); for a message
+    #: of the batch made on first use (``message`` set instead): most texts never meet a copy from
+    #: another channel, and the view reads the metadata several ways (a tenth of a replay's insert).
+    known: CopyView | None
+    message: Message | None = None
+
+    @property
+    def view(self) -> CopyView:
+        """The copy's view, made from its message the first time it is asked for."""
+        if self.known is None:
+            assert self.message is not None
+            self.known = CopyView.of_message(self.message)
+        return self.known
 
 
 def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int) -> bool:
@@ -221,13 +233,13 @@ def _load_metadata(raw: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _mirrored(msg: Message, view: CopyView, seen: list[_Seen], window_ms: int) -> bool:
+def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
     # Copies from one (channel, source) have their own ids: a further same-text one is a repeat.
-    return any(
-        (other.view.channel, other.source) != (msg.channel, msg.source)
-        and one_utterance(other.view, view, window_ms)
-        for other in seen
-    )
+    others = [other for other in seen if (other.channel, other.source) != (msg.channel, msg.source)]
+    if not others:
+        return False
+    view = CopyView.of_message(msg)
+    return any(one_utterance(other.view, view, window_ms) for other in others)
 
 
 @dataclass(slots=True)
@@ -500,7 +512,7 @@ def insert_messages(
                 view = CopyView.of(
                     role, channel, content or "", original, int(ts), round_id, _load_metadata(meta)
                 )
-                seen.setdefault(h, []).append(_Seen(source, view))
+                seen.setdefault(h, []).append(_Seen(source, channel, view))
 
     rows: list[tuple[Any, ...]] = []
     inserted: list[str] = []
@@ -508,10 +520,9 @@ def insert_messages(
         h = hashes[mid]
         if h is not None and mid not in replace:
             bucket = seen.setdefault(h, [])
-            view = CopyView.of_message(msg)
-            if bucket and _mirrored(msg, view, bucket, window_ms):
+            if bucket and _mirrored(msg, bucket, window_ms):
                 continue
-            bucket.append(_Seen(msg.source, view))
+            bucket.append(_Seen(msg.source, msg.channel, None, msg))
         rows.append(
             (
                 memory_id,
