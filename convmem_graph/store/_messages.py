@@ -233,13 +233,22 @@ def _load_metadata(raw: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _mirrored(msg: Message, seen: list[_Seen], window_ms: int) -> bool:
-    # Copies from one (channel, source) have their own ids: a further same-text one is a repeat.
-    others = [other for other in seen if (other.channel, other.source) != (msg.channel, msg.source)]
-    if not others:
-        return False
-    view = CopyView.of_message(msg)
-    return any(one_utterance(other.view, view, window_ms) for other in others)
+def _mirrored(msg: Message, seen: dict[tuple[str, str], list[_Seen]], window_ms: int) -> bool:
+    """Whether a same-text copy seen from another (channel, source) is one utterance with ``msg``.
+
+    ``seen``: the copies with the message's content hash, by (channel, source). Copies from one
+    (channel, source) have their own ids: a further same-text one is a repeat, so the message's
+    own group is never compared (a line said often on one channel costs nothing here).
+    """
+    own = (msg.channel, msg.source)
+    view: CopyView | None = None
+    for key, copies in seen.items():
+        if key == own:
+            continue
+        view = view or CopyView.of_message(msg)
+        if any(one_utterance(other.view, view, window_ms) for other in copies):
+            return True
+    return False
 
 
 @dataclass(slots=True)
@@ -491,7 +500,7 @@ def insert_messages(
     # With the batch final: the welcome message's label (a stored one may turn to llm).
     replace_stored(label_welcome_turns(conn, memory_id, unique, new_memory))
 
-    seen: dict[int, list[_Seen]] = {}
+    seen: dict[int, dict[tuple[str, str], list[_Seen]]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})
     # A stored row further than the window from every message of the batch is never one of its
     # utterances (``one_utterance``): read only the batch's span. Without the bound a line said
@@ -512,17 +521,17 @@ def insert_messages(
                 view = CopyView.of(
                     role, channel, content or "", original, int(ts), round_id, _load_metadata(meta)
                 )
-                seen.setdefault(h, []).append(_Seen(source, channel, view))
+                seen.setdefault(h, {}).setdefault((channel, source), []).append(_Seen(source, channel, view))
 
     rows: list[tuple[Any, ...]] = []
     inserted: list[str] = []
     for mid, msg in unique.items():
         h = hashes[mid]
         if h is not None and mid not in replace:
-            bucket = seen.setdefault(h, [])
+            bucket = seen.setdefault(h, {})
             if bucket and _mirrored(msg, bucket, window_ms):
                 continue
-            bucket.append(_Seen(msg.source, msg.channel, None, msg))
+            bucket.setdefault((msg.channel, msg.source), []).append(_Seen(msg.source, msg.channel, None, msg))
         rows.append(
             (
                 memory_id,

@@ -964,3 +964,22 @@ def test_the_duplicate_lookup_reads_only_the_batchs_window(tmp_path: Path) -> No
     # Run again after the insert: the new "好的" is in the span, none of the 50 earlier ones.
     assert {r[0] for r in found} == {"edge1", "edge2", "n2"}
     store.close()
+
+
+def test_a_line_repeated_on_one_channel_still_meets_its_copy_from_another(tmp_path: Path) -> None:
+    """In one batch: same-channel repeats are all kept; another channel's copy near any one of them goes."""
+    store = MemoryStore.from_url(str(tmp_path / "groups.db"))
+    batch = [msg(f"im{k}", "好的", T0 + k * 60_000, role="assistant") for k in range(5)]
+    batch += [
+        msg("v-near", "好的！", T0 + 3 * 60_000 + 2_000, role="assistant", channel="voice", source="asr"),
+        msg("v-far", "好的", T0 + 30 * 60_000, role="assistant", channel="voice", source="asr"),
+        msg("api-near", "好的", T0 + 4 * 60_000 - 1_000, role="assistant", channel="api", source="llm"),
+    ]
+    assert store.add_messages("m", batch, dedupe_window_ms=10_000) == [f"im{k}" for k in range(5)] + ["v-far"]
+    # Stored copies take part the same way in the next batch.
+    later = [
+        msg("v2", "好的", T0 + 4 * 60_000 + 5_000, role="assistant", channel="voice", source="asr"),
+        msg("im9", "好的", T0 + 4 * 60_000 + 6_000, role="assistant"),
+    ]
+    assert store.add_messages("m", later, dedupe_window_ms=10_000) == ["im9"]
+    store.close()
