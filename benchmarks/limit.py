@@ -19,8 +19,17 @@ Everything is one memory of all the archive's messages, in sessions of 100 (mixe
 English lines stating facts of several families). Rounds interleave the two sides; the load
 average is printed before and after.
 
+With ``--baseline DIR`` (a checkout of earlier code, e.g. ``git worktree add /tmp/base HEAD``)
+every round also replays the archive with that code, and each convmem replay (this code's and the
+baseline's) runs in a fresh ``python`` process of its own (order alternating between rounds), so
+both pay the same imports and neither inherits the other's warm caches; the printed CPU time is
+that process's and its replay worker's from the call of ``replay_convmem`` on. ``--breakdown``
+prints where each side's bytes are (SQLite's ``dbstat``: tables and indexes, bytes per message).
+``--no-call-start`` skips the call-start part.
+
 Usage:
     PYTHONPATH=. python benchmarks/limit.py [--sizes 1000,100000] [--calls 300] [--rounds 3]
+        [--baseline DIR] [--breakdown] [--no-call-start]
     # another checkout's call start on the same files, and its payloads for a byte comparison:
     PYTHONPATH=<checkout>:benchmarks python benchmarks/limit.py --reuse --workdir DIR [--dump FILE]
 """
@@ -35,6 +44,7 @@ import resource
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -146,6 +156,46 @@ def replay_limit(archive: Path, db: Path) -> float:
     return time.perf_counter() - t0
 
 
+#: Run in a fresh process of one checkout (``sys.argv``: archive, database): its convmem replay,
+#: printed as JSON (wall seconds, CPU seconds). Works with this file and earlier ``limit.py``s.
+ONE_REPLAY = """
+import json, sys
+from pathlib import Path
+import limit
+wall = limit.replay_convmem(Path(sys.argv[1]), Path(sys.argv[2]))
+print(json.dumps([wall, limit.CPU["convmem"][-1]]))
+"""
+
+
+def replay_in_fresh_process(code: Path, archive: Path, db: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one convmem replay by the checkout at ``code``, in a new process."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    out = subprocess.run(
+        [sys.executable, "-c", ONE_REPLAY, str(archive), str(db)],
+        cwd=code / "benchmarks",
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    wall, cpu = json.loads(out.strip().splitlines()[-1])
+    return float(wall), float(cpu)
+
+
+def breakdown(db: Path, messages: int, top: int = 14) -> str:
+    """Bytes per message of the database's largest tables and indexes (``dbstat``), largest first."""
+    with sqlite3.connect(db) as conn:
+        try:
+            rows = conn.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+            ).fetchall()
+        except sqlite3.OperationalError:  # SQLite built without SQLITE_ENABLE_DBSTAT_VTAB
+            return "    (no dbstat in this SQLite)"
+    parts = [f"{name} {size / messages:.1f}" for name, size in rows[:top]]
+    rest = sum(size for _, size in rows[top:])
+    return "    " + "; ".join(parts) + f"; the rest {rest / messages:.1f} B/msg"
+
+
 def call_start_limit(conn: sqlite3.Connection, query: str) -> list[tuple[str, str, int]]:
     """One FTS5 MATCH of the query's words (best 32 by rank), then reading those rows."""
     match = " OR ".join(f'"{w}"' for w in query.split())
@@ -184,7 +234,13 @@ def main() -> int:
         help="call starts only, on the workdir's databases of an earlier run (no replay): lets"
         " another checkout (PYTHONPATH) time its call start on the very same files",
     )
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="a checkout of earlier code to replay too"
+    )
+    parser.add_argument("--breakdown", action="store_true", help="bytes per table and index (dbstat)")
+    parser.add_argument("--no-call-start", action="store_true", help="replay only")
     args = parser.parse_args()
+    here = Path(__file__).resolve().parent.parent
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-limit-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}")
@@ -205,28 +261,56 @@ def main() -> int:
         times: dict[str, list[float]] = {"convmem": [], "limit": []}
         for side in CPU.values():
             side.clear()
-        for _ in range(args.rounds):
+        dbs = {"convmem": ours}
+        if args.baseline is not None:
+            times["baseline"], CPU["baseline"] = [], []
+            dbs["baseline"] = workdir / f"baseline_{n}.db"
+        for r in range(args.rounds):
             times["limit"].append(replay_limit(archive, limit))
-            times["convmem"].append(replay_convmem(archive, ours))
+            if args.baseline is None:
+                times["convmem"].append(replay_convmem(archive, ours))
+                continue
+            trees = [("convmem", here), ("baseline", args.baseline)]
+            for side, code in trees if r % 2 == 0 else trees[::-1]:
+                wall, cpu_s = replay_in_fresh_process(code, archive, dbs[side])
+                times[side].append(wall)
+                CPU[side].append(cpu_s)
         rate = {k: n / statistics.median(v) for k, v in times.items()}
-        disk = {"convmem": _disk(ours) / n, "limit": _disk(limit) / n}
-        print(
-            f"\n{n:,} messages, replay one process: convmem {rate['convmem']:,.0f} msg/s, limit"
-            f" {rate['limit']:,.0f} msg/s, ratio {rate['convmem'] / rate['limit']:.2f} (target >= 0.5);"
-            f" disk {disk['convmem']:.0f} vs {disk['limit']:.0f} bytes/message,"
-            f" x{disk['convmem'] / disk['limit']:.2f} (target <= 1.5)"
-        )
+        disk = {k: _disk(db) / n for k, db in [*dbs.items(), ("limit", limit)]}
         cpu = {k: statistics.median(v) for k, v in CPU.items()}
-        print(
-            f"  CPU: convmem {n / cpu['convmem']:,.0f} msg per CPU-s, limit {n / cpu['limit']:,.0f},"
-            f" ratio {cpu['limit'] / cpu['convmem']:.2f}"
-        )
+        for side in dbs:
+            print(
+                f"\n{n:,} messages, replay one process, {side}: {rate[side]:,.0f} msg/s, limit"
+                f" {rate['limit']:,.0f} msg/s, ratio {rate[side] / rate['limit']:.2f} (target >= 0.5);"
+                f" disk {disk[side]:.0f} vs {disk['limit']:.0f} bytes/message,"
+                f" x{disk[side] / disk['limit']:.2f} (target <= 1.5)"
+            )
+            print(
+                f"  CPU: {side} {n / cpu[side]:,.0f} msg per CPU-s ({cpu[side] / n * 1e6:.0f} us/msg),"
+                f" limit {n / cpu['limit']:,.0f} ({cpu['limit'] / n * 1e6:.0f} us/msg),"
+                f" ratio {cpu['limit'] / cpu[side]:.3f}"
+            )
+            if args.breakdown:
+                print(breakdown(dbs[side], n))
+        if "baseline" in dbs:
+            print(
+                f"  this code / baseline: CPU x{cpu['convmem'] / cpu['baseline']:.2f},"
+                f" wall x{statistics.median(times['convmem']) / statistics.median(times['baseline']):.2f}"
+            )
+        if args.breakdown:
+            print("  limit:\n" + breakdown(limit, n))
         print(
             "  rounds s: " + "; ".join(f"{k} " + " / ".join(f"{x:.2f}" for x in v) for k, v in times.items())
         )
+        print(
+            "  rounds CPU s: "
+            + "; ".join(f"{k} " + " / ".join(f"{x:.2f}" for x in v) for k, v in CPU.items())
+        )
+        print(f"  load {os.getloadavg()}")
         if args.dump is not None:
             dump_payloads(ours, n, args.dump)
-        call_starts(ours, limit, args.calls)
+        if not args.no_call_start:
+            call_starts(ours, limit, args.calls)
     print(f"\nload after {os.getloadavg()}")
     return 0
 

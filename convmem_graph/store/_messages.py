@@ -69,8 +69,20 @@ class _Seen:
     """A stored or accepted message as far as cross-channel duplicate detection is concerned."""
 
     source: str
-    #: What the identity rule reads of it (``convmem_graph._copies.one_utterance``).
-    view: CopyView
+    channel: str
+    #: What the identity rule reads of it (``convmem_graph._copies.one_utterance``); for a message
+    #: of the batch made on first use (``message`` set instead): most texts never meet a copy from
+    #: another channel, and the view reads the metadata several ways (a tenth of a replay's insert).
+    known: CopyView | None
+    message: Message | None = None
+
+    @property
+    def view(self) -> CopyView:
+        """The copy's view, made from its message the first time it is asked for."""
+        if self.known is None:
+            assert self.message is not None
+            self.known = CopyView.of_message(self.message)
+        return self.known
 
 
 def _supersedes(new_partial: bool, new_len: int, old_partial: bool, old_len: int) -> bool:
@@ -221,13 +233,22 @@ def _load_metadata(raw: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _mirrored(msg: Message, view: CopyView, seen: list[_Seen], window_ms: int) -> bool:
-    # Copies from one (channel, source) have their own ids: a further same-text one is a repeat.
-    return any(
-        (other.view.channel, other.source) != (msg.channel, msg.source)
-        and one_utterance(other.view, view, window_ms)
-        for other in seen
-    )
+def _mirrored(msg: Message, seen: dict[tuple[str, str], list[_Seen]], window_ms: int) -> bool:
+    """Whether a same-text copy seen from another (channel, source) is one utterance with ``msg``.
+
+    ``seen``: the copies with the message's content hash, by (channel, source). Copies from one
+    (channel, source) have their own ids: a further same-text one is a repeat, so the message's
+    own group is never compared (a line said often on one channel costs nothing here).
+    """
+    own = (msg.channel, msg.source)
+    view: CopyView | None = None
+    for key, copies in seen.items():
+        if key == own:
+            continue
+        view = view or CopyView.of_message(msg)
+        if any(one_utterance(other.view, view, window_ms) for other in copies):
+            return True
+    return False
 
 
 @dataclass(slots=True)
@@ -254,20 +275,34 @@ def prepare_messages(batch: Sequence[Message]) -> PreparedBatch:
 _LOOKUP_TYPES = {"id": "text", "content_hash": "bigint"}
 
 
-def _rows_in(conn: Connection, columns: str, memory_id: str, key: str, values: Sequence[Any]) -> Any:
+def _rows_in(
+    conn: Connection,
+    columns: str,
+    memory_id: str,
+    key: str,
+    values: Sequence[Any],
+    between: tuple[int, int] | None = None,
+) -> Any:
     """``columns`` of the memory's messages whose ``key`` column is one of ``values``.
+
+    ``between``: only rows whose ``timestamp_ms`` lies in this closed range.
 
     Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups. On
     PostgreSQL one array parameter: a query text of its own per list length cost psycopg about a
     millisecond to parse each time.
     """
     sql = f"SELECT {columns} FROM {messages.name} WHERE memory_id = "
+    span: tuple[int, ...] = between or ()
     if conn.dialect.name == "postgresql":
         sql += f"%s AND {key} = ANY(%s::{_LOOKUP_TYPES[key]}[])"
-        return conn.exec_driver_sql(sql, (memory_id, list(values)))
+        if between is not None:
+            sql += " AND timestamp_ms BETWEEN %s AND %s"
+        return conn.exec_driver_sql(sql, (memory_id, list(values), *span))
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     sql += f"{mark} AND {key} IN ({', '.join([mark] * len(values))})"
-    return conn.exec_driver_sql(sql, (memory_id, *values))
+    if between is not None:
+        sql += f" AND timestamp_ms BETWEEN {mark} AND {mark}"
+    return conn.exec_driver_sql(sql, (memory_id, *values, *span))
 
 
 def _absorb_proxy_copies(
@@ -465,8 +500,13 @@ def insert_messages(
     # With the batch final: the welcome message's label (a stored one may turn to llm).
     replace_stored(label_welcome_turns(conn, memory_id, unique, new_memory))
 
-    seen: dict[int, list[_Seen]] = {}
+    seen: dict[int, dict[tuple[str, str], list[_Seen]]] = {}
     wanted = sorted({h for mid, h in hashes.items() if h is not None and mid in unique})
+    # A stored row further than the window from every message of the batch is never one of its
+    # utterances (``one_utterance``): read only the batch's span. Without the bound a line said
+    # often ("好的") read every earlier copy of it, a cost growing with the memory.
+    stamps = [m.timestamp_ms for mid, m in unique.items() if hashes[mid] is not None]
+    span = (min(stamps) - window_ms, max(stamps) + window_ms) if stamps else None
     for hpart in () if new_memory else chunked(wanted):
         same = _rows_in(
             conn,
@@ -474,24 +514,24 @@ def insert_messages(
             memory_id,
             "content_hash",
             hpart,
+            span,
         )
         for rid, role, channel, source, ts, h, round_id, meta, content, original in same:
             if rid not in replace:
                 view = CopyView.of(
                     role, channel, content or "", original, int(ts), round_id, _load_metadata(meta)
                 )
-                seen.setdefault(h, []).append(_Seen(source, view))
+                seen.setdefault(h, {}).setdefault((channel, source), []).append(_Seen(source, channel, view))
 
     rows: list[tuple[Any, ...]] = []
     inserted: list[str] = []
     for mid, msg in unique.items():
         h = hashes[mid]
         if h is not None and mid not in replace:
-            bucket = seen.setdefault(h, [])
-            view = CopyView.of_message(msg)
-            if bucket and _mirrored(msg, view, bucket, window_ms):
+            bucket = seen.setdefault(h, {})
+            if bucket and _mirrored(msg, bucket, window_ms):
                 continue
-            bucket.append(_Seen(msg.source, view))
+            bucket.setdefault((msg.channel, msg.source), []).append(_Seen(msg.source, msg.channel, None, msg))
         rows.append(
             (
                 memory_id,

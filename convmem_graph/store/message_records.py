@@ -127,7 +127,8 @@ class MessageRecords(StoreCore):
             if inserted and not returns:
                 if index:
                     # This memory's writers take turns, so every seq above ``before`` is this batch's.
-                    new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
+                    # One fetch of all rows: iterating the result fetched them one call at a time.
+                    new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before}).all()
                     self._backend.episodes.add(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
         if stamped:

@@ -931,3 +931,55 @@ def test_a_new_memorys_first_batch_makes_no_duplicate_lookups(tmp_path: Path) ->
     assert len([s for s in statements if "FROM cm_messages WHERE" in s]) == 2  # ids, then content hashes
     event.remove(store.engine, "before_cursor_execute", listener)
     store.close()
+
+
+def test_the_duplicate_lookup_reads_only_the_batchs_window(tmp_path: Path) -> None:
+    """Earlier copies of a line said often are not read again; copies at the window's edges still count."""
+    store = MemoryStore.from_url(str(tmp_path / "often.db"))
+    window = 10_000
+    # A line said every minute for a while (same channel: real repeats, all stored).
+    old = [msg(f"o{k}", "好的", T0 + k * 60_000, role="assistant") for k in range(50)]
+    assert len(store.add_messages("m", old, dedupe_window_ms=window)) == 50
+    start = T0 + 100 * 60_000
+    store.add_messages("m", [msg("edge1", "I moved", start - window, channel="voice")])
+    store.add_messages("m", [msg("edge2", "I moved", start + 5_000 + window, channel="voice")])
+
+    statements: list[tuple[str, Any]] = []
+    listener = lambda _c, _cur, sql, params, *_: statements.append((sql, params))  # noqa: E731
+    event.listen(store.engine, "before_cursor_execute", listener)
+    batch = [
+        msg("n1", "I moved", start),  # the voice copy window ms before: the same utterance
+        msg("n2", "好的", start + 1_000, role="assistant"),
+        msg("n3", "i moved!", start + 5_000),  # the voice copy window ms after: the same
+    ]
+    assert store.add_messages("m", batch, dedupe_window_ms=window) == ["n2"]
+    event.remove(store.engine, "before_cursor_execute", listener)
+    lookups = [(sql, params) for sql, params in statements if "content_hash IN" in sql]
+    assert len(lookups) == 1
+    sql, params = lookups[0]
+    assert "timestamp_ms BETWEEN" in sql
+    assert tuple(params[-2:]) == (start - window, start + 5_000 + window)
+    with store.engine.connect() as conn:
+        found = conn.exec_driver_sql(sql, tuple(params)).fetchall()
+    # Run again after the insert: the new "好的" is in the span, none of the 50 earlier ones.
+    assert {r[0] for r in found} == {"edge1", "edge2", "n2"}
+    store.close()
+
+
+def test_a_line_repeated_on_one_channel_still_meets_its_copy_from_another(tmp_path: Path) -> None:
+    """In one batch: same-channel repeats are all kept; another channel's copy near any one of them goes."""
+    store = MemoryStore.from_url(str(tmp_path / "groups.db"))
+    batch = [msg(f"im{k}", "好的", T0 + k * 60_000, role="assistant") for k in range(5)]
+    batch += [
+        msg("v-near", "好的！", T0 + 3 * 60_000 + 2_000, role="assistant", channel="voice", source="asr"),
+        msg("v-far", "好的", T0 + 30 * 60_000, role="assistant", channel="voice", source="asr"),
+        msg("api-near", "好的", T0 + 4 * 60_000 - 1_000, role="assistant", channel="api", source="llm"),
+    ]
+    assert store.add_messages("m", batch, dedupe_window_ms=10_000) == [f"im{k}" for k in range(5)] + ["v-far"]
+    # Stored copies take part the same way in the next batch.
+    later = [
+        msg("v2", "好的", T0 + 4 * 60_000 + 5_000, role="assistant", channel="voice", source="asr"),
+        msg("im9", "好的", T0 + 4 * 60_000 + 6_000, role="assistant"),
+    ]
+    assert store.add_messages("m", later, dedupe_window_ms=10_000) == ["im9"]
+    store.close()
