@@ -158,12 +158,13 @@ def _old_text(store: MemoryStore, limit: int, budget: int, now: int) -> str:
     )
 
 
-def _check_history(steps: list[tuple[Any, ...]], budget: int) -> None:
+def check_history(steps: list[tuple[Any, ...]], budget: int, url: str | None = None) -> None:
+    """Run ``steps`` on a new memory (a SQLite file, or the database at ``url``) checking each."""
     limit = budget // 4 + _FACT_MARGIN
     config = MemoryConfig(summary_budget_tokens=budget)
     clock = _Clock()
     with tempfile.TemporaryDirectory() as tmp:
-        store = MemoryStore.from_url(str(Path(tmp) / "m.db"))
+        store = MemoryStore.from_url(url or str(Path(tmp) / "m.db"))
         try:
             lc = Lifecycle(store, config=config, clock=clock)
             for i, step in enumerate(steps):
@@ -190,23 +191,28 @@ def _check_history(steps: list[tuple[Any, ...]], budget: int) -> None:
 def test_summary_text_and_fact_read_equal_the_old_ones_over_generated_histories(
     steps: list[tuple[Any, ...]], budget: int
 ) -> None:
-    _check_history(steps, budget)
+    check_history(steps, budget)
+
+
+#: Live turns, then every kind of change between them, each followed by a run.
+FULL_MEMORY_STEPS: list[tuple[Any, ...]] = [
+    *[("turn", t) for t in TURNS[:4]],
+    ("update", 3, HAND[0]),
+    ("raw_content", 5, HAND[1]),
+    ("raw_created", 2),
+    ("delete", 0),
+    ("raw_rank", 4, 0.95),
+    ("tick", 3, 1),
+    ("add", HAND[2], True, 1),
+    ("tick", 1, 0),  # exactly at that fact's expiry
+    ("var", "Oslo"),
+]
 
 
 @pytest.mark.parametrize("shape", ["only-plan", "only-like", "mixed"])
 def test_a_full_memory_keeps_the_summary_of_the_old_read_turn_after_turn(shape: str) -> None:
     """Past the read limit (the cut matters), with every kind of change between live turns."""
-    steps: list[tuple[Any, ...]] = [("bulk", shape, 700, 7)]
-    steps += [("turn", t) for t in TURNS[:4]]
-    steps += [("update", 3, HAND[0]), ("raw_content", 5, HAND[1]), ("raw_created", 2), ("delete", 0)]
-    steps += [
-        ("raw_rank", 4, 0.95),
-        ("tick", 3, 1),
-        ("add", HAND[2], True, 1),
-        ("tick", 1, 0),
-        ("var", "Oslo"),
-    ]
-    _check_history(steps, 300)
+    check_history([("bulk", shape, 700, 7), *FULL_MEMORY_STEPS], 300)
 
 
 def test_a_row_changed_behind_the_store_is_read_again(tmp_path: Path) -> None:
