@@ -27,7 +27,7 @@ from sqlalchemy import text
 from convmem_graph.models import Fragment
 from convmem_graph.store.schema import fragments
 
-__all__ = ["STRONGEST_BOTH", "KeptFacts", "fragment_of"]
+__all__ = ["STRONGEST_BOTH", "STRONGEST_DURABLE", "STRONGEST_TEMPORARY", "KeptFacts", "fragment_of"]
 
 #: The columns a Fragment is made of, in :func:`fragment_of`'s order.
 _COLUMNS = (
@@ -57,21 +57,24 @@ _ARM = (
     "WHERE memory_id = :mid AND status = 'active' AND transient = {kind}{live} "
     f"ORDER BY {_ORDER} LIMIT :limit"
 )
-#: Both kinds in one statement (one round trip on PostgreSQL), each arm a range of the rank index
-#: cut at ``limit`` exactly as ``strongest_fragments(transient=...)`` cuts it; durable rows first.
-#: A durable fact is live whatever its expiry (``_LIVE`` of ``_fact_queries``), a temporary one
-#: until ``expires_at``.
+_DURABLE_ARM = _ARM.format(kind=":durable", live="")
+_TEMPORARY_ARM = _ARM.format(kind=":temporary", live=" AND (expires_at IS NULL OR expires_at > :now)")
+#: Each kind alone: a range of the rank index cut at ``limit`` exactly as
+#: ``strongest_fragments(transient=...)`` cuts it. A durable fact is live whatever its expiry
+#: (``_LIVE`` of ``_fact_queries``), a temporary one until ``expires_at``.
+STRONGEST_DURABLE = text(_DURABLE_ARM)
+STRONGEST_TEMPORARY = text(_TEMPORARY_ARM)
+#: Both kinds in one statement, durable rows first: one round trip on PostgreSQL. (On SQLite,
+#: where a statement costs no round trip, the two arms alone cost ~35 % less: the union's order
+#: is a temporary B-tree sort of each arm.)
 STRONGEST_BOTH = text(
-    "SELECT * FROM ("
-    + _ARM.format(kind=":durable", live="")
-    + ") AS d UNION ALL SELECT * FROM ("
-    + _ARM.format(kind=":temporary", live=" AND (expires_at IS NULL OR expires_at > :now)")
-    + f") AS t ORDER BY transient, {_ORDER}"
+    f"SELECT * FROM ({_DURABLE_ARM}) AS d UNION ALL SELECT * FROM ({_TEMPORARY_ARM}) AS t "
+    f"ORDER BY transient, {_ORDER}"
 )
 
 
 def fragment_of(row: Sequence[Any]) -> Fragment:
-    """A Fragment from a row of :data:`STRONGEST_BOTH` (the JSON column as text or as decoded)."""
+    """A Fragment from a row of :data:`STRONGEST_BOTH` and its arms (the JSON column as text or decoded)."""
     (
         fid,
         memory_id,

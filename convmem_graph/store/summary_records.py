@@ -15,7 +15,7 @@ from convmem_graph.models import (
     Summary,
 )
 from convmem_graph.store import _queries as Q
-from convmem_graph.store._summary_facts import STRONGEST_BOTH
+from convmem_graph.store._summary_facts import STRONGEST_BOTH, STRONGEST_DURABLE, STRONGEST_TEMPORARY
 from convmem_graph.store.core import (
     CACHED_KINDS,
     PARSED_SNAPSHOTS,
@@ -52,13 +52,17 @@ class SummaryRecords(StoreCore):
         """The ``limit`` strongest live durable facts and the ``limit`` strongest temporary ones.
 
         What ``strongest_fragments(memory_id, limit=limit, now_ms=now_ms, transient=kind)`` returns
-        for ``kind`` False and True, in one statement; a row equal in every column to one the
+        for ``kind`` False and True (one statement on PostgreSQL); a row equal in every column to one the
         previous call for this memory returned gives the same model back (see
         :mod:`convmem_graph.store._summary_facts`). Treat the models as read-only.
         """
         params = {"mid": memory_id, "limit": limit, "now": now_ms, "durable": False, "temporary": True}
         with self._read() as conn:
-            models = self._kept_facts.models(memory_id, conn.execute(STRONGEST_BOTH, params))
+            if conn.dialect.name == "postgresql":
+                rows = list(conn.execute(STRONGEST_BOTH, params))
+            else:
+                rows = [*conn.execute(STRONGEST_DURABLE, params), *conn.execute(STRONGEST_TEMPORARY, params)]
+        models = self._kept_facts.models(memory_id, rows)
         durable = [f for f in models if not f.transient]
         return durable, models[len(durable) :]
 
