@@ -19,17 +19,25 @@ expiring facts), and the verdict takes the worst of them.
 Targets (issue 11): p95 at 50k messages / 5k facts <= 2x p95 at no history, on SQLite and
 PostgreSQL; PostgreSQL p50 <= 1.5x SQLite p50. Issue 24: <= 1.5x for 5k facts of any family.
 
+With ``--baseline DIR`` (a checkout of earlier code, e.g. ``git worktree add /tmp/base HEAD``) a
+worker process running that code fills its own memories of the same sizes (its own SQLite file and
+PostgreSQL schema) and times the same turns: each cell of each round runs on both sides back to
+back, the side going first alternating by round, so both meet the same load. CPU time per turn
+(the process's, its threads included) is printed beside wall time.
+
 Usage:
     python benchmarks/live_turn.py [--turns 40] [--rounds 3] [--postgres postgresql://...]
-        [--families like,dislike,plan,family,food,profile,pref,habit]
+        [--families like,dislike,plan,family,food,profile,pref,habit] [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +51,7 @@ from _pg import scratch_schema
 from _synthetic import TOPICS
 from _synthetic import add_messages as add_synthetic_messages
 
+import convmem_graph
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import FragmentCandidate, FragmentOp
 
@@ -100,13 +109,19 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))]
 
 
+#: CPU ms per call of the last :func:`time_calls` (the process's CPU time, its threads included).
+LAST_CPU: list[float] = [0.0]
+
+
 def time_calls(fn: Callable[[int], Any], start: int, count: int) -> list[float]:
     """Call ``fn(start + k)`` ``count`` times and return each call's time in ms."""
     out = []
+    cpu0 = time.process_time()
     for k in range(count):
         t0 = time.perf_counter()
         fn(start + k)
         out.append((time.perf_counter() - t0) * 1000)
+    LAST_CPU[0] = (time.process_time() - cpu0) * 1000 / max(count, 1)
     return out
 
 
@@ -159,19 +174,33 @@ def main() -> int:
         help="also 50k messages / 5k facts of each of these key families alone (comma-separated)",
     )
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="a checkout of earlier code to time in the same rounds"
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-liveturn-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.worker:
+        with ExitStack() as scratch:
+            return _worker(args, workdir, scratch)
     print(
         f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; "
-        f"{args.turns} turns x {args.rounds} rounds per cell"
+        f"{args.turns} turns x {args.rounds} rounds per cell; load {os.getloadavg()}"
     )
+    print(f"code: {Path(convmem_graph.__file__).parent}")
 
     with ExitStack() as scratch:
         return _run(args, workdir, scratch)
 
 
-def _run(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
+Size = tuple[str, int, int, str | None]
+
+
+def _open(
+    args: argparse.Namespace, workdir: Path, scratch: ExitStack
+) -> tuple[dict[str, ConvMemory], list[Size]]:
+    """The backends and sizes of the run, every size filled on every backend."""
     backends: dict[str, ConvMemory] = {"sqlite": ConvMemory.open(str(workdir / "live.db"))}
     if args.postgres:
         # Tables in a schema of their own, dropped at the end: nothing of the run stays behind.
@@ -179,13 +208,77 @@ def _run(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
         scratch.callback(pg.close)  # before the schema is dropped, even when a round fails
         backends["postgresql"] = pg
     families = [f for f in args.families.split(",") if f]
-    sizes = [(label, messages, facts, None) for label, messages, facts in SIZES]
+    sizes: list[Size] = [(label, messages, facts, None) for label, messages, facts in SIZES]
     sizes += [(f"50k msgs / 5k {f}:", 50_000, 5_000, f) for f in families]
     for name, mem in backends.items():
         for label, messages, facts, family in sizes:
             t0 = time.perf_counter()
             fill(mem, _memory_id(messages, facts, family), messages, facts, family)
-            print(f"{name}: filled {label} in {time.perf_counter() - t0:.1f} s")
+            print(f"{name}: filled {label} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return backends, sizes
+
+
+def _worker(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
+    """The ``--baseline`` side: fill, then time the cells the parent asks for (one JSON line each way)."""
+    backends, _ = _open(args, workdir, scratch)
+    print(json.dumps({"code": str(Path(convmem_graph.__file__).parent)}), flush=True)
+    for line in sys.stdin:
+        ask = json.loads(line)
+        mem = backends[ask["backend"]]
+        samples = time_calls(
+            lambda i, m=mem, mid=ask["memory_id"]: m.ingest(mid, turn(i), source="openai"),
+            ask["start"],
+            ask["count"],
+        )
+        print(json.dumps({"samples": samples, "cpu": LAST_CPU[0]}), flush=True)
+    for mem in backends.values():
+        mem.close()
+    return 0
+
+
+class Baseline:
+    """A worker process timing the same cells on an earlier checkout (``--baseline DIR``)."""
+
+    def __init__(self, root: Path, args: argparse.Namespace, workdir: Path) -> None:
+        cmd = [sys.executable, __file__, "--worker", "--workdir", str(workdir), "--families", args.families]
+        cmd += ["--postgres", args.postgres] if args.postgres else []
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        # Started first: it fills its memories while this process fills its own.
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def ready(self) -> str:
+        """Wait for the worker's fill; the code it runs."""
+        return str(self._read()["code"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the baseline worker exited (see its stderr above)")
+        return dict(json.loads(line))
+
+    def run(self, backend: str, memory_id: str, start: int, count: int) -> tuple[list[float], float]:
+        """``count`` turns from ``start`` on the baseline's memory; (samples ms, CPU ms per turn)."""
+        assert self.proc.stdin is not None
+        ask = {"backend": backend, "memory_id": memory_id, "start": start, "count": count}
+        self.proc.stdin.write(json.dumps(ask) + "\n")
+        self.proc.stdin.flush()
+        got = self._read()
+        return list(got["samples"]), float(got["cpu"])
+
+    def close(self) -> None:
+        """Let the worker close its memories (and drop its schema) and exit."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=120)
+
+
+def _run(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
+    base = Baseline(args.baseline, args, workdir / "baseline") if args.baseline else None
+    backends, sizes = _open(args, workdir, scratch)
+    families = [f for f in args.families.split(",") if f]
+    if base is not None:
+        print(f"baseline code: {base.ready()}")
 
     naive = None
     if not args.no_naive:
@@ -202,18 +295,41 @@ def _run(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
         print(f"naive: filled 50k messages in {time.perf_counter() - t0:.1f} s")
 
     cells: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):
         if "postgresql" in backends:
-            vacuum(backends["postgresql"])
+            vacuum(backends["postgresql"])  # the whole database: the baseline's schema too
         for name, mem in backends.items():
             for label, messages, facts, family in sizes:
                 memory_id = _memory_id(messages, facts, family)
-                samples = time_calls(
-                    lambda i, m=mem, mid=memory_id: m.ingest(mid, turn(i), source="openai"),
-                    r * args.turns,
-                    args.turns,
-                )
-                cells.setdefault((name, label), []).append(percentiles(samples))
+
+                start = r * args.turns
+
+                def here(
+                    name: str = name,
+                    label: str = label,
+                    mem: ConvMemory = mem,
+                    mid: str = memory_id,
+                    start: int = start,
+                ) -> None:
+                    samples = time_calls(
+                        lambda i: mem.ingest(mid, turn(i), source="openai"), start, args.turns
+                    )
+                    cells.setdefault((name, label), []).append(percentiles(samples))
+                    cpu.setdefault((name, label), []).append(LAST_CPU[0])
+
+                def there(
+                    name: str = name, label: str = label, mid: str = memory_id, start: int = start
+                ) -> None:
+                    assert base is not None
+                    samples, per_turn = base.run(name, mid, start, args.turns)
+                    cells.setdefault((f"{name} (baseline)", label), []).append(percentiles(samples))
+                    cpu.setdefault((f"{name} (baseline)", label), []).append(per_turn)
+
+                # Alternate which side goes first, so neither always meets the other's after-effects.
+                for side in (here, there) if r % 2 == 0 else (there, here):
+                    if side is here or base is not None:
+                        side()
         if naive is not None:
             for label, thread in (("0 history", "naive_0"), ("50k msgs", "naive_50000")):
                 # Seconds per turn at 50k: a few turns tell the story.
@@ -232,23 +348,26 @@ def _run(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
         rounds = cells[key]
         return statistics.median(p[0] for p in rounds), statistics.median(p[1] for p in rounds)
 
-    print(f"\n{'backend':<32} {'memory':<22} {'p50 ms':>8} {'p95 ms':>8}   rounds (p50/p95)")
+    print(f"\nload after: {os.getloadavg()}")
+    print(f"\n{'backend':<32} {'memory':<22} {'p50 ms':>8} {'p95 ms':>8} {'CPU ms':>7}   rounds (p50/p95)")
     for (name, label), rounds in cells.items():
         p50, p95 = med((name, label))
         detail = "  ".join(f"{a:.1f}/{b:.1f}" for a, b in rounds)
-        print(f"{name:<32} {label:<22} {p50:>8.2f} {p95:>8.2f}   {detail}")
+        per_turn = f"{statistics.median(cpu[(name, label)]):7.2f}" if (name, label) in cpu else f"{'-':>7}"
+        print(f"{name:<32} {label:<22} {p50:>8.2f} {p95:>8.2f} {per_turn}   {detail}")
     ok = True
     print()
-    for name in backends:
+    names = list(backends) + ([f"{n} (baseline)" for n in backends] if base is not None else [])
+    for name in names:
         big, small = med((name, "50k msgs / 5k facts"))[1], med((name, "0 history"))[1]
         met = big <= 2 * small
-        ok &= met
+        ok &= met or name not in backends  # the verdict is this code's; the baseline's is shown
         print(f"{name}: p95(50k/5k) / p95(0) = {big / small:.2f}  (target <= 2.0: {_verdict(met)})")
         if families:
             worst = max(families, key=lambda f: med((name, f"50k msgs / 5k {f}:"))[1])
             ratio = med((name, f"50k msgs / 5k {worst}:"))[1] / small
             met = ratio <= 1.5
-            ok &= met
+            ok &= met or name not in backends
             print(
                 f"{name}: worst family {worst}: p95(50k/5k {worst}:) / p95(0) = {ratio:.2f}"
                 f"  (issue 24 target <= 1.5: {_verdict(met)})"
@@ -260,6 +379,8 @@ def _run(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
         print(f"postgresql p50 / sqlite p50 (0 history) = {ratio:.2f}  (target <= 1.5: {_verdict(met)})")
     for mem in backends.values():
         mem.close()
+    if base is not None:
+        base.close()
     return 0 if ok else 1
 
 

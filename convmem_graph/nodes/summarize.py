@@ -41,10 +41,8 @@ def _commit(
     now = ctx.clock()
     variables = store.get_variables(memory_id)
     limit = budget // 4 + _FACT_MARGIN
-    durable, transient = (
-        store.strongest_fragments(memory_id, limit=limit, now_ms=now, transient=kind)
-        for kind in (False, True)
-    )
+    # Both kinds in one read; models of rows unchanged since the last refresh are reused.
+    durable, transient = store.summary_facts(memory_id, limit=limit, now_ms=now)
     text = ctx.summarizer.summarize(
         previous,
         messages,

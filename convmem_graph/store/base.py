@@ -343,6 +343,12 @@ class VariableStore(Protocol):
 class SummaryStore(Protocol):
     """The summary of a memory and its cached call-start snapshot."""
 
+    def summary_facts(
+        self, memory_id: str, *, limit: int, now_ms: int
+    ) -> tuple[list[Fragment], list[Fragment]]:
+        """The ``limit`` strongest live durable facts and the ``limit`` strongest temporary ones."""
+        ...
+
     def get_summary(self, memory_id: str) -> Summary | None:
         """Return the current summary of a memory, if any."""
         ...

@@ -26,6 +26,7 @@ from convmem_graph.errors import ConvMemError
 from convmem_graph.models import (
     MemorySnapshot,
 )
+from convmem_graph.store._summary_facts import KeptFacts
 from convmem_graph.store.engine import (
     POOL_DEFAULTS,
     WRITE_OPTION,
@@ -121,6 +122,8 @@ class StoreCore:
         # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
         self._parsed: OrderedDict[str, tuple[str | bytes, MemorySnapshot]] = OrderedDict()
         self._parsed_lock = threading.Lock()
+        # Fragment models of each memory's last summary fact read (shared by the store's run views).
+        self._kept_facts = KeptFacts(PARSED_SNAPSHOTS)
         # Where the two databases differ in what they must do: store/sqlite.py, store/postgres.py.
         self._backend: SqliteBackend | PostgresBackend = (
             SqliteBackend(self.url, memory=memory) if self.dialect == "sqlite" else PostgresBackend()

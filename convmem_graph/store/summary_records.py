@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from sqlalchemy import (
     Connection,
 )
 
 from convmem_graph.models import (
+    Fragment,
     MemorySnapshot,
     Summary,
 )
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._driver import driver_read
+from convmem_graph.store._summary_facts import STRONGEST_BOTH, STRONGEST_DURABLE, STRONGEST_TEMPORARY
 from convmem_graph.store.core import (
     CACHED_KINDS,
     PARSED_SNAPSHOTS,
@@ -30,9 +32,6 @@ from convmem_graph.store.engine import (
 from convmem_graph.store.schema import (
     snapshots,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["SummaryRecords"]
 
@@ -51,6 +50,26 @@ class SummaryRecords(StoreCore):
     """Summaries and snapshots (see :class:`convmem_graph.store.base.SummaryStore`)."""
 
     # -- summary --------------------------------------------------------------------------------
+    def summary_facts(
+        self, memory_id: str, *, limit: int, now_ms: int
+    ) -> tuple[list[Fragment], list[Fragment]]:
+        """The ``limit`` strongest live durable facts and the ``limit`` strongest temporary ones.
+
+        What ``strongest_fragments(memory_id, limit=limit, now_ms=now_ms, transient=kind)`` returns
+        for ``kind`` False and True (one statement on PostgreSQL); a row equal in every column to one the
+        previous call for this memory returned gives the same model back (see
+        :mod:`convmem_graph.store._summary_facts`). Treat the models as read-only.
+        """
+        params = {"mid": memory_id, "limit": limit, "now": now_ms, "durable": False, "temporary": True}
+        with self._read() as conn:
+            if conn.dialect.name == "postgresql":
+                rows = list(conn.execute(STRONGEST_BOTH, params))
+            else:
+                rows = [*conn.execute(STRONGEST_DURABLE, params), *conn.execute(STRONGEST_TEMPORARY, params)]
+        models = self._kept_facts.models(memory_id, rows)
+        durable = [f for f in models if not f.transient]
+        return durable, models[len(durable) :]
+
     def get_summary(self, memory_id: str) -> Summary | None:
         """Return the current summary of a memory, if any."""
         found = self._cached("summary", memory_id, partial(_read_summary, memory_id=memory_id))

@@ -1,0 +1,229 @@
+"""The summary's fact read keeps what it read before: same facts, same summary text, every history.
+
+Issue 24 item 1: a full memory's live turn refreshed its summary every turn, and that commit read
+the ``budget // 4 + margin`` strongest durable and temporary facts and made each row a
+``Fragment`` (~400 models a turn on a memory of a few thousand facts; an empty memory makes
+none). ``SummaryRecords.summary_facts`` reads the same rows as driver tuples and makes a model
+only for a row it has not made one for before (the rows are compared whole, so a change that
+leaves ``updated_at`` as it was still makes a new one).
+
+These tests hold, after every step of generated histories (lifecycle turns, bulk facts of the
+benchmark generator's key families with ties in time, hand adds, updates in the same millisecond,
+deletes, raw SQL edits that bypass the store, facts whose ``created_at`` is past their
+``updated_at``, expiry as the clock moves, manual variables), the new read equal to the old one
+(``strongest_fragments`` of each kind) and the stored summary text equal to the one the old
+``summarize`` commit produces from those reads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import update
+
+from convmem_graph.config import MemoryConfig
+from convmem_graph.extractors.extractive import ExtractiveSummarizer
+from convmem_graph.nodes.summarize import _FACT_MARGIN, _RECENT
+from convmem_graph.runner import Lifecycle
+from convmem_graph.snapshot import SNAPSHOT_RECENT, build_snapshot
+from convmem_graph.state import RawInput
+from convmem_graph.store import MemoryStore
+from convmem_graph.store.schema import fragments
+from convmem_graph.tokens import count_tokens
+
+NOW = 1_767_000_000_000
+DAY = 86_400_000
+MID = "m1"
+
+
+def _load(name: str) -> Any:
+    """``benchmarks/<name>.py``, loaded by path (the benchmarks are scripts, not a package)."""
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The generator the benchmarks use: eleven key families, both languages, ties, temporary facts.
+_facts = _load("_facts")
+
+TURNS = [
+    "我住在杭州，是一名护士。",
+    "我最近特别喜欢羽毛球，每周都去。",
+    "这周我在试着吃素。",
+    "I also love hiking and jazz.",
+    "我对芒果过敏。",
+    "我打算下个月去成都旅行。",
+    "My friend Tom plays the guitar.",
+    "I live in Lisbon now.",
+    "明天我要去看牙医。",
+]
+HAND = ["用户喜欢喝绿茶。", "User is learning Portuguese.", "用户这周在减肥。", "User has a dog named Rex."]
+
+action = st.one_of(
+    st.tuples(st.just("turn"), st.sampled_from(TURNS)),
+    st.tuples(
+        st.just("bulk"),
+        st.sampled_from(sorted(_facts.SHAPES)),
+        st.integers(min_value=1, max_value=320),
+        st.integers(min_value=0, max_value=10_000),
+    ),
+    st.tuples(st.just("add"), st.sampled_from(HAND), st.booleans(), st.sampled_from([None, 1, 20])),
+    st.tuples(st.just("update"), st.integers(min_value=0, max_value=10_000), st.sampled_from(HAND)),
+    st.tuples(st.just("delete"), st.integers(min_value=0, max_value=10_000)),
+    st.tuples(st.just("raw_content"), st.integers(min_value=0, max_value=10_000), st.sampled_from(HAND)),
+    st.tuples(st.just("raw_created"), st.integers(min_value=0, max_value=10_000)),
+    st.tuples(st.just("raw_rank"), st.integers(min_value=0, max_value=10_000), st.sampled_from([0.3, 0.95])),
+    # Whole days land a fact added with an expiry exactly on it (expired at ``expires_at``).
+    st.tuples(st.just("tick"), st.integers(min_value=0, max_value=9), st.sampled_from([0, 1])),
+    st.tuples(st.just("var"), st.sampled_from(["杭州", "Lisbon", "Oslo"])),
+)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _pick(store: MemoryStore, index: int) -> str | None:
+    active = store.list_fragments(MID, status="active")
+    return active[index % len(active)].id if active else None
+
+
+def _apply(store: MemoryStore, clock: _Clock, step: tuple[Any, ...]) -> None:
+    """One change of the memory between two lifecycle runs (``turn`` is the run itself)."""
+    kind, now = step[0], clock.now
+    if kind == "turn":
+        return
+    if kind == "bulk":
+        ops = _facts.generated_ops(step[3], step[2], _facts.SHAPES[step[1]], now_ms=now, ties=True)
+        store.commit_extraction(MID, ops, upto_seq=store.max_seq(MID), now_ms=now)
+    elif kind == "add":
+        expires = None if step[3] is None else now + step[3] * DAY
+        store.add_fragment(
+            MID, step[1], transient=step[2], expires_at=expires if step[2] else None, now_ms=now
+        )
+    elif kind == "tick":
+        clock.now += step[1] * DAY + step[2]
+    elif kind == "var":
+        store.set_manual_variable(MID, "city", step[1], now_ms=now)
+    else:
+        fid = _pick(store, step[1])
+        if fid is None:
+            return
+        if kind == "update":  # the same millisecond as the last write: updated_at may not move
+            store.update_fragment(MID, fid, content=step[2], now_ms=now)
+        elif kind == "delete":
+            store.delete_fragment(MID, fid, now_ms=now)
+        else:
+            # Behind the store's back: no write count, no snapshot dropped, updated_at unchanged.
+            column = {"raw_content": "content", "raw_created": "created_at", "raw_rank": "confidence"}[kind]
+            row = store.get_fragment(MID, fid)
+            value = {"raw_content": step[-1], "raw_created": row.updated_at + 5_000}.get(kind, step[-1])
+            with store.transaction() as conn:
+                conn.execute(update(fragments).where(fragments.c.id == fid).values({column: value}))
+
+
+def _old_reads(store: MemoryStore, limit: int, now: int) -> tuple[list[Any], list[Any]]:
+    """What the summary commit read before: ``strongest_fragments`` of each kind."""
+    durable, transient = (
+        store.strongest_fragments(MID, limit=limit, now_ms=now, transient=kind) for kind in (False, True)
+    )
+    return durable, transient
+
+
+def _old_text(store: MemoryStore, limit: int, budget: int, now: int) -> str:
+    """The summary text the old commit made from those reads (same summarizer, same inputs)."""
+    durable, transient = _old_reads(store, limit, now)
+    recent = store.recent_messages(MID, max(_RECENT, SNAPSHOT_RECENT))[-_RECENT:]
+    return ExtractiveSummarizer().summarize(
+        store.get_summary(MID),
+        recent,
+        dict(store.get_variables(MID)),
+        durable + transient,
+        budget_tokens=budget,
+        counter=count_tokens,
+        now_ms=now,
+    )
+
+
+def check_history(steps: list[tuple[Any, ...]], budget: int, url: str | None = None) -> None:
+    """Run ``steps`` on a new memory (a SQLite file, or the database at ``url``) checking each."""
+    limit = budget // 4 + _FACT_MARGIN
+    config = MemoryConfig(summary_budget_tokens=budget)
+    clock = _Clock()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MemoryStore.from_url(url or str(Path(tmp) / "m.db"))
+        try:
+            lc = Lifecycle(store, config=config, clock=clock)
+            for i, step in enumerate(steps):
+                _apply(store, clock, step)
+                text = step[1] if step[0] == "turn" else f"好的，记下了 {i}"
+                turn = [{"role": "user", "content": text}, {"role": "assistant", "content": f"嗯 {i}"}]
+                result = lc.run(MID, [RawInput(turn, "openai")], session_ended=True)
+                now = clock.now
+                # The read the summary commit makes now, against the one it made before.
+                assert store.summary_facts(MID, limit=limit, now_ms=now) == _old_reads(store, limit, now), (
+                    step
+                )
+                summary = store.get_summary(MID)
+                if "summarize" in result.node_ms and summary is not None and summary.updated_at == now:
+                    assert summary.text == _old_text(store, limit, budget, now), step
+                # inject's snapshot, built from what summarize held, equals one from fresh reads.
+                assert store.load_snapshot(MID) == build_snapshot(store, MID, config, now_ms=now), step
+        finally:
+            store.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(action, min_size=1, max_size=8), budget=st.sampled_from([20, 60, 300]))
+def test_summary_text_and_fact_read_equal_the_old_ones_over_generated_histories(
+    steps: list[tuple[Any, ...]], budget: int
+) -> None:
+    check_history(steps, budget)
+
+
+#: Live turns, then every kind of change between them, each followed by a run.
+FULL_MEMORY_STEPS: list[tuple[Any, ...]] = [
+    *[("turn", t) for t in TURNS[:4]],
+    ("update", 3, HAND[0]),
+    ("raw_content", 5, HAND[1]),
+    ("raw_created", 2),
+    ("delete", 0),
+    ("raw_rank", 4, 0.95),
+    ("tick", 3, 1),
+    ("add", HAND[2], True, 1),
+    ("tick", 1, 0),  # exactly at that fact's expiry
+    ("var", "Oslo"),
+]
+
+
+@pytest.mark.parametrize("shape", ["only-plan", "only-like", "mixed"])
+def test_a_full_memory_keeps_the_summary_of_the_old_read_turn_after_turn(shape: str) -> None:
+    """Past the read limit (the cut matters), with every kind of change between live turns."""
+    check_history([("bulk", shape, 700, 7), *FULL_MEMORY_STEPS], 300)
+
+
+def test_a_row_changed_behind_the_store_is_read_again(tmp_path: Path) -> None:
+    """The kept models are reused only for a row equal in every column, not one with the same id and time."""
+    store = MemoryStore.from_url(str(tmp_path / "m.db"))
+    fact = store.add_fragment(MID, "用户喜欢喝绿茶。", key="pref:绿茶", now_ms=NOW)
+    first, _ = store.summary_facts(MID, limit=10, now_ms=NOW)
+    again, _ = store.summary_facts(MID, limit=10, now_ms=NOW)
+    assert again[0] is first[0]  # unchanged row: the model made before
+    with store.transaction() as conn:
+        conn.execute(update(fragments).where(fragments.c.id == fact.id).values(content="用户喜欢喝红茶。"))
+    changed, _ = store.summary_facts(MID, limit=10, now_ms=NOW)
+    assert changed[0].content == "用户喜欢喝红茶。" and changed[0].updated_at == first[0].updated_at
+    store.close()
