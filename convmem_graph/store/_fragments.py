@@ -8,6 +8,7 @@ already wrote and changes nothing.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
@@ -28,7 +29,9 @@ __all__ = [
     "FragmentWriter",
     "derived_columns",
     "fill_derived",
+    "FRAGMENT_COLUMNS",
     "fragment_id",
+    "fragment_of",
     "fragments_once",
     "manual_key",
     "norm_hash",
@@ -91,7 +94,7 @@ def upgrade_fragments(conn: Connection) -> None:
 
 
 #: The ``cm_fragments`` columns a Fragment is built from, in the order :func:`row_to_fragment` takes them.
-_FRAGMENT_COLUMNS = (
+FRAGMENT_COLUMNS = (
     "id",
     "memory_id",
     "content",
@@ -110,7 +113,7 @@ _FRAGMENT_COLUMNS = (
     "part_of",
     "part",
 )
-#: Reads :data:`_FRAGMENT_COLUMNS` out of a row, by the row's column names (few distinct selects
+#: Reads :data:`FRAGMENT_COLUMNS` out of a row, by the row's column names (few distinct selects
 #: read fragments, so this stays small).
 _GETTERS: dict[tuple[str, ...], Callable[[Row[Any]], tuple[Any, ...]]] = {}
 
@@ -118,7 +121,7 @@ _GETTERS: dict[tuple[str, ...], Callable[[Row[Any]], tuple[Any, ...]]] = {}
 def _getter(fields: tuple[str, ...]) -> Callable[[Row[Any]], tuple[Any, ...]]:
     found = _GETTERS.get(fields)
     if found is None:
-        found = _GETTERS[fields] = itemgetter(*(fields.index(name) for name in _FRAGMENT_COLUMNS))
+        found = _GETTERS[fields] = itemgetter(*(fields.index(name) for name in FRAGMENT_COLUMNS))
     return found
 
 
@@ -126,6 +129,11 @@ def row_to_fragment(row: Row[Any]) -> Fragment:
     """Build a Fragment from a ``cm_fragments`` row (any select that has its columns)."""
     # Positional reads: a Row's attribute access costs ~0.8 us a column, 17 columns were two
     # thirds of making a Fragment (a live turn makes a hundred or more), as for messages in _rows.py.
+    return fragment_of(_getter(row._fields)(row))
+
+
+def fragment_of(values: Sequence[Any]) -> Fragment:
+    """A Fragment from the values of :data:`FRAGMENT_COLUMNS` in order (JSON column as text or decoded)."""
     (
         fid,
         memory_id,
@@ -144,7 +152,9 @@ def row_to_fragment(row: Row[Any]) -> Fragment:
         observed_at,
         part_of,
         part,
-    ) = _getter(row._fields)(row)
+    ) = values
+    if isinstance(sources, str):  # a plain driver read returns the JSON text; SQLAlchemy decodes it
+        sources = json.loads(sources)
     return Fragment(
         id=fid,
         memory_id=memory_id,

@@ -16,7 +16,6 @@ gets a new model. The models are shared between reads: treat them as read-only.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -25,31 +24,12 @@ from typing import Any
 from sqlalchemy import text
 
 from convmem_graph.models import Fragment
+from convmem_graph.store._fragments import FRAGMENT_COLUMNS, fragment_of
 from convmem_graph.store.schema import fragments
 
 __all__ = ["STRONGEST_BOTH", "STRONGEST_DURABLE", "STRONGEST_TEMPORARY", "KeptFacts", "fragment_of"]
 
-#: The columns a Fragment is made of, in :func:`fragment_of`'s order.
-_COLUMNS = (
-    "id",
-    "memory_id",
-    "content",
-    "category",
-    "key",
-    "status",
-    "transient",
-    "expires_at",
-    "source_message_ids",
-    "origin",
-    "superseded_by",
-    "confidence",
-    "created_at",
-    "updated_at",
-    "observed_at",
-    "part_of",
-    "part",
-)
-_SELECT = ", ".join(f'"{c}"' for c in _COLUMNS)
+_SELECT = ", ".join(f'"{c}"' for c in FRAGMENT_COLUMNS)
 #: ``STRONGEST_OF_KIND``'s order (``ix_cm_fragments_rank``); ``id`` makes it total.
 _ORDER = "confidence DESC, observed_at DESC, updated_at DESC, id"
 _ARM = (
@@ -71,50 +51,6 @@ STRONGEST_BOTH = text(
     f"SELECT * FROM ({_DURABLE_ARM}) AS d UNION ALL SELECT * FROM ({_TEMPORARY_ARM}) AS t "
     f"ORDER BY transient, {_ORDER}"
 )
-
-
-def fragment_of(row: Sequence[Any]) -> Fragment:
-    """A Fragment from a row of :data:`STRONGEST_BOTH` and its arms (the JSON column as text or decoded)."""
-    (
-        fid,
-        memory_id,
-        content,
-        category,
-        key,
-        status,
-        transient,
-        expires_at,
-        sources,
-        origin,
-        superseded_by,
-        confidence,
-        created_at,
-        updated_at,
-        observed_at,
-        part_of,
-        part,
-    ) = row
-    if isinstance(sources, str):  # SQLite returns the JSON text; psycopg decodes it already
-        sources = json.loads(sources)
-    return Fragment(
-        id=fid,
-        memory_id=memory_id,
-        content=content,
-        category=category,
-        key=key,
-        status=status,
-        transient=bool(transient),
-        expires_at=expires_at,
-        source_message_ids=list(sources or []),
-        origin=origin,
-        superseded_by=superseded_by,
-        confidence=confidence,
-        created_at=created_at,
-        updated_at=updated_at,
-        observed_at=observed_at or 0,
-        part_of=part_of,
-        part=part,
-    )
 
 
 class KeptFacts:
