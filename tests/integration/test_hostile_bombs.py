@@ -5,7 +5,6 @@ each ``convmem`` command in its own process. The full-size figures are in benchm
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,16 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 pytestmark = pytest.mark.integration
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "hostile.py"
 
 
 def test_every_bomb_is_bounded(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("hostile", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    hostile = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hostile)
+    hostile = load_benchmark("hostile")
     out = tmp_path / "figures.json"
     # The script runs in a fresh process, as a user runs it: a child's peak RSS (wait4) counts the
     # pages of the process it was forked from, and this pytest process may hold hundreds of MB.

@@ -11,25 +11,17 @@ the cluster is down. Skips with the reason when ``initdb``/``pg_ctl`` are missin
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("fastapi", reason="the server extra is not installed (pip install -e '.[server]')")
 
-pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+from tests.benchmark_scripts import load_benchmark
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "pg_outage.py"
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
 def test_every_turn_answered_during_an_outage_is_stored_after_it() -> None:
-    spec = importlib.util.spec_from_file_location("pg_outage", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    pg_outage = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = pg_outage  # its dataclass looks its module up there
-    spec.loader.exec_module(pg_outage)
+    pg_outage = load_benchmark("pg_outage")
     try:
         figures = pg_outage.run(rate=10.0, warmup_s=5.0, outage_s=20.0, after_s=5.0, drain_limit_s=60.0)
     except pg_outage.ClusterUnavailable as exc:

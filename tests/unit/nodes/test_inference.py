@@ -8,7 +8,6 @@ old walk on generated memories of many key families, and check the index and its
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,24 +28,15 @@ from convmem_graph.nodes._inference import _Facts, infer_from_store
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store.schema import HOBBY_PREFIXES
+from tests.benchmark_scripts import load_benchmark
 
 NOW = 1_767_000_000_000
 DAY = 86_400_000
 HOBBIES = [s for s in DEFAULT_VARIABLE_SPECS if s.name == "hobbies"]
 
 
-def _load(name: str) -> Any:
-    """``benchmarks/<name>.py``, loaded by path (the benchmarks are scripts, not a package)."""
-    path = Path(__file__).resolve().parents[3] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 #: The generator the benchmarks use (one definition of the fact shapes, many key families).
-_facts = _load("_facts")
+_facts = load_benchmark("_facts")
 FAMILIES = _facts.FAMILIES
 
 
@@ -61,7 +51,7 @@ def generated_ops(seed: int, count: int, weights: dict[str, int]) -> list[Fragme
 
 
 #: The walk before issue 24 (every durable fact, newest first): the reference the new walk must match.
-_cliff = _load("facts_cliff")
+_cliff = load_benchmark("facts_cliff")
 old_hobby_facts, old_language = _cliff.old_hobby_facts, _cliff.old_language
 
 

@@ -17,7 +17,6 @@ deletes, raw SQL edits that bypass the store, facts whose ``created_at`` is past
 
 from __future__ import annotations
 
-import importlib.util
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -36,24 +35,15 @@ from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.schema import fragments
 from convmem_graph.tokens import count_tokens
+from tests.benchmark_scripts import load_benchmark
 
 NOW = 1_767_000_000_000
 DAY = 86_400_000
 MID = "m1"
 
 
-def _load(name: str) -> Any:
-    """``benchmarks/<name>.py``, loaded by path (the benchmarks are scripts, not a package)."""
-    path = Path(__file__).resolve().parents[3] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 #: The generator the benchmarks use: eleven key families, both languages, ties, temporary facts.
-_facts = _load("_facts")
+_facts = load_benchmark("_facts")
 
 TURNS = [
     "我住在杭州，是一名护士。",
