@@ -24,9 +24,10 @@ import math
 import re
 import struct
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes._loopback import LoopbackServer
 
 __all__ = ["CONCEPTS", "DIMENSIONS", "FakeEmbeddingsServer", "embed"]
 
@@ -57,30 +58,28 @@ def embed(text: str) -> list[float]:
     return [v / norm for v in vector]
 
 
-class FakeEmbeddingsServer:
+class FakeEmbeddingsServer(LoopbackServer):
     """The server; ``requests`` holds the parsed bodies it answered (or refused), in order."""
 
+    thread_name = "fake-embeddings"
+
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         """The ``OPENAI_BASE_URL`` of the server, e.g. ``http://127.0.0.1:50123/v1``."""
-        if self._httpd is None:
-            raise RuntimeError("FakeEmbeddingsServer is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.origin}/v1"
 
     def texts(self) -> int:
         """How many texts were embedded so far."""
         with self._lock:
             return sum(len(r["input"]) if isinstance(r.get("input"), list) else 1 for r in self.requests)
 
-    def start(self) -> FakeEmbeddingsServer:
-        """Bind a free loopback port and serve in a daemon thread."""
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """Answers ``POST .../embeddings`` (see :meth:`_answer`)."""
         server = self
 
         class _Handler(BaseHTTPRequestHandler):
@@ -99,29 +98,7 @@ class FakeEmbeddingsServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 return
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-embeddings", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and release the port."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeEmbeddingsServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        return _Handler
 
     def _answer(self, path: str, authorization: str, raw: bytes) -> tuple[int, dict[str, Any]]:
         if not path.rstrip("/").endswith("/embeddings"):

@@ -33,9 +33,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes._loopback import LoopbackServer
 
 __all__ = ["FakeOpenAIServer", "Reply"]
 
@@ -62,30 +63,28 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """A scripted OpenAI-compatible server on ``127.0.0.1``; use it as a context manager.
 
     Attributes:
         requests: Parsed JSON bodies of the requests received, in order.
     """
 
+    thread_name = "fake-openai"
+
     def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        super().__init__()
         #: Answers the requests the script leaves unanswered (called with the parsed request body).
         self.responder = responder
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._completion_no = 0
 
     @property
     def base_url(self) -> str:
         """The ``base_url`` to give an OpenAI client, e.g. ``http://127.0.0.1:50123/v1``."""
-        if self._httpd is None:
-            raise RuntimeError("FakeOpenAIServer is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.origin}/v1"
 
     def script(self, *replies: Reply) -> None:
         """Queue replies; each request consumes the next one."""
@@ -97,8 +96,8 @@ class FakeOpenAIServer:
         with self._lock:
             return len(self._replies)
 
-    def start(self) -> FakeOpenAIServer:
-        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        """Answers ``POST .../chat/completions`` from the script (see :meth:`_answer`)."""
         server = self
 
         class _Handler(BaseHTTPRequestHandler):
@@ -126,32 +125,7 @@ class FakeOpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 return
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and release the port."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        return _Handler
 
     def _answer(self, path: str, raw: bytes) -> tuple[int, dict[str, Any], dict[str, str], float]:
         try:
