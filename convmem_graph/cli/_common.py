@@ -110,7 +110,7 @@ def add_model_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_embeddings_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--embeddings NAME`` (default ``CONVMEM_EMBEDDINGS``; recall by meaning beside the words)."""
-    from convmem_graph.embeddings import EMBEDDINGS_NAMES
+    from convmem_graph._embedding_names import EMBEDDINGS_NAMES
 
     parser.add_argument(
         "--embeddings",

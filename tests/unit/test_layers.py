@@ -19,7 +19,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "convmem_graph"
 #: Lowest first. A prefix names a module or a package with everything under it.
 LAYERS: list[tuple[str, ...]] = [
     # Leaves: they import nothing of the package.
-    ("errors", "_ids", "_time", "_lazy", "_heap", "tokens", "text", "_query_dates", "signatures"),
+    (
+        "errors",
+        "_ids",
+        "_time",
+        "_lazy",
+        "_heap",
+        "tokens",
+        "text",
+        "_query_dates",
+        "signatures",
+        "_embedding_names",
+    ),
     ("accounting", "tracing", "embeddings"),
     ("models", "config"),
     ("_copies", "_held", "sources"),
