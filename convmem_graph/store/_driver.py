@@ -9,15 +9,20 @@ the driver's autocommit mode as every store connection is: each statement is its
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from convmem_graph.store.session import RunScope
 
-__all__ = ["driver_read"]
+__all__ = ["DriverOpener", "ReadOpener", "driver_read"]
+
+#: Opens a store read on a SQLAlchemy ``Connection`` (``StoreCore._read``).
+ReadOpener = Callable[[], AbstractContextManager[Connection]]
+#: Opens a store read on the ``sqlite3`` driver connection (``StoreCore._driver``; SQLite only).
+DriverOpener = Callable[[], AbstractContextManager[sqlite3.Connection]]
 
 
 @contextmanager

@@ -9,6 +9,7 @@ from per-thread state. The interface each kind implements is in :mod:`convmem_gr
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from convmem_graph.errors import ConvMemError
 from convmem_graph.models import (
     MemorySnapshot,
 )
+from convmem_graph.store._driver import driver_read
 from convmem_graph.store._summary_facts import KeptFacts
 from convmem_graph.store.engine import (
     POOL_DEFAULTS,
@@ -389,6 +391,10 @@ class StoreCore:
         with self.transaction() as conn:
             self._backend.schema_lock(conn)
             yield conn
+
+    def _driver(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A read on SQLite's driver connection, chosen as :meth:`_read` chooses its connection."""
+        return driver_read(self.engine, self._scope, self._serial)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

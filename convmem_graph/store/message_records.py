@@ -20,8 +20,6 @@ from convmem_graph.models import (
 )
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._audit import audit_row, write_audit
-from convmem_graph.store._driver import driver_read
-from convmem_graph.store._episode_search import search_sqlite
 from convmem_graph.store._messages import (
     MESSAGE_COLUMNS,
     insert_messages,
@@ -149,12 +147,7 @@ class MessageRecords(StoreCore):
         Returns:
             Candidate turns with the per-term statistics the block's ranker scores them with.
         """
-        if self.dialect == "sqlite":
-            # On the driver's cursor: SQLAlchemy's work per statement outweighed FTS5's here.
-            with driver_read(self.engine, self._scope, self._serial) as raw:
-                return search_sqlite(raw, memory_id, query, limit=limit)
-        with self._read() as conn:
-            return self._backend.episodes.search(conn, memory_id, query, limit=limit)
+        return self._backend.search_episodes(self._read, self._driver, memory_id, query, limit=limit)
 
     def missing_turn_vectors(self, memory_id: str, model: str, *, limit: int = 64) -> list[tuple[int, str]]:
         """Up to ``limit`` of the memory's turns with no vector by ``model`` yet, oldest first."""

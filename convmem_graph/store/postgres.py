@@ -16,8 +16,10 @@ from sqlalchemy import ColumnElement, Connection, Engine, Row, column, delete, s
 from convmem_graph._query_dates import date_spans
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
+from convmem_graph.store._driver import DriverOpener, ReadOpener
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, bucket, collect
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
+from convmem_graph.store._summary_facts import STRONGEST_BOTH
 from convmem_graph.store.engine import advisory_key, dumps
 from convmem_graph.store.episodes import PG_VERSION, EpisodeIndex, EpisodeSearch
 from convmem_graph.store.schema import add_postgres_options, memories, messages, snapshots
@@ -315,6 +317,25 @@ class PostgresBackend:
         """Move the extraction cursor and touch the memory when facts changed: one statement."""
         params = {"mid": memory_id, "upto": upto_seq, "now": now_ms, "changed": changed}
         conn.execute(Q.PG_EXTRACTED, params | {"dirty": 1 if changed and facts else None})
+
+    def search_episodes(
+        self, read: ReadOpener, driver: DriverOpener, memory_id: str, query: str, *, limit: int
+    ) -> EpisodeSearch:
+        """The episodic search (:meth:`PostgresEpisodeIndex.search`) on the store's connection."""
+        with read() as conn:
+            return self.episodes.search(conn, memory_id, query, limit=limit)
+
+    @staticmethod
+    def snapshot_data(read: ReadOpener, driver: DriverOpener, memory_id: str) -> str | None:
+        """The cached snapshot's JSON text."""
+        with read() as conn:
+            data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
+        return None if data is None else str(data)
+
+    @staticmethod
+    def summary_fact_rows(conn: Connection, params: dict[str, Any]) -> list[Any]:
+        """The summary's strongest durable, then temporary, facts in one round trip."""
+        return list(conn.execute(STRONGEST_BOTH, params))
 
     def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
         """Write the summary row, move the summary cursor and touch the memory: one statement."""

@@ -18,14 +18,16 @@ from sqlalchemy import ColumnElement, Connection, Engine, Row, select
 
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
+from convmem_graph.store._driver import DriverOpener, ReadOpener
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, SEQ_MASK, rowid_range, search_sqlite
 from convmem_graph.store._fresh_sqlite import is_empty, set_up_fresh
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
 from convmem_graph.store._stamp import SCHEMA_STAMP
+from convmem_graph.store._summary_facts import STRONGEST_DURABLE, STRONGEST_TEMPORARY
 from convmem_graph.store.engine import execute_upsert
 from convmem_graph.store.episodes import TEXT_VERSION, EpisodeIndex, EpisodeSearch, episode_text
 from convmem_graph.store.locks import file_memory_lock
-from convmem_graph.store.schema import messages, summaries
+from convmem_graph.store.schema import messages, snapshots, summaries
 from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
 
@@ -124,6 +126,9 @@ class SqliteEpisodeIndex(EpisodeIndex):
         driver = cast(sqlite3.Connection, conn.connection.driver_connection)
         return search_sqlite(driver, memory_id, query, limit=limit, per_term=per_term, replies=replies)
 
+
+#: The cached snapshot's JSON as the bytes SQLite stores.
+_SNAPSHOT_BYTES = f"SELECT CAST(data AS BLOB) FROM {snapshots.name} WHERE memory_id = ?"
 
 #: The one instance every SQLite store uses (it holds no state).
 SQLITE_EPISODES = SqliteEpisodeIndex()
@@ -257,6 +262,29 @@ class SqliteBackend:
             self.touch(conn, {"mid": memory_id, "now": now_ms, "dirty": 1 if facts else None})
         elif cursor.rowcount:
             conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
+
+    @staticmethod
+    def search_episodes(
+        read: ReadOpener, driver: DriverOpener, memory_id: str, query: str, *, limit: int
+    ) -> EpisodeSearch:
+        """The episodic search on the driver's cursor: SQLAlchemy's work per statement outweighed FTS5's."""
+        with driver() as raw:
+            return search_sqlite(raw, memory_id, query, limit=limit)
+
+    @staticmethod
+    def snapshot_data(read: ReadOpener, driver: DriverOpener, memory_id: str) -> bytes | None:
+        """The cached snapshot's JSON as the bytes SQLite stores (compared without decoding them)."""
+        with driver() as raw:
+            row = raw.execute(_SNAPSHOT_BYTES, (memory_id,)).fetchone()
+        return None if row is None else cast(bytes, row[0])
+
+    @staticmethod
+    def summary_fact_rows(conn: Connection, params: dict[str, Any]) -> list[Any]:
+        """The summary's strongest durable, then temporary, facts, one statement per kind.
+
+        Cheaper here than the union (its order is a temporary B-tree sort of each arm).
+        """
+        return [*conn.execute(STRONGEST_DURABLE, params), *conn.execute(STRONGEST_TEMPORARY, params)]
 
     def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
         """Write the summary row, move the summary cursor and touch the memory."""

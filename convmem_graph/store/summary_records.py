@@ -15,8 +15,6 @@ from convmem_graph.models import (
     Summary,
 )
 from convmem_graph.store import _queries as Q
-from convmem_graph.store._driver import driver_read
-from convmem_graph.store._summary_facts import STRONGEST_BOTH, STRONGEST_DURABLE, STRONGEST_TEMPORARY
 from convmem_graph.store.core import (
     CACHED_KINDS,
     PARSED_SNAPSHOTS,
@@ -34,9 +32,6 @@ from convmem_graph.store.schema import (
 )
 
 __all__ = ["SummaryRecords"]
-
-#: The cached snapshot's JSON as the bytes SQLite stores (``Q.SNAPSHOT_DATA`` on the driver).
-_SNAPSHOT_BYTES = f"SELECT CAST(data AS BLOB) FROM {snapshots.name} WHERE memory_id = ?"
 
 
 def _read_summary(conn: Connection, memory_id: str) -> Summary | None:
@@ -62,10 +57,7 @@ class SummaryRecords(StoreCore):
         """
         params = {"mid": memory_id, "limit": limit, "now": now_ms, "durable": False, "temporary": True}
         with self._read() as conn:
-            if conn.dialect.name == "postgresql":
-                rows = list(conn.execute(STRONGEST_BOTH, params))
-            else:
-                rows = [*conn.execute(STRONGEST_DURABLE, params), *conn.execute(STRONGEST_TEMPORARY, params)]
+            rows = self._backend.summary_fact_rows(conn, params)
         models = self._kept_facts.models(memory_id, rows)
         durable = [f for f in models if not f.transient]
         return durable, models[len(durable) :]
@@ -136,15 +128,7 @@ class SummaryRecords(StoreCore):
         one row read and no parsing. Treat the
         returned snapshot as read-only: it may be shared with later calls.
         """
-        data: str | bytes | None
-        if self.dialect == "sqlite":
-            # The driver's cursor, and the row's bytes as stored: no text decoded to compare.
-            with driver_read(self.engine, self._scope, self._serial) as raw:
-                row = raw.execute(_SNAPSHOT_BYTES, (memory_id,)).fetchone()
-            data = None if row is None else row[0]
-        else:
-            with self._read() as conn:
-                data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
+        data = self._backend.snapshot_data(self._read, self._driver, memory_id)
         if data is None:
             return None
         with self._parsed_lock:
