@@ -66,10 +66,11 @@ def content_hash(role: str, content: str) -> int | None:
 
 @dataclass(slots=True)
 class _Seen:
-    """A stored or accepted message as far as cross-channel duplicate detection is concerned."""
+    """A stored or accepted message as far as cross-channel duplicate detection is concerned.
 
-    source: str
-    channel: str
+    Kept grouped by its (channel, source), so it holds only what the identity rule reads.
+    """
+
     #: What the identity rule reads of it (``convmem_graph._copies.one_utterance``); for a message
     #: of the batch made on first use (``message`` set instead): most texts never meet a copy from
     #: another channel, and the view reads the metadata several ways (a tenth of a replay's insert).
@@ -521,7 +522,7 @@ def insert_messages(
                 view = CopyView.of(
                     role, channel, content or "", original, int(ts), round_id, _load_metadata(meta)
                 )
-                seen.setdefault(h, {}).setdefault((channel, source), []).append(_Seen(source, channel, view))
+                seen.setdefault(h, {}).setdefault((channel, source), []).append(_Seen(view))
 
     rows: list[tuple[Any, ...]] = []
     inserted: list[str] = []
@@ -531,7 +532,7 @@ def insert_messages(
             bucket = seen.setdefault(h, {})
             if bucket and _mirrored(msg, bucket, window_ms):
                 continue
-            bucket.setdefault((msg.channel, msg.source), []).append(_Seen(msg.source, msg.channel, None, msg))
+            bucket.setdefault((msg.channel, msg.source), []).append(_Seen(None, msg))
         rows.append(
             (
                 memory_id,
