@@ -50,6 +50,7 @@ from _facts import SHAPES, generated_ops
 from _pg import scratch_schema
 from _synthetic import TOPICS
 from _synthetic import add_messages as add_synthetic_messages
+from _worker import read_reply
 
 import convmem_graph
 from convmem_graph.memory import ConvMemory
@@ -251,11 +252,7 @@ class Baseline:
         return str(self._read()["code"])
 
     def _read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the baseline worker exited (see its stderr above)")
-        return dict(json.loads(line))
+        return read_reply(self.proc)
 
     def run(self, backend: str, memory_id: str, start: int, count: int) -> tuple[list[float], float]:
         """``count`` turns from ``start`` on the baseline's memory; (samples ms, CPU ms per turn)."""

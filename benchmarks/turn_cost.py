@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _worker import read_reply
+
 import convmem_graph
 from convmem_graph.memory import ConvMemory
 
@@ -163,11 +165,7 @@ class Baseline:
         self.code = self._read()["code"]
 
     def _read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the baseline worker exited (see its stderr above)")
-        return dict(json.loads(line))
+        return read_reply(self.proc)
 
     def run(self, durability: str, start: int, count: int) -> dict[str, Any]:
         """``count`` turns from ``start`` on the baseline's memory of ``durability``."""
