@@ -16,8 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
+import httpcore  # noqa: F401  # see below
 import pytest
 from pytest_socket import disable_socket, enable_socket
+
+# httpcore imports trio when it is installed, and trio's first import asks ``ldconfig`` for libc
+# (``ctypes.util.find_library``): a process start, which ``_in_process`` below refuses. Importing
+# it here, before any test, keeps that one-time start out of whichever test first makes an httpx client.
 
 _UNIT = Path(__file__).parent
 #: Workers the unit tier runs on when it is run as a whole (pytest-xdist): the tier is CPU-bound
