@@ -35,7 +35,7 @@ from sqlalchemy import (
     union_all,
 )
 
-from convmem_graph.store.schema import HOBBY_KEYS, fragments
+from convmem_graph.store.schema import ALLERGY_KEYS, FOOD_KEYS, HOBBY_KEYS, fragments
 
 __all__ = [
     "ANY_UNDERIVED",
@@ -52,7 +52,9 @@ __all__ = [
     "PG_RELATED",
     "NEWEST_HOBBY",
     "NEWEST_HOBBY_AFTER",
+    "NEWEST_IN_FAMILY",
     "key_range",
+    "newest_family_rows",
     "newest_hobby_rows",
     "pg_context",
     "prefix_rows",
@@ -138,6 +140,26 @@ NEWEST_HOBBY_AFTER = (
     .limit(bindparam("limit"))
 )
 
+
+def _newest_pages(family: Any) -> tuple[Any, Any]:
+    # The first page and the page after a sort key, of the usable durable facts whose canonical
+    # key is in ``family`` (an expression a partial index repeats), newest stated first.
+    after = tuple_(_F.observed_at, _F.updated_at, _F.created_at, _F.id) < tuple_(
+        bindparam("o"), bindparam("u"), bindparam("c"), bindparam("i")
+    )
+    first = select(fragments).where(_USABLE, family).order_by(*_NEWEST_ORDER).limit(bindparam("limit"))
+    return first, select(fragments).where(_USABLE, family, after).order_by(*_NEWEST_ORDER).limit(
+        bindparam("limit")
+    )
+
+
+#: The same walk over other key families, each through its own partial index: ``food:``
+#: (``ix_cm_fragments_food``) and ``allergy:`` (``ix_cm_fragments_allergy``), what ``diet`` reads.
+NEWEST_IN_FAMILY: dict[str, tuple[Any, Any]] = {
+    "food:": _newest_pages(FOOD_KEYS),
+    "allergy:": _newest_pages(ALLERGY_KEYS),
+}
+
 #: The ids of the newest ``limit`` usable durable facts whose ``cjk`` is ``cjk``: the first rows of
 #: the index range ``ix_cm_fragments_lang`` (the ``language`` variable's support).
 NEWEST_OF_LANGUAGE = (
@@ -199,8 +221,38 @@ def newest_hobby_rows(
     or lock is held while the caller looks at a page), the next page starting after the last row
     seen (keyset). Pages grow to 1024 rows: most walks stop within the first.
     """
+    return _keyset_walk(read, NEWEST_HOBBY, NEWEST_HOBBY_AFTER, memory_id, now_ms=now_ms, batch=batch)
+
+
+def newest_family_rows(
+    read: Callable[[], AbstractContextManager[Connection]],
+    memory_id: str,
+    family: str,
+    *,
+    now_ms: int,
+    batch: int = 32,
+) -> Iterator[Row[Any]]:
+    """Usable durable facts whose canonical key starts with ``family``, newest stated first.
+
+    ``family`` is a key of :data:`NEWEST_IN_FAMILY` (``food:``, ``allergy:``); paged as
+    :func:`newest_hobby_rows`, the first page ``batch`` rows (a caller that knows how far it
+    will walk asks for that much at once).
+    """
+    first, after = NEWEST_IN_FAMILY[family]
+    return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch)
+
+
+def _keyset_walk(
+    read: Callable[[], AbstractContextManager[Connection]],
+    first: Any,
+    after: Any,
+    memory_id: str,
+    *,
+    now_ms: int,
+    batch: int,
+) -> Iterator[Row[Any]]:
     params: dict[str, Any] = {"mid": memory_id, "now": now_ms, "limit": batch}
-    stmt = NEWEST_HOBBY
+    stmt = first
     while True:
         with read() as conn:
             rows = list(conn.execute(stmt, params))
@@ -217,7 +269,7 @@ def newest_hobby_rows(
             "c": last.created_at,
             "i": last.id,
         }
-        stmt = NEWEST_HOBBY_AFTER
+        stmt = after
 
 
 @functools.cache
