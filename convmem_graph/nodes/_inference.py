@@ -229,10 +229,12 @@ class _Facts:
         met: set[str] = set()
         for family, window in (("allergy:", ALLERGY_WINDOW), ("food:", FOOD_WINDOW)):
             keys: set[str] = set()
-            # The first page is the window (most keys have one active fact); the walk stops at the
-            # first row of a key past it: the rule never looks at that key.
+            # The first page is the window and one row (most keys have one active fact): the walk
+            # stops at the first row of a key past the window, which the rule never looks at, and
+            # that row is then on the page already read (a page of ``window`` rows would make the
+            # walk read a second, larger page for it).
             for row in newest_family_rows(
-                self.store.read, self.memory_id, family, now_ms=self.now_ms, batch=window
+                self.store.read, self.memory_id, family, now_ms=self.now_ms, batch=window + 1
             ):
                 if row.ckey not in keys:
                     if len(keys) >= window:
