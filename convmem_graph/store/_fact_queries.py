@@ -35,7 +35,14 @@ from sqlalchemy import (
     union_all,
 )
 
-from convmem_graph.store.schema import ALLERGY_KEYS, FOOD_KEYS, HOBBY_KEYS, fragments
+from convmem_graph.store.schema import (
+    ALLERGY_KEYS,
+    FOOD_KEYS,
+    HOBBY_KEYS,
+    RECENT_FAMILIES,
+    fragments,
+    key_head,
+)
 
 __all__ = [
     "ANY_UNDERIVED",
@@ -45,6 +52,7 @@ __all__ = [
     "NEWEST_DURABLE",
     "NEWEST_OF_LANGUAGE",
     "RECENTLY_UPDATED",
+    "RECENTLY_UPDATED_IN_FAMILY",
     "RECENTLY_UPDATED_IN_RANGE",
     "STRONGEST",
     "STRONGEST_OF_KIND",
@@ -53,6 +61,7 @@ __all__ = [
     "NEWEST_HOBBY",
     "NEWEST_HOBBY_AFTER",
     "NEWEST_IN_FAMILY",
+    "indexed_family",
     "key_range",
     "newest_family_rows",
     "newest_hobby_rows",
@@ -101,6 +110,16 @@ RECENTLY_UPDATED_IN_RANGE = (
     .order_by(*_RECENT_ORDER)
     .limit(bindparam("limit"))
 )
+#: The same for the families of ``RECENT_FAMILIES`` (``pet:``, ``plan:``; prefix -> statement), each
+#: the first ``limit`` rows of its own partial index: the range above reads and sorts the whole
+#: family.
+RECENTLY_UPDATED_IN_FAMILY = {
+    prefix: select(fragments)
+    .where(_ACTIVE, key_head(prefix))
+    .order_by(*_RECENT_ORDER)
+    .limit(bindparam("limit"))
+    for prefix in RECENT_FAMILIES
+}
 #: Live active facts in the snapshot's order: durable first, then confidence, then recency.
 STRONGEST = (
     select(fragments)
@@ -273,11 +292,13 @@ def _keyset_walk(
 
 
 @functools.cache
-def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
+def pg_context(newest: bool, families: tuple[str | None, ...]) -> CompoundSelect[Any]:
     """PostgreSQL: the reads of ``nodes._extract_reads.known_facts`` in one round trip.
 
-    Arm 0 is :data:`RECENTLY_UPDATED` (when ``newest``), arm ``k`` (1-based) the ``k``-th prefix
-    range of :data:`RECENTLY_UPDATED_IN_RANGE` (parameters ``lo{k}``, ``hi{k}``); built once per shape.
+    Arm 0 is :data:`RECENTLY_UPDATED` (when ``newest``), arm ``k`` (1-based) the ``k``-th key
+    range: a family of :data:`RECENTLY_UPDATED_IN_FAMILY` when ``families[k - 1]`` names one (its
+    partial index's predicate), else :data:`RECENTLY_UPDATED_IN_RANGE`'s (parameters ``lo{k}``,
+    ``hi{k}``); built once per shape.
     """
     arms = []
     if newest:
@@ -287,10 +308,15 @@ def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
             .order_by(*_RECENT_ORDER)
             .limit(bindparam("limit"))
         )
-    for k in range(1, prefixes + 1):
+    for k, family in enumerate(families, start=1):
+        within = (
+            key_head(family)
+            if family is not None
+            else and_(_F.ckey >= bindparam(f"lo{k}"), _F.ckey < bindparam(f"hi{k}"))
+        )
         arms.append(
             select(literal(k).label("arm"), fragments)
-            .where(_ACTIVE, _F.ckey >= bindparam(f"lo{k}"), _F.ckey < bindparam(f"hi{k}"))
+            .where(_ACTIVE, within)
             .order_by(*_RECENT_ORDER)
             .limit(bindparam("per_prefix"))
         )
@@ -298,3 +324,8 @@ def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
     # how the arms are appended).
     union = union_all(*[a.subquery().select() for a in arms])
     return union.order_by("arm", desc("updated_at"), desc("created_at"), desc("id"))
+
+
+def indexed_family(lo: str, hi: str) -> str | None:
+    """The family of :data:`RECENTLY_UPDATED_IN_FAMILY` whose whole range ``[lo, hi)`` is, if any."""
+    return lo if lo in RECENTLY_UPDATED_IN_FAMILY and (lo, hi) == key_range(lo) else None

@@ -40,10 +40,12 @@ __all__ = [
     "HOBBY_PREFIXES",
     "METADATA",
     "PER_MEMORY_TABLES",
+    "RECENT_FAMILIES",
     "add_postgres_options",
     "audit",
     "dead_letters",
     "fragments",
+    "key_head",
     "memories",
     "messages",
     "round_interruptions",
@@ -239,17 +241,20 @@ Index(
 DIET_PREFIXES = ("allergy:", "food:")
 
 
-def _key_head(prefix: str) -> ColumnElement[bool]:
-    # The canonical key's first characters are ``prefix``. Not a range as in ``_key_family``: with
-    # one range, SQLite's planner prefers the (memory, status, ckey) index and sorts the whole family
-    # for the ORDER BY; this form no other index serves, so the family's own partial index is used.
+def key_head(prefix: str) -> ColumnElement[bool]:
+    """Canonical keys starting with ``prefix``: the predicate of a key family's partial index.
+
+    Not a range as in ``_key_family``: with one range, SQLite's planner prefers the (memory,
+    status, ckey) index and sorts the whole family for the ORDER BY; this form no other index
+    serves, so the family's own partial index is used (its WHERE repeated as written: literals).
+    """
     head = func.substr(fragments.c.ckey, literal_column("1"), literal_column(str(len(prefix))))
     return head == literal_column(f"'{prefix}'")
 
 
 #: The facts of each diet key family (queries repeat the expression to use its index below).
-FOOD_KEYS = _key_head("food:")
-ALLERGY_KEYS = _key_head("allergy:")
+FOOD_KEYS = key_head("food:")
+ALLERGY_KEYS = key_head("allergy:")
 
 # The food and the allergy facts newest stated first, in the ORDER BY of ``diet``'s walks: each a
 # keyset-paged range that stops after the newest few keys (``FOOD_WINDOW``, ``ALLERGY_WINDOW`` of
@@ -266,6 +271,25 @@ for _name, _keys in (("ix_cm_fragments_food", FOOD_KEYS), ("ix_cm_fragments_alle
         fragments.c.created_at.desc(),
         fragments.c.id.desc(),
         sqlite_where=_keys,
+    )
+
+#: Key families whose most recently updated facts ``extract`` shows the heuristic rules (known
+#: pets and plans: ``KNOWN_PREFIXES`` of :mod:`convmem_graph.nodes._extract_reads`, a unit test
+#: keeps the two equal), each with an index in that order.
+RECENT_FAMILIES = ("pet:", "plan:")
+
+# Each family's facts most recently updated first, the ORDER BY of ``extract``'s per-family read
+# (LIMIT 50): before, that read was the (memory, status, ckey) range of the whole family, sorted,
+# on every run (~9k ``plan:`` facts of a 1M-message memory: most of what still grew with it).
+for _prefix in RECENT_FAMILIES:
+    Index(
+        f"ix_cm_fragments_recent_{_prefix[:-1]}",
+        fragments.c.memory_id,
+        fragments.c.status,
+        fragments.c.updated_at.desc(),
+        fragments.c.created_at.desc(),
+        fragments.c.id.desc(),
+        sqlite_where=key_head(_prefix),
     )
 
 # The newest usable durable facts in one language (``cjk``), in inference's newest-first order: the
@@ -395,8 +419,10 @@ def add_postgres_options() -> None:
     underived.dialect_options["postgresql"]["where"] = text("ckey IS NULL")
     hobby = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_hobby")
     hobby.dialect_options["postgresql"]["where"] = HOBBY_KEYS
-    for name, keys in (("ix_cm_fragments_food", FOOD_KEYS), ("ix_cm_fragments_allergy", ALLERGY_KEYS)):
-        diet = next(i for i in fragments.indexes if i.name == name)
-        diet.dialect_options["postgresql"]["where"] = keys
+    families = [("ix_cm_fragments_food", FOOD_KEYS), ("ix_cm_fragments_allergy", ALLERGY_KEYS)]
+    families += [(f"ix_cm_fragments_recent_{p[:-1]}", key_head(p)) for p in RECENT_FAMILIES]
+    for name, keys in families:
+        family = next(i for i in fragments.indexes if i.name == name)
+        family.dialect_options["postgresql"]["where"] = keys
     expiring = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_expiring")
     expiring.dialect_options["postgresql"]["where"] = text("expires_at IS NOT NULL")
