@@ -14,9 +14,16 @@ Prints, per size, the median over rounds of the per-message cost, and the log-lo
 cost against the memory's size between consecutive sizes and over all of them (0: flat; 1: cost
 proportional to size). Target (issue 24): slope <= 0.1.
 
+With ``--baseline DIR`` (a checkout of earlier code), the memories are filled once (``--db FILE``,
+kept and reused when it exists: a 1M-message fill takes ~18 min), each side replays into its own
+copy of that file, and every round runs each side in a fresh process (order alternating), this
+script's code with the side's package; the CPU ratio of the two sides is printed per size.
+
 Usage:
     PYTHONPATH=. python benchmarks/replay_slope.py [--sizes 1000,10000,100000] [--rounds 3]
         [--sessions 4] [--session-messages 100] [--postgres postgresql://...]
+    PYTHONPATH=. python benchmarks/replay_slope.py --fill-only --db FILE --sizes 1000,10000,100000,1000000
+    PYTHONPATH=. python benchmarks/replay_slope.py --baseline DIR --db FILE --sizes ... --rounds 5
 """
 
 from __future__ import annotations
