@@ -14,17 +14,27 @@ Prints, per size, the median over rounds of the per-message cost, and the log-lo
 cost against the memory's size between consecutive sizes and over all of them (0: flat; 1: cost
 proportional to size). Target (issue 24): slope <= 0.1.
 
+With ``--baseline DIR`` (a checkout of earlier code), the memories are filled once (``--db FILE``,
+kept and reused when it exists: a 1M-message fill takes ~18 min), each side replays into its own
+copy of that file, and every round runs each side in a fresh process (order alternating), this
+script's code with the side's package; the CPU ratio of the two sides is printed per size.
+
 Usage:
     PYTHONPATH=. python benchmarks/replay_slope.py [--sizes 1000,10000,100000] [--rounds 3]
         [--sessions 4] [--session-messages 100] [--postgres postgresql://...]
+    PYTHONPATH=. python benchmarks/replay_slope.py --fill-only --db FILE --sizes 1000,10000,100000,1000000
+    PYTHONPATH=. python benchmarks/replay_slope.py --baseline DIR --db FILE --sizes ... --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -92,6 +102,86 @@ def slope(x0: float, y0: float, x1: float, y1: float) -> float:
     return (math.log(y1) - math.log(y0)) / (math.log(x1) - math.log(x0))
 
 
+def _worker(db: Path, sizes: list[int], first_round: int, rounds: int, sessions: int, per: int) -> None:
+    """One side's rounds on its own copy of the filled memories: prints one JSON line per size and round."""
+    mem = ConvMemory.open(str(db))
+    try:
+        for n in sizes:  # untimed: first-use imports and caches (and an older file's migrations)
+            mem.ingest(f"slope_{n}", session(10**6 + n + first_round, per), source="openai")
+        for r in range(first_round, first_round + rounds):
+            for n in sizes:
+                c0, t0 = time.process_time(), time.perf_counter()
+                for s in range(sessions):
+                    mem.ingest(f"slope_{n}", session(r * sessions + s, per), source="openai")
+                wall = (time.perf_counter() - t0) * 1e6 / (sessions * per)
+                cpu = (time.process_time() - c0) * 1e6 / (sessions * per)
+                print(json.dumps({"n": n, "round": r, "wall": wall, "cpu": cpu}), flush=True)
+    finally:
+        mem.close()
+
+
+def _fit(sizes: list[int], costs: list[float]) -> tuple[float, list[float]]:
+    steps = [slope(sizes[k], costs[k], sizes[k + 1], costs[k + 1]) for k in range(len(sizes) - 1)]
+    xs = [math.log(n) for n in sizes]
+    ys = [math.log(c) for c in costs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    fit = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return fit, steps
+
+
+def _sides(args: argparse.Namespace, sizes: list[int]) -> int:
+    """``--baseline``: every round replays into each side's own copy of one fill, a process per side."""
+    here = Path(__file__).resolve().parent.parent
+    trees = [("this", here), ("baseline", args.baseline.resolve())]
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-slope-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    fill_db = args.db or workdir / "fill.db"
+    if not fill_db.exists():
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, __file__, "--fill-only", "--db", str(fill_db), "--sizes", args.sizes],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(here)},
+        )
+        print(f"filled {args.sizes} in {time.perf_counter() - t0:.0f} s")
+    dbs = {}
+    for name, _ in trees:
+        dbs[name] = workdir / f"{name}_{fill_db.stem}.db"
+        shutil.copyfile(fill_db, dbs[name])  # the fill is one consistent file: WAL checkpointed on close
+    cpu: dict[tuple[str, int], list[float]] = {}
+    wall: dict[tuple[str, int], list[float]] = {}
+    print(f"load before: {os.getloadavg()}")
+    for r in range(args.rounds):
+        for name, tree in trees if r % 2 == 0 else trees[::-1]:
+            cmd = [sys.executable, __file__, "--worker", "--db", str(dbs[name]), "--sizes", args.sizes]
+            cmd += ["--first-round", str(r), "--rounds", "1", "--sessions", str(args.sessions)]
+            cmd += ["--session-messages", str(args.session_messages)]
+            out = subprocess.run(
+                cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)}
+            ).stdout
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    row = json.loads(line)
+                    cpu.setdefault((name, row["n"]), []).append(row["cpu"])
+                    wall.setdefault((name, row["n"]), []).append(row["wall"])
+        print(f"round {r + 1}/{args.rounds} done, load {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"\nload after: {os.getloadavg()}; per-message cost, median over {args.rounds} rounds (us)")
+    for name, _ in trees:
+        for label, table in (("CPU", cpu), ("wall", wall)):
+            costs = [statistics.median(table[(name, n)]) for n in sizes]
+            for n, us in zip(sizes, costs, strict=True):
+                rounds = " / ".join(f"{v:.0f}" for v in table[(name, n)])
+                print(f"{name:8} {label:4} {n:>9} messages  {us:9.0f} us/message  (rounds {rounds})")
+            if len(sizes) > 1:
+                fit, steps = _fit(sizes, costs)
+                listed = ", ".join(f"{s:.3f}" for s in steps)
+                print(f"{name} {label}: log-log slope {fit:.3f} (steps {listed})")
+    for n in sizes:
+        this, base = (statistics.median(cpu[(k, n)]) for k in ("this", "baseline"))
+        print(f"{n:>9} messages: CPU this / baseline x{this / base:.2f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -104,11 +194,34 @@ def main() -> int:
         "--postgres", default=None, help="also on PostgreSQL (a scratch schema, dropped after)"
     )
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of earlier code: each round replays on both sides, a fresh process each (SQLite)",
+    )
+    parser.add_argument("--db", type=Path, default=None, help="the filled SQLite file (made when missing)")
+    parser.add_argument("--fill-only", action="store_true", help="fill --db and stop")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first-round", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.worker:
+        _worker(args.db, sizes, args.first_round, args.rounds, args.sessions, args.session_messages)
+        return 0
+    if args.fill_only:
+        with ConvMemory.open(str(args.db)) as mem:
+            for n in sizes:
+                t0 = time.perf_counter()
+                fill(mem, f"slope_{n}", n)
+                took = time.perf_counter() - t0
+                print(f"filled {n} messages / {n // 10} facts in {took:.1f} s", flush=True)
+        return 0
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load {os.getloadavg()}")
+    if args.baseline is not None:
+        return _sides(args, sizes)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-slope-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load {os.getloadavg()}")
     print(f"code: {Path(convmem_graph.__file__).parent}")
     with ExitStack() as stack:
         backends = {"sqlite": ConvMemory.open(str(workdir / "slope.db"))}

@@ -10,9 +10,11 @@ Inference reads only active, non-transient fragments and never calls a model:
   with positive wording, favourite-thing slots excepted), at most :data:`MAX_LIST_ITEMS` of the
   newest;
 - ``diet`` joins allergies, vegetarianism, avoided and liked foods (``allergy:`` and ``food:``
-  keys), allergies first. Each part is worded in the language of its subject ("对芒果过敏",
-  "allergic to mango"); parts in one language are joined with a comma, parts in two languages with
-  a semicolon, so a mixed value still reads as a list;
+  keys), allergies first, from the newest :data:`ALLERGY_WINDOW` allergy keys and the newest
+  :data:`FOOD_WINDOW` food keys (diets such as "vegetarian" at any age). Each part is worded in the
+  language of its subject ("对芒果过敏", "allergic to mango"); parts in one script are joined with
+  that script's comma ("，" or ", "), parts in two with a semicolon of the memory's language, so a
+  mixed value still reads as a list;
 - ``language`` comes from a ``profile:language`` fragment, else from the script of the fragments.
 
 Keys are read in their canonical form (:func:`~convmem_graph.text.keys.canonical_key`), so
@@ -38,10 +40,28 @@ from convmem_graph.payloads._sanitize import looks_like_instruction
 from convmem_graph.text.keys import canonical_key, key_subject, normalize_key
 from convmem_graph.text.scripts import has_cjk, is_cjk_text
 
-__all__ = ["DEFAULT_VARIABLE_SPECS", "MAX_LIST_ITEMS", "generic_sources", "infer_variables"]
+__all__ = [
+    "ALLERGY_WINDOW",
+    "DEFAULT_VARIABLE_SPECS",
+    "DIET_KEYS",
+    "FOOD_WINDOW",
+    "MAX_LIST_ITEMS",
+    "generic_sources",
+    "infer_variables",
+]
 
 #: Longest list a list variable gets (the newest items are kept, then sorted).
 MAX_LIST_ITEMS = 20
+#: How many of the newest distinct ``food:`` keys ``diet`` looks at: five times the foods it keeps,
+#: so an avoided food (kept before liked ones) stays in the value until a hundred newer foods
+#: were named. Without a window, finding the avoided ones meant reading every food fact of the
+#: memory on each run that touched one (thousands in a large memory), for a value of 20 foods.
+FOOD_WINDOW = 5 * MAX_LIST_ITEMS
+#: How many of the newest distinct ``allergy:`` keys ``diet`` looks at. Every allergy among them is
+#: kept (a missed allergy costs more than a long value), so the window is twice the list cap: a
+#: "not allergic to ..." fact takes a place too. Nobody states forty allergies; a memory that holds
+#: more is a synthetic or a broken one, and its value stays readable.
+ALLERGY_WINDOW = 2 * MAX_LIST_ITEMS
 #: How many supporting fragment ids ``language`` reports.
 _MAX_LANGUAGE_SUPPORT = 10
 
@@ -142,6 +162,10 @@ _FAVORITE_PREFIXES = ("pref:favorite_", "pref:favourite_", "pref:最喜欢的", 
 _DIET_PREFIXES = ("allergy:", "food:")
 #: Diets (not foods): "吃素", "gluten-free", "清真"; a diet given up is left out, never "avoids vegan".
 _VEGETARIAN = frozenset({"素食", *DIETS_EN.values(), *DIETS_ZH.values()})
+#: The canonical keys of those diets: read at any age, outside :data:`FOOD_WINDOW` (a handful of
+#: keys; "vegetarian" said a year ago still holds). Only ``food:<diet>`` keys: an item of
+#: another key spelling that reads as a diet is a food of the window like any other.
+DIET_KEYS = frozenset(canonical_key(f"food:{d.replace(' ', '_')}") for d in _VEGETARIAN)
 
 
 def _is_value(text: str) -> bool:
@@ -232,13 +256,27 @@ def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
 
 
 def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
-    """Allergies, vegetarianism, avoided and liked foods (the newest few), each in its subject's language."""
+    """Allergies, vegetarianism, avoided and liked foods (the newest few), each in its subject's language.
+
+    Looks at each key's newest fact, of the newest :data:`ALLERGY_WINDOW` allergy keys, the newest
+    :data:`FOOD_WINDOW` food keys and the :data:`DIET_KEYS` (any age): what
+    :mod:`convmem_graph.nodes._inference` reads through its indexes, so both give one value.
+    """
     parts: list[tuple[int, str, str, bool]] = []
     seen: set[str] = set()
+    allergies = foods = 0
     for f in _newest_first(fragments):
         key = canonical_key(f.key)
         if not key.startswith(_DIET_PREFIXES) or key in seen:
             continue
+        if key.startswith("allergy:"):
+            if allergies >= ALLERGY_WINDOW:
+                continue
+            allergies += 1
+        else:
+            if foods >= FOOD_WINDOW and key not in DIET_KEYS:
+                continue
+            foods += 1
         seen.add(key)
         item = key_subject(key)
         if not item or not _is_value(item):
@@ -264,10 +302,15 @@ def _diet(fragments: Sequence[Fragment], zh: bool) -> VariableGuess | None:
     # MAX_LIST_ITEMS, avoided ones before liked ones, newest first within each (``parts`` is newest
     # first and the sort is stable): the value is injected into every prompt, and a memory naming
     # thousands of foods made it hundreds of kilobytes.
-    foods = sorted((p for p in parts if p[0] >= 2), key=lambda p: p[0])[:MAX_LIST_ITEMS]
-    parts = sorted([p for p in parts if p[0] < 2] + foods)
-    mixed = len({p[3] for p in parts}) > 1
-    sep = ("；" if mixed else "，") if zh else ("; " if mixed else ", ")
+    foods_kept = sorted((p for p in parts if p[0] >= 2), key=lambda p: p[0])[:MAX_LIST_ITEMS]
+    parts = sorted([p for p in parts if p[0] < 2] + foods_kept)
+    scripts = {p[3] for p in parts}
+    # The comma of the parts' own script: "vegetarian，avoids olives" read wrong in a memory that
+    # is mostly Chinese. Only a value in two scripts needs the memory's language, for its semicolon.
+    if len(scripts) > 1:
+        sep = "；" if zh else "; "
+    else:
+        sep = "，" if True in scripts else ", "
     return VariableGuess(value=sep.join(p[1] for p in parts), fragment_ids=sorted(p[2] for p in parts))
 
 

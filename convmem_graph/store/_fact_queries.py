@@ -35,7 +35,14 @@ from sqlalchemy import (
     union_all,
 )
 
-from convmem_graph.store.schema import HOBBY_KEYS, fragments
+from convmem_graph.store.schema import (
+    ALLERGY_KEYS,
+    FOOD_KEYS,
+    HOBBY_KEYS,
+    RECENT_FAMILIES,
+    fragments,
+    key_head,
+)
 
 __all__ = [
     "ANY_UNDERIVED",
@@ -45,6 +52,7 @@ __all__ = [
     "NEWEST_DURABLE",
     "NEWEST_OF_LANGUAGE",
     "RECENTLY_UPDATED",
+    "RECENTLY_UPDATED_IN_FAMILY",
     "RECENTLY_UPDATED_IN_RANGE",
     "STRONGEST",
     "STRONGEST_OF_KIND",
@@ -52,7 +60,10 @@ __all__ = [
     "PG_RELATED",
     "NEWEST_HOBBY",
     "NEWEST_HOBBY_AFTER",
+    "NEWEST_IN_FAMILY",
+    "indexed_family",
     "key_range",
+    "newest_family_rows",
     "newest_hobby_rows",
     "pg_context",
     "prefix_rows",
@@ -99,6 +110,16 @@ RECENTLY_UPDATED_IN_RANGE = (
     .order_by(*_RECENT_ORDER)
     .limit(bindparam("limit"))
 )
+#: The same for the families of ``RECENT_FAMILIES`` (``pet:``, ``plan:``; prefix -> statement), each
+#: the first ``limit`` rows of its own partial index: the range above reads and sorts the whole
+#: family.
+RECENTLY_UPDATED_IN_FAMILY = {
+    prefix: select(fragments)
+    .where(_ACTIVE, key_head(prefix))
+    .order_by(*_RECENT_ORDER)
+    .limit(bindparam("limit"))
+    for prefix in RECENT_FAMILIES
+}
 #: Live active facts in the snapshot's order: durable first, then confidence, then recency.
 STRONGEST = (
     select(fragments)
@@ -137,6 +158,26 @@ NEWEST_HOBBY_AFTER = (
     .order_by(*_NEWEST_ORDER)
     .limit(bindparam("limit"))
 )
+
+
+def _newest_pages(family: Any) -> tuple[Any, Any]:
+    # The first page and the page after a sort key, of the usable durable facts whose canonical
+    # key is in ``family`` (an expression a partial index repeats), newest stated first.
+    after = tuple_(_F.observed_at, _F.updated_at, _F.created_at, _F.id) < tuple_(
+        bindparam("o"), bindparam("u"), bindparam("c"), bindparam("i")
+    )
+    first = select(fragments).where(_USABLE, family).order_by(*_NEWEST_ORDER).limit(bindparam("limit"))
+    return first, select(fragments).where(_USABLE, family, after).order_by(*_NEWEST_ORDER).limit(
+        bindparam("limit")
+    )
+
+
+#: The same walk over other key families, each through its own partial index: ``food:``
+#: (``ix_cm_fragments_food``) and ``allergy:`` (``ix_cm_fragments_allergy``), what ``diet`` reads.
+NEWEST_IN_FAMILY: dict[str, tuple[Any, Any]] = {
+    "food:": _newest_pages(FOOD_KEYS),
+    "allergy:": _newest_pages(ALLERGY_KEYS),
+}
 
 #: The ids of the newest ``limit`` usable durable facts whose ``cjk`` is ``cjk``: the first rows of
 #: the index range ``ix_cm_fragments_lang`` (the ``language`` variable's support).
@@ -199,8 +240,38 @@ def newest_hobby_rows(
     or lock is held while the caller looks at a page), the next page starting after the last row
     seen (keyset). Pages grow to 1024 rows: most walks stop within the first.
     """
+    return _keyset_walk(read, NEWEST_HOBBY, NEWEST_HOBBY_AFTER, memory_id, now_ms=now_ms, batch=batch)
+
+
+def newest_family_rows(
+    read: Callable[[], AbstractContextManager[Connection]],
+    memory_id: str,
+    family: str,
+    *,
+    now_ms: int,
+    batch: int = 32,
+) -> Iterator[Row[Any]]:
+    """Usable durable facts whose canonical key starts with ``family``, newest stated first.
+
+    ``family`` is a key of :data:`NEWEST_IN_FAMILY` (``food:``, ``allergy:``); paged as
+    :func:`newest_hobby_rows`, the first page ``batch`` rows (a caller that knows how far it
+    will walk asks for that much at once).
+    """
+    first, after = NEWEST_IN_FAMILY[family]
+    return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch)
+
+
+def _keyset_walk(
+    read: Callable[[], AbstractContextManager[Connection]],
+    first: Any,
+    after: Any,
+    memory_id: str,
+    *,
+    now_ms: int,
+    batch: int,
+) -> Iterator[Row[Any]]:
     params: dict[str, Any] = {"mid": memory_id, "now": now_ms, "limit": batch}
-    stmt = NEWEST_HOBBY
+    stmt = first
     while True:
         with read() as conn:
             rows = list(conn.execute(stmt, params))
@@ -217,15 +288,17 @@ def newest_hobby_rows(
             "c": last.created_at,
             "i": last.id,
         }
-        stmt = NEWEST_HOBBY_AFTER
+        stmt = after
 
 
 @functools.cache
-def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
+def pg_context(newest: bool, families: tuple[str | None, ...]) -> CompoundSelect[Any]:
     """PostgreSQL: the reads of ``nodes._extract_reads.known_facts`` in one round trip.
 
-    Arm 0 is :data:`RECENTLY_UPDATED` (when ``newest``), arm ``k`` (1-based) the ``k``-th prefix
-    range of :data:`RECENTLY_UPDATED_IN_RANGE` (parameters ``lo{k}``, ``hi{k}``); built once per shape.
+    Arm 0 is :data:`RECENTLY_UPDATED` (when ``newest``), arm ``k`` (1-based) the ``k``-th key
+    range: a family of :data:`RECENTLY_UPDATED_IN_FAMILY` when ``families[k - 1]`` names one (its
+    partial index's predicate), else :data:`RECENTLY_UPDATED_IN_RANGE`'s (parameters ``lo{k}``,
+    ``hi{k}``); built once per shape.
     """
     arms = []
     if newest:
@@ -235,10 +308,15 @@ def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
             .order_by(*_RECENT_ORDER)
             .limit(bindparam("limit"))
         )
-    for k in range(1, prefixes + 1):
+    for k, family in enumerate(families, start=1):
+        within = (
+            key_head(family)
+            if family is not None
+            else and_(_F.ckey >= bindparam(f"lo{k}"), _F.ckey < bindparam(f"hi{k}"))
+        )
         arms.append(
             select(literal(k).label("arm"), fragments)
-            .where(_ACTIVE, _F.ckey >= bindparam(f"lo{k}"), _F.ckey < bindparam(f"hi{k}"))
+            .where(_ACTIVE, within)
             .order_by(*_RECENT_ORDER)
             .limit(bindparam("per_prefix"))
         )
@@ -246,3 +324,8 @@ def pg_context(newest: bool, prefixes: int) -> CompoundSelect[Any]:
     # how the arms are appended).
     union = union_all(*[a.subquery().select() for a in arms])
     return union.order_by("arm", desc("updated_at"), desc("created_at"), desc("id"))
+
+
+def indexed_family(lo: str, hi: str) -> str | None:
+    """The family of :data:`RECENTLY_UPDATED_IN_FAMILY` whose whole range ``[lo, hi)`` is, if any."""
+    return lo if lo in RECENTLY_UPDATED_IN_FAMILY and (lo, hi) == key_range(lo) else None

@@ -307,9 +307,11 @@ class PostgresBackend:
         if limit <= 0 and not ranges:
             return []
         params: dict[str, Any] = {"mid": memory_id, "limit": limit, "per_prefix": per_prefix}
-        for k, (lo, hi) in enumerate(ranges, start=1):
-            params[f"lo{k}"], params[f"hi{k}"] = lo, hi
-        return list(conn.execute(FQ.pg_context(limit > 0, len(ranges)), params))
+        families = tuple(FQ.indexed_family(lo, hi) for lo, hi in ranges)
+        for k, ((lo, hi), family) in enumerate(zip(ranges, families, strict=True), start=1):
+            if family is None:  # a family's arm names its keys in the statement
+                params[f"lo{k}"], params[f"hi{k}"] = lo, hi
+        return list(conn.execute(FQ.pg_context(limit > 0, families), params))
 
     def advance_extracted(
         self, conn: Connection, memory_id: str, upto_seq: int, now_ms: int, *, changed: bool, facts: bool

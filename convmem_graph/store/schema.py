@@ -24,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    func,
     literal_column,
     or_,
     text,
@@ -32,14 +33,19 @@ from sqlalchemy import (
 from convmem_graph.store._derived import column_default
 
 __all__ = [
+    "ALLERGY_KEYS",
+    "DIET_PREFIXES",
+    "FOOD_KEYS",
     "HOBBY_KEYS",
     "HOBBY_PREFIXES",
     "METADATA",
     "PER_MEMORY_TABLES",
+    "RECENT_FAMILIES",
     "add_postgres_options",
     "audit",
     "dead_letters",
     "fragments",
+    "key_head",
     "memories",
     "messages",
     "round_interruptions",
@@ -230,6 +236,62 @@ Index(
     sqlite_where=HOBBY_KEYS,
 )
 
+#: Canonical-key prefixes of the facts the ``diet`` variable reads: ``_DIET_PREFIXES`` of
+#: :mod:`convmem_graph.extractors.variables` (a unit test keeps the two equal).
+DIET_PREFIXES = ("allergy:", "food:")
+
+
+def key_head(prefix: str) -> ColumnElement[bool]:
+    """Canonical keys starting with ``prefix``: the predicate of a key family's partial index.
+
+    Not a range as in ``_key_family``: with one range, SQLite's planner prefers the (memory,
+    status, ckey) index and sorts the whole family for the ORDER BY; this form no other index
+    serves, so the family's own partial index is used (its WHERE repeated as written: literals).
+    """
+    head = func.substr(fragments.c.ckey, literal_column("1"), literal_column(str(len(prefix))))
+    return head == literal_column(f"'{prefix}'")
+
+
+#: The facts of each diet key family (queries repeat the expression to use its index below).
+FOOD_KEYS = key_head("food:")
+ALLERGY_KEYS = key_head("allergy:")
+
+# The food and the allergy facts newest stated first, in the ORDER BY of ``diet``'s walks: each a
+# keyset-paged range that stops after the newest few keys (``FOOD_WINDOW``, ``ALLERGY_WINDOW`` of
+# the variables' rules). One index per family: in one index for both, the allergy walk would
+# step over every food fact. Partial: other facts cost them nothing.
+for _name, _keys in (("ix_cm_fragments_food", FOOD_KEYS), ("ix_cm_fragments_allergy", ALLERGY_KEYS)):
+    Index(
+        _name,
+        fragments.c.memory_id,
+        fragments.c.status,
+        fragments.c.transient,
+        fragments.c.observed_at.desc(),
+        fragments.c.updated_at.desc(),
+        fragments.c.created_at.desc(),
+        fragments.c.id.desc(),
+        sqlite_where=_keys,
+    )
+
+#: Key families whose most recently updated facts ``extract`` shows the heuristic rules (known
+#: pets and plans: ``KNOWN_PREFIXES`` of :mod:`convmem_graph.nodes._extract_reads`, a unit test
+#: keeps the two equal), each with an index in that order.
+RECENT_FAMILIES = ("pet:", "plan:")
+
+# Each family's facts most recently updated first, the ORDER BY of ``extract``'s per-family read
+# (LIMIT 50): before, that read was the (memory, status, ckey) range of the whole family, sorted,
+# on every run (~9k ``plan:`` facts of a 1M-message memory: most of what still grew with it).
+for _prefix in RECENT_FAMILIES:
+    Index(
+        f"ix_cm_fragments_recent_{_prefix[:-1]}",
+        fragments.c.memory_id,
+        fragments.c.status,
+        fragments.c.updated_at.desc(),
+        fragments.c.created_at.desc(),
+        fragments.c.id.desc(),
+        sqlite_where=key_head(_prefix),
+    )
+
 # The newest usable durable facts in one language (``cjk``), in inference's newest-first order: the
 # ``language`` variable's supporting facts are the first rows of one range (before: an OFFSET walk
 # over every durable fact until enough of the majority's language turned up).
@@ -357,5 +419,10 @@ def add_postgres_options() -> None:
     underived.dialect_options["postgresql"]["where"] = text("ckey IS NULL")
     hobby = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_hobby")
     hobby.dialect_options["postgresql"]["where"] = HOBBY_KEYS
+    families = [("ix_cm_fragments_food", FOOD_KEYS), ("ix_cm_fragments_allergy", ALLERGY_KEYS)]
+    families += [(f"ix_cm_fragments_recent_{p[:-1]}", key_head(p)) for p in RECENT_FAMILIES]
+    for name, keys in families:
+        family = next(i for i in fragments.indexes if i.name == name)
+        family.dialect_options["postgresql"]["where"] = keys
     expiring = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_expiring")
     expiring.dialect_options["postgresql"]["where"] = text("expires_at IS NOT NULL")

@@ -244,11 +244,21 @@ class SqliteBackend:
     def context_fact_rows(
         self, conn: Connection, memory_id: str, limit: int, ranges: Sequence[tuple[str, str]], per_prefix: int
     ) -> list[Row[Any]]:
-        """The ``limit`` most recently updated active facts, then up to ``per_prefix`` in each key range."""
+        """The ``limit`` most recently updated active facts, then up to ``per_prefix`` in each key range.
+
+        A range that is a whole family with an index of its own (``pet:``, ``plan:``) reads that
+        index's first rows; any other range is read and sorted.
+        """
         rows = (
             list(conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit})) if limit > 0 else []
         )
         for lo, hi in ranges:
+            family = FQ.indexed_family(lo, hi)
+            if family is not None:
+                rows += conn.execute(
+                    FQ.RECENTLY_UPDATED_IN_FAMILY[family], {"mid": memory_id, "limit": per_prefix}
+                )
+                continue
             params = {"mid": memory_id, "lo": lo, "hi": hi, "limit": per_prefix}
             rows += conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params)
         return rows
