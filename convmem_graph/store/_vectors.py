@@ -56,6 +56,13 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from convmem_graph.models import EpisodeHit, EpisodeSearch
 from convmem_graph.store._episode_search import read_messages
+from convmem_graph.store._pgvector import (
+    pg_delete_matching,
+    pg_delete_seqs,
+    pg_search,
+    pg_write,
+    pgvector_schema,
+)
 from convmem_graph.store.schema import messages
 
 if TYPE_CHECKING:
@@ -142,12 +149,16 @@ def _numpy() -> ModuleType:
     return numpy
 
 
-def _pack(vector: Sequence[float]) -> bytes:
+def _unit(vector: Sequence[float]) -> ndarray:
     np = _numpy()
     arr = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(arr))
     # Stored unit-length: a search is then a matrix-vector product.
-    packed: bytes = (arr / norm if norm else arr).astype("<f2").tobytes()
+    return cast("ndarray", arr / norm if norm else arr)
+
+
+def _pack(vector: Sequence[float]) -> bytes:
+    packed: bytes = _unit(vector).astype("<f2").tobytes()
     return packed
 
 
@@ -200,6 +211,10 @@ def write_vectors(
         )
     )
     conn.execute(turn_vectors.insert(), values)
+    schema = pgvector_schema(conn)
+    if schema is not None:
+        # The searchable copy, in the same transaction as the record above.
+        pg_write(conn, schema, memory_id, model, [(s, _unit(wanted[s])) for s in seqs])
     return len(values)
 
 
@@ -223,6 +238,8 @@ def delete_message_vectors(conn: Connection, memory_id: str, *where: ColumnEleme
     if where:
         chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
         gone = gone.where(turn_vectors.c.seq.in_(chosen))
+    if pgvector_schema(conn) is not None:
+        pg_delete_matching(conn, memory_id, *where)
     if conn.execute(gone).rowcount:
         _set_token(conn, memory_id, renew=True)
 
@@ -231,6 +248,8 @@ def delete_seq_vectors(conn: Connection, memory_id: str, seqs: Sequence[int]) ->
     """Delete the vectors of the given seqs of one memory."""
     if not seqs:
         return
+    if pgvector_schema(conn) is not None:
+        pg_delete_seqs(conn, memory_id, seqs)
     gone = conn.execute(
         delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id, turn_vectors.c.seq.in_(list(seqs)))
     )
@@ -367,9 +386,13 @@ def dense_search(
 
     Cosines are those of the stored float16 vectors to within ~1e-5; the top ``k`` is the exact
     float32 one but for near-ties that close (the int8 pass only chooses the rows re-scored).
+    On PostgreSQL with pgvector the database scores them (:mod:`~convmem_graph.store._pgvector`).
     """
-    matrix = _matrix(conn, memory_id, model)
     np = _numpy()
+    schema = pgvector_schema(conn)
+    if schema is not None:
+        return pg_search(conn, schema, memory_id, model, _unit(query), k) if k > 0 else {}
+    matrix = _matrix(conn, memory_id, model)
     q = np.asarray(query, dtype=np.float32)
     n = len(matrix.ids)
     if not n or k <= 0 or matrix.coarse.shape[1] != q.shape[0]:
