@@ -14,6 +14,12 @@ so delete, purge and import keep both exact. A search is one statement: an exact
 memory's rows through the primary key, ordered by cosine distance (``<=>``), which pgvector
 computes in C over ``halfvec`` (float16, the same precision the portable path stores).
 
+A version older than migration 7 writing to such a database (a rolling upgrade) writes and
+deletes ``cm_turn_vectors`` only: its new vectors are missing here (those turns are found by their
+words) and the vectors of turns it deletes stay here until this version deletes the memory or
+runs :func:`enable_pgvector` again, which makes the copy exact (a search never returns a turn
+whose message is gone).
+
 Why no HNSW index: search is always within one memory, and a global HNSW index filtered by memory
 returns ``ef_search`` candidates before the filter (iterative scans help, but a small memory in a
 large table still walks far). Measured in ``benchmarks/README.md`` (issue 23, "pgvector").
@@ -121,7 +127,14 @@ def enable_pgvector(conn: Connection) -> bool:
 
 
 def _backfill(conn: Connection, schema: str) -> None:
-    """Copy the portable float16 vectors not in the table yet (a database embedded before)."""
+    """Make the table hold exactly ``cm_turn_vectors``' rows: drop what it has alone, copy what it lacks.
+
+    A database embedded before the extension was there, or written by an older version since.
+    """
+    conn.exec_driver_sql(
+        f"DELETE FROM {PGVECTOR_TABLE} p WHERE NOT EXISTS (SELECT 1 FROM cm_turn_vectors v "
+        "WHERE v.memory_id = p.memory_id AND v.model = p.model AND v.seq = p.seq)"
+    )
     if conn.exec_driver_sql("SELECT 1 FROM cm_turn_vectors LIMIT 1").first() is None:
         return  # nothing to copy: numpy (an extra) is not needed
     import numpy as np  # the vectors were written by a process with the embeddings extra
@@ -130,7 +143,9 @@ def _backfill(conn: Connection, schema: str) -> None:
     while True:
         rows = conn.exec_driver_sql(
             "SELECT v.memory_id, v.model, v.seq, v.vec FROM cm_turn_vectors v "
-            "WHERE (v.memory_id, v.model, v.seq) > (%s, %s, %s) ORDER BY 1, 2, 3 LIMIT 2000",
+            "WHERE (v.memory_id, v.model, v.seq) > (%s, %s, %s) AND NOT EXISTS (SELECT 1 FROM "
+            f"{PGVECTOR_TABLE} p WHERE p.memory_id = v.memory_id AND p.model = v.model AND p.seq = v.seq) "
+            "ORDER BY 1, 2, 3 LIMIT 2000",
             after,
         ).all()
         if not rows:

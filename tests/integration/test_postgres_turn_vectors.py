@@ -115,5 +115,18 @@ def test_enabling_pgvector_copies_the_vectors_stored_before(
         assert copied == len(seqs)
         after = _search(store, query, 8)
         assert list(after) == list(before)
+        # An older version wrote and deleted cm_turn_vectors alone meanwhile: run again, exact again.
+        with store.transaction("m") as conn:
+            conn.execute(text("DELETE FROM cm_turn_vectors WHERE seq = :s"), {"s": seqs[0]})
+            conn.execute(text(f"DELETE FROM {PGVECTOR_TABLE} WHERE seq = :s"), {"s": seqs[1]})
+        with store.schema_transaction() as conn:
+            assert enable_pgvector(conn)
+        with store.read() as conn:
+            keys = "SELECT memory_id, model, seq FROM {} ORDER BY 1, 2, 3"
+            assert (
+                conn.execute(text(keys.format(PGVECTOR_TABLE))).all()
+                == conn.execute(text(keys.format("cm_turn_vectors"))).all()
+            )
+            assert conn.execute(text(f"SELECT count(*) FROM {PGVECTOR_TABLE}")).scalar() == len(seqs) - 1
     finally:
         store.close()

@@ -97,6 +97,28 @@ def check_vectors_round_trip(url: str, copies: tuple[str, ...] = ()) -> None:
         assert mem.embed_turns("u1") == len(TURNS) - 2  # picks up where it stopped
         assert mem.embed_turns("u1") == 0
         assert mem.embed_turns("u2") == len(TURNS)
+        # A turn replaced by a corrected copy (same id): the old row's vector goes with it.
+        with mem.store.engine.connect() as conn:
+            first = conn.execute(
+                text(
+                    "SELECT seq, id, role, channel, source, timestamp_ms FROM cm_messages "
+                    "WHERE memory_id = 'u2' ORDER BY seq LIMIT 1"
+                )
+            ).one()
+        edited = Message(
+            id=first.id,
+            role=first.role,
+            content=TURNS[0] + " (edited)",
+            channel=first.channel,
+            source=first.source,
+            timestamp_ms=first.timestamp_ms,
+        )
+        mem.store.add_messages("u2", [edited])
+        assert ("u2", emb.model, int(first.seq)) not in vector_keys(mem, "cm_turn_vectors")
+        assert vector_rows(mem, "u2") == len(TURNS) - 1
+        for copy in copies:
+            assert vector_keys(mem, copy) == vector_keys(mem, "cm_turn_vectors")
+        assert mem.embed_turns("u2") == 1  # the corrected turn
         # Retention purge: the purged turns' vectors go with them.
         purged = mem.store.purge_messages("u1", before_ms=T0 + 120_000, keep_recent=0, only_processed=False)
         assert purged == 2
