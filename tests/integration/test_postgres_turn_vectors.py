@@ -9,6 +9,9 @@ EXTENSION vector`` fails (Debian's PostgreSQL 15 has no pgvector package).
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import numpy as np
 import psycopg
 import pytest
@@ -71,9 +74,11 @@ def test_pgvector_search_matches_the_portable_path(
     index = {s: i for i, s in enumerate(seqs)}
     try:
         queries = rng.standard_normal((20, 64)).astype(np.float32)
+        sql_calls = _count_sql_searches(monkeypatch)
+        monkeypatch.setattr(_vectors, "_warm_later", lambda *args: None)  # no cache: every search in SQL
+        _vectors._cache.clear()
         native = [_search(store, q, 10) for q in queries]
-        with store.read() as conn:
-            assert _pgvector.pgvector_schema(conn) is not None  # the searches above ran in SQL
+        assert sql_calls == [1] * len(queries)
         monkeypatch.setattr(_vectors, "pgvector_schema", lambda conn: None)
         numpy = [_search(store, q, 10) for q in queries]
         shared = 0
@@ -89,6 +94,54 @@ def test_pgvector_search_matches_the_portable_path(
         # A query of another dimension finds nothing (not an error from pgvector).
         monkeypatch.undo()
         assert _search(store, rng.standard_normal(32).astype(np.float32), 5) == {}
+    finally:
+        store.close()
+
+
+def _count_sql_searches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch pgvector's search to append 1 to the returned list on every call."""
+    calls: list[int] = []
+    search = _vectors.pg_search
+
+    def counted(*args: Any, **kwargs: Any) -> dict[int, float]:
+        calls.append(1)
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(_vectors, "pg_search", counted)
+    return calls
+
+
+def _wait_cached(store: MemoryStore, model: str = "rand", mid: str = "m") -> None:
+    key = (id(store.engine), mid, model)
+    deadline = time.monotonic() + 30
+    while key not in _vectors._cache or _vectors._warming:
+        assert time.monotonic() < deadline, "the cache was not warmed within 30 s"
+        time.sleep(0.02)
+
+
+def test_pgvector_answers_until_this_process_has_the_matrix(
+    pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(13)
+    matrix = rng.standard_normal((400, 32)).astype(np.float32)
+    store, seqs = _store_with_vectors(pgvector_url, matrix)
+    try:
+        _vectors._cache.clear()
+        sql_calls = _count_sql_searches(monkeypatch)
+        query = rng.standard_normal(32).astype(np.float32)
+        cold = _search(store, query, 5)
+        assert len(sql_calls) == 1  # nothing cached: the database answered
+        _wait_cached(store)
+        assert _search(store, query, 5) == pytest.approx(cold, abs=2e-3)
+        assert len(sql_calls) == 1  # cached now: numpy answered, the same turns
+        # A replaced vector renews the memory's token: the database answers (with the new vector)
+        # until the thread has read the matrix again.
+        store.save_turn_vectors("m", "rand", [(seqs[7], query.tolist())])
+        assert next(iter(_search(store, query, 5))) == seqs[7]
+        assert len(sql_calls) == 2
+        _wait_cached(store)
+        assert next(iter(_search(store, query, 5))) == seqs[7]
+        assert len(sql_calls) == 2
     finally:
         store.close()
 
