@@ -10,9 +10,11 @@ installed stays portable until :func:`enable_pgvector` is run on it again.
 
 ``cm_turn_vectors`` stays the record of which turns have a vector (the resumable embedding reads
 it); this table is its searchable copy, written and deleted in the same statements' transaction,
-so delete, purge and import keep both exact. A search is one statement: an exact scan of the
+so delete, purge and import keep both exact. A search here is one statement: an exact scan of the
 memory's rows through the primary key, ordered by cosine distance (``<=>``), which pgvector
-computes in C over ``halfvec`` (float16, the same precision the portable path stores).
+computes in C over ``halfvec`` (float16, the same precision the portable path stores). It serves
+a process that has no fresh matrix of the memory cached (:func:`~convmem_graph.store._vectors.dense_search`
+has a thread read it meanwhile): with the matrix warm, numpy is faster from ~10k turns on.
 
 A version older than migration 7 writing to such a database (a rolling upgrade) writes and
 deletes ``cm_turn_vectors`` only: its new vectors are missing here (those turns are found by their
