@@ -22,7 +22,11 @@ Usage:
     python benchmarks/dense_search.py [--calls 200] [--workdir DIR] [--db postgresql://...]
     python benchmarks/dense_search.py --alternatives [--calls 50]
 
-With ``--db`` the memories go to a new schema of that database, dropped at the end.
+With ``--db`` the memories go to a new schema of that database, dropped at the end. On a server
+with pgvector, ``--pg-paths`` times the PostgreSQL paths on the same database, alternating call by
+call: pgvector's SQL scan alone, the portable numpy path alone (the same code as before pgvector,
+reading ``cm_turn_vectors``, which both keep) and the store's default (pgvector until a thread has
+read the memory's matrix into the cache, numpy after), each with its first (cold) search apart.
 """
 
 from __future__ import annotations
@@ -163,6 +167,7 @@ def main() -> int:
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
     parser.add_argument("--label", default="")
     parser.add_argument("--alternatives", action="store_true", help="time the product per storage type")
+    parser.add_argument("--pg-paths", action="store_true", help="pgvector and portable, alternating")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.alternatives:
@@ -172,7 +177,8 @@ def main() -> int:
         from _pg import scratch_schema
 
         with scratch_schema(args.db, "cm_dense") as url:
-            return _run(MemoryStore.from_url(url), sizes, args)
+            store = MemoryStore.from_url(url)
+            return _run_pg_paths(store, sizes, args) if args.pg_paths else _run(store, sizes, args)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="cm_dense_"))
     workdir.mkdir(parents=True, exist_ok=True)
     return _run(MemoryStore.from_url(str(workdir / "dense.db")), sizes, args)
@@ -203,6 +209,72 @@ def _run(store: MemoryStore, sizes: list[int], args: argparse.Namespace) -> int:
                 "recall_at_10": round(_recall(store, memory_id, size, queries[:20], 10), 3),
                 "recall_at_48": round(_recall(store, memory_id, size, queries[:20], K), 3),
             }
+            print(json.dumps(row), flush=True)
+    finally:
+        store.close()
+    return 0
+
+
+def _run_pg_paths(store: MemoryStore, sizes: list[int], args: argparse.Namespace) -> int:
+    """pgvector against the portable path on one PostgreSQL database, alternating call by call."""
+    native = _vectors.pgvector_schema
+
+    def no_cache(conn: Any, memory_id: str, model: str) -> tuple[None, int, None, bool]:
+        return None, 0, None, False
+
+    # Each path: the module attributes it replaces. "default" is what the store does (pgvector
+    # while this process has no fresh matrix, a thread reading it meanwhile, numpy after); it runs
+    # first in each round so that its first call is cold.
+    paths: dict[str, dict[str, Any]] = {
+        "default": {},
+        "pgvector": {"_check": no_cache, "_warm_later": lambda *a: None},
+        "portable": {"pgvector_schema": lambda conn: None},
+    }
+    with store.read() as conn:
+        if native(conn) is None:
+            raise SystemExit(
+                "--pg-paths: this database has no pgvector table (CREATE EXTENSION vector failed)"
+            )
+    rng = np.random.default_rng(7)
+    try:
+        for size in sizes:
+            memory_id = f"dense_{size}"
+            started = time.perf_counter()
+            _fill(store, memory_id, size)
+            fill_s = time.perf_counter() - started
+            queries = rng.standard_normal((args.calls, DIM)).astype(np.float32)
+            queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+            times: dict[str, list[float]] = {name: [] for name in paths}
+            cpu: dict[str, float] = dict.fromkeys(paths, 0.0)
+            cold: dict[str, float] = {}
+            _vectors._cache.clear()
+            for q in queries:
+                vector = q.tolist()
+                for name, patches in paths.items():
+                    saved = {attr: getattr(_vectors, attr) for attr in patches}
+                    for attr, value in patches.items():
+                        setattr(_vectors, attr, value)
+                    try:
+                        t0, c0 = time.perf_counter(), time.process_time()
+                        store.dense_episodes(memory_id, MODEL, vector, limit=K)
+                        wall = (time.perf_counter() - t0) * 1000
+                        cpu[name] += (time.process_time() - c0) * 1000
+                    finally:
+                        for attr, value in saved.items():
+                            setattr(_vectors, attr, value)
+                    if name not in cold:
+                        cold[name] = round(wall, 2)  # the portable path reads the memory here
+                    else:
+                        times[name].append(wall)
+            row: dict[str, Any] = {"turns": size, "fill_s": round(fill_s, 1)}
+            for name, values in times.items():
+                values.sort()
+                row[name] = {
+                    "p50_ms": round(statistics.median(values), 2),
+                    "p95_ms": round(values[int(0.95 * (len(values) - 1))], 2),
+                    "cold_ms": cold[name],
+                    "cpu_ms_per_call": round(cpu[name] / len(queries), 2),
+                }
             print(json.dumps(row), flush=True)
     finally:
         store.close()

@@ -30,6 +30,7 @@ through the registry (``MEMORY_TABLES``).
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 from collections import OrderedDict
@@ -43,6 +44,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Connection,
+    Engine,
     Integer,
     LargeBinary,
     MetaData,
@@ -56,6 +58,13 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from convmem_graph.models import EpisodeHit, EpisodeSearch
 from convmem_graph.store._episode_search import read_messages
+from convmem_graph.store._pgvector import (
+    pg_delete_matching,
+    pg_delete_seqs,
+    pg_search,
+    pg_write,
+    pgvector_schema,
+)
 from convmem_graph.store.schema import messages
 
 if TYPE_CHECKING:
@@ -126,6 +135,8 @@ class _Matrix:
         return int(self.ids.nbytes + self.coarse.nbytes + self.fine.nbytes + self.scale.nbytes)
 
 
+logger = logging.getLogger(__name__)
+
 _cache: OrderedDict[tuple[int, str, str], _Matrix] = OrderedDict()
 _lock = threading.Lock()
 _buffers = threading.local()
@@ -142,12 +153,16 @@ def _numpy() -> ModuleType:
     return numpy
 
 
-def _pack(vector: Sequence[float]) -> bytes:
+def _unit(vector: Sequence[float]) -> ndarray:
     np = _numpy()
     arr = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(arr))
     # Stored unit-length: a search is then a matrix-vector product.
-    packed: bytes = (arr / norm if norm else arr).astype("<f2").tobytes()
+    return cast("ndarray", arr / norm if norm else arr)
+
+
+def _pack(vector: Sequence[float]) -> bytes:
+    packed: bytes = _unit(vector).astype("<f2").tobytes()
     return packed
 
 
@@ -200,6 +215,10 @@ def write_vectors(
         )
     )
     conn.execute(turn_vectors.insert(), values)
+    schema = pgvector_schema(conn)
+    if schema is not None:
+        # The searchable copy, in the same transaction as the record above.
+        pg_write(conn, schema, memory_id, model, [(s, _unit(wanted[s])) for s in seqs])
     return len(values)
 
 
@@ -223,6 +242,8 @@ def delete_message_vectors(conn: Connection, memory_id: str, *where: ColumnEleme
     if where:
         chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
         gone = gone.where(turn_vectors.c.seq.in_(chosen))
+    if pgvector_schema(conn) is not None:
+        pg_delete_matching(conn, memory_id, *where)
     if conn.execute(gone).rowcount:
         _set_token(conn, memory_id, renew=True)
 
@@ -231,6 +252,8 @@ def delete_seq_vectors(conn: Connection, memory_id: str, seqs: Sequence[int]) ->
     """Delete the vectors of the given seqs of one memory."""
     if not seqs:
         return
+    if pgvector_schema(conn) is not None:
+        pg_delete_seqs(conn, memory_id, seqs)
     gone = conn.execute(
         delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id, turn_vectors.c.seq.in_(list(seqs)))
     )
@@ -296,7 +319,11 @@ def _load(conn: Connection, memory_id: str, model: str, token: int | None, base:
     return _Matrix(token, int(ids[-1]), ids, coarse, fine, scale)
 
 
-def _matrix(conn: Connection, memory_id: str, model: str) -> _Matrix:
+def _check(conn: Connection, memory_id: str, model: str) -> tuple[int | None, int, _Matrix | None, bool]:
+    """The memory's stamp, its newest seq with a vector, this process' matrix, and whether it is fresh.
+
+    Two primary-key reads (see the module docstring).
+    """
     token = conn.execute(
         select(turn_vector_stamps.c.token).where(turn_vector_stamps.c.memory_id == memory_id)
     ).scalar()
@@ -304,12 +331,21 @@ def _matrix(conn: Connection, memory_id: str, model: str) -> _Matrix:
     key = (id(conn.engine), memory_id, model)
     with _lock:
         cached = _cache.get(key)
-        if cached is not None and cached.token == token and cached.newest == newest:
+        fresh = cached is not None and cached.token == token and cached.newest == newest
+        if fresh:
             _cache.move_to_end(key)
-            return cached
+    return token, newest, cached, fresh
+
+
+def _matrix(conn: Connection, memory_id: str, model: str) -> _Matrix:
+    """The memory's cached matrix, read (or extended by what was appended) first when stale."""
+    token, newest, cached, fresh = _check(conn, memory_id, model)
+    if cached is not None and fresh:
+        return cached
     # Same token and a newer seq: only appended since (anything else renews the token).
     base = cached if cached is not None and cached.token == token and cached.newest < newest else None
     matrix = _load(conn, memory_id, model, token, base)
+    key = (id(conn.engine), memory_id, model)
     with _lock:
         _cache[key] = matrix
         _cache.move_to_end(key)
@@ -317,6 +353,33 @@ def _matrix(conn: Connection, memory_id: str, model: str) -> _Matrix:
         while len(_cache) > 1 and (len(_cache) > _CACHE_MEMORIES or held > _CACHE_BYTES):
             held -= _cache.popitem(last=False)[1].nbytes
     return matrix
+
+
+#: Memories whose matrices a thread is reading for the cache (at most ``_WARMERS`` at once).
+_warming: set[tuple[int, str, str]] = set()
+_WARMERS = 2
+
+
+def _warm_later(engine: Engine, memory_id: str, model: str) -> None:
+    """Read the memory's matrix into the cache in a thread of its own (its own connection)."""
+    key = (id(engine), memory_id, model)
+    with _lock:
+        if key in _warming or len(_warming) >= _WARMERS:
+            return  # one reader per memory; a later search asks again
+        _warming.add(key)
+
+    def warm() -> None:
+        try:
+            with engine.connect() as conn:
+                _matrix(conn, memory_id, model)
+        except Exception:
+            # The search answered from the database; a failed warm-up only costs the next one's speed.
+            logger.debug("reading the vectors of %r into the cache failed", memory_id, exc_info=True)
+        finally:
+            with _lock:
+                _warming.discard(key)
+
+    threading.Thread(target=warm, name="convmem-vector-cache", daemon=True).start()
 
 
 def _block(rows: int, dim: int) -> Any:
@@ -367,9 +430,24 @@ def dense_search(
 
     Cosines are those of the stored float16 vectors to within ~1e-5; the top ``k`` is the exact
     float32 one but for near-ties that close (the int8 pass only chooses the rows re-scored).
+    On PostgreSQL with pgvector the database scores them (:mod:`~convmem_graph.store._pgvector`)
+    until this process has the memory's matrix cached (read by a thread meanwhile).
     """
-    matrix = _matrix(conn, memory_id, model)
     np = _numpy()
+    if k <= 0:
+        return {}
+    schema = pgvector_schema(conn)
+    if schema is None:
+        matrix = _matrix(conn, memory_id, model)
+    else:
+        # Both: pgvector answers while this process has no fresh matrix of the memory (a cold read
+        # cost 3.9 s at 100k turns, its scan 0.28 s), and a thread reads the matrix meanwhile;
+        # once cached, numpy is faster from ~10k turns on (benchmarks/README.md, issue 23).
+        _, _, cached, fresh = _check(conn, memory_id, model)
+        if cached is None or not fresh:
+            _warm_later(conn.engine, memory_id, model)
+            return pg_search(conn, schema, memory_id, model, _unit(query), k)
+        matrix = cached
     q = np.asarray(query, dtype=np.float32)
     n = len(matrix.ids)
     if not n or k <= 0 or matrix.coarse.shape[1] != q.shape[0]:

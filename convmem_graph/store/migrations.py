@@ -30,6 +30,7 @@ from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 from convmem_graph._time import now_ms
 from convmem_graph.store._fragments import upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts
+from convmem_graph.store._pgvector import enable_pgvector
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
@@ -172,6 +173,15 @@ def _language_counts(conn: Connection) -> None:
     ensure_language_counts(conn)
 
 
+def _pgvector_vectors(conn: Connection) -> None:
+    """Migration 7: turn vectors searched by pgvector where the server has it.
+
+    See :mod:`~convmem_graph.store._pgvector`. Elsewhere (SQLite, a server without the
+    extension) it is recorded having changed nothing.
+    """
+    enable_pgvector(conn)
+
+
 #: Every migration, in order. Append only; never renumber or edit an applied one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
@@ -180,6 +190,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "round interruptions", create_tables(round_interruptions)),
     Migration(5, "bailian node metadata", create_tables(node_meta)),
     Migration(6, "turn vector stamps", create_tables(turn_vector_stamps)),
+    Migration(7, "pgvector turn vectors", _pgvector_vectors),
 )
 
 

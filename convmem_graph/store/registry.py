@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
+from convmem_graph.store._pgvector import PGVECTOR_TABLE
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.schema import (
     audit,
@@ -39,6 +40,7 @@ __all__ = [
     "CHECKPOINT_TABLES",
     "MEMORY_TABLES",
     "SHARED_TABLES",
+    "VECTOR_COPIES",
     "MIGRATIONS_METADATA",
     "SIDE_METADATA",
     "SIDE_TABLES",
@@ -236,6 +238,13 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
     MemoryTable(node_meta, "memory_id", not_exported="Bailian clients' free-form metadata of memory nodes"),
     MemoryTable(memories, "memory_id", not_exported="the document's head (``memory``), written apart"),
 )
+
+#: Searchable copies of ``cm_turn_vectors`` made where a database extension allows (not every
+#: database has them, so they are not in :data:`MEMORY_TABLES`): deleted row for row with it by
+#: :mod:`convmem_graph.store._vectors`, whatever removes the turns (delete, purge, import).
+VECTOR_COPIES: dict[str, str] = {
+    PGVECTOR_TABLE: "pgvector's copy of the turn vectors (PostgreSQL with the extension)",
+}
 
 #: Tables known to hold no memory's data, with the reason (the schema scan accepts only these).
 SHARED_TABLES: dict[str, str] = {

@@ -47,6 +47,7 @@ from convmem_graph.store.registry import (
     CHECKPOINT_TABLES,
     MEMORY_TABLES,
     SHARED_TABLES,
+    VECTOR_COPIES,
     inbox_table,
     tasks_table,
 )
@@ -108,7 +109,7 @@ def unregistered(tables: dict[str, dict[str, str]]) -> list[str]:
     memory_tables = {e.table.name: e.column for e in MEMORY_TABLES}
     problems = []
     for name, columns in sorted(tables.items()):
-        if _is_episode_index(name):
+        if _is_episode_index(name) or name in VECTOR_COPIES:
             continue
         naming = MEMORY_COLUMNS.intersection(columns)
         if name in CHECKPOINT_TABLES:

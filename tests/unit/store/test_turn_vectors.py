@@ -12,6 +12,7 @@ from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message
 from convmem_graph.store import MemoryStore, _vectors
 from convmem_graph.store._vectors import dense_search
+from convmem_graph.store.transfer import export_memory, import_memory
 
 # Axes of meaning with no shared word between their members: a lexical search cannot link them.
 _CONCEPTS = (("programming", "python", "c++", "rust"), ("pet", "dog", "puppy"), ("sea", "beach", "surf"))
@@ -60,14 +61,25 @@ def block(mem: ConvMemory, mid: str = "u1") -> str:
     return str(messages[0]["content"]) if messages and messages[0]["role"] == "system" else ""
 
 
-def vector_rows(mem: ConvMemory, mid: str | None = None) -> int:
-    sql = "SELECT count(*) FROM cm_turn_vectors" + (" WHERE memory_id = :m" if mid else "")
+def vector_rows(mem: ConvMemory, mid: str | None = None, table: str = "cm_turn_vectors") -> int:
+    sql = f"SELECT count(*) FROM {table}" + (" WHERE memory_id = :m" if mid else "")
     with mem.store.engine.connect() as conn:
         return int(conn.execute(text(sql), {"m": mid} if mid else {}).scalar() or 0)
 
 
-def check_vectors_round_trip(url: str) -> None:
-    """The same checks on any backend (the PostgreSQL integration test runs them too)."""
+def vector_keys(mem: ConvMemory, table: str) -> set[tuple[str, str, int]]:
+    """Every ``(memory_id, model, seq)`` holding a vector in ``table``."""
+    with mem.store.engine.connect() as conn:
+        rows = conn.execute(text(f"SELECT memory_id, model, seq FROM {table}"))
+        return {(str(m), str(model), int(seq)) for m, model, seq in rows}
+
+
+def check_vectors_round_trip(url: str, copies: tuple[str, ...] = ()) -> None:
+    """The same checks on any backend (the PostgreSQL integration tests run them too).
+
+    ``copies``: tables that must hold a vector for exactly the turns ``cm_turn_vectors`` does
+    after each step (pgvector's searchable copy).
+    """
     emb = ConceptEmbeddings()
     # Embedded by hand here (half, then the rest); the background worker has tests of its own.
     mem = ConvMemory.open(url, embeddings=emb, clock=lambda: T0 + 3_600_000, embed_in_background=False)
@@ -79,14 +91,40 @@ def check_vectors_round_trip(url: str) -> None:
         # Half embedded: the first two turns get vectors, the rest wait (resumable).
         assert mem.embed_turns("u1", batch=1, limit=2) == 2
         assert vector_rows(mem, "u1") == 2
+        for copy in copies:
+            assert vector_keys(mem, copy) == vector_keys(mem, "cm_turn_vectors")
         assert "Python and C++" in block(mem)
         assert mem.embed_turns("u1") == len(TURNS) - 2  # picks up where it stopped
         assert mem.embed_turns("u1") == 0
         assert mem.embed_turns("u2") == len(TURNS)
+        # A turn replaced by a corrected copy (same id): the old row's vector goes with it.
+        with mem.store.engine.connect() as conn:
+            first = conn.execute(
+                text(
+                    "SELECT seq, id, role, channel, source, timestamp_ms FROM cm_messages "
+                    "WHERE memory_id = 'u2' ORDER BY seq LIMIT 1"
+                )
+            ).one()
+        edited = Message(
+            id=first.id,
+            role=first.role,
+            content=TURNS[0] + " (edited)",
+            channel=first.channel,
+            source=first.source,
+            timestamp_ms=first.timestamp_ms,
+        )
+        mem.store.add_messages("u2", [edited])
+        assert ("u2", emb.model, int(first.seq)) not in vector_keys(mem, "cm_turn_vectors")
+        assert vector_rows(mem, "u2") == len(TURNS) - 1
+        for copy in copies:
+            assert vector_keys(mem, copy) == vector_keys(mem, "cm_turn_vectors")
+        assert mem.embed_turns("u2") == 1  # the corrected turn
         # Retention purge: the purged turns' vectors go with them.
         purged = mem.store.purge_messages("u1", before_ms=T0 + 120_000, keep_recent=0, only_processed=False)
         assert purged == 2
         assert vector_rows(mem, "u1") == len(TURNS) - 2
+        for copy in copies:
+            assert vector_keys(mem, copy) == vector_keys(mem, "cm_turn_vectors")
         with mem.store.engine.connect() as conn:
             orphans = conn.execute(
                 text(
@@ -95,10 +133,20 @@ def check_vectors_round_trip(url: str) -> None:
                 )
             ).scalar()
         assert orphans == 0
+        # Import over a memory (replace): its old turns' vectors go; the new turns wait for theirs.
+        doc = export_memory(mem.store, "u2")
+        import_memory(mem.store, doc, memory_id="u2", replace=True)
+        assert vector_rows(mem, "u2") == 0
+        for copy in copies:
+            assert vector_rows(mem, "u2", copy) == 0
+        assert mem.embed_turns("u2") == len(TURNS)
         # Delete: every vector of the memory goes, the other memory's stay.
         assert mem.delete("u1")
         assert vector_rows(mem, "u1") == 0
         assert vector_rows(mem, "u2") == len(TURNS)
+        for copy in copies:
+            assert vector_rows(mem, "u1", copy) == 0
+            assert vector_keys(mem, copy) == vector_keys(mem, "cm_turn_vectors")
     finally:
         mem.close()
 
