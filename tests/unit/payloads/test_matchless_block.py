@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,13 +31,13 @@ from convmem_graph.payloads.memory_block import MemoryBlockOptions, PartBudgets,
 from convmem_graph.tokens import count_tokens
 
 NOW = 1_800_000_000_000
-WORDS = ["mango", "tea", "running", "cats", "user", "likes", "Lisbon"]
+WORDS = ["mango", "tea", "running", "cats", "user", "likes"]
 HANZI = ["成都", "朋友", "芒果", "喜欢", "火锅"]
 #: Queries matching nothing in the snapshots below, and queries matching one kind of text each:
 #: a variable value (``Lisbon``), the model summary only (``harbour``), a long fact only when its
-#: pieces are joined (``都朋``: the bigram across two pieces), facts (``mango``), found turns only
+#: pieces are joined (``苏州``: the bigram across two pieces), facts (``mango``), found turns only
 #: (``violin``).
-QUERIES = [None, "", "jazz", "chess pottery", "饺子", "Lisbon", "harbour", "都朋", "mango", "violin", "zebra"]
+QUERIES = [None, "", "jazz", "chess pottery", "饺子", "Lisbon", "harbour", "苏州", "mango", "violin", "zebra"]
 CLOCKS = [None, NOW - 10, NOW, NOW + 5, NOW + 10**7]
 
 
@@ -59,13 +60,16 @@ def _snapshot(seed: int, *, summary: bool, turns: bool) -> MemorySnapshot:
                 updated_at=rng.randint(0, 20),
             )
         )
-    # A long fact in two pieces: "成都" ends one and "朋友" starts the next, so only the joined
-    # text holds the bigram "都朋".
-    fragments.append(Fragment(id="p0", memory_id="m", content="我们去了成", key="trip", part_of="p0", part=0))
-    fragments.append(Fragment(id="p1", memory_id="m", content="都朋友家。", key="trip", part_of="p0", part=1))
+    # A long fact in two pieces: "苏" ends one and "州" starts the next, so only the joined text
+    # holds the bigram "苏州".
+    fragments.append(Fragment(id="p0", memory_id="m", content="我们去了苏", key="trip", part_of="p0", part=0))
+    fragments.append(Fragment(id="p1", memory_id="m", content="州看园林。", key="trip", part_of="p0", part=1))
     rng.shuffle(fragments)
     variables = {
         "name": VariableValue(name="name", value="Lin", origin="manual"),
+        # Two inferred values: one that a query holds goes before the other, which a tight
+        # budget then leaves out.
+        "hobbies": VariableValue(name="hobbies", value=["knitting", "rowing"], origin="inferred"),
         "city": VariableValue(name="city", value="Lisbon", origin="inferred"),
     }
     hits = [
@@ -88,7 +92,7 @@ def _snapshot(seed: int, *, summary: bool, turns: bool) -> MemorySnapshot:
         memory_id="m",
         fragments=fragments,
         variables=variables,
-        summary=Summary(text="We walked by the harbour. 他喜欢喝茶。", tokens=12, covers_until_ms=NOW)
+        summary=Summary(text="他喜欢喝茶。We walked by the harbour.", tokens=12, covers_until_ms=NOW)
         if summary
         else None,
         episodes=EpisodeSearch(terms=["violin"], document_frequency={"violin": 2}, total=40, hits=hits)
@@ -99,11 +103,11 @@ def _snapshot(seed: int, *, summary: bool, turns: bool) -> MemorySnapshot:
 
 _call = st.tuples(
     st.sampled_from(QUERIES),
-    st.sampled_from([40, 120, 300, 2000]),
+    st.sampled_from([40, 45, 50, 60, 120, 300, 2000]),
     st.sampled_from([0, 2, 50]),
     st.sampled_from(CLOCKS),
     st.sampled_from(["auto", "en", "zh"]),
-    st.sampled_from([None, 10]),
+    st.sampled_from([None, 6, 10]),
     st.booleans(),
 )
 
@@ -130,6 +134,12 @@ def test_blocks_in_any_order_equal_blocks_built_from_nothing_kept(
             now_ms=now,
             language=language,
             part_budgets=PartBudgets(summary=summary_cap),
+        )
+        # First a query matching nothing with the same options: the drawn query then finds its
+        # block kept, and must not take it unless it matches nothing either.
+        quiet = options.model_copy(update={"query": "zebra"})
+        assert build_memory_block(snap, quiet, list_all_dropped=listed).model_dump() == (
+            build_memory_block(snap.model_copy(deep=True), quiet, list_all_dropped=listed).model_dump()
         )
         kept = build_memory_block(snap, options, list_all_dropped=listed)
         fresh = build_memory_block(snap.model_copy(deep=True), options, list_all_dropped=listed)
@@ -201,3 +211,27 @@ def test_the_key_holds_what_the_selection_depends_on() -> None:
         )
         is None
     )
+
+
+@pytest.mark.parametrize(("seed", "turns"), [(1, False), (1, True), (0, False), (2, True)])
+def test_every_budget_after_a_query_matching_nothing(seed: int, turns: bool) -> None:
+    # A sweep of budgets meets those where only some of the inferred values, summary sentences
+    # or quoted turns fit: where a query a value, the summary or a found turn holds would get a
+    # block other than the one kept for queries matching nothing.
+    snap = _snapshot(seed, summary=True, turns=turns)
+    for budget in range(30, 130, 2):
+        for summary_cap in (None, 10):
+            for query in QUERIES:
+                options = MemoryBlockOptions(
+                    query=query,
+                    budget_tokens=budget,
+                    now_ms=NOW,
+                    part_budgets=PartBudgets(summary=summary_cap),
+                )
+                build_memory_block(snap, options.model_copy(update={"query": "zebra"}))
+                kept = build_memory_block(snap, options).model_dump()
+                assert kept == build_memory_block(snap.model_copy(deep=True), options).model_dump(), (
+                    query,
+                    budget,
+                    summary_cap,
+                )
