@@ -251,6 +251,8 @@ class _Item:
 class _Selection:
     items: list[_Item] = field(default_factory=list)
     considered_dropped: list[str] = field(default_factory=list)
+    #: The kept selection of a query matching nothing this is (or was kept as), if any.
+    kept: _Matchless | None = None
 
 
 def detect_language(texts: Iterable[str]) -> Language:
@@ -343,13 +345,23 @@ def _select(
     snapshot: MemorySnapshot,
     options: MemoryBlockOptions,
     language: Language,
-    fragments: Sequence[Fragment],
+    consider: Callable[[], Sequence[Fragment]],
     remaining: int,
     counter: TokenCounter,
     scorer: Scorer,
     exclude_turns: frozenset[str],
+    matchless_key: tuple[object, ...] | None = None,
 ) -> _Selection:
+    """The block's items, best first, and the facts it considered and left out.
+
+    ``consider`` gives the facts to walk, in the block's order (called only when the walk runs).
+    ``matchless_key``: what the selection depends on besides the query, given when the facts'
+    order holds no lexical match (see :func:`_matchless_key`); a query that then matches no
+    variable, summary sentence, fact or found turn gets the selection any such query got on
+    this snapshot, without the walk.
+    """
     texts = _TEXT[language]
+    start_remaining = remaining
     caps = options.part_budgets.resolve(options.budget_tokens)
     left = dict(caps)
     sel = _Selection()
@@ -402,6 +414,24 @@ def _select(
     pieces_of, holders = _fragment_terms(snapshot, scorer)
     # Facts holding none of the query's terms score 0.0 without a look (most facts, most calls).
     holding: set[str] = set().union(*(holders.get(t, ()) for t in scorer.weights))
+    episodes = snapshot.episodes
+    memo: dict[tuple[object, ...], _Matchless] | None = None
+    memo_key: tuple[object, ...] = ()
+    if (
+        matchless_key is not None
+        and not holding
+        and (episodes is None or not episodes.hits)
+        and all(c.score == (_VARIABLE_PRIOR if c.kind == "var" else 0.0) for c in pool)
+        and not any(scorer.score(join_sentences([p.content for p in g])) for g in pieces_of.values())
+    ):
+        # Nothing the walk below scores holds a query term: every candidate's score is the same
+        # for every such query, so the selection is a function of the snapshot and the options.
+        memo = _kept(snapshot, "matchless", _matchless_memo)
+        memo_key = (*matchless_key, start_remaining)
+        known = memo.get(memo_key)
+        if known is not None and known.current(snapshot):
+            return _Selection(list(known.items), list(known.considered_dropped), known)
+    fragments = consider()
     grouped: set[str] = set()
     for rank, frag in enumerate(fragments):
         _check_owner(frag, memory_id)
@@ -425,7 +455,6 @@ def _select(
             unmatched.append((rank, frag.id, pieces or frag))
             continue
         pool.append(_Candidate("fragments", "fact", frag.id, score, 2, rank, pieces or frag))
-    episodes = snapshot.episodes
     if episodes is not None:
         by_seq: dict[int, float] = {}
         for hit in episodes.hits:
@@ -546,7 +575,80 @@ def _select(
         sel.items.append(item)
         left[item.part] -= item.cost
         remaining -= item.cost
+    if memo is not None:
+        if len(memo) >= _MATCHLESS_KEPT:
+            memo.clear()
+        sel.kept = memo[memo_key] = _Matchless(
+            snapshot.fragments,
+            snapshot.variables,
+            snapshot.summary,
+            tuple(sel.items),
+            tuple(sel.considered_dropped),
+        )
     return sel
+
+
+#: Selections of queries matching nothing kept per snapshot (one per budget, language and caps).
+_MATCHLESS_KEPT = 32
+
+
+def _matchless_memo() -> dict[tuple[object, ...], _Matchless]:
+    return {}
+
+
+@dataclass
+class _Matchless:
+    """The selection of a query that matches nothing, for these very fragments, variables and summary.
+
+    ``blocks``: the block built from it, by ``list_all_dropped`` (the rest of the block is a
+    function of the selection and of what the key holds).
+    """
+
+    fragments: list[Fragment]
+    variables: dict[str, VariableValue]
+    summary: object
+    items: tuple[_Item, ...]
+    considered_dropped: tuple[str, ...]
+    blocks: dict[bool, MemoryBlock] = field(default_factory=dict)
+
+    def current(self, snapshot: MemorySnapshot) -> bool:
+        """Whether ``snapshot`` holds the very objects this selection was made from."""
+        return (
+            self.fragments is snapshot.fragments
+            and self.variables is snapshot.variables
+            and self.summary is snapshot.summary
+        )
+
+
+def _matchless_key(
+    options: MemoryBlockOptions,
+    language: Language,
+    counter: TokenCounter,
+    facts: _Facts,
+    ranking: FactRanking,
+    memory_id: str,
+) -> tuple[object, ...] | None:
+    """What :func:`_select` depends on besides the query when nothing matches it, else ``None``.
+
+    Only for the facts' order by position (``facts.fast``) with no lexical match in it: then the
+    walk's facts are the order's recency head, the expired ones and the pieces, whatever the
+    query. Expiry enters as how many facts have expired by ``now_ms`` (they expire in the order
+    of ``facts.expiring_at``).
+    """
+    if ranking.matched or not facts.fast:
+        return None
+    expired = -1 if options.now_ms is None else bisect_right(facts.expiring_at, options.now_ms)
+    caps = tuple(options.part_budgets.resolve(options.budget_tokens).items())
+    return (
+        memory_id,
+        language,
+        counter,
+        options.budget_tokens,
+        caps,
+        options.max_fragments,
+        options.include_summary,
+        expired,
+    )
 
 
 @dataclass
@@ -966,16 +1068,64 @@ def build_memory_block(
             else:
                 pool = [fragments[i].content for i in ranking.prefix(_POOL_SAMPLE)]
                 scorer = Scorer(opts.query, snapshot.episodes, pool + found, stats)
-            ordered = _considered(snapshot, opts, facts, ranking, scorer)
+            fast_facts, fast_ranking, fast_scorer = facts, ranking, scorer
+
+            def consider() -> list[Fragment]:
+                return _considered(snapshot, opts, fast_facts, fast_ranking, fast_scorer)
+
+            matchless = _matchless_key(opts, language, counter, facts, ranking, snapshot.memory_id)
         else:
             ordered = [*head, *itertools.islice(ranked, max(_POOL_SAMPLE - len(head), 0))]
             scorer = Scorer(opts.query, snapshot.episodes, [f.content for f in ordered] + found, stats)
+
+            def consider() -> list[Fragment]:
+                return ordered
+
+            matchless = None
         exclude = frozenset(m.id for m in select_recent_turns(snapshot.recent, opts.skip_recent_turns))
         sel = _select(
-            snapshot, opts, language, ordered, opts.budget_tokens - header, counter, scorer, exclude
+            snapshot,
+            opts,
+            language,
+            consider,
+            opts.budget_tokens - header,
+            counter,
+            scorer,
+            exclude,
+            matchless,
         )
         items, considered = sel.items, sel.considered_dropped
+        if sel.kept is not None:
+            block = sel.kept.blocks.get(list_all_dropped)
+            if block is None:
+                block = sel.kept.blocks[list_all_dropped] = _finish(
+                    snapshot, opts, language, header, items, considered, counter, list_all_dropped
+                )
+            # The kept block's lists are its own: the caller gets copies.
+            return MemoryBlock.model_construct(
+                text=block.text,
+                tokens=block.tokens,
+                included_fragment_ids=list(block.included_fragment_ids),
+                included_turn_ids=list(block.included_turn_ids),
+                dropped_fragment_ids=list(block.dropped_fragment_ids),
+                flagged=list(block.flagged),
+                language=block.language,
+                part_tokens=dict(block.part_tokens),
+            )
+    return _finish(snapshot, opts, language, header, items, considered, counter, list_all_dropped)
 
+
+def _finish(
+    snapshot: MemorySnapshot,
+    opts: MemoryBlockOptions,
+    language: Language,
+    header: int,
+    items: list[_Item],
+    considered: list[str],
+    counter: TokenCounter,
+    list_all_dropped: bool,
+) -> MemoryBlock:
+    """The block of the selected ``items``: rendered, fitted to the budget, and its report."""
     text = _render(items, language) if items else ""
     tokens = counter(text)
     while items and tokens > opts.budget_tokens:
@@ -989,7 +1139,7 @@ def build_memory_block(
     included = [key for i in items if i.part == "fragments" for key in (i.key, *i.also)]
     quoted = [key for i in items if i.part == "turns" for key in (i.key, *i.also)]
     if list_all_dropped:
-        dropped = list(itertools.filterfalse(set(included).__contains__, map(_ID, fragments)))
+        dropped = list(itertools.filterfalse(set(included).__contains__, map(_ID, snapshot.fragments)))
     else:
         dropped = considered
     parts = dict.fromkeys(_PART_NAMES, 0)
