@@ -7,11 +7,12 @@ a turn, and SQLAlchemy's processing of each row and the ``Fragment`` made of it 
 thirds of the read's CPU (the rest is the database reading the rows), while from one turn to the
 next all but the few facts the turn touched come back unchanged.
 
-So the rows are read as plain tuples (no SQLAlchemy type processing: the JSON column stays text
-until a model is made), and :class:`KeptFacts` hands out the model it made for a row before when
-the row is equal in every column (not only in id and ``updated_at``: an edit in the same
-millisecond, or one behind the store's back, leaves those as they were). A new or changed row
-gets a new model. The models are shared between reads: treat them as read-only.
+So the rows are read as plain tuples (on SQLite by the driver's own cursor; no SQLAlchemy type
+processing: the JSON column stays text until a model is made), and :class:`KeptFacts` hands out
+the model it made for a row before when the row is equal in every column (not only in id and
+``updated_at``: an edit in the same millisecond, or one behind the store's back, leaves those as
+they were). A new or changed row gets a new model. The models are shared between reads: treat
+them as read-only.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ _TEMPORARY_ARM = _ARM.format(kind=":temporary", live=" AND (expires_at IS NULL O
 #: Each kind alone: a range of the rank index cut at ``limit`` exactly as
 #: ``strongest_fragments(transient=...)`` cuts it. A durable fact is live whatever its expiry
 #: (``_LIVE`` of ``_fact_queries``), a temporary one until ``expires_at``.
-STRONGEST_DURABLE = text(_DURABLE_ARM)
-STRONGEST_TEMPORARY = text(_TEMPORARY_ARM)
+#: Plain SQL for SQLite's driver (``sqlite3`` takes the ``:name`` parameters as written).
+STRONGEST_DURABLE = _DURABLE_ARM
+STRONGEST_TEMPORARY = _TEMPORARY_ARM
 #: Both kinds in one statement, durable rows first: one round trip on PostgreSQL. (On SQLite,
 #: where a statement costs no round trip, the two arms alone cost ~35 % less: the union's order
 #: is a temporary B-tree sort of each arm.)

@@ -335,9 +335,10 @@ class PostgresBackend:
         return None if data is None else str(data)
 
     @staticmethod
-    def summary_fact_rows(conn: Connection, params: dict[str, Any]) -> list[Any]:
+    def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:
         """The summary's strongest durable, then temporary, facts in one round trip."""
-        return list(conn.execute(STRONGEST_BOTH, params))
+        with read() as conn:
+            return list(conn.execute(STRONGEST_BOTH, params))
 
     def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
         """Write the summary row, move the summary cursor and touch the memory: one statement."""

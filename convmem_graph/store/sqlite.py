@@ -289,12 +289,18 @@ class SqliteBackend:
         return None if row is None else cast(bytes, row[0])
 
     @staticmethod
-    def summary_fact_rows(conn: Connection, params: dict[str, Any]) -> list[Any]:
+    def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:
         """The summary's strongest durable, then temporary, facts, one statement per kind.
 
-        Cheaper here than the union (its order is a temporary B-tree sort of each arm).
+        Cheaper here than the union (its order is a temporary B-tree sort of each arm). On the
+        driver's cursor: the rows are plain tuples either way (the statements carry no column
+        types), and SQLAlchemy's result handling of ~400 rows was a third of the read's CPU.
         """
-        return [*conn.execute(STRONGEST_DURABLE, params), *conn.execute(STRONGEST_TEMPORARY, params)]
+        with driver() as raw:
+            return [
+                *raw.execute(STRONGEST_DURABLE, params).fetchall(),
+                *raw.execute(STRONGEST_TEMPORARY, params).fetchall(),
+            ]
 
     def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
         """Write the summary row, move the summary cursor and touch the memory."""

@@ -56,8 +56,7 @@ class SummaryRecords(StoreCore):
         :mod:`convmem_graph.store._summary_facts`). Treat the models as read-only.
         """
         params = {"mid": memory_id, "limit": limit, "now": now_ms, "durable": False, "temporary": True}
-        with self._read() as conn:
-            rows = self._backend.summary_fact_rows(conn, params)
+        rows = self._backend.summary_fact_rows(self._read, self._driver, params)
         models = self._kept_facts.models(memory_id, rows)
         durable = [f for f in models if not f.transient]
         return durable, models[len(durable) :]
