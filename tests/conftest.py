@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.is_relative_to(_INTEGRATION):
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move what collection made (modules, test items, parametrized data) out of the collector's reach.
+
+    It lives until the session ends, yet every full collection the tests trigger traversed it,
+    and the end-of-session collections of pytest's unraisable-exception check walked it five
+    times. Only this pytest process is affected; what the tests create afterwards is collected
+    as usual.
+    """
+    gc.freeze()

@@ -325,8 +325,7 @@ _COMMON = (
 
 
 def _noise(alphabet: str, size: int, seed: int) -> str:
-    rnd = random.Random(seed)
-    return "".join(rnd.choice(alphabet) for _ in range(size))
+    return "".join(random.Random(seed).choices(alphabet, k=size))
 
 
 @pytest.mark.parametrize(
