@@ -36,7 +36,11 @@ def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
 
 
 def fuse(
-    lexical: Mapping[int, float], dense: Mapping[int, float], *, method: Literal["rrf", "sum"] = "rrf"
+    lexical: Mapping[int, float],
+    dense: Mapping[int, float],
+    *,
+    method: Literal["rrf", "sum"] = "rrf",
+    weight: float = DENSE_WEIGHT,
 ) -> dict[int, float]:
     """Fused scores of every candidate in ``lexical`` or ``dense``, on the lexical (BM25) scale.
 
@@ -44,6 +48,7 @@ def fuse(
         lexical: Candidate id -> BM25 score (0 when it holds no query term).
         dense: Candidate id -> cosine similarity to the query (the dense candidates only).
         method: ``rrf`` or ``sum``; see the module docstring.
+        weight: The calibrated sum's share of the best BM25 score the best cosine adds.
 
     Returns:
         Candidate id -> fused score (> 0 for every candidate either side found).
@@ -63,11 +68,7 @@ def fuse(
         span = best - floor
         return {
             i: lexical.get(i, 0.0)
-            + (
-                DENSE_WEIGHT * top_lex * max(0.0, (dense[i] - floor) / span)
-                if i in dense and span > 0
-                else 0.0
-            )
+            + (weight * top_lex * max(0.0, (dense[i] - floor) / span) if i in dense and span > 0 else 0.0)
             for i in ids
         }
     lex_rank, dense_rank = _ranks(lexical), _ranks({k: v + 2.0 for k, v in dense.items()})
