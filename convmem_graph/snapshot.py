@@ -97,10 +97,6 @@ class DenseReads(Protocol):
         ...
 
 
-#: Dense candidates per lexical one (chosen on LoCoMo conversations 0-4; see payloads.fusion).
-DENSE_CANDIDATES = 4
-
-
 def with_episodes(
     reads: EpisodeReads,
     snapshot: MemorySnapshot,
@@ -126,13 +122,8 @@ def with_episodes(
     if embeddings is not None and isinstance(reads, DenseReads):
         from convmem_graph.embeddings import model_name  # LangChain: only with a model given
 
-        # Wider than the lexical search: the block re-ranks the lexical candidates by their
-        # cosine (payloads.fusion, ``rerank``), so most of them need one.
         near = reads.dense_episodes(
-            snapshot.memory_id,
-            model_name(embeddings),
-            embeddings.embed_query(query),
-            limit=DENSE_CANDIDATES * limit,
+            snapshot.memory_id, model_name(embeddings), embeddings.embed_query(query), limit=limit
         )
         held = {h.seq for h in found.hits}
         found.hits.extend(h for h in near.hits if h.seq not in held)

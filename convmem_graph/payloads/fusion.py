@@ -15,21 +15,6 @@ Measured on LoCoMo (conv-26, its first 80 questions, with the offline model; a s
 the weight was picked on it among 1.0 and 0.4, so not held out): lexical only 17.5 / 27.5 %
 answer-in-context at 300 / 1,000 tokens; RRF 10.0 / 20.0; sum with weight 1.0 12.5 / 22.5; sum
 with 0.4 13.8 / 28.8. Meaning helps at the larger budget only, and only as a minor voice.
-
-The turns of the block use ``rerank`` (2026-12-06, LoCoMo conversations 0-4 only, with the
-dense search widened to four times the lexical candidates): the lexical candidates keep their
-BM25 score plus :data:`RERANK_WEIGHT` of the best one times their cosine rescaled over those
-candidates (0 at the lowest, 1 at the highest); of the turns found by meaning alone only the
-:data:`ADMITTED` nearest join, at up to half the best BM25 score ("What programming languages
-has James worked with?" still finds "I've worked with Python and C++").
-Measured there (answer-in-context @300 / @1,000): lexical 36.6 / 42.1, ``sum`` (weight 0.4)
-36.6 / 42.8, ``rerank`` 0.2 36.6 / 43.7 (0.1 / 0.3 with 400 dense candidates: 36.7 / 42.9,
-36.9 / 43.4). Why so few turns found by meaning alone are let in: of conversation 0's 201
-evidence turns the offline model's 25 nearest turns held 43, the lexical 25 held 140, and only
-1 evidence turn was found by meaning and not by words (5 of 201 at 48 candidates); admitting the
-three nearest such turns changed nothing there (weight 0.5, 400 dense candidates, conversation
-0 only). Meaning re-orders what words found; it rarely finds what they missed (on LoCoMo, with
-this model).
 """
 
 from __future__ import annotations
@@ -38,15 +23,11 @@ import statistics
 from collections.abc import Mapping
 from typing import Literal
 
-__all__ = ["ADMITTED", "DENSE_WEIGHT", "RERANK_WEIGHT", "RRF_K", "fuse"]
+__all__ = ["DENSE_WEIGHT", "RRF_K", "fuse"]
 
 RRF_K = 60
 #: Share of the best BM25 score the best cosine adds in the calibrated sum.
 DENSE_WEIGHT = 0.4
-#: Share of the best BM25 score the lexical candidate nearest the query by meaning adds (``rerank``).
-RERANK_WEIGHT = 0.2
-#: Turns found by meaning alone that ``rerank`` still admits (the nearest ones).
-ADMITTED = 3
 
 
 def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
@@ -58,7 +39,7 @@ def fuse(
     lexical: Mapping[int, float],
     dense: Mapping[int, float],
     *,
-    method: Literal["rrf", "sum", "rerank"] = "rrf",
+    method: Literal["rrf", "sum"] = "rrf",
     weight: float = DENSE_WEIGHT,
 ) -> dict[int, float]:
     """Fused scores of every candidate in ``lexical`` or ``dense``, on the lexical (BM25) scale.
@@ -66,13 +47,11 @@ def fuse(
     Args:
         lexical: Candidate id -> BM25 score (0 when it holds no query term).
         dense: Candidate id -> cosine similarity to the query (the dense candidates only).
-        method: ``rrf``, ``sum`` or ``rerank``; see the module docstring.
-        weight: The calibrated sum's share of the best BM25 score the best cosine adds
-            (``rerank`` adds :data:`RERANK_WEIGHT`'s).
+        method: ``rrf`` or ``sum``; see the module docstring.
+        weight: The calibrated sum's share of the best BM25 score the best cosine adds.
 
     Returns:
-        Candidate id -> fused score (> 0 for every candidate either side found; with ``rerank``
-        the lexical candidates and the :data:`ADMITTED` nearest others).
+        Candidate id -> fused score (> 0 for every candidate either side found).
 
     Example:
         >>> fused = fuse({1: 3.0, 2: 1.0}, {3: 0.9, 2: 0.8, 1: 0.1})
@@ -83,8 +62,6 @@ def fuse(
         return dict(lexical)
     top_lex = max((v for v in lexical.values() if v > 0), default=1.0)
     ids = set(lexical) | set(dense)
-    if method == "rerank":
-        return _rerank(lexical, dense, top_lex)
     if method == "sum":
         cosines = sorted(dense.values())
         floor, best = statistics.median(cosines), cosines[-1]
@@ -113,32 +90,3 @@ def fuse(
             weakest = levels[-1] if levels else top_lex
             out[i] = weakest * (1.0 - (n - len(levels) + 1) / (len(order) + 1))
     return out
-
-
-def _rerank(lexical: Mapping[int, float], dense: Mapping[int, float], top_lex: float) -> dict[int, float]:
-    """Lexical candidates + :data:`RERANK_WEIGHT` x best BM25 x their cosine rescaled over them."""
-    out = {i: lexical.get(i, 0.0) for i in set(lexical) | set(dense)}
-    matched = [i for i, v in lexical.items() if v > 0]
-    cosines = [dense[i] for i in matched if i in dense]
-    _admit_nearest(out, lexical, dense, top_lex)
-    if not cosines:
-        return out
-    low, span = min(cosines), max(cosines) - min(cosines)
-    if span <= 0:
-        return out
-    for i in matched:
-        # A candidate the dense search did not reach is below every one it did: it adds nothing.
-        out[i] += RERANK_WEIGHT * top_lex * (dense.get(i, low) - low) / span
-    return out
-
-
-def _admit_nearest(
-    out: dict[int, float], lexical: Mapping[int, float], dense: Mapping[int, float], top_lex: float
-) -> None:
-    """The :data:`ADMITTED` nearest turns no word found join at up to half the best BM25 score."""
-    best = max(dense.values())
-    if best <= 0:
-        return
-    unmatched = sorted((i for i in dense if lexical.get(i, 0.0) <= 0), key=lambda i: (-dense[i], -i))
-    for i in unmatched[:ADMITTED]:
-        out[i] = max(0.0, 0.5 * top_lex * dense[i] / best)

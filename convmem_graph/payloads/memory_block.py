@@ -140,7 +140,7 @@ _MIN_QUOTE_TOKENS = 48
 _VARIABLE_PRIOR = 2.0
 _POOL_SAMPLE = 400
 #: How lexical and dense scores of turns are fused (see :mod:`convmem_graph.payloads.fusion`).
-_FUSION: Literal["rrf", "sum", "rerank"] = "rerank"
+_FUSION: Literal["rrf", "sum"] = "sum"
 #: Share of the best lexical fact score the fact nearest the query by meaning adds (calibrated sum).
 _FACT_DENSE_WEIGHT = 1.0
 # Share of a found turn's score that the other speaker's reply to it inherits.

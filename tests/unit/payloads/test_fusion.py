@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convmem_graph.payloads.fusion import ADMITTED, DENSE_WEIGHT, RERANK_WEIGHT, fuse
+from convmem_graph.payloads.fusion import DENSE_WEIGHT, fuse
 
 
 def test_without_dense_scores_the_lexical_ones_stand() -> None:
@@ -77,44 +77,3 @@ def test_fused_facts_do_not_depend_on_the_order_they_are_stored_in(order: list[i
     assert _facts_block(order, "Which fruit should I avoid?", 2) == _facts_block(
         [0, 1, 2, 3], "Which fruit should I avoid?", 2
     )
-
-
-def test_rerank_reorders_the_lexical_candidates_by_meaning() -> None:
-    lexical = {1: 4.0, 2: 3.9, 3: 1.0, 4: 0.0}
-    fused = fuse(lexical, {2: 0.9, 1: 0.5, 3: 0.7, 4: 0.1}, method="rerank")
-    assert fused[2] == pytest.approx(3.9 + RERANK_WEIGHT * 4.0)  # the nearest candidate gains most
-    assert fused[1] == pytest.approx(4.0)  # the farthest candidate gains nothing
-    assert fused[2] > fused[1] > fused[3] > 0
-
-
-def test_rerank_admits_only_the_nearest_turns_no_word_found() -> None:
-    dense = {10 + k: 0.9 - 0.1 * k for k in range(ADMITTED + 2)}
-    fused = fuse({1: 2.0, 2: 1.0}, dense, method="rerank")
-    admitted = [i for i in dense if fused[i] > 0]
-    assert admitted == sorted(dense, key=dense.__getitem__, reverse=True)[:ADMITTED]
-    assert fused[10] == pytest.approx(0.5 * 2.0)  # the nearest: half the best BM25 score
-    assert fused[1] == 2.0 and fused[2] == 1.0  # no lexical candidate has a cosine: order kept
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.dictionaries(st.integers(0, 30), st.floats(0.0, 10.0), min_size=1, max_size=12),
-    st.dictionaries(st.integers(0, 30), st.floats(-1.0, 1.0), min_size=1, max_size=12),
-    st.randoms(use_true_random=False),
-)
-def test_rerank_does_not_depend_on_the_order_of_the_candidates(
-    lexical: dict[int, float], dense: dict[int, float], rnd: object
-) -> None:
-    import random
-
-    assert isinstance(rnd, random.Random)
-    shuffled_lex = list(lexical.items())
-    shuffled_dense = list(dense.items())
-    rnd.shuffle(shuffled_lex)
-    rnd.shuffle(shuffled_dense)
-    again = fuse(dict(shuffled_lex), dict(shuffled_dense), method="rerank")
-    assert again == pytest.approx(fuse(lexical, dense, method="rerank"))
-    # Never below the lexical score, never above it plus the weight's share of the best.
-    top = max((v for v in lexical.values() if v > 0), default=1.0)
-    for i, v in lexical.items():
-        assert v - 1e-9 <= again[i] <= v + RERANK_WEIGHT * top + 1e-9 or v <= 0
