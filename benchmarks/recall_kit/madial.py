@@ -24,7 +24,9 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from benchmarks.recall_kit.bm25 import BM25, pack
 from benchmarks.recall_kit.locomo import Clock, DatasetError
@@ -32,6 +34,9 @@ from benchmarks.recall_kit.text import contains, normalize, tokenize
 from convmem_graph import ConvMemory
 from convmem_graph.models import FRAGMENT_MAX_CHARS
 from convmem_graph.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 __all__ = [
     "QUERY_MODES",
@@ -333,6 +338,24 @@ def bm25_block(index: UserIndex, query: str, budget: int) -> tuple[str, float]:
     """BM25's best events packed to ``budget`` tokens, and the ms it took."""
     started = time.perf_counter()
     text, _ = pack(index.lines, index.bm25.top(tokenize(query)), budget, chronological=False)
+    return text, (time.perf_counter() - started) * 1000
+
+
+def dense_block(embeddings: Embeddings, events: list[Event], query: str, budget: int) -> tuple[str, float]:
+    """The user's events nearest ``query`` by the model's cosine, packed like BM25's, and the ms it took.
+
+    The events' vectors come from ``embeddings`` (a disk cache makes a rerun cheap); the ms cover
+    the query's vector (a cache lookup when the model is cached) and the ranking, not the events'.
+    """
+    lines = [e.text for e in events]
+    vectors = np.asarray(embeddings.embed_documents(lines), dtype=np.float32)
+    started = time.perf_counter()
+    if not query.strip():
+        return "", (time.perf_counter() - started) * 1000
+    q = np.asarray(embeddings.embed_query(query), dtype=np.float32)
+    cos = vectors @ q / np.maximum(np.linalg.norm(vectors, axis=1) * np.linalg.norm(q), 1e-12)
+    order = [int(i) for i in np.argsort(-cos, kind="stable")]
+    text, _ = pack(lines, order, budget, chronological=False)
     return text, (time.perf_counter() - started) * 1000
 
 

@@ -14,7 +14,13 @@ scale, so that a quoted turn still competes fairly with a fact scored by BM25 al
 Measured on LoCoMo (conv-26, its first 80 questions, with the offline model; a small sample, and
 the weight was picked on it among 1.0 and 0.4, so not held out): lexical only 17.5 / 27.5 %
 answer-in-context at 300 / 1,000 tokens; RRF 10.0 / 20.0; sum with weight 1.0 12.5 / 22.5; sum
-with 0.4 13.8 / 28.8. Meaning helps at the larger budget only, and only as a minor voice.
+with 0.4 13.8 / 28.8. Meaning helps at the larger budget only, and only as a minor voice. On all
+10 conversations (2026-12-06) no turn fusion tried beat lexical by more than noise on the held-out
+half, RRF and heavier sums fell below it: meaning rarely finds the evidence words miss there.
+
+The block's facts are fused by the same calibrated sum with weight 1.0 (``memory_block``): on
+MADial-Bench, whose links are by theme rather than words, that lifts recall@300 by 7-12 points
+over lexical, held-out half included (``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -36,7 +42,11 @@ def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
 
 
 def fuse(
-    lexical: Mapping[int, float], dense: Mapping[int, float], *, method: Literal["rrf", "sum"] = "rrf"
+    lexical: Mapping[int, float],
+    dense: Mapping[int, float],
+    *,
+    method: Literal["rrf", "sum"] = "rrf",
+    weight: float = DENSE_WEIGHT,
 ) -> dict[int, float]:
     """Fused scores of every candidate in ``lexical`` or ``dense``, on the lexical (BM25) scale.
 
@@ -44,6 +54,7 @@ def fuse(
         lexical: Candidate id -> BM25 score (0 when it holds no query term).
         dense: Candidate id -> cosine similarity to the query (the dense candidates only).
         method: ``rrf`` or ``sum``; see the module docstring.
+        weight: The calibrated sum's share of the best BM25 score the best cosine adds.
 
     Returns:
         Candidate id -> fused score (> 0 for every candidate either side found).
@@ -63,11 +74,7 @@ def fuse(
         span = best - floor
         return {
             i: lexical.get(i, 0.0)
-            + (
-                DENSE_WEIGHT * top_lex * max(0.0, (dense[i] - floor) / span)
-                if i in dense and span > 0
-                else 0.0
-            )
+            + (weight * top_lex * max(0.0, (dense[i] - floor) / span) if i in dense and span > 0 else 0.0)
             for i in ids
         }
     lex_rank, dense_rank = _ranks(lexical), _ranks({k: v + 2.0 for k, v in dense.items()})

@@ -28,7 +28,7 @@ import itertools
 import logging
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Literal, TypeVar, cast
@@ -48,7 +48,7 @@ from convmem_graph.payloads._sanitize import (
 )
 from convmem_graph.payloads.fusion import fuse
 from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats
-from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked
+from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked, ranked_with_cosines
 from convmem_graph.text.cjk import SCRIPTS
 from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens
@@ -141,6 +141,8 @@ _VARIABLE_PRIOR = 2.0
 _POOL_SAMPLE = 400
 #: How lexical and dense scores of turns are fused (see :mod:`convmem_graph.payloads.fusion`).
 _FUSION: Literal["rrf", "sum"] = "sum"
+#: Share of the best lexical fact score the fact nearest the query by meaning adds (calibrated sum).
+_FACT_DENSE_WEIGHT = 1.0
 # Share of a found turn's score that the other speaker's reply to it inherits.
 _REPLY_SHARE = 0.6
 _ID = attrgetter("id")
@@ -351,6 +353,7 @@ def _select(
     scorer: Scorer,
     exclude_turns: frozenset[str],
     matchless_key: tuple[object, ...] | None = None,
+    fact_dense: Mapping[str, float] | None = None,
 ) -> _Selection:
     """The block's items, best first, and the facts it considered and left out.
 
@@ -358,7 +361,8 @@ def _select(
     ``matchless_key``: what the selection depends on besides the query, given when the facts'
     order holds no lexical match (see :func:`_matchless_key`); a query that then matches no
     variable, summary sentence, fact or found turn gets the selection any such query got on
-    this snapshot, without the walk.
+    this snapshot, without the walk. ``fact_dense``: each fact's cosine to the query, given with
+    embeddings; facts found by meaning then join those found by words on one scale.
     """
     texts = _TEXT[language]
     start_remaining = remaining
@@ -419,6 +423,7 @@ def _select(
     memo_key: tuple[object, ...] = ()
     if (
         matchless_key is not None
+        and not fact_dense
         and not holding
         and (episodes is None or not episodes.hits)
         and all(c.score == (_VARIABLE_PRIOR if c.kind == "var" else 0.0) for c in pool)
@@ -433,6 +438,7 @@ def _select(
             return _Selection(list(known.items), list(known.considered_dropped), known)
     fragments = consider()
     grouped: set[str] = set()
+    scored: list[tuple[int, Fragment, list[Fragment] | None, float]] = []
     for rank, frag in enumerate(fragments):
         _check_owner(frag, memory_id)
         if now is not None and frag.expires_at is not None and frag.expires_at <= now:
@@ -446,6 +452,17 @@ def _select(
             score = scorer.score(join_sentences([p.content for p in pieces]))
         else:
             score = scorer.score(frag.content) if frag.content in holding else 0.0
+        scored.append((rank, frag, pieces, score))
+    if fact_dense:
+        # Facts found by meaning join those found by words on the one BM25 scale (see fusion).
+        near = {
+            rank: max(fact_dense.get(p.id, -1.0) for p in (pieces or [frag]))
+            for rank, frag, pieces, _ in scored
+            if any(p.id in fact_dense for p in (pieces or [frag]))
+        }
+        fused = fuse({rank: s for rank, _, _, s in scored}, near, method="sum", weight=_FACT_DENSE_WEIGHT)
+        scored = [(rank, frag, pieces, fused.get(rank, s)) for rank, frag, pieces, s in scored]
+    for rank, frag, pieces, score in scored:
         if score <= 0.0:
             # Facts that share no term with the query keep recency order; only the first few can
             # ever be reached, so a large memory costs no more than a small one here.
@@ -1020,12 +1037,16 @@ def build_memory_block(
     # with embeddings a fact that shares no word with the query can still come first among those.
     facts = _facts(snapshot, stats) if embeddings is None else None
     ranking: FactRanking | None = None
+    fact_dense: dict[str, float] = {}  # fact id -> the query's cosine (with embeddings)
     if facts is not None and facts.fast:
         # The same order, by position: only the facts the query matches are ordered.
         ranking = facts.order.ranking(opts.query)
         head = [fragments[i] for i in ranking.prefix(_LANGUAGE_SAMPLE_FRAGMENTS)]
     else:
-        ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
+        if embeddings is not None and opts.query and opts.query.strip():
+            ranked, fact_dense = ranked_with_cosines(opts.query, fragments, embeddings, first=_POOL_SAMPLE)
+        else:
+            ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
         head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
     language: Language
     if opts.language != "auto":
@@ -1093,6 +1114,7 @@ def build_memory_block(
             scorer,
             exclude,
             matchless,
+            fact_dense,
         )
         items, considered = sel.items, sel.considered_dropped
         if sel.kept is not None:

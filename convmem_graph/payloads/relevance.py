@@ -46,6 +46,7 @@ __all__ = [
     "lexical_scores",
     "query_terms",
     "rank_fragments",
+    "ranked_with_cosines",
     "stem",
 ]
 
@@ -403,32 +404,83 @@ def iter_ranked(
         Every fragment exactly once.
     """
     scores = lexical_scores(query, list(map(_CONTENT, fragments))) if query and query.strip() else {}
+    ranked = _lexical_order(fragments, scores, first)
+    if embeddings is None or not query or not query.strip():
+        yield from ranked
+        return
+    head, _ = _embedded_head(query, fragments, scores, ranked, embeddings, embed_limit)
+    yield from head
+    yield from ranked
+
+
+def ranked_with_cosines(
+    query: str,
+    fragments: Sequence[Fragment],
+    embeddings: Embeddings,
+    *,
+    first: int,
+    embed_limit: int | None = 256,
+) -> tuple[Iterator[Fragment], dict[str, float]]:
+    """:func:`iter_ranked`'s order with embeddings, and the query's cosine of each fragment embedded.
+
+    The block fuses these cosines with its own lexical scores (one scale for facts and turns), so
+    a fact that shares no word with the query can still be chosen over a weakly matching quote.
+    The fragments are embedded when this is called, not when the order is iterated.
+
+    Args:
+        query: Text to rank against (not blank).
+        fragments: Candidates (the caller filters expired ones).
+        embeddings: The model.
+        first: As for :func:`iter_ranked`.
+        embed_limit: How many top lexical/recency candidates are embedded; ``None`` embeds all.
+
+    Returns:
+        The order (every fragment once) and fragment id -> cosine for the embedded ones.
+
+    Raises:
+        ValueError: If ``query`` is blank, or the model returns a wrong number of vectors.
+    """
+    if not query.strip():
+        raise ValueError("ranked_with_cosines: the query is blank (rank by recency with iter_ranked)")
+    scores = lexical_scores(query, list(map(_CONTENT, fragments)))
+    ranked = _lexical_order(fragments, scores, first)
+    head, cosines = _embedded_head(query, fragments, scores, ranked, embeddings, embed_limit)
+    return itertools.chain(head, ranked), cosines
+
+
+def _lexical_order(fragments: Sequence[Fragment], scores: dict[int, float], first: int) -> Iterator[Fragment]:
     matched = sorted(scores, key=lambda i: (-scores[i], -fragments[i].updated_at, i))
     matched_frags = [fragments[i] for i in matched]
     seen = {id(f) for f in matched_frags}
     rest = (f for f in _by_recency(fragments, first) if id(f) not in seen)
-    ranked: Iterator[Fragment] = itertools.chain(matched_frags, rest)
-    if embeddings is None or not query or not query.strip():
-        yield from ranked
-        return
+    return itertools.chain(matched_frags, rest)
+
+
+def _embedded_head(
+    query: str,
+    fragments: Sequence[Fragment],
+    scores: dict[int, float],
+    ranked: Iterator[Fragment],
+    embeddings: Embeddings,
+    embed_limit: int | None,
+) -> tuple[list[Fragment], dict[str, float]]:
+    """The first ``embed_limit`` of ``ranked`` re-ranked by meaning, and their cosines by id."""
     limit = len(fragments) if embed_limit is None else embed_limit
     head = list(itertools.islice(ranked, limit))
-    if head:
-        vectors = embeddings.embed_documents([f.content for f in head])
-        if len(vectors) != len(head):
-            raise ValueError(
-                f"embeddings.embed_documents returned {len(vectors)} vectors for {len(head)} fragments"
-            )
-        qv = embeddings.embed_query(query)
-        top_lex = max((scores[i] for i in matched), default=0.0)
-        lex = {id(fragments[i]): scores[i] / top_lex for i in matched} if top_lex > 0 else {}
-        hybrid = {
-            id(f): _cosine(qv, v) + _LEXICAL_WEIGHT_WITH_EMBEDDINGS * lex.get(id(f), 0.0)
-            for f, v in zip(head, vectors, strict=True)
-        }
-        head.sort(key=lambda f: (-hybrid[id(f)], -f.updated_at))
-    yield from head
-    yield from ranked
+    if not head:
+        return head, {}
+    vectors = embeddings.embed_documents([f.content for f in head])
+    if len(vectors) != len(head):
+        raise ValueError(
+            f"embeddings.embed_documents returned {len(vectors)} vectors for {len(head)} fragments"
+        )
+    qv = embeddings.embed_query(query)
+    top_lex = max(scores.values(), default=0.0)
+    lex = {id(fragments[i]): scores[i] / top_lex for i in scores} if top_lex > 0 else {}
+    cosine = {id(f): _cosine(qv, v) for f, v in zip(head, vectors, strict=True)}
+    hybrid = {k: c + _LEXICAL_WEIGHT_WITH_EMBEDDINGS * lex.get(k, 0.0) for k, c in cosine.items()}
+    head.sort(key=lambda f: (-hybrid[id(f)], -f.updated_at))
+    return head, {f.id: cosine[id(f)] for f in head}
 
 
 def rank_fragments(

@@ -21,7 +21,7 @@ Options common to every vendor: ``persona``, ``query``, ``recent_turns``, ``budg
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -43,6 +43,9 @@ from convmem_graph.payloads.trtc import (
     build_start_ai_conversation,
 )
 from convmem_graph.tokens import TokenCounter, count_tokens
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 __all__ = ["VENDORS", "render_payload", "sent_turns"]
 
@@ -126,6 +129,7 @@ def render_payload(
     *,
     counter: TokenCounter = count_tokens,
     now_ms: int | None = None,
+    embeddings: Embeddings | None = None,
 ) -> Any:
     """Build the ``vendor`` payload for ``snapshot``.
 
@@ -135,6 +139,9 @@ def render_payload(
         options: Flat options (see the module docstring).
         counter: Token counter for the memory block budget.
         now_ms: Current time; expired transient facts are left out.
+        embeddings: The memory's model: the block's facts are ranked by meaning too (fused with
+            their words, :mod:`convmem_graph.payloads.fusion`). Read by the ``openai`` and
+            ``langchain`` vendors only so far; the TRTC and Agora blocks rank facts by words.
 
     Raises:
         ValueError: Unknown vendor or option, or an option the vendor's builder rejects (the
@@ -145,14 +152,19 @@ def render_payload(
         [{'role': 'system', 'content': 'You are Rain.'}]
     """
     try:
-        return _render(vendor, snapshot, dict(options or {}), counter, now_ms)
+        return _render(vendor, snapshot, dict(options or {}), counter, now_ms, embeddings)
     except ValidationError as exc:
         # Field paths only: pydantic's own text echoes the input, API keys included.
         raise ValueError(f"{vendor}: invalid options: {describe_validation_error(exc)}") from None
 
 
 def _render(
-    vendor: str, snapshot: MemorySnapshot, opts: dict[str, Any], counter: TokenCounter, now_ms: int | None
+    vendor: str,
+    snapshot: MemorySnapshot,
+    opts: dict[str, Any],
+    counter: TokenCounter,
+    now_ms: int | None,
+    embeddings: Embeddings | None,
 ) -> Any:
     if vendor not in VENDORS:
         raise ValueError(f"unknown vendor {vendor!r}; choose one of {', '.join(VENDORS)}")
@@ -176,6 +188,7 @@ def _render(
             recent_turns=_int(opts, "recent_turns", 10),
             block=block,
             counter=counter,
+            embeddings=embeddings,
         )
     if vendor.startswith("trtc"):
         trtc = TRTCOptions(

@@ -202,3 +202,22 @@ def test_a_memory_dropped_without_close_stops_its_worker(tmp_path: Path) -> None
     gc.collect()
     thread.join(20)
     assert not thread.is_alive()
+
+
+def test_the_payload_ranks_facts_by_meaning_too(tmp_path: Path) -> None:
+    # Only one fact fits; "any fruit I should avoid?" shares no word with the mango allergy and
+    # "avoid" with the crowds fact. Before the payload handed the model to the block, the call
+    # start's facts were ranked by words alone and the crowds fact came first.
+    m = ConvMemory.open(str(tmp_path / "p.db"), embeddings=ConceptEmbeddings(), embed_in_background=False)
+    try:
+        m.add_fragment("u_1", "User is allergic to mango.")
+        m.add_fragment("u_1", "User avoids crowds.")
+        body = m.payload("u_1", "openai", query="any fruit I should avoid?", budget_tokens=40, recent_turns=0)
+        assert "mango" in body[0]["content"]
+        m.embeddings = None
+        lexical = m.payload(
+            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=40, recent_turns=0
+        )
+        assert "crowds" in lexical[0]["content"] and "mango" not in lexical[0]["content"]
+    finally:
+        m.close()

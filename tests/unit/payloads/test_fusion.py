@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convmem_graph.payloads.fusion import DENSE_WEIGHT, fuse
 
@@ -36,3 +38,42 @@ def test_calibrated_sum_adds_at_most_a_share_of_the_best_lexical_score() -> None
     )  # the best cosine adds its share of the best BM25
     assert fused[1] == pytest.approx(2.0)  # below the median cosine: nothing added
     assert fused[3] == pytest.approx(0.0)  # the median itself adds 0
+
+
+def test_the_calibrated_sum_takes_its_weight() -> None:
+    fused = fuse({1: 2.0, 2: 1.0}, {1: 0.2, 2: 0.9, 3: 0.5}, method="sum", weight=1.5)
+    assert fused[2] == pytest.approx(1.0 + 1.5 * 2.0)
+    assert fused[3] == pytest.approx(0.0)
+
+
+def _facts_block(order: list[int], query: str, max_fragments: int) -> list[str]:
+    from convmem_graph.models import Fragment, MemorySnapshot
+    from convmem_graph.payloads import MemoryBlockOptions, build_memory_block
+    from tests.unit.payloads.test_relevance import KeywordEmbeddings
+
+    facts = [
+        Fragment(id="mango", memory_id="m", content="User is allergic to mango.", key="mango", updated_at=1),
+        Fragment(id="crowds", memory_id="m", content="User avoids crowds.", key="crowds", updated_at=2),
+        Fragment(id="cat", memory_id="m", content="User has a cat.", key="cat", updated_at=3),
+        Fragment(id="noise", memory_id="m", content="User avoids noise.", key="noise", updated_at=4),
+    ]
+    snap = MemorySnapshot(memory_id="m", fragments=[facts[i] for i in order])
+    options = MemoryBlockOptions(query=query, max_fragments=max_fragments)
+    return build_memory_block(snap, options, embeddings=KeywordEmbeddings()).included_fragment_ids
+
+
+def test_a_fact_found_by_meaning_alone_competes_with_facts_found_by_words() -> None:
+    # "mango" shares no word with the query, "crowds" and "noise" share "avoid". Before the
+    # facts' cosines were fused, a fact with no shared word came only after every one with one.
+    top_two = _facts_block([0, 1, 2, 3], "Which fruit should I avoid?", 2)
+    assert "mango" in top_two
+    # Without meaning in the query the lexical order stands.
+    assert "mango" not in _facts_block([0, 1, 2, 3], "What should I avoid?", 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations([0, 1, 2, 3]))
+def test_fused_facts_do_not_depend_on_the_order_they_are_stored_in(order: list[int]) -> None:
+    assert _facts_block(order, "Which fruit should I avoid?", 2) == _facts_block(
+        [0, 1, 2, 3], "Which fruit should I avoid?", 2
+    )
