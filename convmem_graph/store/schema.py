@@ -221,20 +221,26 @@ def _key_family(prefix: str) -> ColumnElement[bool]:
 #: The facts of the hobby key families (queries repeat this expression to use the index below).
 HOBBY_KEYS = or_(*(_key_family(p) for p in HOBBY_PREFIXES))
 
+
+def _newest_stated_index(name: str, family: ColumnElement[bool]) -> Index:
+    """A partial index of one key family's facts, newest stated first (the walks' ORDER BY)."""
+    return Index(
+        name,
+        fragments.c.memory_id,
+        fragments.c.status,
+        fragments.c.transient,
+        fragments.c.observed_at.desc(),
+        fragments.c.updated_at.desc(),
+        fragments.c.created_at.desc(),
+        fragments.c.id.desc(),
+        sqlite_where=family,
+    )
+
+
 # The hobby facts newest stated first, in exactly the ORDER BY of inference's walk, so that walk
 # is a keyset-paged index range that stops when the items are full. Partial: the other key
 # families (most facts) cost it nothing, neither in bytes nor in the walk.
-Index(
-    "ix_cm_fragments_hobby",
-    fragments.c.memory_id,
-    fragments.c.status,
-    fragments.c.transient,
-    fragments.c.observed_at.desc(),
-    fragments.c.updated_at.desc(),
-    fragments.c.created_at.desc(),
-    fragments.c.id.desc(),
-    sqlite_where=HOBBY_KEYS,
-)
+_newest_stated_index("ix_cm_fragments_hobby", HOBBY_KEYS)
 
 #: Canonical-key prefixes of the facts the ``diet`` variable reads: ``_DIET_PREFIXES`` of
 #: :mod:`convmem_graph.extractors.variables` (a unit test keeps the two equal).
@@ -260,18 +266,8 @@ ALLERGY_KEYS = key_head("allergy:")
 # keyset-paged range that stops after the newest few keys (``FOOD_WINDOW``, ``ALLERGY_WINDOW`` of
 # the variables' rules). One index per family: in one index for both, the allergy walk would
 # step over every food fact. Partial: other facts cost them nothing.
-for _name, _keys in (("ix_cm_fragments_food", FOOD_KEYS), ("ix_cm_fragments_allergy", ALLERGY_KEYS)):
-    Index(
-        _name,
-        fragments.c.memory_id,
-        fragments.c.status,
-        fragments.c.transient,
-        fragments.c.observed_at.desc(),
-        fragments.c.updated_at.desc(),
-        fragments.c.created_at.desc(),
-        fragments.c.id.desc(),
-        sqlite_where=_keys,
-    )
+_newest_stated_index("ix_cm_fragments_food", FOOD_KEYS)
+_newest_stated_index("ix_cm_fragments_allergy", ALLERGY_KEYS)
 
 #: Key families whose most recently updated facts ``extract`` shows the heuristic rules (known
 #: pets and plans: ``KNOWN_PREFIXES`` of :mod:`convmem_graph.nodes._extract_reads`, a unit test
