@@ -213,13 +213,15 @@ def test_the_key_holds_what_the_selection_depends_on() -> None:
     )
 
 
-@pytest.mark.parametrize(("seed", "turns"), [(1, False), (1, True), (0, False), (2, True)])
-def test_every_budget_after_a_query_matching_nothing(seed: int, turns: bool) -> None:
-    # A sweep of budgets meets those where only some of the inferred values, summary sentences
-    # or quoted turns fit: where a query a value, the summary or a found turn holds would get a
-    # block other than the one kept for queries matching nothing.
+def blocks_after_a_query_matching_nothing(seed: int, turns: bool, budgets: range) -> None:
+    """Each budget's blocks after a matchless query equal blocks built with nothing kept.
+
+    A sweep of budgets meets those where only some of the inferred values, summary sentences or
+    quoted turns fit: where a query a value, the summary or a found turn holds would get a block
+    other than the one kept for queries matching nothing.
+    """
     snap = _snapshot(seed, summary=True, turns=turns)
-    for budget in range(30, 130, 2):
+    for budget in budgets:
         for summary_cap in (None, 10):
             for query in QUERIES:
                 options = MemoryBlockOptions(
@@ -235,3 +237,9 @@ def test_every_budget_after_a_query_matching_nothing(seed: int, turns: bool) -> 
                     budget,
                     summary_cap,
                 )
+
+
+@pytest.mark.parametrize(("seed", "turns"), [(1, False), (1, True), (0, False), (2, True)])
+def test_every_budget_after_a_query_matching_nothing(seed: int, turns: bool) -> None:
+    # Every third even budget here; tests/integration/test_matchless_block_full.py runs all of them.
+    blocks_after_a_query_matching_nothing(seed, turns, range(30, 130, 6))
