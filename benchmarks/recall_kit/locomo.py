@@ -10,10 +10,13 @@ categories 1-4 (5 is adversarial: no gold answer). Methods, each at a token budg
   recent_turns=0)``, with the clock at the end of the conversation;
 - ``recent``: the newest turns that fit in B (a contiguous window);
 - ``bm25``: BM25 over the conversation's turns (question -> turns), best turns packed to B;
-- ``full``: every turn.
+- ``full``: every turn;
+- ``bm25-lines`` (not run by default): issue 23's BM25 baseline, BM25 over the rendered lines, so
+  the date and the speaker's name are indexed words of each turn ("What did Caroline..." favours
+  Caroline's lines, "... in May 2023" lines of May 2023), packed as ``bm25``.
 
 Raw turns are rendered ``[8 May 2023] Caroline: text`` (the session's date, LoCoMo's day-month-year
-form) for ``recent``, ``bm25`` and ``full`` alike.
+form) for ``recent``, ``bm25``, ``bm25-lines`` and ``full`` alike.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from convmem_graph import ConvMemory
 from convmem_graph.tokens import count_tokens
 
 __all__ = [
+    "EXTRA_METHODS",
     "METHODS",
     "Clock",
     "Context",
@@ -271,6 +275,8 @@ class Context:
 
 
 METHODS = ("convmem", "recent", "bm25", "full")
+#: Methods run only when named in ``--methods``.
+EXTRA_METHODS = ("bm25-lines",)
 #: Methods that need ``--embeddings`` (not run by default).
 EMBEDDING_METHODS = ("hybrid",)
 
@@ -282,6 +288,8 @@ class ConversationIndex:
         self.conv = conv
         self.lines = [t.render() for t in conv.turns]
         self.bm25 = BM25([en_words(t.text) for t in conv.turns])
+        # Issue 23's baseline indexes the whole rendered line (date and speaker included).
+        self.bm25_lines = BM25([en_words(line) for line in self.lines])
         self.full = "\n".join(self.lines)
         self.full_tokens = count_tokens(self.full)
         self.newest_first = list(range(len(self.lines) - 1, -1, -1))
@@ -335,6 +343,8 @@ def build_contexts(
                 text = _recent(index, budget)
             elif method == "bm25":
                 text, _ = pack(index.lines, index.bm25.top(en_words(question)), budget)
+            elif method == "bm25-lines":
+                text, _ = pack(index.lines, index.bm25_lines.top(en_words(question)), budget)
             else:
                 raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
             ms = (timer() - started) * 1000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.table import Table
@@ -25,7 +25,11 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
 
 @dataclass(frozen=True)
 class Outcome:
-    """One method's context for one LoCoMo question, and what was found in it."""
+    """One method's context for one LoCoMo question, and what was found in it.
+
+    ``found`` is the first check's verdict; ``found_by`` holds every check run, by name
+    (``{"strict": False, "issue": True}``).
+    """
 
     conversation: str
     question: int
@@ -36,6 +40,15 @@ class Outcome:
     ms: float
     answer: str | None = None
     correct: bool | None = None
+    found_by: dict[str, bool] = field(default_factory=dict)
+
+    def found_under(self, check: str | None) -> bool:
+        """The verdict of ``check`` (``None``: the first check's, :attr:`found`).
+
+        Raises:
+            KeyError: If ``check`` was not run for this outcome.
+        """
+        return self.found if check is None else self.found_by[check]
 
 
 @dataclass(frozen=True)
@@ -57,26 +70,35 @@ def _p95(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[18]
 
 
-def locomo_tables(outcomes: Sequence[Outcome], labels: Sequence[str]) -> list[Table2]:
-    """Answer-in-context (and J, when graded) per category and overall, per method and budget."""
+def locomo_tables(
+    outcomes: Sequence[Outcome], labels: Sequence[str], checks: Sequence[str] = ()
+) -> list[Table2]:
+    """Answer-in-context (and J, when graded) per category and overall, per method and budget.
+
+    One answer-in-context table per name in ``checks`` (see ``recall_kit.text.CHECKS``); with
+    none, one table of each outcome's :attr:`Outcome.found`.
+    """
     categories = sorted({o.category for o in outcomes})
     counts = {c: len({(o.conversation, o.question) for o in outcomes if o.category == c}) for c in categories}
     total = len({(o.conversation, o.question) for o in outcomes})
     cat_head = [f"cat {c} {CATEGORY_NAMES.get(c, '')} (n={counts[c]})".replace("  ", " ") for c in categories]
     header = ["method", *cat_head, f"overall (n={total})", "mean tokens", "ms/query mean", "ms p50", "ms p95"]
-    rows = []
-    for label in labels:
-        mine = [o for o in outcomes if o.label == label]
-        if not mine:
-            continue
-        row = [label]
-        row += [_pct([o.found for o in mine if o.category == c]) for c in categories]
-        row.append(_pct([o.found for o in mine]))
-        row.append(f"{statistics.fmean(o.tokens for o in mine):,.0f}")
-        ms = [o.ms for o in mine]
-        row += [f"{statistics.fmean(ms):.2f}", f"{statistics.median(ms):.2f}", f"{_p95(ms):.2f}"]
-        rows.append(row)
-    tables = [Table2("LoCoMo answer-in-context, % of questions", header, rows)]
+    tables = []
+    for check in checks or (None,):
+        rows = []
+        for label in labels:
+            mine = [o for o in outcomes if o.label == label]
+            if not mine:
+                continue
+            row = [label]
+            row += [_pct([o.found_under(check) for o in mine if o.category == c]) for c in categories]
+            row.append(_pct([o.found_under(check) for o in mine]))
+            row.append(f"{statistics.fmean(o.tokens for o in mine):,.0f}")
+            ms = [o.ms for o in mine]
+            row += [f"{statistics.fmean(ms):.2f}", f"{statistics.median(ms):.2f}", f"{_p95(ms):.2f}"]
+            rows.append(row)
+        named = "" if check is None else f" ({check} check)"
+        tables.append(Table2(f"LoCoMo answer-in-context{named}, % of questions", header, rows))
     graded = [o for o in outcomes if o.correct is not None or o.answer is not None]
     if graded:
         jrows = []

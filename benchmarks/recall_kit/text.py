@@ -12,6 +12,15 @@ additions, applied to answers and contexts alike so no method is favoured:
 A normalized answer must occur in the normalized context on word boundaries (``7`` is not found
 in ``2017``). Multi-part answers: as LoCoMo's scorer does for category 1 (multi-hop), the gold
 answer is split at commas and every part must occur; other categories use the whole answer.
+This is the ``strict`` check (:func:`answer_in_context`).
+
+The ``issue`` check (:func:`answer_in_context_issue`) is the protocol issue 23 states for its
+figures, written down so they can be compared: the normalized answer occurs as a phrase in the
+context, as above, except for a *list* answer (one holding a comma, in any category), which is
+found when at least half of its content words (the normalized answer's words minus
+:data:`EN_STOPWORDS`) are words of the normalized context, anywhere. It is looser than ``strict``
+for list answers only (a context naming one of two listed items, or the words of a list in
+another order, counts as a hit); every other answer is judged the same by both.
 """
 
 from __future__ import annotations
@@ -25,7 +34,9 @@ from functools import lru_cache
 
 __all__ = [
     "EN_STOPWORDS",
+    "CHECKS",
     "answer_in_context",
+    "answer_in_context_issue",
     "answer_parts",
     "canonical_dates",
     "contains",
@@ -146,6 +157,45 @@ def answer_in_context(answer: object, category: int, normalized_context: str) ->
     """
     parts = answer_parts(answer, category)
     return bool(parts) and all(contains(p, normalized_context) for p in parts)
+
+
+def answer_in_context_issue(answer: object, category: int, normalized_context: str) -> bool:
+    """Issue 23's check: a phrase match, or for a list answer half of its content words.
+
+    ``category`` is accepted so both checks share one signature; this check ignores it (a list
+    answer is one holding a comma, whatever its category). Content words are the normalized
+    answer's words minus :data:`EN_STOPWORDS`, looked up among the normalized context's words
+    (so both sides are folded alike: ``Charlotte's`` is ``charlottes`` on both).
+
+    Example:
+        >>> ctx = normalize("[8 May 2023] Maya: I play the violin, not the piano.")
+        >>> answer_in_context_issue("clarinet, violin", 1, ctx), answer_in_context("clarinet, violin", 1, ctx)
+        (True, False)
+        >>> answer_in_context_issue("clarinet, flute, violin", 1, ctx)
+        False
+        >>> answer_in_context_issue("the violin", 4, ctx), answer_in_context_issue("viol", 4, ctx)
+        (True, False)
+    """
+    text = str(answer)
+    if "," not in text:
+        needle = normalize(text)
+        return bool(needle) and contains(needle, normalized_context)
+    words = [w for w in normalize(text).split() if w not in EN_STOPWORDS]
+    if not words:
+        return False
+    present = _context_words(normalized_context)
+    return 2 * sum(w in present for w in words) >= len(words)
+
+
+@lru_cache(maxsize=64)
+def _context_words(normalized_context: str) -> frozenset[str]:
+    # One context is checked against each of its question's answers in turn: cache its words.
+    return frozenset(normalized_context.split())
+
+
+#: The answer-in-context checks by name (``recall.py --check``): all take
+#: ``(answer, category, normalized_context)``.
+CHECKS = {"strict": answer_in_context, "issue": answer_in_context_issue}
 
 
 _WORD = re.compile(r"[a-z0-9]+")

@@ -10,9 +10,17 @@ import pytest
 
 from benchmarks.recall_kit.bm25 import BM25, pack
 from benchmarks.recall_kit.judge import parse_label
-from benchmarks.recall_kit.locomo import DatasetError, load_locomo, parse_session_date
+from benchmarks.recall_kit.locomo import ConversationIndex, DatasetError, load_locomo, parse_session_date
 from benchmarks.recall_kit.madial import Dialogue, Event, load_madial, queries, recall, split_event
-from benchmarks.recall_kit.text import answer_in_context, answer_parts, canonical_dates, en_words, normalize
+from benchmarks.recall_kit.text import (
+    CHECKS,
+    answer_in_context,
+    answer_in_context_issue,
+    answer_parts,
+    canonical_dates,
+    en_words,
+    normalize,
+)
 from convmem_graph.tokens import count_tokens
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "recall_locomo_mini.json"
@@ -43,6 +51,33 @@ FIXTURE = Path(__file__).parents[1] / "fixtures" / "recall_locomo_mini.json"
 )
 def test_answer_in_context(answer: object, category: int, context: str, found: bool) -> None:
     assert answer_in_context(answer, category, normalize(context)) is found
+
+
+@pytest.mark.parametrize(
+    ("answer", "category", "context", "issue", "strict"),
+    [
+        # A list answer (a comma, any category): half of its content words, anywhere, in any order.
+        ("clarinet, violin", 1, "Maya: I play the violin.", True, False),
+        ("clarinet, flute, violin", 1, "Maya: I play the violin.", False, False),  # 1 of 3
+        ("Horse, sunset, sunrise", 1, "sunrise over a horse", True, False),  # 2 of 3, other order
+        ("Psychology, counseling", 3, "counseling and psychology", True, False),  # strict: whole phrase
+        ("engine swaps, and body modifications", 4, "Did the engine swaps.", True, False),  # 2 of 4
+        ("the, and", 1, "the and the", False, False),  # no content word: never found
+        ("violin, piano", 1, "violinist", False, False),  # words, not substrings
+        # Every other answer: the normalized phrase on word boundaries, exactly as strict.
+        ("clarinet and violin", 4, "plays the clarinet and the violin", True, True),
+        ("clarinet and violin", 4, "plays the violin", False, False),
+        ("7 May 2023", 2, "[2023-05-07] Caroline: I went.", True, True),
+        (7, 4, "Back in 2017.", False, False),
+    ],
+)
+def test_issue_check_is_looser_for_list_answers_only(
+    answer: object, category: int, context: str, issue: bool, strict: bool
+) -> None:
+    normalized_context = normalize(context)
+    assert answer_in_context_issue(answer, category, normalized_context) is issue
+    assert answer_in_context(answer, category, normalized_context) is strict
+    assert CHECKS["strict"] is answer_in_context and CHECKS["issue"] is answer_in_context_issue
 
 
 def test_normalization_is_explicit() -> None:
@@ -225,3 +260,43 @@ def test_chinese_terms_come_from_jieba() -> None:
 
     assert tokenize("Bart在圣诞节晚会上跳舞，感觉非常开心。")[:4] == ["bart", "在", "圣诞节", "晚会"]
     assert "，" not in tokenize("你好，世界") and tokenize("The red kite!") == ["red", "kite"]
+
+
+def test_bm25_lines_indexes_the_date_and_the_speaker() -> None:
+    (conv,) = load_locomo(FIXTURE)
+    index = ConversationIndex(conv)
+    # The plain baseline indexes the text alone: only a turn that names Theo (Maya's greeting).
+    who = en_words("What did Theo say?")
+    assert [conv.turns[i].speaker for i in index.bm25.top(who)] == ["Maya"]
+    assert all(conv.turns[i].speaker == "Theo" for i in index.bm25_lines.top(who)[:3])
+    when = en_words("What happened on 16 March?")
+    assert index.bm25.top(when) == []
+    top = index.bm25_lines.top(when)
+    # "march" is in every line; "16" only in that day's six.
+    assert [index.lines[i][:15] for i in top[:6]] == ["[16 March 2024]"] * 6
+
+
+def test_run_locomo_reports_each_check(tmp_path: Path) -> None:
+    from benchmarks.recall import run_locomo
+
+    run = run_locomo(
+        FIXTURE,
+        budgets=(60,),
+        methods=("bm25", "bm25-lines", "full"),
+        workdir=tmp_path,
+        checks=("strict", "issue"),
+    )
+    titles = [t.title for t in run.tables()]
+    assert titles == [
+        "LoCoMo answer-in-context (strict check), % of questions",
+        "LoCoMo answer-in-context (issue check), % of questions",
+    ]
+    assert {o.label for o in run.outcomes} == {"bm25@60", "bm25-lines@60", "full"}
+    for o in run.outcomes:
+        assert set(o.found_by) == {"strict", "issue"} and o.found is o.found_by["strict"]
+        # The issue check differs from strict on list answers (a comma) only.
+        answer = next(q.answer for q in load_locomo(FIXTURE)[0].questions if q.index == o.question)
+        if "," not in answer:
+            assert o.found_by["issue"] is o.found_by["strict"]
+    with pytest.raises(ValueError, match="unknown check"):
+        run_locomo(FIXTURE, methods=("full",), workdir=tmp_path, checks=("loose",))
