@@ -474,10 +474,14 @@ def _select(
         pool.append(_Candidate("fragments", "fact", frag.id, score, 2, rank, pieces or frag))
     if episodes is not None:
         by_seq: dict[int, float] = {}
+        # Speakers named in the query count by who said a turn, not by the names a turn says.
+        names = scorer.speaker_terms(h.message.speaker_id for h in episodes.hits)
         for hit in episodes.hits:
             msg = hit.message
             score = (
-                scorer.score(msg.content) + scorer.span_bonus(hit.terms) + scorer.name_bonus(msg.speaker_id)
+                scorer.turn_score(msg.content, names)
+                + scorer.span_bonus(hit.terms)
+                + scorer.name_bonus(msg.speaker_id)
             )
             if score > 0:
                 # A matching turn that holds what the question asks for (a time, a number).

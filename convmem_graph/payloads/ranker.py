@@ -20,7 +20,7 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from convmem_graph.models import EpisodeSearch
@@ -325,6 +325,48 @@ class Scorer:
         if not speaker or not self.weights or not _NAME.fullmatch(speaker):
             return 0.0
         return sum(self.weights.get(t, 0.0) for t in self.stats.get(speaker)[0])
+
+    def speaker_terms(self, speakers: Iterable[str | None]) -> frozenset[str]:
+        """The query's terms that name one of ``speakers`` (given as names, as :meth:`name_bonus` reads them).
+
+        Example:
+            >>> s = Scorer("What did Caroline tell Melanie about the race?", None, ["x"])
+            >>> sorted(s.speaker_terms(["Caroline", "Melanie", "user_7", None]))
+            ['carolin', 'melani']
+        """
+        if not self.weights:
+            return frozenset()
+        out: set[str] = set()
+        for speaker in set(speakers):
+            if speaker and _NAME.fullmatch(speaker):
+                out.update(t for t in self.stats.get(speaker)[0] if t in self.weights)
+        return frozenset(out)
+
+    def turn_score(self, text: str, names: frozenset[str]) -> float:
+        """:meth:`score` of a stored turn, leaving out the query terms that name a speaker.
+
+        Who a turn is about shows in who said it (:meth:`name_bonus`), not in the names it
+        says: a name in a turn is mostly the other speaker being addressed ("Thanks,
+        Caroline!"), so for "What book did Caroline recommend?" it would lift every turn that
+        greets her above her own turn naming the book. ``names`` comes from
+        :meth:`speaker_terms`; without one in ``text`` this is :meth:`score` itself.
+
+        Example:
+            >>> s = Scorer("What book did Caroline recommend?", None, ["Thanks, Caroline!", "a book"])
+            >>> names = s.speaker_terms(["Caroline"])
+            >>> s.turn_score("Thanks, Caroline!", names), s.score("Thanks, Caroline!") > 0.0
+            (0.0, True)
+            >>> s.turn_score("a book", names) == s.score("a book") > 0.0
+            True
+        """
+        counts, length = self.stats.get(text)
+        if not self.weights or names.isdisjoint(counts):
+            return self.score(text)
+        held = [t for t in counts if t in self.weights and t not in names]
+        if not held:
+            return 0.0
+        norm = _K1 * (1.0 - _B + _B * length / self._avg)
+        return sum(self.weights[t] * counts[t] * (_K1 + 1.0) / (counts[t] + norm) for t in held)
 
     def kind_bonus(self, text: str) -> float:
         """What a stored turn gains for holding what the question asks for: a time, a number.
