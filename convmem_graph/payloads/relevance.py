@@ -51,6 +51,9 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"[^\W_]+")
+#: A maximal run of characters ``str.isalnum`` accepts (``\w`` is those and ``_``): one word of
+#: a document, as :func:`_word_hit` delimits it.
+_ALNUM_RUN = _WORD
 _EN_STOP = frozenset(
     """a an the and or but if of to in on at by for with from as is are was were be been being am do does
     did have has had i me my we our you your he him his she her it its they them their this that these
@@ -209,12 +212,48 @@ class _Joined:
         return self.starts
 
 
+def _word_forms(term: str) -> list[str]:
+    """Every document word ``term`` (a stem) matches by :func:`_word_hit`: itself plus a tail."""
+    return [term + tail for tail in _TAILS] + [term + term[-1] + tail for tail in _DOUBLED_TAILS]
+
+
+class _WordDocs:
+    """Each word of one joined text (a maximal alphanumeric run) -> its documents, once per occurrence.
+
+    Kept with a :class:`LexicalIndex` that scores many queries: a word term's matches are then
+    found by a few look-ups of its inflected forms (:func:`_word_forms`) instead of a
+    :func:`_find_all` walk over its occurrences. The same matches: a word term is alphanumeric,
+    so an occurrence :func:`_word_hit` accepts starts a word and is the whole word but for an
+    inflection; documents are split where the joined text is (its separator is no word character).
+    """
+
+    __slots__ = ("_docs",)
+
+    def __init__(self, joined: _Joined) -> None:
+        self._docs: dict[str, list[int]] = {}
+        text, starts = joined.text, joined.offsets()
+        for doc, (start, length) in enumerate(zip(starts, joined.lens, strict=True)):
+            for word in _ALNUM_RUN.findall(text, start, start + length):
+                self._docs.setdefault(word, []).append(doc)
+
+    def hits(self, term: str) -> dict[int, int]:
+        """Document -> how many of its words ``term`` matches, documents in ascending order."""
+        found: dict[int, int] = {}
+        for form in set(_word_forms(term)):
+            for doc in self._docs.get(form, ()):
+                found[doc] = found.get(doc, 0) + 1
+        return dict(sorted(found.items()))
+
+
 class LexicalIndex:
     """:func:`lexical_scores` over one fixed list of documents, its joined text made once.
 
     A call start scores the same snapshot's facts against every query: kept with the snapshot,
     the join (and the lower-cased join that word terms search) is made once per version of it.
-    Scores are those of :func:`lexical_scores` (which is this class used once).
+    Scores are those of :func:`lexical_scores` (which is this class used once). With
+    ``index_words`` (an index that scores many queries), the lower-cased join's words are
+    indexed on first use too (:class:`_WordDocs`), so a word term costs look-ups, not a walk of
+    its occurrences; the scores are the same.
 
     Example:
         >>> index = LexicalIndex(["用户喜欢跑步。", "User is allergic to mangoes."])
@@ -222,12 +261,14 @@ class LexicalIndex:
         True
     """
 
-    __slots__ = ("_lower", "_raw", "contents")
+    __slots__ = ("_index_words", "_lower", "_raw", "_words", "contents")
 
-    def __init__(self, contents: Sequence[str]) -> None:
+    def __init__(self, contents: Sequence[str], *, index_words: bool = False) -> None:
         self.contents = list(contents)
         self._raw: _Joined | None = None
         self._lower: _Joined | None = None
+        self._index_words = index_words
+        self._words: _WordDocs | None = None
 
     def _joined(self, lower: bool) -> _Joined:
         if self._raw is None:
@@ -251,6 +292,11 @@ class LexicalIndex:
             return {}
         joined = self._joined(any(is_word for _, _, is_word in terms))
         text, lens, avg_len = joined.text, joined.lens, joined.avg_len
+        words: _WordDocs | None = None
+        if self._index_words and joined is self._lower:
+            if self._words is None:
+                self._words = _WordDocs(joined)
+            words = self._words
         limit = max(n // 4, 16)
         starts: list[int] | None = None
         scores: dict[int, float] = {}
@@ -265,18 +311,25 @@ class LexicalIndex:
                 if len(scores) > _REFINE_LIMIT:
                     break
                 assert starts is not None  # set by the full pass that produced the scores
+                known = words.hits(term) if words is not None and is_word else None
                 for doc in scores:
-                    body = text[starts[doc] : starts[doc] + lens[doc]]
-                    freq = sum(1 for _ in _find_all(body, term, is_word)) if is_word else body.count(term)
+                    if known is not None:
+                        freq = known.get(doc, 0)
+                    else:
+                        body = text[starts[doc] : starts[doc] + lens[doc]]
+                        freq = sum(1 for _ in _find_all(body, term, is_word)) if is_word else body.count(term)
                     if freq:
                         tf[doc] = freq
                 df = count  # occurrences stand in for the document frequency here
             else:
                 if starts is None:
                     starts = joined.offsets()
-                for pos in _find_all(text, term, is_word):
-                    doc = bisect_right(starts, pos) - 1
-                    tf[doc] = tf.get(doc, 0) + 1
+                if words is not None and is_word:
+                    tf = words.hits(term)
+                else:
+                    for pos in _find_all(text, term, is_word):
+                        doc = bisect_right(starts, pos) - 1
+                        tf[doc] = tf.get(doc, 0) + 1
                 processed += count
                 df = len(tf)
             if not tf:
@@ -314,7 +367,7 @@ class FactOrder:
 
     def __init__(self, fragments: Sequence[Fragment]) -> None:
         self.fragments = list(fragments)
-        self.index = LexicalIndex(list(map(_CONTENT, self.fragments)))
+        self.index = LexicalIndex(list(map(_CONTENT, self.fragments)), index_words=True)
         # sorted(reverse=True) keeps ties in list order, as _by_recency (and nlargest) does
         self.recency = sorted(
             range(len(self.fragments)), key=lambda i: self.fragments[i].updated_at, reverse=True
