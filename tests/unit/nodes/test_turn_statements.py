@@ -1,9 +1,10 @@
-"""A live turn's store statements: no read the node's next write makes anyway, no read past the last page.
+"""A live turn's store work: no read its next write makes anyway, no page past the last, no row made twice.
 
 ``update_variables`` learns whether the inferred language changed from its own commit (which
 reads the stored values inside its transaction) instead of reading them before it; a language
 change then rewords the diet in a second commit, and a run stopped between the two is completed
-by the next. ``summary_due`` stops at a short page instead of asking for one more.
+by the next. ``summary_due`` stops at a short page instead of asking for one more. The hobby walk
+makes the older facts of its items into Fragments without those it already holds.
 """
 
 from __future__ import annotations
@@ -118,3 +119,30 @@ def test_summary_due_stops_at_a_short_page(lc: Lifecycle) -> None:
         result = _say(lc, "今天天气不错。")
     assert "summarize" not in result.node_ms  # too little new transcript: the read found it short
     assert len(seen) == 1, seen  # one page, shorter than a page: no second read
+
+
+def test_the_hobby_walk_makes_each_fact_row_into_a_fragment_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convmem_graph.store import _fragments
+    from tests.unit.nodes.test_flat_turn import fill
+
+    store = MemoryStore.from_url("sqlite://")
+    try:
+        # More facts than the first page holds (index reads then): 40 hobbies, the two newest items
+        # also stated long ago under habit: (the walk reads those older facts by key).
+        facts = [("pref:{s}", "用户喜欢{s}。", f"爱好{i}", False, i + 10, 1.0, None) for i in range(40)]
+        facts += [("habit:{s}", "用户经常{s}。", f"爱好{i}", False, 1, 1.0, None) for i in (38, 39)]
+        fill(store, "m", facts)
+        made: list[str] = []
+        real = _fragments.fragment_of
+
+        def counted(values: Any) -> Any:
+            made.append(values[0])  # the id
+            return real(values)
+
+        monkeypatch.setattr(_fragments, "fragment_of", counted)
+        hobbies = [s for s in DEFAULT_VARIABLE_SPECS if s.name == "hobbies"]
+        guess = infer_from_store(store, "m", hobbies, now_ms=NOW)["hobbies"]
+    finally:
+        store.close()
+    assert len(made) == len(set(made)), sorted(made)  # an older item's rows were made twice before
+    assert len(guess.fragment_ids) == 22  # the newest 20 items, two of them stated twice
