@@ -34,18 +34,17 @@ __all__ = ["Durability", "Lifecycle", "RunResult"]
 logger = logging.getLogger(__name__)
 
 #: "exit" (the default) writes one checkpoint per run, its end state (or, when a node raises, the
-#: state at the failing step with its pending writes). That loses nothing a kill could matter for:
-#: every node commits its store writes in its own transaction before the next node starts (on
-#: PostgreSQL the run is one transaction, committed or not as a whole), and the next run resumes
-#: from the store's cursors, so a run killed at any point leaves no message or fact behind; only
-#: the killed run's checkpoint trace is lost (tested by a SIGKILL at every node boundary,
-#: ``tests/integration/test_lifecycle_kill.py``). It costs ~4 ms less CPU per live turn than the
-#: per-step kinds. The viewer's lifecycle page draws the path and per-node times from the end
-#: state's ``node_ms``. "sync" persists every step before the next starts and "async" persists
-#: steps while the next run: both keep the per-step trace of a run (inspect or resume a run from a
-#: mid-run checkpoint). On PostgreSQL with the checkpoints in the store's database a run is one
-#: transaction, so its per-step checkpoints could never be seen: such runs always use "exit" (see
-#: ``Lifecycle.run``).
+#: state at the failing step with its pending writes). A kill costs no stored message or fact
+#: under it: every node commits its store writes before the next node starts (on PostgreSQL the
+#: run is one transaction, committed whole or not at all) and the next run resumes from the
+#: store's cursors; what is lost is the killed run's checkpoint trace (tested with a SIGKILL after
+#: every node, ``tests/integration/test_lifecycle_kill.py``). A live turn costs ~3 ms (a fifth)
+#: less CPU than with the per-step kinds (``benchmarks/turn_cost.py``), and the viewer's lifecycle
+#: page draws its path and per-node times from the end state's ``node_ms``. "sync" persists every
+#: step before the next starts and "async" while the next steps run: both keep each run's
+#: per-step trace (to inspect a run step by step, or resume it from a mid-run checkpoint). On
+#: PostgreSQL with the checkpoints in the store's database a run is one transaction, so its
+#: per-step checkpoints could never be seen: such runs always use "exit" (see ``Lifecycle.run``).
 Durability = Literal["sync", "async", "exit"]
 
 
