@@ -7,7 +7,9 @@ nothing), and the next run resumes from the store's cursors. Each case kills a c
 after one node returned (its writes made, the next node not begun), then a new process catches up
 (an empty run, as the next turn would) and receives the killed turn again (a sender that saw no
 answer retries); the stored messages, facts, variables and summary must equal those of a run that
-was never killed.
+was never killed. A kill right after ``ingest`` (which only reads the payloads; ``normalize``
+stores them, and payloads are never checkpointed under any durability) leaves the turn unstored
+until it is sent again, as a kill before the run began would.
 """
 
 from __future__ import annotations
