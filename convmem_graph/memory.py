@@ -120,7 +120,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         checkpointer: BaseCheckpointSaver[Any] | None = None,
         extractor: Extractor | None = None,
         summarizer: Summarizer | None = None,
-        durability: Durability = "sync",
+        durability: Durability = "exit",
         embeddings: Embeddings | None = None,
         embed_in_background: bool = True,
         clock: Callable[[], int] = now_ms,
@@ -142,7 +142,10 @@ class ConvMemory(FragmentQueries, AsyncTwins):
                 prune (not SQLite, PostgreSQL or in-memory) is used unpruned, with one warning.
             extractor: Overrides the extractor chosen from ``model``.
             summarizer: Overrides the summarizer chosen from ``model``.
-            durability: Checkpoint durability of lifecycle runs.
+            durability: Checkpoint durability of lifecycle runs: ``"exit"`` (default; one
+                checkpoint per run, its end state) or ``"sync"`` / ``"async"`` (one per step, to
+                inspect a run step by step). A kill loses no message or fact under any of them
+                (see :data:`~convmem_graph.runner.Durability`).
             embeddings: Any LangChain ``Embeddings``: re-ranks the lexical candidates of
                 :meth:`search`, of ``as_store()`` searches and of the middleware's memory block.
             embed_in_background: With ``embeddings``, the turns each :meth:`ingest` stores get their
