@@ -45,7 +45,7 @@ class BackendCpu:
     server's shared processes (WAL writer, checkpointer, autovacuum) are not counted. Linux only.
 
     Example:
-        >>> with BackendCpu("wt3_bench") as cpu:  # doctest: +SKIP
+        >>> with BackendCpu("convmem_bench") as cpu:  # doctest: +SKIP
         ...     run_the_replay()
         >>> cpu.seconds  # doctest: +SKIP
     """
