@@ -6,7 +6,7 @@ Kept apart from the ``inject`` node so that building a payload (``convmem inject
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from convmem_graph._held import HeldRows
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DenseReads",
+    "FactVectorReads",
     "SNAPSHOT_RECENT",
     "EpisodeReads",
     "build_snapshot",
@@ -95,6 +96,31 @@ class DenseReads(Protocol):
     def dense_episodes(self, memory_id: str, model: str, vector: list[float], *, limit: int) -> EpisodeSearch:
         """The stored turns of ``memory_id`` nearest ``vector`` (vectors made by ``model``)."""
         ...
+
+
+@runtime_checkable
+class FactVectorReads(Protocol):
+    """The stored fact vectors a hybrid call start reads instead of embedding the facts."""
+
+    def stored_fact_vectors(self, memory_id: str, model: str, facts: Sequence[Fragment]) -> dict[str, Any]:
+        """The vectors by ``model`` of ``facts`` made from their current text, by fragment id."""
+        ...
+
+
+def with_fact_vectors(
+    reads: object, snapshot: MemorySnapshot, embeddings: Embeddings | None
+) -> MemorySnapshot:
+    """``snapshot`` with its facts' stored vectors attached (``fact_vectors``), when there is a model.
+
+    Without a model, or with reads that keep no fact vectors, the snapshot as it is (a block
+    given a model then embeds the facts itself, as before vectors were stored).
+    """
+    if embeddings is None or not snapshot.fragments or not isinstance(reads, FactVectorReads):
+        return snapshot
+    from convmem_graph.embeddings import model_name  # LangChain: only with a model given
+
+    found = reads.stored_fact_vectors(snapshot.memory_id, model_name(embeddings), snapshot.fragments)
+    return snapshot.model_copy(update={"fact_vectors": found})
 
 
 def with_episodes(
@@ -192,4 +218,7 @@ def render_call_start(
         budget_tokens=budget if isinstance(budget, int) else None,
         embeddings=embeddings,
     )
+    if isinstance(query, str) and query.strip():
+        # Only a query ranks facts by meaning: without one the block reads no vectors.
+        snap = with_fact_vectors(reads, snap, embeddings)
     return render_payload(vendor, snap, dict(options), now_ms=now_ms, embeddings=embeddings)
