@@ -198,7 +198,7 @@ def render_call_start(
     Without ``budget_tokens`` in ``options`` the block gets ``config.memory_block_budget_tokens``;
     see :func:`convmem_graph.payloads.render.render_payload` for the vendors and options.
     """
-    from convmem_graph.payloads.render import render_payload
+    from convmem_graph.payloads.render import FACTS_BY_MEANING, render_payload
 
     if options.get("budget_tokens") is None:
         options = {**options, "budget_tokens": config.memory_block_budget_tokens}
@@ -218,7 +218,8 @@ def render_call_start(
         budget_tokens=budget if isinstance(budget, int) else None,
         embeddings=embeddings,
     )
-    if isinstance(query, str) and query.strip():
-        # Only a query ranks facts by meaning: without one the block reads no vectors.
+    if vendor in FACTS_BY_MEANING and isinstance(query, str) and query.strip():
+        # Only these vendors' blocks, and only with a query, rank facts by meaning: the others
+        # read no vectors.
         snap = with_fact_vectors(reads, snap, embeddings)
     return render_payload(vendor, snap, dict(options), now_ms=now_ms, embeddings=embeddings)
