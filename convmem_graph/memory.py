@@ -45,6 +45,7 @@ from convmem_graph.snapshot import build_snapshot, render_call_start, with_episo
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import PoolSettings
+from convmem_graph.store.turn_embedding import FACT_CHANGES
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -108,6 +109,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         self.embed_in_background = embed_in_background
         self._embedder: BackgroundEmbedder | None = None
         self._embedder_lock = threading.Lock()
+        #: Memories whose facts changed since the worker last embedded them (under the lock).
+        self._facts_changed: set[str] = set()
 
     @classmethod
     def open(
@@ -262,15 +265,21 @@ class ConvMemory(FragmentQueries, AsyncTwins):
 
     def _embed_later(self, memory_id: str, result: RunResult) -> None:
         """Hand a run's new turns and facts to the background embedder; never blocks."""
-        facts_changed = any(result.fragment_ops.get(op) for op in ("add", "update", "supersede"))
+        facts_changed = any(result.fragment_ops.get(op) for op in FACT_CHANGES)
         if result.new_messages or facts_changed:
-            self._embed_soon(memory_id)
+            self._embed_soon(memory_id, facts=facts_changed)
 
-    def _embed_soon(self, memory_id: str) -> None:
-        """Tell the background embedder (created on first use) about ``memory_id``; never blocks."""
+    def _embed_soon(self, memory_id: str, *, facts: bool = True) -> None:
+        """Tell the background embedder (created on first use) about ``memory_id``; never blocks.
+
+        ``facts``: the memory's facts changed too. Only then does the worker look for facts to
+        embed (a pass reads every active fact's text: ~40 ms of CPU at 10k facts).
+        """
         if self.embeddings is None or not self.embed_in_background:
             return
         with self._embedder_lock:
+            if facts:
+                self._facts_changed.add(memory_id)
             if self._embedder is None:
                 from convmem_graph.store.turn_embedding import BackgroundEmbedder
 
@@ -294,7 +303,13 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         if embeddings is None:  # taken away since the run
             return 0
         done = embed_missing_turns(self.store, embeddings, memory_id, stop=stop)
-        return done + embed_missing_facts(self.store, embeddings, memory_id, stop=stop)
+        with self._embedder_lock:
+            # Taken before the pass: a change made during it queues the memory (and this) again.
+            facts = memory_id in self._facts_changed
+            self._facts_changed.discard(memory_id)
+        if facts:
+            done += embed_missing_facts(self.store, embeddings, memory_id, stop=stop)
+        return done
 
     # -- variables ------------------------------------------------------------------------
     def define_variables(self, memory_id: str, specs: Iterable[VariableSpec | dict[str, Any]]) -> None:

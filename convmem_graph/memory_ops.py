@@ -67,7 +67,7 @@ class FragmentQueries:
     config: MemoryConfig
     embeddings: Embeddings | None = None
 
-    def _embed_soon(self, memory_id: str) -> None:
+    def _embed_soon(self, memory_id: str, *, facts: bool = True) -> None:
         """Have the memory's new or changed facts embedded off the request path (``ConvMemory``)."""
 
     def search(

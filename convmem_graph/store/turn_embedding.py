@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
     from convmem_graph.store import MemoryStore
 
-__all__ = ["BackgroundEmbedder", "embed_missing_facts", "embed_missing_turns"]
+__all__ = ["FACT_CHANGES", "BackgroundEmbedder", "embed_missing_facts", "embed_missing_turns"]
+
+#: The extraction ops (``RunResult.fragment_ops`` keys) after which a memory's facts need a pass.
+FACT_CHANGES = ("add", "update", "supersede")
 
 logger = logging.getLogger(__name__)
 

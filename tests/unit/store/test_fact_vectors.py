@@ -336,3 +336,30 @@ def test_unembedded_facts_keep_a_neutral_place_and_no_cosine() -> None:
     assert set(cos) == {"f0", "f1"}
     assert next(order).id == "f0"
     assert emb.documents == 0
+
+
+def test_background_fact_pass_runs_only_after_facts_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn with no new fact costs no fact pass (one reads every active fact's text)."""
+    from convmem_graph.store import turn_embedding
+
+    passes: list[str] = []
+    real = turn_embedding.embed_missing_facts
+
+    def counting(store: object, embeddings: Embeddings, memory_id: str, **kw: object) -> int:
+        passes.append(memory_id)
+        return real(store, embeddings, memory_id, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(turn_embedding, "embed_missing_facts", counting)
+    mem = _open(str(tmp_path / "m.db"), ConceptEmbeddings(), background=True)
+    try:
+        mem.ingest("u1", [{"role": "user", "content": "ok", "timestamp": T0}], source="openai")
+        assert mem._embedder is not None and mem._embedder.wait_idle(timeout=30)
+        assert passes == []
+        mem.add_fragment("u1", PYTHON)
+        assert mem._embedder.wait_idle(timeout=30)
+        assert passes == ["u1"]
+        assert fact_rows(mem, "u1") == 1
+    finally:
+        mem.close()
