@@ -200,6 +200,12 @@ def render_call_start(
     """
     from convmem_graph.payloads.render import FACTS_BY_MEANING, render_payload
 
+    if embeddings is not None:
+        from convmem_graph.embeddings import QueryOnce
+
+        # The turns' search and the facts' ranking embed the same query: once (a model call
+        # costs ~50-300 ms on a CPU; the rest of a call start, a few).
+        embeddings = QueryOnce(embeddings)
     if options.get("budget_tokens") is None:
         options = {**options, "budget_tokens": config.memory_block_budget_tokens}
     query, budget = options.get("query"), options["budget_tokens"]

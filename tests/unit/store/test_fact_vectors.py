@@ -197,6 +197,15 @@ def test_call_start_embeds_the_query_only(tmp_path: Path) -> None:
             assert PYTHON in block(mem, "u1")
         assert emb.documents == 0
         assert emb.queries == 3
+        # With facts and turns embedded, the turns' search and the facts' ranking share one query.
+        mem.ingest("u1", [{"role": "user", "content": "I code in Rust", "timestamp": T0}], source="openai")
+        mem.embed_turns("u1")
+        if hasattr(mem, "embed_facts"):  # this revision's; the start's embeds the facts per call
+            mem.embed_facts("u1")
+        documents = emb.documents
+        assert PYTHON in block(mem, "u1")
+        assert emb.queries == 4
+        assert emb.documents == documents
     finally:
         mem.close()
 
