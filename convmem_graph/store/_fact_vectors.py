@@ -53,8 +53,10 @@ if TYPE_CHECKING:
     from convmem_graph.models import Fragment
 
 __all__ = [
+    "FactVectorPlan",
     "content_digest",
     "delete_fact_vectors",
+    "delete_stale",
     "fact_vector_plan",
     "fact_vector_stamps",
     "fact_vectors",
