@@ -1020,7 +1020,8 @@ def build_memory_block(
         snapshot: The memory (variables, fragments, summary).
         options: Budget, language, query and caps; defaults to :class:`MemoryBlockOptions`.
         counter: Token counter for every budget (the CJK-aware approximate one by default).
-        embeddings: Optional embeddings to rank fragments against ``options.query``.
+        embeddings: Optional embeddings to rank fragments against ``options.query``: with the
+            snapshot's ``fact_vectors`` (attached by the call start) only the query is embedded.
         list_all_dropped: ``False`` skips listing every fragment left out (a pass over all
             fragments); payload builders use it to stay fast on large memories.
 
@@ -1058,7 +1059,11 @@ def build_memory_block(
         head = [fragments[i] for i in ranking.prefix(_LANGUAGE_SAMPLE_FRAGMENTS)]
     else:
         if embeddings is not None and opts.query and opts.query.strip():
-            ranked, fact_dense = ranked_with_cosines(opts.query, fragments, embeddings, first=_POOL_SAMPLE)
+            # The facts' stored vectors when the call start attached them (only the query is
+            # embedded); a snapshot without them (built by hand) has its facts embedded here.
+            ranked, fact_dense = ranked_with_cosines(
+                opts.query, fragments, embeddings, first=_POOL_SAMPLE, stored=snapshot.fact_vectors
+            )
         else:
             ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
         head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))

@@ -16,8 +16,9 @@ caller iterates past it.
 
 With a LangChain :class:`~langchain_core.embeddings.Embeddings`, the ``embed_limit`` best
 lexical/recency candidates are re-ranked by cosine similarity plus half the normalized lexical
-score. Embeddings are computed on each call: wrap the model in ``CacheBackedEmbeddings`` for
-large memories.
+score. Embeddings are computed on each call (wrap the model in ``CacheBackedEmbeddings`` for
+large memories), unless the caller passes the fragments' stored vectors (``ranked_with_cosines(...,
+stored=)``: the call start reads those the store keeps, see ``store/_fact_vectors.py``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import heapq
 import itertools
 import math
 import re
+import statistics
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -473,6 +475,7 @@ def ranked_with_cosines(
     *,
     first: int,
     embed_limit: int | None = 256,
+    stored: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[Iterator[Fragment], dict[str, float]]:
     """:func:`iter_ranked`'s order with embeddings, and the query's cosine of each fragment embedded.
 
@@ -480,12 +483,19 @@ def ranked_with_cosines(
     a fact that shares no word with the query can still be chosen over a weakly matching quote.
     The fragments are embedded when this is called, not when the order is iterated.
 
+    With ``stored`` (fragment id -> its stored vector, as the model gave it) no fragment is
+    embedded: only the query is. The order and cosines are those of the per-call path for the
+    same vectors. A fragment with no stored vector gets no cosine (the block scores it by its
+    words) and, in the order, the median cosine of the others: neither pushed down nor up for
+    lacking one.
+
     Args:
         query: Text to rank against (not blank).
         fragments: Candidates (the caller filters expired ones).
         embeddings: The model.
         first: As for :func:`iter_ranked`.
         embed_limit: How many top lexical/recency candidates are embedded; ``None`` embeds all.
+        stored: The fragments' stored vectors, by id (see above).
 
     Returns:
         The order (every fragment once) and fragment id -> cosine for the embedded ones.
@@ -497,7 +507,7 @@ def ranked_with_cosines(
         raise ValueError("ranked_with_cosines: the query is blank (rank by recency with iter_ranked)")
     scores = lexical_scores(query, list(map(_CONTENT, fragments)))
     ranked = _lexical_order(fragments, scores, first)
-    head, cosines = _embedded_head(query, fragments, scores, ranked, embeddings, embed_limit)
+    head, cosines = _embedded_head(query, fragments, scores, ranked, embeddings, embed_limit, stored)
     return itertools.chain(head, ranked), cosines
 
 
@@ -516,24 +526,61 @@ def _embedded_head(
     ranked: Iterator[Fragment],
     embeddings: Embeddings,
     embed_limit: int | None,
+    stored: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[list[Fragment], dict[str, float]]:
-    """The first ``embed_limit`` of ``ranked`` re-ranked by meaning, and their cosines by id."""
+    """The first ``embed_limit`` of ``ranked`` re-ranked by meaning, and their cosines by id.
+
+    The head's vectors come from ``stored`` when given (none is embedded), else from the model.
+    """
     limit = len(fragments) if embed_limit is None else embed_limit
     head = list(itertools.islice(ranked, limit))
     if not head:
         return head, {}
-    vectors = embeddings.embed_documents([f.content for f in head])
-    if len(vectors) != len(head):
-        raise ValueError(
-            f"embeddings.embed_documents returned {len(vectors)} vectors for {len(head)} fragments"
-        )
-    qv = embeddings.embed_query(query)
+    if stored is not None:
+        qv = embeddings.embed_query(query) if any(f.id in stored for f in head) else []
+        # A vector of another dimension (a model changed under one name) counts as none.
+        have = [f for f in head if f.id in stored and len(stored[f.id]) == len(qv)]
+        cosine = dict(zip(map(id, have), _cosines(qv, [stored[f.id] for f in have]), strict=True))
+    else:
+        vectors = embeddings.embed_documents([f.content for f in head])
+        if len(vectors) != len(head):
+            raise ValueError(
+                f"embeddings.embed_documents returned {len(vectors)} vectors for {len(head)} fragments"
+            )
+        qv = embeddings.embed_query(query)
+        cosine = {id(f): _cosine(qv, v) for f, v in zip(head, vectors, strict=True)}
+    if not cosine:
+        return head, {}  # nothing embedded yet: the lexical order as it is
     top_lex = max(scores.values(), default=0.0)
     lex = {id(fragments[i]): scores[i] / top_lex for i in scores} if top_lex > 0 else {}
-    cosine = {id(f): _cosine(qv, v) for f, v in zip(head, vectors, strict=True)}
-    hybrid = {k: c + _LEXICAL_WEIGHT_WITH_EMBEDDINGS * lex.get(k, 0.0) for k, c in cosine.items()}
+    # A fragment not embedded yet counts as a middling one by meaning (see ranked_with_cosines).
+    middle = statistics.median(cosine.values())
+    hybrid = {
+        id(f): cosine.get(id(f), middle) + _LEXICAL_WEIGHT_WITH_EMBEDDINGS * lex.get(id(f), 0.0) for f in head
+    }
     head.sort(key=lambda f: (-hybrid[id(f)], -f.updated_at))
-    return head, {f.id: cosine[id(f)] for f in head}
+    return head, {f.id: cosine[id(f)] for f in head if id(f) in cosine}
+
+
+def _cosines(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
+    """:func:`_cosine` of ``query`` with each of ``vectors`` at once (numpy, float64 sums).
+
+    Stored vectors are numpy arrays already (the embeddings extra); this is the same cosine in
+    one matrix product instead of a Python loop per fragment: equal to ~1e-15, so equal orders.
+    """
+    if not vectors:
+        return []
+    import numpy as np
+
+    q = np.asarray(query, dtype=np.float64)
+    m = np.asarray(vectors, dtype=np.float64)
+    if m.ndim != 2 or m.shape[1] != q.shape[0]:
+        # A model whose dimension changed under one name: the stored vectors cannot be compared.
+        raise ValueError(f"stored vectors of dimension {m.shape[-1]} for a query of dimension {q.shape[0]}")
+    norms = np.linalg.norm(m, axis=1) * float(np.linalg.norm(q))
+    dots = m @ q
+    out: list[float] = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).tolist()
+    return out
 
 
 def rank_fragments(

@@ -234,6 +234,7 @@ def replay_in_processes(
             report.node_ms = merge_node_ms(report.node_ms, value.get("node_ms") or {})
             report.runs += int(value.get("runs", 0))
             report.embedded_turns += int(value.get("embedded_turns", 0))
+            report.embedded_facts += int(value.get("embedded_facts", 0))
             report.embed_seconds += float(value.get("embed_seconds", 0.0))
     for proc in workers:
         proc.join()
