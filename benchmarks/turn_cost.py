@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import os
 import statistics
@@ -136,11 +137,19 @@ def open_memories(workdir: Path, freeze: bool) -> dict[str, ConvMemory]:
     return mems
 
 
+def default_durability() -> str:
+    """The durability ``ConvMemory.open`` uses when none is given (what a live turn gets)."""
+    return str(inspect.signature(ConvMemory.open).parameters["durability"].default)
+
+
 def worker(workdir: Path, freeze: bool) -> int:
     """The ``--baseline`` side: run the cells the parent asks for (one JSON line each way)."""
     mems = open_memories(workdir, freeze)
     threads = ThreadCount()
-    print(json.dumps({"code": str(Path(convmem_graph.__file__).parent)}), flush=True)
+    print(
+        json.dumps({"code": str(Path(convmem_graph.__file__).parent), "default": default_durability()}),
+        flush=True,
+    )
     for line in sys.stdin:
         ask = json.loads(line)
         mem, before = mems[ask["durability"]], threads.started
@@ -162,7 +171,8 @@ class Baseline:
         )
         env = {**os.environ, "PYTHONPATH": str(root)}
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        self.code = self._read()["code"]
+        hello = self._read()
+        self.code, self.default = hello["code"], hello.get("default", "sync")
 
     def _read(self) -> dict[str, Any]:
         return read_reply(self.proc)
@@ -203,7 +213,8 @@ def main() -> int:
     print(f"code: {Path(convmem_graph.__file__).parent}")
     base = Baseline(args.baseline, workdir / "baseline", args.freeze) if args.baseline else None
     if base is not None:
-        print(f"baseline code: {base.code}")
+        print(f"baseline code: {base.code} (default durability {base.default!r})")
+    print(f"default durability: {default_durability()!r}")
     mems = open_memories(workdir, freeze=False)
     m0 = mem0_memory(workdir) if args.mem0 else None
     if m0 is not None:
@@ -247,7 +258,7 @@ def main() -> int:
         f"\nload after: {os.getloadavg()}; median over {args.rounds} rounds"
         " of each round's p50 (ms per turn pair)"
     )
-    sync = statistics.median(cells["sync"])
+    sync = statistics.median(cells["sync"])  # the column stays "of sync" across versions
     for name, rounds in sorted(cells.items()):
         med = statistics.median(rounds)
         per_turn = f"{started[name] / (args.rounds * args.turns):.1f}" if name in started else "-"
@@ -266,10 +277,22 @@ def main() -> int:
         print(
             f"convmem best / mem0 add p50 = {ratio:.2f} (target <= 1.0: {'met' if ratio <= 1 else 'NOT met'})"
         )
+        d = default_durability()
+        wall = statistics.median(cells[d]) / statistics.median(cells["mem0 add"])
+        cpu = statistics.median(CPU[d]) / statistics.median(CPU["mem0 add"])
+        print(f"convmem default ({d}) / mem0 add: wall p50 x{wall:.2f}, CPU x{cpu:.2f}")
     if base is not None:
         for d in DURABILITIES:
             new, old = statistics.median(CPU[d]), statistics.median(CPU[f"{d} (baseline)"])
             print(f"CPU per turn pair, {d}: {new:.2f} ms vs baseline {old:.2f} ms (x{new / old:.2f})")
+        d, b = default_durability(), f"{base.default} (baseline)"
+        new, old = statistics.median(CPU[d]), statistics.median(CPU[b])
+        wall_new, wall_old = statistics.median(cells[d]), statistics.median(cells[b])
+        print(
+            f"default turn ({d} vs the baseline's {base.default}):"
+            f" CPU {new:.2f} vs {old:.2f} ms (x{new / old:.2f}),"
+            f" wall p50 {wall_new:.2f} vs {wall_old:.2f} ms (x{wall_new / wall_old:.2f})"
+        )
         base.close()
     for mem in mems.values():
         mem.close()

@@ -11,7 +11,7 @@ counts its calls with zero tokens.
 
 Every node is timed too (:func:`timed_node`): the run's state carries ``node_ms``, the time spent
 inside each node that ran, in run order (``{"ingest": 3.1, "normalize": 0.4, ...}``). It is part of
-the end state a checkpointer keeps, so a run with ``durability="exit"`` (batch replay), whose
+the end state a checkpointer keeps, so a run with ``durability="exit"`` (the default), whose
 per-step checkpoints are never written, still shows where its time went (the viewer's lifecycle
 page reads it).
 

@@ -52,7 +52,7 @@ def open_lifecycle(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     extractor: Extractor | None = None,
     summarizer: Summarizer | None = None,
-    durability: Durability = "sync",
+    durability: Durability = "exit",
     clock: Callable[[], int] = now_ms,
     pools: PoolSettings | None = None,
 ) -> tuple[Lifecycle, Callable[[], None] | None]:

@@ -41,10 +41,11 @@ from convmem_graph.models import (
     VariableValueType,
 )
 from convmem_graph.runner import Durability, Lifecycle, RunResult
-from convmem_graph.snapshot import build_snapshot, render_call_start, with_episodes
+from convmem_graph.snapshot import build_snapshot, render_call_start, with_episodes, with_fact_vectors
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.engine import PoolSettings
+from convmem_graph.store.turn_embedding import FACT_CHANGES
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -108,6 +109,8 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         self.embed_in_background = embed_in_background
         self._embedder: BackgroundEmbedder | None = None
         self._embedder_lock = threading.Lock()
+        #: Memories whose facts changed since the worker last embedded them (under the lock).
+        self._facts_changed: set[str] = set()
 
     @classmethod
     def open(
@@ -120,7 +123,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         checkpointer: BaseCheckpointSaver[Any] | None = None,
         extractor: Extractor | None = None,
         summarizer: Summarizer | None = None,
-        durability: Durability = "sync",
+        durability: Durability = "exit",
         embeddings: Embeddings | None = None,
         embed_in_background: bool = True,
         clock: Callable[[], int] = now_ms,
@@ -142,7 +145,10 @@ class ConvMemory(FragmentQueries, AsyncTwins):
                 prune (not SQLite, PostgreSQL or in-memory) is used unpruned, with one warning.
             extractor: Overrides the extractor chosen from ``model``.
             summarizer: Overrides the summarizer chosen from ``model``.
-            durability: Checkpoint durability of lifecycle runs.
+            durability: Checkpoint durability of lifecycle runs: ``"exit"`` (default; one
+                checkpoint per run, its end state) or ``"sync"`` / ``"async"`` (one per step, to
+                inspect a run step by step). A kill loses no message or fact under any of them
+                (see :data:`~convmem_graph.runner.Durability`).
             embeddings: Any LangChain ``Embeddings``: re-ranks the lexical candidates of
                 :meth:`search`, of ``as_store()`` searches and of the middleware's memory block.
             embed_in_background: With ``embeddings``, the turns each :meth:`ingest` stores get their
@@ -261,10 +267,22 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         return result
 
     def _embed_later(self, memory_id: str, result: RunResult) -> None:
-        """Hand a run's new turns to the background embedder (created on first use); never blocks."""
-        if not result.new_messages or self.embeddings is None or not self.embed_in_background:
+        """Hand a run's new turns and facts to the background embedder; never blocks."""
+        facts_changed = any(result.fragment_ops.get(op) for op in FACT_CHANGES)
+        if result.new_messages or facts_changed:
+            self._embed_soon(memory_id, facts=facts_changed)
+
+    def _embed_soon(self, memory_id: str, *, facts: bool = True) -> None:
+        """Tell the background embedder (created on first use) about ``memory_id``; never blocks.
+
+        ``facts``: the memory's facts changed too. Only then does the worker look for facts to
+        embed (a pass reads every active fact's text: ~40 ms of CPU at 10k facts).
+        """
+        if self.embeddings is None or not self.embed_in_background:
             return
         with self._embedder_lock:
+            if facts:
+                self._facts_changed.add(memory_id)
             if self._embedder is None:
                 from convmem_graph.store.turn_embedding import BackgroundEmbedder
 
@@ -281,13 +299,20 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         self._embedder.notify(memory_id)
 
     def _embed_missing(self, memory_id: str, stop: threading.Event) -> int:
-        """The background worker's job: the memory's turns without a vector, by the current model."""
-        from convmem_graph.store.turn_embedding import embed_missing_turns
+        """The background worker's job: the memory's turns, then facts, without a vector by the model."""
+        from convmem_graph.store.turn_embedding import embed_missing_facts, embed_missing_turns
 
         embeddings = self.embeddings
         if embeddings is None:  # taken away since the run
             return 0
-        return embed_missing_turns(self.store, embeddings, memory_id, stop=stop)
+        done = embed_missing_turns(self.store, embeddings, memory_id, stop=stop)
+        with self._embedder_lock:
+            # Taken before the pass: a change made during it queues the memory (and this) again.
+            facts = memory_id in self._facts_changed
+            self._facts_changed.discard(memory_id)
+        if facts:
+            done += embed_missing_facts(self.store, embeddings, memory_id, stop=stop)
+        return done
 
     # -- variables ------------------------------------------------------------------------
     def define_variables(self, memory_id: str, specs: Iterable[VariableSpec | dict[str, Any]]) -> None:
@@ -407,6 +432,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             memory_id, content, category=category, origin="manual", now_ms=self.lifecycle.clock()
         )
         self.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
+        self._embed_soon(memory_id)
         return fragment
 
     def add_long_fragment(self, memory_id: str, content: str, *, category: str = "other") -> list[Fragment]:
@@ -435,6 +461,7 @@ class ConvMemory(FragmentQueries, AsyncTwins):
             memory_id, content, category=category, origin="manual", now_ms=self.lifecycle.clock()
         )
         self.lifecycle.run(memory_id)  # variables follow the facts; the snapshot is rebuilt
+        self._embed_soon(memory_id)
         return pieces
 
     def delete_fragment(self, memory_id: str, fragment_id: str) -> None:
@@ -510,6 +537,31 @@ class ConvMemory(FragmentQueries, AsyncTwins):
 
         return embed_missing_turns(self.store, self.embeddings, memory_id, batch=batch, limit=limit)
 
+    def embed_facts(self, memory_id: str, *, batch: int = 64, limit: int | None = None) -> int:
+        """Write the vectors of the memory's active facts that have none of their current text.
+
+        Off the request path, like :meth:`embed_turns` (the background embedder runs it after each
+        ingest that changed facts, and after :meth:`add_fragment` / :meth:`update_fragment`). The
+        call start's block reads these instead of embedding the facts at every call; a fact
+        without one yet ranks by its words. Resumable: a killed pass leaves whole batches.
+
+        Args:
+            memory_id: The memory.
+            batch: Facts per ``embed_documents`` call.
+            limit: At most this many facts this call (``None``: all that are missing).
+
+        Returns:
+            How many facts got a vector.
+
+        Raises:
+            ValueError: If the memory was opened without ``embeddings``.
+        """
+        if self.embeddings is None:
+            raise ValueError("embed_facts: this ConvMemory was opened without embeddings=")
+        from convmem_graph.store.turn_embedding import embed_missing_facts
+
+        return embed_missing_facts(self.store, self.embeddings, memory_id, batch=batch, limit=limit)
+
     def query_snapshot(
         self,
         memory_id: str,
@@ -522,13 +574,15 @@ class ConvMemory(FragmentQueries, AsyncTwins):
 
         With ``MemoryConfig(episodic=False)`` or no query, the cached snapshot as it is. The
         number of candidate turns read follows the block's budget (a quote is ~10-40 tokens). With
-        ``embeddings`` (default: the memory's own) the turns nearest the query by meaning join them.
+        ``embeddings`` (default: the memory's own) the turns nearest the query by meaning join them,
+        and the facts' stored vectors are attached (``fact_vectors``) for the block to rank them by.
         """
         snap = self.snapshot(memory_id)
         chosen = embeddings if embeddings is not None else self.embeddings
-        return with_episodes(
+        found = with_episodes(
             self.store, snap, self.config, query, budget_tokens=budget_tokens, embeddings=chosen
         )
+        return with_fact_vectors(self.store, found, chosen) if query and query.strip() else found
 
     def memory_block(
         self,

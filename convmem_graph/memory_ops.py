@@ -67,6 +67,9 @@ class FragmentQueries:
     config: MemoryConfig
     embeddings: Embeddings | None = None
 
+    def _embed_soon(self, memory_id: str, *, facts: bool = True) -> None:
+        """Have the memory's new or changed facts embedded off the request path (``ConvMemory``)."""
+
     def search(
         self,
         memory_id: str,
@@ -121,6 +124,7 @@ class FragmentQueries:
         """
         fragment = self.store.update_fragment(memory_id, fragment_id, content=content, category=category)
         self.lifecycle.run(memory_id)
+        self._embed_soon(memory_id)  # a new text needs a new vector
         return fragment
 
     def fragment_history(self, memory_id: str, fragment_id: str, *, limit: int = 100) -> list[AuditEntry]:

@@ -291,6 +291,9 @@ class MemorySnapshot(_Model):
     summary: Summary | None = None
     recent: list[Message] = Field(default_factory=list)
     episodes: EpisodeSearch | None = Field(default=None, exclude=True)
+    #: With an embeddings model: the stored vectors of ``fragments`` (by id) made from their current
+    #: text, attached per call like ``episodes`` (facts without one rank by their words).
+    fact_vectors: dict[str, Any] | None = Field(default=None, exclude=True)
 
     @field_validator("fragments")
     @classmethod

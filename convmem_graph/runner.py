@@ -14,7 +14,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -33,12 +33,28 @@ __all__ = ["Durability", "Lifecycle", "RunResult"]
 
 logger = logging.getLogger(__name__)
 
-#: "sync" persists every step before the next starts (a crashed run can be inspected and resumed
-#: from its checkpoint); "exit" writes only the final state (about 3x cheaper per run, used for
-#: batch replay, where the store's own per-step transactions are the durable record anyway). On
+#: "exit" (the default) writes one checkpoint per run, its end state (or, when a node raises, the
+#: state at the failing step with its pending writes). A kill costs no stored message or fact
+#: under it: every node commits its store writes before the next node starts (on PostgreSQL the
+#: run is one transaction, committed whole or not at all) and the next run resumes from the
+#: store's cursors; what is lost is the killed run's checkpoint trace (tested with a SIGKILL after
+#: every node, ``tests/integration/test_lifecycle_kill.py``). A live turn costs ~3 ms (a fifth)
+#: less CPU than with the per-step kinds (``benchmarks/turn_cost.py``), and the viewer's lifecycle
+#: page draws its path and per-node times from the end state's ``node_ms``. "sync" persists every
+#: step before the next starts and "async" while the next steps run: both keep each run's
+#: per-step trace (to inspect a run step by step, or resume it from a mid-run checkpoint). On
 #: PostgreSQL with the checkpoints in the store's database a run is one transaction, so its
 #: per-step checkpoints could never be seen: such runs always use "exit" (see ``Lifecycle.run``).
 Durability = Literal["sync", "async", "exit"]
+
+
+def _checked_durability(value: object) -> Durability:
+    """Return ``value`` if it names a durability; a typo would otherwise surface only at a run."""
+    if value not in get_args(Durability):
+        raise ValueError(
+            f"durability must be one of {', '.join(map(repr, get_args(Durability)))}, not {value!r}"
+        )
+    return value  # type: ignore[return-value]
 
 
 def _default_extractor(config: MemoryConfig) -> Extractor:
@@ -107,14 +123,14 @@ class Lifecycle:
         config: MemoryConfig | None = None,
         extractor: Extractor | None = None,
         summarizer: Summarizer | None = None,
-        durability: Durability = "sync",
+        durability: Durability = "exit",
         counter: TokenCounter = count_tokens,
         clock: Callable[[], int] = now_ms,
         checkpointer_factory: Callable[[], BaseCheckpointSaver[Any] | None] | None = None,
     ) -> None:
         self.store = store
         self.config = config or MemoryConfig()
-        self.durability: Durability = durability
+        self._durability: Durability = _checked_durability(durability)
         self.counter = counter
         self.clock = clock
         self._checkpointer = checkpointer
@@ -123,6 +139,15 @@ class Lifecycle:
         self._summarizer = summarizer
         self._graph: CompiledStateGraph[Any, Any, Any, Any] | None = None
         self._build = threading.RLock()
+
+    @property
+    def durability(self) -> Durability:
+        """Checkpoint durability of each run: ``"exit"`` (default), ``"sync"`` or ``"async"``."""
+        return self._durability
+
+    @durability.setter
+    def durability(self, value: Durability) -> None:
+        self._durability = _checked_durability(value)
 
     @property
     def checkpointer(self) -> BaseCheckpointSaver[Any] | None:

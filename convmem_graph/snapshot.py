@@ -6,7 +6,7 @@ Kept apart from the ``inject`` node so that building a payload (``convmem inject
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from convmem_graph._held import HeldRows
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DenseReads",
+    "FactVectorReads",
     "SNAPSHOT_RECENT",
     "EpisodeReads",
     "build_snapshot",
@@ -95,6 +96,31 @@ class DenseReads(Protocol):
     def dense_episodes(self, memory_id: str, model: str, vector: list[float], *, limit: int) -> EpisodeSearch:
         """The stored turns of ``memory_id`` nearest ``vector`` (vectors made by ``model``)."""
         ...
+
+
+@runtime_checkable
+class FactVectorReads(Protocol):
+    """The stored fact vectors a hybrid call start reads instead of embedding the facts."""
+
+    def stored_fact_vectors(self, memory_id: str, model: str, facts: Sequence[Fragment]) -> dict[str, Any]:
+        """The vectors by ``model`` of ``facts`` made from their current text, by fragment id."""
+        ...
+
+
+def with_fact_vectors(
+    reads: object, snapshot: MemorySnapshot, embeddings: Embeddings | None
+) -> MemorySnapshot:
+    """``snapshot`` with its facts' stored vectors attached (``fact_vectors``), when there is a model.
+
+    Without a model, or with reads that keep no fact vectors, the snapshot as it is (a block
+    given a model then embeds the facts itself, as before vectors were stored).
+    """
+    if embeddings is None or not snapshot.fragments or not isinstance(reads, FactVectorReads):
+        return snapshot
+    from convmem_graph.embeddings import model_name  # LangChain: only with a model given
+
+    found = reads.stored_fact_vectors(snapshot.memory_id, model_name(embeddings), snapshot.fragments)
+    return snapshot.model_copy(update={"fact_vectors": found})
 
 
 def with_episodes(
@@ -172,8 +198,14 @@ def render_call_start(
     Without ``budget_tokens`` in ``options`` the block gets ``config.memory_block_budget_tokens``;
     see :func:`convmem_graph.payloads.render.render_payload` for the vendors and options.
     """
-    from convmem_graph.payloads.render import render_payload
+    from convmem_graph.payloads.render import FACTS_BY_MEANING, render_payload
 
+    if embeddings is not None:
+        from convmem_graph.embeddings import QueryOnce
+
+        # The turns' search and the facts' ranking embed the same query: once (a model call
+        # costs ~50-300 ms on a CPU; the rest of a call start, a few).
+        embeddings = QueryOnce(embeddings)
     if options.get("budget_tokens") is None:
         options = {**options, "budget_tokens": config.memory_block_budget_tokens}
     query, budget = options.get("query"), options["budget_tokens"]
@@ -192,4 +224,8 @@ def render_call_start(
         budget_tokens=budget if isinstance(budget, int) else None,
         embeddings=embeddings,
     )
+    if vendor in FACTS_BY_MEANING and isinstance(query, str) and query.strip():
+        # Only these vendors' blocks, and only with a query, rank facts by meaning: the others
+        # read no vectors.
+        snap = with_fact_vectors(reads, snap, embeddings)
     return render_payload(vendor, snap, dict(options), now_ms=now_ms, embeddings=embeddings)

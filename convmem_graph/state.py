@@ -1,8 +1,9 @@
 """Graph state and run context of the memory lifecycle.
 
-The state is what LangGraph checkpoints at every step, so it holds ids, cursors and small results
-as plain JSON-like values, never transcripts (a growing message list makes checkpoint storage grow
-quadratically; see the project's conventions). Messages, fragments and variables live in the store.
+The state is what LangGraph checkpoints (each run's end state by default; every step with
+durability "sync" or "async"), so it holds ids, cursors and small results as plain JSON-like
+values, never transcripts (a growing message list makes checkpoint storage grow quadratically; see
+the project's conventions). Messages, fragments and variables live in the store.
 
 The context carries per-run services (store, extractor, summarizer, config) and the raw payloads of
 this run. LangGraph does not checkpoint the context, so raw payloads never reach checkpoint storage.
@@ -39,7 +40,7 @@ __all__ = [
     "shared_store",
 ]
 
-#: Unreadable payloads described in a run's ``errors`` (the state is checkpointed at every step, so
+#: Unreadable payloads described in a run's ``errors`` (the state is checkpointed every run or step, so
 #: it holds a count and this sample, never the full list: 300k bad lines once made three 47 MB blobs).
 MAX_ERRORS_KEPT = 20
 #: Unreadable payloads quarantined one by one per run; past it they are counted and one dead letter

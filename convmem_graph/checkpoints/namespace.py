@@ -106,8 +106,8 @@ def prune_memory_checkpoints(saver: BaseCheckpointSaver[Any], memory_id: str, ke
         kind = type(saver).__name__
         _warn_once(
             f"prune:{type(saver).__module__}.{kind}",
-            "convmem cannot prune checkpoints of %s: threads convmem:<memory id> grow by a few "
-            "checkpoints per run (delete a memory to drop them)",
+            "convmem cannot prune checkpoints of %s: threads convmem:<memory id> grow by one "
+            "checkpoint per run, one per step with durability sync or async (delete a memory to drop them)",
             kind,
         )
         return 0

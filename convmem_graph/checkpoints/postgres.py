@@ -76,32 +76,65 @@ _BLOB_UPSERT_ARRAYS = (
     "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bytea[]) "
     "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
 )
+#: LangGraph's checkpoint upsert, which ``put`` sends right after the blobs of the same checkpoint.
+_CHECKPOINT_UPSERT = (
+    "\n    INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
+    "checkpoint, metadata)\n"
+    "    VALUES (%s, %s, %s, %s, %s, %s)\n"
+    "    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)\n"
+    "    DO UPDATE SET\n"
+    "        checkpoint = EXCLUDED.checkpoint,\n"
+    "        metadata = EXCLUDED.metadata;\n"
+)
+#: Both in one statement: the blobs as a data-modifying CTE, then the checkpoint row. The two
+#: tables do not refer to each other, so the rows written are the two statements' rows.
+_BLOBS_THEN_CHECKPOINT = f"WITH blobs AS ({_BLOB_UPSERT_ARRAYS}) {_CHECKPOINT_UPSERT.strip().rstrip(';')}"
 
 
 class _RunCursor:
     """The run connection's cursor, with LangGraph's per-blob upserts sent as one statement.
 
     ``put`` writes a blob per changed channel (eight per lifecycle run) with ``executemany``: a
-    statement each on the server. Only that exact statement is rewritten; anything else (or a
-    LangGraph version whose statement differs) goes through unchanged.
+    statement each on the server. That is sent as one ``unnest`` statement, and held until the
+    checkpoint upsert that follows it in ``put``, so both take one round trip (a run of the
+    lifecycle makes about thirty). Only those exact statements are rewritten; anything else (or a
+    LangGraph version whose statements differ) sends the held blobs first and goes through
+    unchanged, and so does the end of the cursor's block (:meth:`flush`).
     """
 
     def __init__(self, cursor: Any) -> None:
         self._cursor = cursor
+        self._blobs: list[list[Any]] | None = None
 
     def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> Any:
+        self.flush()
         if query == _BLOB_UPSERT and not kwargs:
             rows = list(params_seq)
-            if not rows:
-                return None
-            columns = [list(column) for column in zip(*rows, strict=True)]
-            return self._cursor.execute(_BLOB_UPSERT_ARRAYS, columns)
+            if rows:
+                self._blobs = [list(column) for column in zip(*rows, strict=True)]
+            return None
         return self._cursor.executemany(query, params_seq, **kwargs)
 
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        blobs, self._blobs = self._blobs, None
+        if blobs is not None and query == _CHECKPOINT_UPSERT and params is not None and not kwargs:
+            return self._cursor.execute(_BLOBS_THEN_CHECKPOINT, [*blobs, *params])
+        if blobs is not None:
+            self._cursor.execute(_BLOB_UPSERT_ARRAYS, blobs)
+        return self._cursor.execute(query, params, **kwargs)
+
+    def flush(self) -> None:
+        """Send the blobs still held (their checkpoint upsert did not follow)."""
+        blobs, self._blobs = self._blobs, None
+        if blobs is not None:
+            self._cursor.execute(_BLOB_UPSERT_ARRAYS, blobs)
+
     def __iter__(self) -> Iterator[Any]:
+        self.flush()
         return iter(self._cursor)  # LangGraph iterates some results (special methods skip __getattr__)
 
     def __getattr__(self, name: str) -> Any:
+        self.flush()
         return getattr(self._cursor, name)
 
 
@@ -129,7 +162,9 @@ def _saver_class() -> type[PostgresSaver]:
                     yield cur
                 return
             with bound.connection.cursor(binary=True, row_factory=dict_row) as cur:
-                yield _RunCursor(cur)
+                run_cursor = _RunCursor(cur)
+                yield run_cursor
+                run_cursor.flush()
 
         def get_tuple(self, config: Any) -> Any:
             found = super().get_tuple(config)

@@ -37,6 +37,7 @@ _COMMAND_MODULES = (
     "pull",
     "call",
     "view",
+    "vectors",
 )
 
 #: Commands registered by a module of another name.
@@ -71,7 +72,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     Args:
         command: Register this sub-command only (when it is one): a command's run then imports
-            its own module, not the other thirteen (~20 ms of a call start's ~0.4 s).
+            its own module, not the other fourteen (~20 ms of a call start's ~0.4 s).
     """
     parser = argparse.ArgumentParser(
         prog="convmem",

@@ -234,7 +234,10 @@ def run(args: argparse.Namespace) -> int:
             f"{doc['seconds']} s, {doc['messages_per_second']} msg/s"
         )
         if report.embedded_turns or report.embed_seconds:
-            print(f"embedded {report.embedded_turns} turns in {report.embed_seconds:.1f} s")
+            print(
+                f"embedded {report.embedded_turns} turns and {report.embedded_facts} facts "
+                f"in {report.embed_seconds:.1f} s"
+            )
         for reason, count in sorted(report.quarantined.items()):
             print(f"quarantined: {count} x {reason}")
     return 1 if args.strict and report.quarantined else 0

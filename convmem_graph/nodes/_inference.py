@@ -163,8 +163,14 @@ class _Facts:
         # than _FEW" (every later question goes to the index reads then) is never made into any.
         self.page = [row_to_fragment(r) for r in rows] if self.complete else []
 
-    def with_keys(self, keys: Collection[str] = (), prefixes: Collection[str] = ()) -> list[Fragment]:
-        """Those whose canonical key is one of ``keys`` or starts with one of ``prefixes``."""
+    def with_keys(
+        self, keys: Collection[str] = (), prefixes: Collection[str] = (), *, besides: Collection[str] = ()
+    ) -> list[Fragment]:
+        """Those whose canonical key is one of ``keys`` or starts with one of ``prefixes``.
+
+        ``besides``: ids the caller holds already, left out (their rows are not made into
+        Fragments again).
+        """
         if not self.complete:
             # Index reads: the keys' rows, then each prefix's range (``usable`` filters in Python).
             with self.store.read() as conn:
@@ -173,9 +179,13 @@ class _Facts:
                     by_key = conn.execute(ACTIVE_BY_CKEY, {"mid": self.memory_id, "ckeys": sorted(keys)})
                     rows = [r for r in by_key if usable(r, self.now_ms)]
                 rows += prefix_rows(conn, self.memory_id, prefixes, now_ms=self.now_ms)
-                return fragments_once(rows)
+                return fragments_once(r for r in rows if r.id not in besides)
         wanted, starts = set(keys), tuple(prefixes)
-        return [f for f in self.page if (key := canonical_key(f.key)) in wanted or key.startswith(starts)]
+        return [
+            f
+            for f in self.page
+            if ((key := canonical_key(f.key)) in wanted or key.startswith(starts)) and f.id not in besides
+        ]
 
     def language_counts(self) -> tuple[int, int]:
         """How many are mainly Chinese, and how many are not."""
@@ -302,9 +312,8 @@ def _hobby_facts(facts: _Facts) -> list[Fragment]:
     if cutoff is None:
         return seen  # the walk read every durable fact
     keys = [f"{p}{item.replace(' ', '_')}" for p in _HOBBY_PREFIXES for item in items]
-    older = facts.with_keys(keys=keys)
-    known = {f.id for f in seen}
-    return seen + [f for f in older if f.id not in known]
+    # The items' facts the walk already holds (most of them) are not made into Fragments twice.
+    return seen + facts.with_keys(keys=keys, besides={f.id for f in seen})
 
 
 def infer_from_store(

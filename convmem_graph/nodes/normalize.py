@@ -15,6 +15,9 @@ from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["normalize", "summary_due"]
 
+#: Messages read per page while adding up the tokens not yet summarized.
+_PAGE = 32
+
 
 def summary_due(ctx: MemoryContext, memory_id: str, *, max_seq: int, summarized_seq: int) -> bool:
     """Return whether enough new transcript arrived since the last summary (or the session ended)."""
@@ -27,14 +30,16 @@ def summary_due(ctx: MemoryContext, memory_id: str, *, max_seq: int, summarized_
     tokens = 0
     # Stop reading as soon as the threshold is crossed: cost is bounded by the threshold.
     while True:
-        rows = messages_after(ctx, memory_id, after, 32)
-        if not rows:
-            return False
+        rows = messages_after(ctx, memory_id, after, _PAGE)
         for seq, msg in rows:
             tokens += ctx.counter(msg.content)
             if tokens >= threshold:
                 return True
             after = seq
+        if len(rows) < _PAGE:
+            # A short page was the last: asking again would read nothing (one statement a live
+            # turn, whose few new messages rarely reach the threshold).
+            return False
 
 
 def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryState:

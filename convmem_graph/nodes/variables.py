@@ -8,6 +8,9 @@ same for a memory of ten facts and one of ten thousand.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from langgraph.runtime import Runtime
 
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
@@ -38,16 +41,28 @@ def update_variables(state: MemoryState, runtime: Runtime[MemoryContext]) -> Mem
     chosen += [s for s in specs if s.infer and s.name in proposed and s not in chosen]
     guesses = infer_from_store(store, memory_id, chosen, now_ms=now)
     names = {s.name for s in chosen}
+    _add_proposed(guesses, proposed, inferable)
     diet = next((s for s in specs if s.infer and s.name == "diet" and s.type == "string"), None)
-    if diet is not None and "diet" not in names and "language" in names:
-        # diet is worded in the user's language: a language change rewrites it.
-        before = store.inferred_variables(memory_id).get("language")
-        after = guesses.get("language")
-        if (before.value if before else None) != (after.value if after else None):
-            guesses.update(infer_from_store(store, memory_id, [diet], now_ms=now))
-            names.add("diet")
+    # diet is worded in the user's language: a language change rewrites it. The commit says
+    # whether the inferred language changed (it reads the stored values anyway), so a turn whose
+    # language stays (nearly all) makes no read of its own for this; one that changes it commits
+    # diet in a second transaction, and until then the facts stay marked newer than the variables
+    # (``follow_up``): a run stopped in between is completed by the next. A diet a model proposed
+    # is among ``names`` and decided in the first commit.
+    rewords = diet is not None and "diet" not in names and "language" in names
+    changed = store.commit_inferred_variables(
+        memory_id, guesses, now_ms=now, inferable=names, follow_up=("language",) if rewords else ()
+    )
+    if diet is not None and rewords and "language" in changed:
+        again = infer_from_store(store, memory_id, [diet], now_ms=now)
+        changed += store.commit_inferred_variables(memory_id, again, now_ms=now, inferable={"diet"})
+    return {"variables_changed": changed}
+
+
+def _add_proposed(
+    guesses: dict[str, VariableGuess], proposed: Mapping[str, Any], inferable: set[str]
+) -> None:
+    """Fill the specs the fragment rules left empty with what a model proposed during extraction."""
     for name, raw in proposed.items():
         if name in inferable and name not in guesses:
             guesses[name] = VariableGuess.model_validate(raw)
-    changed = store.commit_inferred_variables(memory_id, guesses, now_ms=now, inferable=names)
-    return {"variables_changed": changed}

@@ -24,6 +24,7 @@ line, angle brackets escaped, instruction-like items quoted and flagged.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import re
@@ -54,6 +55,8 @@ from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens
 
 if TYPE_CHECKING:
+    from datetime import date
+
     from langchain_core.embeddings import Embeddings
 
 __all__ = [
@@ -682,6 +685,17 @@ class _Pairs:
     asked: dict[str, Message] = field(default_factory=dict)
 
 
+#: :func:`question_clause` of found turns, cached: the next calls' queries find many of the same
+#: turns again (the function is pure; its answer is an immutable string or ``None``).
+_question_clause = functools.lru_cache(maxsize=16_384)(question_clause)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _quoted_body(excerpt: str, day: date, language: Language) -> tuple[str, bool]:
+    """A quote's excerpt with its relative times resolved, neutralized: cached as :data:`_question_clause`."""
+    return neutralize(resolve_relative_times(excerpt, day, language), language)
+
+
 def _question_answer_pairs(episodes: EpisodeSearch | None) -> _Pairs:
     """Found questions and the replies that answer them.
 
@@ -697,7 +711,7 @@ def _question_answer_pairs(episodes: EpisodeSearch | None) -> _Pairs:
         asked = by_seq.get(hit.reply_to if hit.reply_to is not None else hit.seq - 1)
         if asked is None or asked.message.role == hit.message.role:
             continue
-        if question_clause(asked.message.content) is None:
+        if _question_clause(asked.message.content) is None:
             continue
         pairs.reply.setdefault(asked.message.id, hit.message)
         pairs.asked.setdefault(hit.message.id, asked.message)
@@ -728,11 +742,11 @@ def _quote(
     unit: list[tuple[Message, str]] = [(turn, own)]
     reply = pairs.reply.get(turn.id)
     asked = pairs.asked.get(turn.id)
-    question = question_clause(turn.content)
+    question = _question_clause(turn.content)
     if reply is not None and reply.id not in shown and question is not None and scorer.score(question) > 0:
         unit.append((reply, clause_excerpt(reply.content, scorer.score, cap, counter)))
     elif asked is not None and asked.id not in shown:
-        asks = question_clause(asked.content) or ""
+        asks = _question_clause(asked.content) or ""
         unit.insert(0, (asked, clause_excerpt(asks, scorer.score, cap, counter)))
     texts = _TEXT[language]
     while unit:
@@ -741,7 +755,7 @@ def _quote(
         parts: list[str] = []
         flagged = False
         for _, excerpt in unit:
-            body, flag = neutralize(resolve_relative_times(excerpt, day, language), language)
+            body, flag = _quoted_body(excerpt, day, language)
             if not body:
                 break
             parts.append(body)
@@ -1010,7 +1024,8 @@ def build_memory_block(
         snapshot: The memory (variables, fragments, summary).
         options: Budget, language, query and caps; defaults to :class:`MemoryBlockOptions`.
         counter: Token counter for every budget (the CJK-aware approximate one by default).
-        embeddings: Optional embeddings to rank fragments against ``options.query``.
+        embeddings: Optional embeddings to rank fragments against ``options.query``: with the
+            snapshot's ``fact_vectors`` (attached by the call start) only the query is embedded.
         list_all_dropped: ``False`` skips listing every fragment left out (a pass over all
             fragments); payload builders use it to stay fast on large memories.
 
@@ -1048,7 +1063,11 @@ def build_memory_block(
         head = [fragments[i] for i in ranking.prefix(_LANGUAGE_SAMPLE_FRAGMENTS)]
     else:
         if embeddings is not None and opts.query and opts.query.strip():
-            ranked, fact_dense = ranked_with_cosines(opts.query, fragments, embeddings, first=_POOL_SAMPLE)
+            # The facts' stored vectors when the call start attached them (only the query is
+            # embedded); a snapshot without them (built by hand) has its facts embedded here.
+            ranked, fact_dense = ranked_with_cosines(
+                opts.query, fragments, embeddings, first=_POOL_SAMPLE, stored=snapshot.fact_vectors
+            )
         else:
             ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
         head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))

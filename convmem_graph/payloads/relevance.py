@@ -16,8 +16,9 @@ caller iterates past it.
 
 With a LangChain :class:`~langchain_core.embeddings.Embeddings`, the ``embed_limit`` best
 lexical/recency candidates are re-ranked by cosine similarity plus half the normalized lexical
-score. Embeddings are computed on each call: wrap the model in ``CacheBackedEmbeddings`` for
-large memories.
+score. Embeddings are computed on each call (wrap the model in ``CacheBackedEmbeddings`` for
+large memories), unless the caller passes the fragments' stored vectors (``ranked_with_cosines(...,
+stored=)``: the call start reads those the store keeps, see ``store/_fact_vectors.py``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import heapq
 import itertools
 import math
 import re
+import statistics
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -51,6 +53,9 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"[^\W_]+")
+#: A maximal run of characters ``str.isalnum`` accepts (``\w`` is those and ``_``): one word of
+#: a document, as :func:`_word_hit` delimits it.
+_ALNUM_RUN = _WORD
 _EN_STOP = frozenset(
     """a an the and or but if of to in on at by for with from as is are was were be been being am do does
     did have has had i me my we our you your he him his she her it its they them their this that these
@@ -209,12 +214,48 @@ class _Joined:
         return self.starts
 
 
+def _word_forms(term: str) -> list[str]:
+    """Every document word ``term`` (a stem) matches by :func:`_word_hit`: itself plus a tail."""
+    return [term + tail for tail in _TAILS] + [term + term[-1] + tail for tail in _DOUBLED_TAILS]
+
+
+class _WordDocs:
+    """Each word of one joined text (a maximal alphanumeric run) -> its documents, once per occurrence.
+
+    Kept with a :class:`LexicalIndex` that scores many queries: a word term's matches are then
+    found by a few look-ups of its inflected forms (:func:`_word_forms`) instead of a
+    :func:`_find_all` walk over its occurrences. The same matches: a word term is alphanumeric,
+    so an occurrence :func:`_word_hit` accepts starts a word and is the whole word but for an
+    inflection; documents are split where the joined text is (its separator is no word character).
+    """
+
+    __slots__ = ("_docs",)
+
+    def __init__(self, joined: _Joined) -> None:
+        self._docs: dict[str, list[int]] = {}
+        text, starts = joined.text, joined.offsets()
+        for doc, (start, length) in enumerate(zip(starts, joined.lens, strict=True)):
+            for word in _ALNUM_RUN.findall(text, start, start + length):
+                self._docs.setdefault(word, []).append(doc)
+
+    def hits(self, term: str) -> dict[int, int]:
+        """Document -> how many of its words ``term`` matches, documents in ascending order."""
+        found: dict[int, int] = {}
+        for form in set(_word_forms(term)):
+            for doc in self._docs.get(form, ()):
+                found[doc] = found.get(doc, 0) + 1
+        return dict(sorted(found.items()))
+
+
 class LexicalIndex:
     """:func:`lexical_scores` over one fixed list of documents, its joined text made once.
 
     A call start scores the same snapshot's facts against every query: kept with the snapshot,
     the join (and the lower-cased join that word terms search) is made once per version of it.
-    Scores are those of :func:`lexical_scores` (which is this class used once).
+    Scores are those of :func:`lexical_scores` (which is this class used once). With
+    ``index_words`` (an index that scores many queries), the lower-cased join's words are
+    indexed on first use too (:class:`_WordDocs`), so a word term costs look-ups, not a walk of
+    its occurrences; the scores are the same.
 
     Example:
         >>> index = LexicalIndex(["用户喜欢跑步。", "User is allergic to mangoes."])
@@ -222,12 +263,14 @@ class LexicalIndex:
         True
     """
 
-    __slots__ = ("_lower", "_raw", "contents")
+    __slots__ = ("_index_words", "_lower", "_raw", "_words", "contents")
 
-    def __init__(self, contents: Sequence[str]) -> None:
+    def __init__(self, contents: Sequence[str], *, index_words: bool = False) -> None:
         self.contents = list(contents)
         self._raw: _Joined | None = None
         self._lower: _Joined | None = None
+        self._index_words = index_words
+        self._words: _WordDocs | None = None
 
     def _joined(self, lower: bool) -> _Joined:
         if self._raw is None:
@@ -251,6 +294,11 @@ class LexicalIndex:
             return {}
         joined = self._joined(any(is_word for _, _, is_word in terms))
         text, lens, avg_len = joined.text, joined.lens, joined.avg_len
+        words: _WordDocs | None = None
+        if self._index_words and joined is self._lower:
+            if self._words is None:
+                self._words = _WordDocs(joined)
+            words = self._words
         limit = max(n // 4, 16)
         starts: list[int] | None = None
         scores: dict[int, float] = {}
@@ -265,18 +313,25 @@ class LexicalIndex:
                 if len(scores) > _REFINE_LIMIT:
                     break
                 assert starts is not None  # set by the full pass that produced the scores
+                known = words.hits(term) if words is not None and is_word else None
                 for doc in scores:
-                    body = text[starts[doc] : starts[doc] + lens[doc]]
-                    freq = sum(1 for _ in _find_all(body, term, is_word)) if is_word else body.count(term)
+                    if known is not None:
+                        freq = known.get(doc, 0)
+                    else:
+                        body = text[starts[doc] : starts[doc] + lens[doc]]
+                        freq = sum(1 for _ in _find_all(body, term, is_word)) if is_word else body.count(term)
                     if freq:
                         tf[doc] = freq
                 df = count  # occurrences stand in for the document frequency here
             else:
                 if starts is None:
                     starts = joined.offsets()
-                for pos in _find_all(text, term, is_word):
-                    doc = bisect_right(starts, pos) - 1
-                    tf[doc] = tf.get(doc, 0) + 1
+                if words is not None and is_word:
+                    tf = words.hits(term)
+                else:
+                    for pos in _find_all(text, term, is_word):
+                        doc = bisect_right(starts, pos) - 1
+                        tf[doc] = tf.get(doc, 0) + 1
                 processed += count
                 df = len(tf)
             if not tf:
@@ -314,7 +369,7 @@ class FactOrder:
 
     def __init__(self, fragments: Sequence[Fragment]) -> None:
         self.fragments = list(fragments)
-        self.index = LexicalIndex(list(map(_CONTENT, self.fragments)))
+        self.index = LexicalIndex(list(map(_CONTENT, self.fragments)), index_words=True)
         # sorted(reverse=True) keeps ties in list order, as _by_recency (and nlargest) does
         self.recency = sorted(
             range(len(self.fragments)), key=lambda i: self.fragments[i].updated_at, reverse=True
@@ -420,6 +475,7 @@ def ranked_with_cosines(
     *,
     first: int,
     embed_limit: int | None = 256,
+    stored: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[Iterator[Fragment], dict[str, float]]:
     """:func:`iter_ranked`'s order with embeddings, and the query's cosine of each fragment embedded.
 
@@ -427,12 +483,19 @@ def ranked_with_cosines(
     a fact that shares no word with the query can still be chosen over a weakly matching quote.
     The fragments are embedded when this is called, not when the order is iterated.
 
+    With ``stored`` (fragment id -> its stored vector, as the model gave it) no fragment is
+    embedded: only the query is. The order and cosines are those of the per-call path for the
+    same vectors. A fragment with no stored vector gets no cosine (the block scores it by its
+    words) and, in the order, the median cosine of the others: neither pushed down nor up for
+    lacking one.
+
     Args:
         query: Text to rank against (not blank).
         fragments: Candidates (the caller filters expired ones).
         embeddings: The model.
         first: As for :func:`iter_ranked`.
         embed_limit: How many top lexical/recency candidates are embedded; ``None`` embeds all.
+        stored: The fragments' stored vectors, by id (see above).
 
     Returns:
         The order (every fragment once) and fragment id -> cosine for the embedded ones.
@@ -444,7 +507,7 @@ def ranked_with_cosines(
         raise ValueError("ranked_with_cosines: the query is blank (rank by recency with iter_ranked)")
     scores = lexical_scores(query, list(map(_CONTENT, fragments)))
     ranked = _lexical_order(fragments, scores, first)
-    head, cosines = _embedded_head(query, fragments, scores, ranked, embeddings, embed_limit)
+    head, cosines = _embedded_head(query, fragments, scores, ranked, embeddings, embed_limit, stored)
     return itertools.chain(head, ranked), cosines
 
 
@@ -463,24 +526,61 @@ def _embedded_head(
     ranked: Iterator[Fragment],
     embeddings: Embeddings,
     embed_limit: int | None,
+    stored: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[list[Fragment], dict[str, float]]:
-    """The first ``embed_limit`` of ``ranked`` re-ranked by meaning, and their cosines by id."""
+    """The first ``embed_limit`` of ``ranked`` re-ranked by meaning, and their cosines by id.
+
+    The head's vectors come from ``stored`` when given (none is embedded), else from the model.
+    """
     limit = len(fragments) if embed_limit is None else embed_limit
     head = list(itertools.islice(ranked, limit))
     if not head:
         return head, {}
-    vectors = embeddings.embed_documents([f.content for f in head])
-    if len(vectors) != len(head):
-        raise ValueError(
-            f"embeddings.embed_documents returned {len(vectors)} vectors for {len(head)} fragments"
-        )
-    qv = embeddings.embed_query(query)
+    if stored is not None:
+        qv = embeddings.embed_query(query) if any(f.id in stored for f in head) else []
+        # A vector of another dimension (a model changed under one name) counts as none.
+        have = [f for f in head if f.id in stored and len(stored[f.id]) == len(qv)]
+        cosine = dict(zip(map(id, have), _cosines(qv, [stored[f.id] for f in have]), strict=True))
+    else:
+        vectors = embeddings.embed_documents([f.content for f in head])
+        if len(vectors) != len(head):
+            raise ValueError(
+                f"embeddings.embed_documents returned {len(vectors)} vectors for {len(head)} fragments"
+            )
+        qv = embeddings.embed_query(query)
+        cosine = {id(f): _cosine(qv, v) for f, v in zip(head, vectors, strict=True)}
+    if not cosine:
+        return head, {}  # nothing embedded yet: the lexical order as it is
     top_lex = max(scores.values(), default=0.0)
     lex = {id(fragments[i]): scores[i] / top_lex for i in scores} if top_lex > 0 else {}
-    cosine = {id(f): _cosine(qv, v) for f, v in zip(head, vectors, strict=True)}
-    hybrid = {k: c + _LEXICAL_WEIGHT_WITH_EMBEDDINGS * lex.get(k, 0.0) for k, c in cosine.items()}
+    # A fragment not embedded yet counts as a middling one by meaning (see ranked_with_cosines).
+    middle = statistics.median(cosine.values())
+    hybrid = {
+        id(f): cosine.get(id(f), middle) + _LEXICAL_WEIGHT_WITH_EMBEDDINGS * lex.get(id(f), 0.0) for f in head
+    }
     head.sort(key=lambda f: (-hybrid[id(f)], -f.updated_at))
-    return head, {f.id: cosine[id(f)] for f in head}
+    return head, {f.id: cosine[id(f)] for f in head if id(f) in cosine}
+
+
+def _cosines(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
+    """:func:`_cosine` of ``query`` with each of ``vectors`` at once (numpy, float64 sums).
+
+    Stored vectors are numpy arrays already (the embeddings extra); this is the same cosine in
+    one matrix product instead of a Python loop per fragment: equal to ~1e-15, so equal orders.
+    """
+    if not vectors:
+        return []
+    import numpy as np
+
+    q = np.asarray(query, dtype=np.float64)
+    m = np.asarray(vectors, dtype=np.float64)
+    if m.ndim != 2 or m.shape[1] != q.shape[0]:
+        # A model whose dimension changed under one name: the stored vectors cannot be compared.
+        raise ValueError(f"stored vectors of dimension {m.shape[-1]} for a query of dimension {q.shape[0]}")
+    norms = np.linalg.norm(m, axis=1) * float(np.linalg.norm(q))
+    dots = m @ q
+    out: list[float] = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).tolist()
+    return out
 
 
 def rank_fragments(

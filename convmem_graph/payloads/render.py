@@ -47,7 +47,7 @@ from convmem_graph.tokens import TokenCounter, count_tokens
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-__all__ = ["VENDORS", "render_payload", "sent_turns"]
+__all__ = ["FACTS_BY_MEANING", "VENDORS", "render_payload", "sent_turns"]
 
 _COMMON = {"persona", "query", "recent_turns", "budget_tokens", "language", "max_fragments"}
 _TRTC_LLM = _COMMON | {"recent_placement", "history", "history_mode", "llm"}
@@ -76,6 +76,9 @@ VENDORS: dict[str, frozenset[str]] = {
     "openai": frozenset(_COMMON),
     "langchain": frozenset(_COMMON),
 }
+
+#: Vendors whose block ranks facts by meaning when the call start has a model (the others by words).
+FACTS_BY_MEANING = frozenset({"openai", "langchain"})
 
 
 def _block(options: Mapping[str, Any], now_ms: int | None, *, sent_turns: int) -> MemoryBlockOptions:
@@ -180,7 +183,7 @@ def _render(
     opts = {k: v for k, v in opts.items() if k in VENDORS[vendor]}
     block = _block(opts, now_ms, sent_turns=sent_turns(vendor, opts))
     persona = str(opts.get("persona") or "")
-    if vendor in ("openai", "langchain"):
+    if vendor in FACTS_BY_MEANING:
         build = build_openai_messages if vendor == "openai" else build_langchain_messages
         return build(
             snapshot,

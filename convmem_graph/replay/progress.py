@@ -120,8 +120,9 @@ class ReplayReport:
     #: Lifecycle runs (batches) that completed.
     runs: int = 0
     seconds: float = 0.0
-    #: Turns that got a vector, and the seconds that took (a replay with ``embeddings`` only).
+    #: Turns and facts that got a vector, and the seconds that took (a replay with ``embeddings`` only).
     embedded_turns: int = 0
+    embedded_facts: int = 0
     embed_seconds: float = 0.0
 
     @property
@@ -147,7 +148,11 @@ class ReplayReport:
             "messages_per_second": round(self.messages_per_second, 1),
             # Only when the replay embedded: reports of a replay without a model stay as they were.
             **(
-                {"embedded_turns": self.embedded_turns, "embed_seconds": round(self.embed_seconds, 3)}
+                {
+                    "embedded_turns": self.embedded_turns,
+                    "embedded_facts": self.embedded_facts,
+                    "embed_seconds": round(self.embed_seconds, 3),
+                }
                 if self.embedded_turns or self.embed_seconds
                 else {}
             ),

@@ -28,6 +28,7 @@ from convmem_graph.sources.files import DEFAULT_LIMITS, BadLine, iter_documents
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.registry import replay_progress
+from convmem_graph.store.turn_embedding import FACT_CHANGES
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -300,26 +301,35 @@ class Replayer:
             report.model_usage = merge_usage(report.model_usage, result.model_usage)
             report.node_ms = merge_node_ms(report.node_ms, result.node_ms)
             report.runs += 1
-        if self.embeddings is not None and result.new_messages:
-            self._embed(memory_id, report)
+        facts = any(result.fragment_ops.get(op) for op in FACT_CHANGES)
+        if self.embeddings is not None and (result.new_messages or facts):
+            self._embed(memory_id, report, facts=facts)
         fut.set_result(None)
 
-    def _embed(self, memory_id: str, report: ReplayReport) -> None:
-        """Embed the memory's new turns after its run; a failure is logged, not raised."""
-        from convmem_graph.store.turn_embedding import embed_missing_turns
+    def _embed(self, memory_id: str, report: ReplayReport, *, facts: bool) -> None:
+        """Embed the memory's new turns (and facts, when they changed) after its run; logs a failure."""
+        from convmem_graph.store.turn_embedding import embed_missing_facts, embed_missing_turns
 
         assert self.embeddings is not None
         started = time.perf_counter()
-        done = 0
+        done = embedded_facts = 0
         try:
             done = embed_missing_turns(self.store, self.embeddings, memory_id, batch=self.embed_batch)
+            if facts:
+                embedded_facts = embed_missing_facts(
+                    self.store, self.embeddings, memory_id, batch=self.embed_batch
+                )
         except Exception as exc:
-            # The turns are stored and found by their words; a later embed_turns picks them up.
+            # The turns and facts are stored and found by their words; a later pass picks them up.
             logger.warning(
-                "replay: embedding the turns of memory %r failed: %s: %s", memory_id, type(exc).__name__, exc
+                "replay: embedding the turns or facts of memory %r failed: %s: %s",
+                memory_id,
+                type(exc).__name__,
+                exc,
             )
         with self._report_lock:
             report.embedded_turns += done
+            report.embedded_facts += embedded_facts
             report.embed_seconds += time.perf_counter() - started
 
     def _flush(self, memory_id: str, report: ReplayReport) -> Future[None] | None:

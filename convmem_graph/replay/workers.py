@@ -163,6 +163,14 @@ def replay_in_processes(
     # its graph on first use, so nothing may have imported it yet).
     importlib.import_module("convmem_graph.graph")
     importlib.import_module("convmem_graph.checkpoints")
+    if db_url.startswith(("postgresql", "postgres:")):
+        # And the PostgreSQL driver, saver and stemmer, which a worker would import on first use
+        # (about 0.06 CPU-s per worker, paid again in each).
+        for name in ("psycopg", "psycopg_pool", "langgraph.checkpoint.postgres", "Stemmer"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass  # a missing extra: the worker raises its own error, with the install hint
     ctx: Any = mp.get_context(_start_method())  # typeshed types each method's context apart
     queue = ctx.Queue()
     files = [str(p) for p in paths]
@@ -226,6 +234,7 @@ def replay_in_processes(
             report.node_ms = merge_node_ms(report.node_ms, value.get("node_ms") or {})
             report.runs += int(value.get("runs", 0))
             report.embedded_turns += int(value.get("embedded_turns", 0))
+            report.embedded_facts += int(value.get("embedded_facts", 0))
             report.embed_seconds += float(value.get("embed_seconds", 0.0))
     for proc in workers:
         proc.join()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import math
 import sqlite3
@@ -195,8 +196,6 @@ def collect(
         f"SELECT count(*) FROM (SELECT 1 FROM {_MESSAGES} WHERE memory_id = {mark} LIMIT {COUNT_CAP}) t"
     )
     result.total = int(next(iter(run(count, (memory_id,))))[0] or 0)
-    scores: dict[int, float] = {}
-    held: dict[int, set[str]] = {}
     n = max(result.total, 1)
     # Rows as the driver gives them: a Message is built only for the turns that become hits
     # (the reads take spare candidates, duplicates and next turns that are never quoted).
@@ -209,15 +208,14 @@ def collect(
             msg = made[seq] = row_to_message(found[seq])
         return msg
 
-    for term, seqs in postings.items():
-        df = len(seqs)
-        if not df:
-            continue
-        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        for seq in seqs:
-            scores[seq] = scores.get(seq, 0.0) + idf
-            held.setdefault(seq, set()).add(term)
+    scores = _idf_sums(postings, n)
     ranked = sorted(scores, key=lambda s: (-scores[s], -s))
+    # Which terms a turn holds is asked of the hits only (a few dozen of up to 128 per term).
+    holding = {term: set(seqs) for term, seqs in postings.items() if seqs}
+
+    def held(seq: int) -> list[str]:
+        return sorted(term for term, seqs in holding.items() if seq in seqs)
+
     seen: set[str] = set()
     start = 0
     # Read in rounds: duplicates of a turn already taken do not count, so read on past them. A
@@ -238,7 +236,7 @@ def collect(
             if key in seen:
                 continue
             seen.add(key)
-            result.hits.append(EpisodeHit(seq=seq, message=message(seq), terms=sorted(held[seq])))
+            result.hits.append(EpisodeHit(seq=seq, message=message(seq), terms=held(seq)))
             if len(result.hits) == limit:
                 break
     taken = {h.seq for h in result.hits}
@@ -252,6 +250,23 @@ def collect(
                     result.hits.append(EpisodeHit(seq=nxt, message=message(nxt), reply_to=hit.seq))
                 break
     return result
+
+
+def _idf_sums(postings: dict[str, list[int]], n: int) -> dict[int, float]:
+    """Each candidate seq's sum of the IDF of the terms whose postings hold it, added in term order.
+
+    ``dict.update`` over ``map`` runs the per-posting loop in C; each sum adds the same floats in
+    the same order as a Python loop over the postings would (one float per term and seq).
+    """
+    scores: dict[int, float] = {}
+    get = scores.get
+    for seqs in postings.values():
+        df = len(seqs)
+        if not df:
+            continue
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        scores.update(zip(seqs, map(idf.__add__, map(get, seqs, itertools.repeat(0.0))), strict=True))
+    return scores
 
 
 def read_messages(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, Message]:

@@ -20,6 +20,7 @@ from convmem_graph._ids import stable_id
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
 from convmem_graph.store._audit import audit_row, messages_cause, write_audit
 from convmem_graph.store._derived import derived_columns, norm_hash
+from convmem_graph.store._fact_vectors import delete_fact_vectors
 from convmem_graph.store._messages import normalize_text
 from convmem_graph.store._queries import FRAGMENTS_BY_ID, INSERT_FRAGMENTS
 from convmem_graph.store.engine import chunked
@@ -243,6 +244,8 @@ class FragmentWriter:
         self._new: set[str] = set()
         self._dirty: set[str] = set()
         self._audit: list[dict[str, Any]] = []
+        # Facts whose stored vectors no longer hold (deleted, superseded, new text): dropped on flush.
+        self._unembedded: set[str] = set()
 
     # -- loading ----------------------------------------------------------------------------
     def load(self, ids: Iterable[str]) -> None:
@@ -360,6 +363,8 @@ class FragmentWriter:
         # model_copy does not validate: re-validate so a bad edit fails before reaching the database.
         new = Fragment.model_validate(new.model_dump())
         self._put(new)
+        if new.content != old.content:
+            self._unembedded.add(fid)
         self._log(
             fid, "update", {k: getattr(old, k) for k in visible}, {k: getattr(new, k) for k in visible}, cause
         )
@@ -374,6 +379,7 @@ class FragmentWriter:
             return False
         new = old.model_copy(update={"status": status, "superseded_by": by, "updated_at": self._now})
         self._put(new)
+        self._unembedded.add(fid)
         after: dict[str, Any] = {"status": status}
         if by is not None:
             after["superseded_by"] = by
@@ -483,9 +489,13 @@ class FragmentWriter:
                 .values(**row)
             )
         write_audit(self._conn, self._audit)
+        if self._unembedded:
+            # In the transaction that changes the facts: no reader pairs them with an old vector.
+            delete_fact_vectors(self._conn, self._memory_id, sorted(self._unembedded))
         self._new.clear()
         self._dirty.clear()
         self._audit.clear()
+        self._unembedded.clear()
 
     @property
     def changed(self) -> bool:

@@ -334,6 +334,7 @@ class VariableStore(Protocol):
         *,
         now_ms: int,
         inferable: Collection[str] = (),
+        follow_up: Collection[str] = (),
     ) -> list[str]:
         """Store inferred values (kept apart from manual ones) in one transaction."""
         ...

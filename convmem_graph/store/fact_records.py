@@ -22,6 +22,12 @@ from convmem_graph.models import (
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._audit import row_to_audit
+from convmem_graph.store._fact_vectors import (
+    delete_stale,
+    fact_vector_plan,
+    stored_fact_vectors,
+    write_fact_vectors,
+)
 from convmem_graph.store._fragments import (
     FragmentWriter,
     manual_key,
@@ -42,7 +48,7 @@ from convmem_graph.store.schema import (
 from convmem_graph.text.sentences import split_to_fit
 
 if TYPE_CHECKING:
-    pass
+    from numpy import ndarray
 
 __all__ = ["FactRecords"]
 
@@ -298,6 +304,34 @@ class FactRecords(StoreCore):
                 moved = moved._replace(facts_dirty=True)
             self._remember("cursors", memory_id, moved)
         return counts
+
+    # -- fact vectors (see store/_fact_vectors.py) ------------------------------------------------
+    def missing_fact_vectors(self, memory_id: str, model: str) -> list[tuple[str, str]]:
+        """``(fragment id, text)`` of the memory's active facts with no valid vector by ``model``.
+
+        Oldest first. Vector rows that no longer count (their fact deleted or edited outside the
+        store, by hand in SQL) are deleted on the way, any model's.
+        """
+        with self._read() as conn:
+            plan = fact_vector_plan(conn, memory_id, model)
+        if plan.stale:
+            with self._write(memory_id) as conn:
+                delete_stale(conn, memory_id, plan.stale)
+        return plan.missing
+
+    def save_fact_vectors(
+        self, memory_id: str, model: str, rows: Sequence[tuple[str, str, list[float]]]
+    ) -> int:
+        """Store ``(fragment id, text, vector)`` rows; a fact deleted or edited since gets none."""
+        with self._write(memory_id) as conn:
+            return write_fact_vectors(conn, memory_id, model, rows)
+
+    def stored_fact_vectors(
+        self, memory_id: str, model: str, facts: Sequence[Fragment]
+    ) -> dict[str, ndarray]:
+        """The stored vectors by ``model`` of ``facts`` made from their current text (the others lack one)."""
+        with self._read() as conn:
+            return stored_fact_vectors(conn, memory_id, model, facts)
 
     def list_audit(
         self, memory_id: str, *, limit: int = 100, object_id: str | None = None

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 
 from convmem_graph._time import now_ms
+from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
 from convmem_graph.store._fragments import upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts
 from convmem_graph.store._pgvector import enable_pgvector
@@ -191,6 +192,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "bailian node metadata", create_tables(node_meta)),
     Migration(6, "turn vector stamps", create_tables(turn_vector_stamps)),
     Migration(7, "pgvector turn vectors", _pgvector_vectors),
+    Migration(8, "fact vectors", create_tables(fact_vectors, fact_vector_stamps)),
 )
 
 
@@ -266,7 +268,15 @@ def schema_digest() -> int:
     reads and the write lock, which a call start would otherwise wait for behind a running
     replay). A file with any other stamp is set up: its pending migrations run.
     """
-    tables = [*METADATA.sorted_tables, *SIDE_TABLES, turn_vectors, turn_vector_stamps, schema_migrations]
+    tables = [
+        *METADATA.sorted_tables,
+        *SIDE_TABLES,
+        turn_vectors,
+        turn_vector_stamps,
+        fact_vectors,
+        fact_vector_stamps,
+        schema_migrations,
+    ]
     named = [f"migration {m.version} {m.name}" for m in MIGRATIONS]
     return stamp_of(tables, *named, f"setup {SETUP_REVISION}", f"episodes {INDEX_VERSION}")
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
+from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
 from convmem_graph.store._pgvector import PGVECTOR_TABLE
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.schema import (
@@ -214,6 +215,8 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
         not_exported="derived data: embedded again from the turns",
     ),
     MemoryTable(turn_vector_stamps, "memory_id", not_exported="the turn vectors' cache token: derived data"),
+    MemoryTable(fact_vectors, "memory_id", not_exported="derived data: embedded again from the facts"),
+    MemoryTable(fact_vector_stamps, "memory_id", not_exported="the fact vectors' cache token: derived data"),
     MemoryTable(messages, "memory_id", ExportPart("messages", ("seq",), frozenset({"seq", "memory_id"}))),
     # Interruptions of TRTC rounds, kept so a late copy of a round is marked too; already applied to
     # the exported messages' ``interrupted``.

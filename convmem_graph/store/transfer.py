@@ -19,6 +19,7 @@ from convmem_graph._ids import check_identifier
 from convmem_graph.errors import ConvMemError, MemoryExistsError, MemoryNotFoundError
 from convmem_graph.store._derived import derived_columns
 from convmem_graph.store._export_schema import ExportFormatError, parse_export
+from convmem_graph.store._fact_vectors import delete_fact_vectors
 from convmem_graph.store._messages import content_hash
 from convmem_graph.store.engine import insert_ignore
 from convmem_graph.store.records import dead_letter_key
@@ -135,6 +136,8 @@ def import_memory(
                 if not replace:
                     raise MemoryExistsError(target)
                 store._backend.episodes.remove_matching(conn, target)
+                # Derived, not exported: the imported facts are embedded again (ids may repeat).
+                delete_fact_vectors(conn, target)
                 for table, *_ in reversed(_PARTS):
                     conn.execute(delete(table).where(table.c.memory_id == target))
                 conn.execute(delete(memories).where(memories.c.memory_id == target))

@@ -1,8 +1,11 @@
-"""Embedding stored turns off the request path: the batched loop, and one background worker.
+"""Embedding stored turns and facts off the request path: the batched loops, and one background worker.
 
 :func:`embed_missing_turns` writes the vectors of a memory's turns that have none yet, a batch per
 model call and one write per batch, so a killed run leaves whole batches and the next run picks up
 the rest (:meth:`~convmem_graph.memory.ConvMemory.embed_turns` and the replayer call it).
+:func:`embed_missing_facts` does the same for the memory's active facts (those with no vector of
+their current text: new, edited, or embedded by another model), which the call start's block reads
+instead of embedding the facts at every call (:mod:`convmem_graph.store._fact_vectors`).
 
 :class:`BackgroundEmbedder` is one daemon thread per :class:`~convmem_graph.memory.ConvMemory`
 opened with ``embeddings=``: ``ingest`` tells it which memory got new turns and returns at once;
@@ -25,7 +28,10 @@ if TYPE_CHECKING:
 
     from convmem_graph.store import MemoryStore
 
-__all__ = ["BackgroundEmbedder", "embed_missing_turns"]
+__all__ = ["FACT_CHANGES", "BackgroundEmbedder", "embed_missing_facts", "embed_missing_turns"]
+
+#: The extraction ops (``RunResult.fragment_ops`` keys) after which a memory's facts need a pass.
+FACT_CHANGES = ("add", "update", "supersede")
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +76,57 @@ def embed_missing_turns(
             raise ValueError(f"embed_documents returned {len(vectors)} vectors for {len(todo)} texts")
         store.save_turn_vectors(memory_id, model, [(s, v) for (s, _), v in zip(todo, vectors, strict=True)])
         done += len(todo)
+    return done
+
+
+def embed_missing_facts(
+    store: MemoryStore,
+    embeddings: Embeddings,
+    memory_id: str,
+    *,
+    batch: int = 64,
+    limit: int | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Write the vectors of the memory's active facts that have none of their current text by this model.
+
+    The facts to embed are read once (with their texts); each batch is one model call and one
+    write, which stores a vector only if its fact still has that text (an edit made meanwhile is
+    embedded by the next pass). A killed pass leaves whole batches; the next one does the rest.
+
+    Args:
+        store: The memory's store.
+        embeddings: The model; its vectors are stored under
+            :func:`~convmem_graph.embeddings.model_name`.
+        memory_id: The memory.
+        batch: Facts per ``embed_documents`` call (and per write).
+        limit: At most this many facts (``None``: all that are missing).
+        stop: Checked before each batch: once set, the loop returns.
+
+    Returns:
+        How many facts got a vector.
+
+    Raises:
+        ValueError: The model returned another number of vectors than texts.
+    """
+    from convmem_graph.embeddings import model_name  # LangChain: only with a model given
+
+    model = model_name(embeddings)
+    todo = store.missing_fact_vectors(memory_id, model)
+    if limit is not None:
+        todo = todo[: max(0, limit)]
+    done = 0
+    step = max(1, batch)
+    for start in range(0, len(todo), step):
+        if stop is not None and stop.is_set():
+            break
+        part = todo[start : start + step]
+        vectors = embeddings.embed_documents([text for _, text in part])
+        if len(vectors) != len(part):
+            raise ValueError(f"embed_documents returned {len(vectors)} vectors for {len(part)} texts")
+        done += store.save_fact_vectors(
+            memory_id, model, [(fid, text, v) for (fid, text), v in zip(part, vectors, strict=True)]
+        )
     return done
 
 

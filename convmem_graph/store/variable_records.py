@@ -221,6 +221,7 @@ class VariableRecords(StoreCore):
         *,
         now_ms: int,
         inferable: Collection[str] = (),
+        follow_up: Collection[str] = (),
     ) -> list[str]:
         """Store inferred values (kept apart from manual ones) in one transaction.
 
@@ -230,6 +231,10 @@ class VariableRecords(StoreCore):
             now_ms: Current time.
             inferable: Names inference is responsible for: an inferred value of one of these
                 that is not in ``guesses`` lost its supporting facts and is removed (audited).
+            follow_up: Names whose change the caller follows with a second commit (a language
+                change rewrites the diet): when one of them changed, the memory's facts stay
+                marked as newer than its variables until that commit, so a run stopped in between
+                is completed by the next one.
 
         Returns:
             Names whose inferred value changed (a new supporting fragment list alone is stored
@@ -315,13 +320,15 @@ class VariableRecords(StoreCore):
                     )
                 )
             write_audit(conn, entries)
-            # Variables are inferred from the facts as they are now: the facts are not dirty any more.
+            # Variables are inferred from the facts as they are now: the facts are not dirty any
+            # more, unless a commit the caller still owes depends on this one's changes.
+            dirty = int(any(name in changed for name in follow_up))
             if changed:
-                self._touch(conn, memory_id, now_ms, facts_dirty=0)
+                self._touch(conn, memory_id, now_ms, facts_dirty=dirty)
             else:
-                conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": 0})
+                conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": dirty})
         if after is not None:
             self._remember("variables", memory_id, after)
         if before is not None:
-            self._remember("cursors", memory_id, before._replace(facts_dirty=False))
+            self._remember("cursors", memory_id, before._replace(facts_dirty=bool(dirty)))
         return changed

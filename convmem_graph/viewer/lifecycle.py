@@ -3,7 +3,7 @@
 The drawing comes from ``Lifecycle.graph.get_graph()`` (nodes in order, conditional edges dashed),
 so it always matches the graph that runs. The last run is read from the checkpointer's latest state
 of the memory's thread: its ``node_ms`` holds the time spent inside each node that ran, in order
-(:func:`convmem_graph.accounting.timed_node`), so a run with ``durability="exit"`` (batch replay),
+(:func:`convmem_graph.accounting.timed_node`), so a run with ``durability="exit"`` (the default),
 which keeps only its end state, shows its path and per-node timings too. State written before
 ``node_ms`` existed falls back to the checkpoint history: each checkpoint says which node runs next,
 so consecutive checkpoints give the path and the time between them.

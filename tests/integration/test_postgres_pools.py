@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
@@ -460,8 +461,9 @@ def test_a_new_threads_first_run_skips_pruning_and_blobs_go_in_one_statement(
 
     from convmem_graph.checkpoints import postgres as P
 
-    # The statement rewritten is LangGraph's own, word for word; another version goes unchanged.
+    # The statements rewritten are LangGraph's own, word for word; another version goes unchanged.
     assert P._BLOB_UPSERT == BasePostgresSaver.UPSERT_CHECKPOINT_BLOBS_SQL
+    assert P._CHECKPOINT_UPSERT == BasePostgresSaver.UPSERT_CHECKPOINTS_SQL
     sent: list[str] = []
     for name in ("execute", "executemany"):
         original = getattr(psycopg.Cursor, name)
@@ -481,8 +483,11 @@ def test_a_new_threads_first_run_skips_pruning_and_blobs_go_in_one_statement(
             mem.ingest(memory_id, _turn(i), source="openai")
             pruned = [q for q in sent if "row_number() OVER" in q]
             assert len(pruned) == (0 if i == 0 else 1), i  # the first run began the thread
-            blobs = [q for q in sent if q.startswith("INSERT INTO checkpoint_blobs")]
+            blobs = [q for q in sent if "INSERT INTO checkpoint_blobs" in q]
             assert len(blobs) == 1 and "unnest(" in blobs[0]  # not one statement per channel
+            # ... and the checkpoint row goes in that same statement (one round trip for both).
+            assert blobs[0].startswith("WITH blobs AS (") and "INSERT INTO checkpoints" in blobs[0]
+            assert not [q for q in sent if q.startswith("INSERT INTO checkpoints")]
             saved = list(mem.checkpointer.list(thread))  # type: ignore[union-attr]
             assert len(saved) == min(i + 1, keep)
             states.append(saved[0].checkpoint["channel_values"])
@@ -511,6 +516,36 @@ def test_the_run_cursor_is_the_cursor_but_for_the_blob_upsert(pg_url: str) -> No
                             "VALUES (%s, %s, %s, %s)", [("t", "", "c", "1")])  # fmt: skip
             cur.execute("SELECT channel, type, blob FROM checkpoint_blobs ORDER BY channel")
             assert cur.fetchall() == [("a", "msgpack", b"\x01"), ("b", "empty", None), ("c", None, None)]
+
+
+def test_the_run_cursor_sends_held_blobs_with_their_checkpoint_or_before_anything_else(pg_url: str) -> None:
+    from convmem_graph.checkpoints.postgres import _BLOB_UPSERT, _CHECKPOINT_UPSERT, _RunCursor
+
+    with psycopg.connect(libpq_url(pg_url)) as conn:
+        conn.execute(
+            "CREATE TEMP TABLE checkpoint_blobs (thread_id text, checkpoint_ns text, channel text, "
+            "version text, type text, blob bytea, PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
+        )
+        conn.execute(
+            "CREATE TEMP TABLE checkpoints (thread_id text, checkpoint_ns text, checkpoint_id text, "
+            "parent_checkpoint_id text, checkpoint jsonb, metadata jsonb, "
+            "PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))"
+        )
+        with conn.cursor() as raw:
+            cur = _RunCursor(raw)
+            cur.executemany(_BLOB_UPSERT, [("t", "", "a", "1", "msgpack", b"\x01")])
+            cur.execute(_CHECKPOINT_UPSERT, ("t", "", "c1", None, Jsonb({"v": 1}), Jsonb({})))
+            # A held upsert goes first when anything but its checkpoint follows.
+            cur.executemany(_BLOB_UPSERT, [("t", "", "b", "2", "msgpack", b"\x02")])
+            cur.execute("SELECT channel, version FROM checkpoint_blobs ORDER BY channel")
+            assert cur.fetchall() == [("a", "1"), ("b", "2")]
+            cur.executemany(_BLOB_UPSERT, [("t", "", "c", "3", "msgpack", b"\x03")])
+            cur.flush()  # what the end of the saver's cursor block does
+            cur.flush()  # nothing held: nothing sent
+            cur.execute("SELECT count(*) FROM checkpoint_blobs")
+            assert cur.fetchone() == (3,)
+            cur.execute("SELECT checkpoint_id, checkpoint FROM checkpoints")
+            assert cur.fetchall() == [("c1", {"v": 1})]
 
 
 def test_reads_leave_the_connections_prepared_statements_in_place(pg_url: str) -> None:

@@ -183,3 +183,44 @@ def test_enabling_pgvector_copies_the_vectors_stored_before(
             assert conn.execute(text(f"SELECT count(*) FROM {PGVECTOR_TABLE}")).scalar() == len(seqs) - 1
     finally:
         store.close()
+
+
+def test_the_vectors_command_enables_pgvector_on_a_database_set_up_before_it(
+    pgvector_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from convmem_graph.cli import main
+
+    # Embedded while the server had no pgvector: migration 7 recorded, no searchable copy.
+    monkeypatch.setattr(migrations, "enable_pgvector", lambda conn: False)
+    matrix = np.random.default_rng(13).standard_normal((120, 16)).astype(np.float32)
+    store, seqs = _store_with_vectors(pgvector_url, matrix)
+    store.close()
+    monkeypatch.undo()
+    assert not _has_table(pgvector_url, PGVECTOR_TABLE)
+    assert main(["--db", pgvector_url, "vectors", "enable-pgvector"]) == 0
+    assert capsys.readouterr().out == f"pgvector enabled: {len(seqs)} turn vectors in {PGVECTOR_TABLE}\n"
+    assert _has_table(pgvector_url, PGVECTOR_TABLE)
+    # Run again: nothing left to copy, the same count, no error.
+    assert main(["--db", pgvector_url, "vectors", "enable-pgvector"]) == 0
+    assert capsys.readouterr().out == f"pgvector enabled: {len(seqs)} turn vectors in {PGVECTOR_TABLE}\n"
+
+
+def test_the_vectors_command_says_why_when_the_server_refuses_pgvector(
+    fresh_pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from convmem_graph.cli import main
+
+    store = MemoryStore.from_url(fresh_pg_url)
+    store.close()
+    # As on a server without the package: CREATE EXTENSION fails, the command exits 1 and says so.
+    real_exec = _pgvector.Connection.exec_driver_sql
+
+    def refuse(conn: Any, statement: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(statement, str) and statement.startswith("CREATE EXTENSION"):
+            raise RuntimeError('extension "vector" is not available')
+        return real_exec(conn, statement, *args, **kwargs)
+
+    monkeypatch.setattr(_pgvector.Connection, "exec_driver_sql", refuse)
+    assert main(["--db", fresh_pg_url, "vectors", "enable-pgvector"]) == 1
+    err = capsys.readouterr().err
+    assert "CREATE EXTENSION vector was refused" in err and "portable path" in err

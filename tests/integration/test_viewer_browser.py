@@ -198,7 +198,7 @@ def test_a_manual_variable_wins(page: Any, base_url: str) -> None:
 def test_lifecycle_graph_page(page: Any, base_url: str) -> None:
     import httpx
 
-    # A run through the Bailian-compatible API of the same server (checkpointed step by step).
+    # A run through the Bailian-compatible API of the same server (default durability: its end state).
     added = httpx.post(
         base_url + "/api/v2/apps/memory/add",
         json={"user_id": "u_10086", "messages": [{"role": "user", "content": "我最近开始学游泳。"}]},

@@ -212,6 +212,13 @@ def test_the_payload_ranks_facts_by_meaning_too(tmp_path: Path) -> None:
     try:
         m.add_fragment("u_1", "User is allergic to mango.")
         m.add_fragment("u_1", "User avoids crowds.")
+        # The block reads the facts' stored vectors (written off the request path): until they
+        # are written the facts rank by their words, and the call start embeds only the query.
+        before = m.payload(
+            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=40, recent_turns=0
+        )
+        assert "crowds" in before[0]["content"] and "mango" not in before[0]["content"]
+        assert m.embed_facts("u_1") == 2
         body = m.payload("u_1", "openai", query="any fruit I should avoid?", budget_tokens=40, recent_turns=0)
         assert "mango" in body[0]["content"]
         m.embeddings = None

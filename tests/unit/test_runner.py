@@ -312,3 +312,18 @@ def test_a_run_stopped_before_variables_are_inferred_is_completed_by_the_next(
     monkeypatch.setattr(store, "commit_inferred_variables", real)
     lc.run("m")  # nothing new to extract: the facts changed since the last inference still count
     assert _state_of(store, "m") == _state_of(clean, "m")
+
+
+def test_durability_defaults_to_exit_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    store = MemoryStore.from_url(str(tmp_path / "d.db"))
+    try:
+        lc = Lifecycle(store)
+        assert lc.durability == "exit"
+        lc.durability = "sync"  # still selectable
+        assert lc.durability == "sync"
+        with pytest.raises(ValueError, match="durability must be one of 'sync', 'async', 'exit', not 'Sync'"):
+            lc.durability = "Sync"  # type: ignore[assignment]
+        with pytest.raises(ValueError, match="durability must be one of"):
+            Lifecycle(store, durability="never")  # type: ignore[arg-type]
+    finally:
+        store.close()

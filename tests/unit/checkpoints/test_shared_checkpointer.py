@@ -148,7 +148,7 @@ def test_unknown_saver_is_used_without_pruning_and_warns_once(
         caplog.at_level(logging.WARNING, logger="convmem_graph"),
         ConvMemory.open("sqlite://", checkpointer=saver) as mem,
     ):
-        for i in range(3):
+        for i in range(mem.config.keep_checkpoints + 1):  # one checkpoint per run ("exit")
             result = mem.ingest("u_1", [{"role": "user", "content": f"I like tea. {i}"}], source="openai")
             assert result.new_messages == 1  # no TypeError after the commit
         assert count(saver, thread_id_for("u_1")) > mem.config.keep_checkpoints  # not pruned

@@ -1,0 +1,148 @@
+"""Every row a replay stores on PostgreSQL, reduced to a digest per table (the stored-rows golden file).
+
+``python -m tests.integration.stored_rows URL OUT.json`` replays the bundled LoCoMo slice into the
+empty schema at ``URL`` (``search_path`` in the URL) and writes the digests: run it on the revision
+whose rows are the reference (the golden file beside this module came from ``a0ba311``).
+Columns a replay fills from the wall clock or from its process are left out (also inside JSON
+text), and database-wide serials are made per memory: a message's ``seq`` (and every cursor and
+index row naming one) becomes its position in its memory, because the replay's threads may reach
+the memories in another order. Every other column of every ``cm_`` table, the episodic index's
+lexemes included, is in the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from convmem_graph.store.urls import libpq_url
+
+#: Columns whose values come from the replay's clock or process, not from the archive.
+VOLATILE = frozenset(
+    {"created_at", "updated_at", "applied_at", "finished_at", "at", "path", "pid", "owner", "expires_at_wall"}
+)
+#: Columns holding a message ``seq``, per table (made per memory, see the module docstring).
+SEQ_COLUMNS = {
+    "cm_messages": ("seq",),
+    "cm_episodes": ("seq",),
+    "cm_memories": ("extracted_seq", "summarized_seq"),
+}
+#: Database-wide serials that order nothing a replay stores (the audit log's row id).
+SERIALS = {"cm_audit": ("id",)}
+#: Text columns holding JSON whose clock fields are left out.
+JSON_TEXT = frozenset({"data", "before", "after", "metadata"})
+#: Tables of the replay's own bookkeeping (paths and clocks of the machine it ran on).
+SKIPPED = frozenset({"cm_schema_migrations", "cm_replay_progress", "cm_episode_meta"})
+#: LoCoMo conversations and sessions in the slice: 4 memories, about 500 messages.
+CONVERSATIONS, SESSIONS = 2, 6
+GOLDEN = Path(__file__).with_name("stored_rows_golden.json")
+
+
+def replay_slice(url: str, workdir: Path) -> None:
+    """Replay the LoCoMo slice into the (empty) database at ``url`` in this process."""
+    from convmem_graph.assembly import open_lifecycle
+    from convmem_graph.config import MemoryConfig
+    from convmem_graph.replay.read import Replayer
+    from convmem_graph.store import MemoryStore
+    from tests.integration.replay_archives import LOCOMO, write_locomo_archive
+
+    archive = workdir / "archive"
+    write_locomo_archive(LOCOMO, archive, conversations=CONVERSATIONS, files=1, max_sessions=SESSIONS)
+    MemoryStore.from_url(url).close()
+    lifecycle, close = open_lifecycle(url, None, MemoryConfig(), durability="exit")
+    try:
+        Replayer(lifecycle, group_by="user").run([archive])
+    finally:
+        if close is not None:
+            close()
+        lifecycle.store.close()
+
+
+def _without_clock(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_clock(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_without_clock(v) for v in value]
+    return value
+
+
+def _canonical(column: str, value: Any) -> Any:
+    if isinstance(value, memoryview | bytes):
+        return bytes(value).hex()
+    if column in JSON_TEXT and isinstance(value, str) and value[:1] in "{[":
+        try:
+            return _without_clock(json.loads(value))
+        except ValueError:
+            return value
+    if isinstance(value, dict | list):
+        return _without_clock(value)
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def table_digests(url: str) -> dict[str, dict[str, Any]]:
+    """Row count and SHA-256 of the sorted, JSON-encoded rows of every ``cm_`` table at ``url``."""
+    import psycopg
+
+    out: dict[str, dict[str, Any]] = {}
+    with psycopg.connect(libpq_url(url)) as conn:
+        # seq -> its position in its memory (0: no message yet, as the cursors start).
+        position = {0: 0} | {
+            int(seq): int(n)
+            for seq, n in conn.execute(
+                "SELECT seq, row_number() OVER (PARTITION BY memory_id ORDER BY seq) FROM cm_messages"
+            )
+        }
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                "AND table_name LIKE 'cm\\_%' ORDER BY table_name"
+            )
+        ]
+        for table in tables:
+            if table in SKIPPED:
+                continue
+            dropped = VOLATILE | set(SERIALS.get(table, ()))
+            cols = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() "
+                    "AND table_name = %s ORDER BY column_name",
+                    (table,),
+                )
+                if r[0] not in dropped
+            ]
+            seqs = [cols.index(c) for c in SEQ_COLUMNS.get(table, ())]
+            # A tsvector compares as its text; everything else as JSON of its Python value.
+            select = ", ".join(f'"{c}"::text' if c == "terms" else f'"{c}"' for c in cols)
+            rows = []
+            for row in conn.execute(f'SELECT {select} FROM "{table}"'):  # noqa: S608 - catalog names
+                values = [_canonical(c, v) for c, v in zip(cols, row, strict=True)]
+                for i in seqs:
+                    values[i] = position[int(values[i])]
+                rows.append(json.dumps(values, sort_keys=True, ensure_ascii=False))
+            rows.sort()
+            digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
+            out[table] = {"columns": cols, "rows": len(rows), "sha256": digest}
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """Replay the slice into ``argv[0]`` and write its digests to ``argv[1]``."""
+    import tempfile
+
+    url, dest = argv
+    with tempfile.TemporaryDirectory() as tmp:
+        replay_slice(url, Path(tmp))
+    Path(dest).write_text(json.dumps(table_digests(url), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
