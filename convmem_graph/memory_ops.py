@@ -158,6 +158,9 @@ class AsyncTwins:
         def embed_turns(  # noqa: D102
             self, memory_id: str, *, batch: int = 64, limit: int | None = None
         ) -> int: ...
+        def embed_facts(  # noqa: D102
+            self, memory_id: str, *, batch: int = 64, limit: int | None = None
+        ) -> int: ...
         def fragments(  # noqa: D102
             self, memory_id: str, *, status: FragmentStatusFilter | None = "active"
         ) -> list[Fragment]: ...
@@ -219,6 +222,10 @@ class AsyncTwins:
     async def aembed_turns(self, memory_id: str, *, batch: int = 64, limit: int | None = None) -> int:
         """Async twin of ``embed_turns`` (the model's calls run in a worker thread)."""
         return await asyncio.to_thread(self.embed_turns, memory_id, batch=batch, limit=limit)
+
+    async def aembed_facts(self, memory_id: str, *, batch: int = 64, limit: int | None = None) -> int:
+        """Async twin of ``embed_facts`` (the model's calls run in a worker thread)."""
+        return await asyncio.to_thread(self.embed_facts, memory_id, batch=batch, limit=limit)
 
     async def afragments(
         self, memory_id: str, *, status: FragmentStatusFilter | None = "active"

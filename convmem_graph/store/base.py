@@ -52,6 +52,7 @@ from convmem_graph.store.records import AuditEntry, DeadLetter
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from numpy import ndarray
 
 __all__ = [
     "DeadLetterStore",
@@ -278,6 +279,22 @@ class FactStore(Protocol):
         self, memory_id: str, ops: Sequence[FragmentOp], *, upto_seq: int, now_ms: int
     ) -> dict[str, int]:
         """Apply one extraction step in one transaction and advance the extraction cursor."""
+        ...
+
+    def missing_fact_vectors(self, memory_id: str, model: str) -> list[tuple[str, str]]:
+        """``(fragment id, text)`` of the memory's active facts with no valid vector by ``model``."""
+        ...
+
+    def save_fact_vectors(
+        self, memory_id: str, model: str, rows: Sequence[tuple[str, str, list[float]]]
+    ) -> int:
+        """Store ``(fragment id, text, vector)`` rows; a fact deleted or edited since gets none."""
+        ...
+
+    def stored_fact_vectors(
+        self, memory_id: str, model: str, facts: Sequence[Fragment]
+    ) -> dict[str, ndarray]:
+        """The stored vectors by ``model`` of ``facts`` made from their current text (the others lack one)."""
         ...
 
     def list_audit(

