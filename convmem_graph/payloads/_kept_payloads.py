@@ -13,7 +13,7 @@ snapshot parts (``current``); a snapshot changed in place, or a new one, renders
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +33,11 @@ _IMMUTABLE = frozenset(_SCALARS)
 
 @dataclass(frozen=True)
 class _Kept:
-    """One rendered payload and the snapshot parts it was rendered from."""
+    """One rendered payload, the snapshot parts it was rendered from, and how to copy it."""
 
     parts: tuple[object, ...]
     payload: Any
+    copy: Callable[[Any], Any]
 
     def current(self, snapshot: MemorySnapshot) -> bool:
         """Whether ``snapshot`` holds the very objects the payload was rendered from."""
@@ -84,6 +85,20 @@ def _copy(value: Any) -> Any:
     return value
 
 
+def _copy_messages(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of a list of flat dicts (most vendors' payload: messages of role and content)."""
+    return list(map(dict.copy, value))
+
+
+def _copier(value: Any) -> Callable[[Any], Any]:
+    """:func:`_copy_messages` for a list of dicts holding scalars only, else :func:`_copy`."""
+    if isinstance(value, list) and all(
+        type(v) is dict and all(type(x) in _IMMUTABLE for x in v.values()) for v in value
+    ):
+        return _copy_messages
+    return _copy
+
+
 def _key(
     vendor: str, snapshot: MemorySnapshot, options: Mapping[str, Any], now_ms: int
 ) -> tuple[object, ...] | None:
@@ -111,12 +126,12 @@ def render_kept(vendor: str, snapshot: MemorySnapshot, options: Mapping[str, Any
     if key is not None:
         known = kept.get(key)
         if known is not None and known.current(snapshot):
-            return _copy(known.payload)
+            return known.copy(known.payload)
     payload = render_payload(vendor, snapshot, options, now_ms=now_ms)
     # The first such call builds the block that proves the next ones match nothing: ask again.
     key = key or _key(vendor, snapshot, options, now_ms)
     if key is not None and _plain(payload):
         if len(kept) >= _KEPT:
             kept.clear()
-        kept[key] = _Kept(_parts(snapshot), _copy(payload))
+        kept[key] = _Kept(_parts(snapshot), _copy(payload), _copier(payload))
     return payload

@@ -1201,8 +1201,9 @@ def _matchless_language(
     return language
 
 
+@functools.lru_cache(maxsize=64)
 def _header_tokens(language: Language, counter: TokenCounter) -> int:
-    """Tokens of the block's opening, note and closing lines in ``language``."""
+    """Tokens of the block's opening, note and closing lines in ``language`` (the counter is pure)."""
     texts = _TEXT[language]
     return counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
 
@@ -1224,11 +1225,15 @@ def matchless_key(
     episodes = snapshot.episodes
     if episodes is not None and (episodes.hits or episodes.dense):
         return None
-    memo = snapshot.derived().get("matchless")
-    if not memo:
+    cache = snapshot.derived()
+    memo = cache.get("matchless")
+    kept_facts = cache.get("facts")
+    # No block kept yet, or facts kept for other fragments (the block's own check would make
+    # new ones): the caller builds the block.
+    if not memo or kept_facts is None or kept_facts[0] is not snapshot.fragments:
         return None
-    facts = _facts(snapshot, _term_stats(snapshot))
-    if not facts.fast:
+    facts: _Facts = kept_facts[2]
+    if kept_facts[1] != snapshot.memory_id or not facts.fast:
         return None
     ranking = facts.order.ranking(options.query)
     if ranking.matched:
