@@ -25,8 +25,10 @@ from convmem_graph.payloads.render import VENDORS, block_options, render_payload
 
 __all__ = ["render_kept"]
 
-#: Payloads kept per snapshot (vendors x budgets x option sets); past it the keeper starts over.
-_KEPT = 64
+#: Payloads kept per snapshot (vendors x budgets x option sets x facts expired by now); past it
+#: the keeper starts over. A payload is a few kB and the store keeps up to 256 parsed snapshots:
+#: at most ~16 MB for a process serving that many memories in that many ways.
+_KEPT = 16
 _SCALARS = (str, int, float, bool, type(None))
 _IMMUTABLE = frozenset(_SCALARS)
 
