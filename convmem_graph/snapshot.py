@@ -224,6 +224,11 @@ def render_call_start(
         budget_tokens=budget if isinstance(budget, int) else None,
         embeddings=embeddings,
     )
+    if embeddings is None:
+        # Ranked by words: a query matching nothing gets the payload kept for such queries.
+        from convmem_graph.payloads._kept_payloads import render_kept
+
+        return render_kept(vendor, snap, dict(options), now_ms=now_ms)
     if vendor in FACTS_BY_MEANING and isinstance(query, str) and query.strip():
         # Only these vendors' blocks, and only with a query, rank facts by meaning: the others
         # read no vectors.

@@ -48,7 +48,7 @@ from convmem_graph.payloads._sanitize import (
     wrap_flagged,
 )
 from convmem_graph.payloads.fusion import fuse
-from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats
+from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats, query_tokens
 from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked, ranked_with_cosines
 from convmem_graph.text.cjk import SCRIPTS
 from convmem_graph.text.sentences import join_sentences
@@ -66,6 +66,7 @@ __all__ = [
     "PartBudgets",
     "build_memory_block",
     "detect_language",
+    "matchless_key",
     "render_recent_turns",
     "select_recent_turns",
 ]
@@ -398,8 +399,12 @@ def _select(
         if value.origin == "inferred" and name == "language" and value.value == language:
             continue  # a block written in the user's language already says which one it is
         if value.origin == "inferred":
-            score = scorer.score(_scored_text(snapshot, name, value, language))
-            pool.append(_Candidate("inferred_variables", "var", name, score + _VARIABLE_PRIOR, 0, order))
+            text = _scored_text(snapshot, name, value, language)
+            score = scorer.score(text)
+            # The scored text rides along: a selection matching nothing records its terms.
+            pool.append(
+                _Candidate("inferred_variables", "var", name, score + _VARIABLE_PRIOR, 0, order, text)
+            )
     summary = snapshot.summary
     summary_flagged = False
     # An extractive summary restates the variables and facts: it would only crowd them out.
@@ -608,8 +613,29 @@ def _select(
             snapshot.summary,
             tuple(sel.items),
             tuple(sel.considered_dropped),
+            _scored_vocabulary(scorer.stats, holders, pool, pieces_of),
         )
     return sel
+
+
+def _scored_vocabulary(
+    stats: TermStats,
+    holders: Mapping[str, object],
+    pool: Sequence[_Candidate],
+    pieces_of: Mapping[str, list[Fragment]],
+) -> frozenset[str]:
+    """Every ranker term a text :func:`_select` scored on a query matching nothing holds.
+
+    The facts' terms (``holders``), those of the variables' and the summary's texts (the pool:
+    nothing else is in it when nothing matched) and of the long facts' joined pieces. A query
+    holding none of them scores every one of these texts 0.0 again (see :func:`matchless_key`).
+    """
+    terms: set[str] = set(holders)
+    texts = [str(c.payload) for c in pool if c.kind in ("var", "summary")]
+    texts.extend(join_sentences([p.content for p in group]) for group in pieces_of.values())
+    for text in texts:
+        terms.update(stats.get(text)[0])
+    return frozenset(terms)
 
 
 #: Selections of queries matching nothing kept per snapshot (one per budget, language and caps).
@@ -633,6 +659,8 @@ class _Matchless:
     summary: object
     items: tuple[_Item, ...]
     considered_dropped: tuple[str, ...]
+    #: The ranker terms of every text the selection scored (see :func:`_scored_vocabulary`).
+    vocabulary: frozenset[str]
     blocks: dict[bool, MemoryBlock] = field(default_factory=dict)
 
     def current(self, snapshot: MemorySnapshot) -> bool:
@@ -1071,32 +1099,8 @@ def build_memory_block(
         else:
             ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
         head = list(itertools.islice(ranked, _LANGUAGE_SAMPLE_FRAGMENTS))
-    language: Language
-    if opts.language != "auto":
-        language = opts.language
-    else:
-        # The variables' and the summary's share is the same at every call (a value can be long:
-        # an inferred list of every food named): counted once per snapshot.
-        cache = snapshot.derived()
-        known = cache.get("script_counts")
-        # Kept for these very objects: a snapshot given new variables or summary counts again.
-        if known is None or known[0] is not snapshot.variables or known[1] is not snapshot.summary:
-            samples = [_value_text(v, "en") for v in snapshot.variables.values()]
-            if snapshot.summary is not None:
-                samples.append(snapshot.summary.text[:200])
-            known = cache["script_counts"] = (snapshot.variables, snapshot.summary, _script_counts(samples))
-        fixed = known[2]
-        turns = snapshot.episodes.hits[:_LANGUAGE_SAMPLE_FRAGMENTS] if snapshot.episodes is not None else []
-        cjk, words = fixed
-        # The same facts and turns come back call after call: each text is counted once.
-        known_texts = _kept(snapshot, "text_script_counts", _TextScripts)
-        for text in itertools.chain((f.content for f in head), (h.message.content for h in turns)):
-            c, w = known_texts(text)
-            cjk, words = cjk + c, words + w
-        language = _language_of(cjk, words)
-
-    texts = _TEXT[language]
-    header = counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
+    language = _block_language(snapshot, opts, head)
+    header = _header_tokens(language, counter)
     items: list[_Item] = []
     considered: list[str] = []
     if header <= opts.budget_tokens:
@@ -1158,6 +1162,104 @@ def build_memory_block(
                 part_tokens=dict(block.part_tokens),
             )
     return _finish(snapshot, opts, language, header, items, considered, counter, list_all_dropped)
+
+
+def _block_language(snapshot: MemorySnapshot, opts: MemoryBlockOptions, head: Sequence[Fragment]) -> Language:
+    """``opts.language``, else the language of ``head`` (the first facts), found turns, variables, summary."""
+    if opts.language != "auto":
+        return opts.language
+    # The variables' and the summary's share is the same at every call (a value can be long:
+    # an inferred list of every food named): counted once per snapshot.
+    cache = snapshot.derived()
+    known = cache.get("script_counts")
+    # Kept for these very objects: a snapshot given new variables or summary counts again.
+    if known is None or known[0] is not snapshot.variables or known[1] is not snapshot.summary:
+        samples = [_value_text(v, "en") for v in snapshot.variables.values()]
+        if snapshot.summary is not None:
+            samples.append(snapshot.summary.text[:200])
+        known = cache["script_counts"] = (snapshot.variables, snapshot.summary, _script_counts(samples))
+    fixed = known[2]
+    turns = snapshot.episodes.hits[:_LANGUAGE_SAMPLE_FRAGMENTS] if snapshot.episodes is not None else []
+    cjk, words = fixed
+    # The same facts and turns come back call after call: each text is counted once.
+    known_texts = _kept(snapshot, "text_script_counts", _TextScripts)
+    for text in itertools.chain((f.content for f in head), (h.message.content for h in turns)):
+        c, w = known_texts(text)
+        cjk, words = cjk + c, words + w
+    return _language_of(cjk, words)
+
+
+def _matchless_language(
+    snapshot: MemorySnapshot, options: MemoryBlockOptions, ranking: FactRanking
+) -> Language:
+    """:func:`_block_language` for a ranking that matches no fact and no found turn, kept per snapshot.
+
+    Such a ranking's head is the facts' recency head whatever the query, so the language is
+    that of the variables, the summary and those facts: kept for these very objects.
+    """
+    cache = snapshot.derived()
+    known = cache.get("matchless_language")
+    parts = (snapshot.fragments, snapshot.variables, snapshot.summary)
+    if known is None or any(a is not b for a, b in zip(known[0], parts, strict=True)):
+        known = cache["matchless_language"] = (parts, {})
+    by_option: dict[str, Language] = known[1]
+    language = by_option.get(options.language)
+    if language is None:
+        head = [snapshot.fragments[i] for i in ranking.prefix(_LANGUAGE_SAMPLE_FRAGMENTS)]
+        language = by_option[options.language] = _block_language(snapshot, options, head)
+    return language
+
+
+@functools.lru_cache(maxsize=64)
+def _header_tokens(language: Language, counter: TokenCounter) -> int:
+    """Tokens of the block's opening, note and closing lines in ``language`` (the counter is pure)."""
+    texts = _TEXT[language]
+    return counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
+
+
+def matchless_key(
+    snapshot: MemorySnapshot, options: MemoryBlockOptions, counter: TokenCounter = count_tokens
+) -> tuple[object, ...] | None:
+    """The key of the block ``options`` get when their query provably matches nothing, else ``None``.
+
+    Not ``None`` only when :func:`build_memory_block` (ranking by words, no embeddings) would
+    return the block it kept for queries matching nothing on this snapshot, under this key: no
+    turn was found (``snapshot.episodes`` has no hit), the facts' lexical order matches nothing,
+    and none of the query's ranker terms is held by any text the block scores (the facts, the
+    inferred variables, the summary's sentences, the long facts' joined pieces: their terms
+    were recorded when that block was built). Everything else the block depends on is in the
+    key (see :func:`_matchless_key`), so two options with the same key get the same block. A
+    snapshot that has not built such a block yet gives ``None``: the caller builds it.
+    """
+    episodes = snapshot.episodes
+    if episodes is not None and (episodes.hits or episodes.dense):
+        return None
+    cache = snapshot.derived()
+    memo = cache.get("matchless")
+    kept_facts = cache.get("facts")
+    # No block kept yet, or facts kept for other fragments (the block's own check would make
+    # new ones): the caller builds the block.
+    if not memo or kept_facts is None or kept_facts[0] is not snapshot.fragments:
+        return None
+    facts: _Facts = kept_facts[2]
+    if kept_facts[1] != snapshot.memory_id or not facts.fast:
+        return None
+    ranking = facts.order.ranking(options.query)
+    if ranking.matched:
+        return None
+    language = _matchless_language(snapshot, options, ranking)
+    header = _header_tokens(language, counter)
+    key = _matchless_key(options, language, counter, facts, ranking, snapshot.memory_id)
+    if key is None or header > options.budget_tokens:
+        return None
+    key = (*key, options.budget_tokens - header)
+    known = memo.get(key)
+    if known is None or not known.current(snapshot):
+        return None
+    query = options.query
+    if query and not known.vocabulary.isdisjoint(query_tokens(query)):
+        return None
+    return key
 
 
 def _finish(

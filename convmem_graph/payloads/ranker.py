@@ -27,7 +27,7 @@ from convmem_graph.models import EpisodeSearch
 from convmem_graph.payloads.relevance import stem
 from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
 
-__all__ = ["PoolCounts", "QuestionKind", "Scorer", "TermStats", "question_kind", "text_terms"]
+__all__ = ["PoolCounts", "QuestionKind", "Scorer", "TermStats", "query_tokens", "question_kind", "text_terms"]
 
 _WORD = re.compile(r"[^\W_]+")
 #: A speaker given as a name: letters (any script) in up to four words.
@@ -135,6 +135,28 @@ def question_kind(query: str) -> QuestionKind | None:
 
 def _token(term: str) -> str:
     return term if CJK_RUN.match(term) else stem(term)
+
+
+def _tokens(terms: Sequence[str]) -> dict[str, str]:
+    """Each search term's ranker token -> the first term giving it (the scorer's weight keys)."""
+    tokens: dict[str, str] = {}
+    for term in terms:
+        tokens.setdefault(_token(term), term)
+    return tokens
+
+
+def query_tokens(query: str) -> frozenset[str]:
+    """The terms :class:`Scorer` weighs for ``query`` (its ``weights`` keys); empty for a blank query.
+
+    A text scores above 0.0 only if it holds one of them.
+
+    Example:
+        >>> sorted(query_tokens("Running in 杭州"))
+        ['run', '杭州']
+    """
+    if not query.strip():
+        return frozenset()
+    return frozenset(_tokens(search_terms(query, max_terms=_MAX_TERMS)))
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -277,9 +299,7 @@ class Scorer:
         count = len(entries) + (base.count if base is not None else 0)
         length = sum(e[1] for e in entries) + (base.length if base is not None else 0)
         self._avg = max(length / count, 1.0) if count else 8.0
-        tokens: dict[str, str] = {}
-        for term in terms:
-            tokens.setdefault(_token(term), term)
+        tokens = _tokens(terms)
         if episodes is not None and episodes.total > 0:
             n = episodes.total
             df = {tok: episodes.document_frequency.get(term, 0) for tok, term in tokens.items()}

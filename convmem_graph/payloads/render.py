@@ -47,7 +47,7 @@ from convmem_graph.tokens import TokenCounter, count_tokens
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-__all__ = ["FACTS_BY_MEANING", "VENDORS", "render_payload", "sent_turns"]
+__all__ = ["FACTS_BY_MEANING", "VENDORS", "block_options", "render_payload", "sent_turns"]
 
 _COMMON = {"persona", "query", "recent_turns", "budget_tokens", "language", "max_fragments"}
 _TRTC_LLM = _COMMON | {"recent_placement", "history", "history_mode", "llm"}
@@ -105,6 +105,33 @@ def sent_turns(vendor: str, options: Mapping[str, Any]) -> int:
     # openai, langchain and the Agora custom-LLM messages send them; an Agora update reaches an
     # agent whose own history already holds the session's latest turns.
     return recent
+
+
+def _vendor_options(vendor: str, opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The options ``vendor`` reads; an unknown vendor or option is an error."""
+    if vendor not in VENDORS:
+        raise ValueError(f"unknown vendor {vendor!r}; choose one of {', '.join(VENDORS)}")
+    # Options of a sibling vendor (one options file for Agora join and update) are ignored.
+    family = vendor.split("-")[0]
+    accepted_any = frozenset().union(
+        *(keys for name, keys in VENDORS.items() if name.split("-")[0] == family)
+    )
+    unknown = sorted(set(opts) - accepted_any)
+    if unknown:
+        accepted = ", ".join(sorted(accepted_any))
+        raise ValueError(f"{vendor}: unknown option(s) {', '.join(unknown)}; accepted: {accepted}")
+    return {k: v for k, v in opts.items() if k in VENDORS[vendor]}
+
+
+def block_options(vendor: str, options: Mapping[str, Any], now_ms: int | None) -> MemoryBlockOptions:
+    """The memory block options :func:`render_payload` builds the ``vendor`` payload's block with.
+
+    Raises:
+        ValueError: Unknown vendor or option.
+        pydantic.ValidationError: An option the block rejects.
+    """
+    opts = _vendor_options(vendor, options)
+    return _block(opts, now_ms, sent_turns=sent_turns(vendor, opts))
 
 
 def _mapping(options: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -169,18 +196,7 @@ def _render(
     now_ms: int | None,
     embeddings: Embeddings | None,
 ) -> Any:
-    if vendor not in VENDORS:
-        raise ValueError(f"unknown vendor {vendor!r}; choose one of {', '.join(VENDORS)}")
-    # Options of a sibling vendor (one options file for Agora join and update) are ignored.
-    family = vendor.split("-")[0]
-    accepted_any = frozenset().union(
-        *(keys for name, keys in VENDORS.items() if name.split("-")[0] == family)
-    )
-    unknown = sorted(set(opts) - accepted_any)
-    if unknown:
-        accepted = ", ".join(sorted(accepted_any))
-        raise ValueError(f"{vendor}: unknown option(s) {', '.join(unknown)}; accepted: {accepted}")
-    opts = {k: v for k, v in opts.items() if k in VENDORS[vendor]}
+    opts = _vendor_options(vendor, opts)
     block = _block(opts, now_ms, sent_turns=sent_turns(vendor, opts))
     persona = str(opts.get("persona") or "")
     if vendor in FACTS_BY_MEANING:
