@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 
 from convmem_graph._time import now_ms
+from convmem_graph.store._fact_revisions import ensure_fact_revisions
 from convmem_graph.store._fragments import upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts
 from convmem_graph.store._pgvector import enable_pgvector
@@ -191,6 +192,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "bailian node metadata", create_tables(node_meta)),
     Migration(6, "turn vector stamps", create_tables(turn_vector_stamps)),
     Migration(7, "pgvector turn vectors", _pgvector_vectors),
+    Migration(8, "fact revisions", ensure_fact_revisions),
 )
 
 
