@@ -301,13 +301,12 @@ class StrongestRows:
             ids = {row[_ID] for row in changed}
             active = [row for row in changed if row[_STATUS] == "active"]
             cap = limit + _MARGIN
+            # SQLite stores the flag as 0 / 1: the statements' ``transient = :durable`` / ``:temporary``.
+            stays = [r for r in active if r[_TRANSIENT] == 0]
+            lasts = [r for r in active if r[_TRANSIENT] == 1 and _live(r, now_ms)]
             try:
-                durable = durable.merged(ids, [r for r in active if r[_TRANSIENT] == False], cap)  # noqa: E712
-                temporary = temporary.merged(
-                    ids,
-                    [r for r in active if r[_TRANSIENT] == True and _live(r, now_ms)],
-                    cap,  # noqa: E712
-                )
+                durable = durable.merged(ids, stays, cap)
+                temporary = temporary.merged(ids, lasts, cap)
             except TypeError:
                 return None  # a value raw SQL stored that Python cannot order as SQLite does
         return _Lists(rev, cut, now_ms, limit, durable, temporary.live(now_ms))
