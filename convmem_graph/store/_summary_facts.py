@@ -119,8 +119,15 @@ class KeptFacts:
 
 #: The memory's fact revision and the revision of its last deleted fact (``_fact_revisions``).
 _REVISION = "SELECT facts_rev, facts_cut FROM cm_memories WHERE memory_id = :mid"
-#: The memory's fact rows written since a revision, any status (``ix_cm_fragments_rev``).
-_CHANGED = f"SELECT {_SELECT} FROM {fragments.name} WHERE memory_id = :mid AND rev > :rev LIMIT :cap"
+#: Both, and the memory's fact rows written since a revision (any status, ``ix_cm_fragments_rev``),
+#: in one statement: one snapshot of the database (two statements could see a write between
+#: them, a delete among its changes). No row: no memory; one row of NULL facts: none written.
+_CHANGED = (
+    "SELECT m.facts_rev, m.facts_cut, "
+    + ", ".join(f'f."{c}"' for c in FRAGMENT_COLUMNS)
+    + f" FROM cm_memories AS m LEFT JOIN {fragments.name} AS f"
+    " ON f.memory_id = m.memory_id AND f.rev > :rev WHERE m.memory_id = :mid LIMIT :cap"
+)
 #: Rows read past the limit of each kind: a kept fact that leaves the list (deleted, demoted,
 #: expired) is replaced from them without reading the list again.
 _MARGIN = 16
@@ -244,16 +251,22 @@ class StrongestRows:
     ) -> tuple[list[Fragment], list[Fragment]]:
         """The ``limit`` strongest live durable facts and the ``limit`` strongest temporary ones.
 
-        The revision is read first: rows written after it are read again next time (merging a
-        row twice is the same as once), while a row written before it and missed would be missed
-        for good.
+        A full read reads the revision first: rows written after it are read again next time
+        (merging a row twice is the same as once), while a row written before it and missed would
+        be missed for good.
         """
-        found = raw.execute(_REVISION, {"mid": memory_id}).fetchone()
         with self._lock:
             kept = self._kept.get(memory_id)
         lists = None
-        if found is not None and kept is not None:
-            lists = self._moved(raw, memory_id, kept, (int(found[0]), int(found[1])), limit, now_ms)
+        if kept is None:
+            found = raw.execute(_REVISION, {"mid": memory_id}).fetchone()
+        else:
+            params = {"mid": memory_id, "rev": kept.rev, "cap": _MAX_CHANGED + 1}
+            rows = raw.execute(_CHANGED, params).fetchall()
+            found = rows[0][:2] if rows else None
+            if found is not None and len(rows) <= _MAX_CHANGED:
+                changed = [tuple(row[2:]) for row in rows if row[2] is not None]
+                lists = self._moved(kept, (int(found[0]), int(found[1])), changed, limit, now_ms)
         answer = None if lists is None else self._answer(lists, limit)
         if lists is None or answer is None:
             try:
@@ -281,35 +294,33 @@ class StrongestRows:
 
     @staticmethod
     def _moved(
-        raw: sqlite3.Connection,
-        memory_id: str,
         kept: _Lists,
         revision: tuple[int, int],
+        changed: list[tuple[Any, ...]],
         limit: int,
         now_ms: int,
     ) -> _Lists | None:
-        """``kept`` brought to ``revision`` and ``now_ms``; ``None`` when it cannot be."""
+        """``kept`` brought to ``revision`` (``changed``: the rows written since) and ``now_ms``.
+
+        ``None`` when it cannot be.
+        """
         rev, cut = revision
         if limit != kept.limit or cut != kept.cut or rev < kept.rev or now_ms < kept.now_ms:
             return None  # a fact deleted, another limit, or time or revision going back
         durable, temporary = kept.durable, kept.temporary
-        if rev > kept.rev:
-            params = {"mid": memory_id, "rev": kept.rev, "cap": _MAX_CHANGED + 1}
-            changed = [tuple(row) for row in raw.execute(_CHANGED, params).fetchall()]
-            if len(changed) > _MAX_CHANGED:
-                return None
-            ids = {row[_ID] for row in changed}
-            active = [row for row in changed if row[_STATUS] == "active"]
-            cap = limit + _MARGIN
-            # SQLite stores the flag as 0 / 1: the statements' ``transient = :durable`` / ``:temporary``.
-            stays = [r for r in active if r[_TRANSIENT] == 0]
-            lasts = [r for r in active if r[_TRANSIENT] == 1 and _live(r, now_ms)]
-            try:
+        ids = {row[_ID] for row in changed}
+        active = [row for row in changed if row[_STATUS] == "active"]
+        cap = limit + _MARGIN
+        try:
+            if changed:
+                # SQLite stores the flag as 0 / 1: the statements' ``transient = :durable`` / ``:temporary``.
+                stays = [r for r in active if r[_TRANSIENT] == 0]
+                lasts = [r for r in active if r[_TRANSIENT] == 1 and _live(r, now_ms)]
                 durable = durable.merged(ids, stays, cap)
                 temporary = temporary.merged(ids, lasts, cap)
-            except TypeError:
-                return None  # a value raw SQL stored that Python cannot order as SQLite does
-        return _Lists(rev, cut, now_ms, limit, durable, temporary.live(now_ms))
+            return _Lists(rev, cut, now_ms, limit, durable, temporary.live(now_ms))
+        except TypeError:
+            return None  # a value raw SQL stored that Python cannot order as SQLite does
 
     @staticmethod
     def _full(
