@@ -128,9 +128,9 @@ _CHANGED = (
     + f" FROM cm_memories AS m LEFT JOIN {fragments.name} AS f"
     " ON f.memory_id = m.memory_id AND f.rev > :rev WHERE m.memory_id = :mid LIMIT :cap"
 )
-#: Rows read past the limit of each kind: a kept fact that leaves the list (deleted, demoted,
-#: expired) is replaced from them without reading the list again.
-_MARGIN = 16
+#: Rows read past the limit of each kind: a kept fact that leaves the list (demoted, expired)
+#: is replaced from them without reading the list again.
+MARGIN = 16
 #: More rows written since the last read than this: the lists are read again instead.
 _MAX_CHANGED = 256
 # Positions in FRAGMENT_COLUMNS (asserted below, so a change of the column order fails loudly).
@@ -229,13 +229,18 @@ class StrongestRows:
     :data:`STRONGEST_TEMPORARY`) return, with the model made before for every row that did not
     change. Bounded like :class:`KeptFacts`: the ``memories`` most recently read.
 
+    Args:
+        memories: How many memories' rows to keep.
+        margin: Rows kept past the limit of each kind (:data:`MARGIN`).
+
     Attributes:
         full_reads: Reads that read both lists from the database.
         delta_reads: Reads that read only the revision, or it and the rows written since.
     """
 
-    def __init__(self, memories: int) -> None:
+    def __init__(self, memories: int, *, margin: int = MARGIN) -> None:
         self._memories = memories
+        self._margin = margin
         self._kept: OrderedDict[str, _Lists] = OrderedDict()
         self._lock = threading.Lock()
         self.full_reads = 0
@@ -266,14 +271,16 @@ class StrongestRows:
             found = rows[0][:2] if rows else None
             if found is not None and len(rows) <= _MAX_CHANGED:
                 changed = [tuple(row[2:]) for row in rows if row[2] is not None]
-                lists = self._moved(kept, (int(found[0]), int(found[1])), changed, limit, now_ms)
+                revision = (int(found[0]), int(found[1]))
+                lists = self._moved(kept, revision, changed, limit, limit + self._margin, now_ms)
         answer = None if lists is None else self._answer(lists, limit)
         if lists is None or answer is None:
+            cap = limit + self._margin
             try:
-                lists = self._full(raw, memory_id, kept, found, limit, now_ms)
+                lists = self._full(raw, memory_id, kept, found, limit, cap, now_ms)
             except TypeError:
                 found = None  # a value raw SQL stored that Python cannot order: read, keep nothing
-                lists = self._full(raw, memory_id, None, None, limit, now_ms, ranked=False)
+                lists = self._full(raw, memory_id, None, None, limit, cap, now_ms, ranked=False)
             answer = self._answer(lists, limit)
             assert answer is not None  # a full read knows its first ``limit`` rows
             self.full_reads += 1
@@ -298,11 +305,12 @@ class StrongestRows:
         revision: tuple[int, int],
         changed: list[tuple[Any, ...]],
         limit: int,
+        cap: int,
         now_ms: int,
     ) -> _Lists | None:
         """``kept`` brought to ``revision`` (``changed``: the rows written since) and ``now_ms``.
 
-        ``None`` when it cannot be.
+        ``cap``: the rows kept of each kind at most. ``None`` when it cannot be.
         """
         rev, cut = revision
         if limit != kept.limit or cut != kept.cut or rev < kept.rev or now_ms < kept.now_ms:
@@ -310,7 +318,6 @@ class StrongestRows:
         durable, temporary = kept.durable, kept.temporary
         ids = {row[_ID] for row in changed}
         active = [row for row in changed if row[_STATUS] == "active"]
-        cap = limit + _MARGIN
         try:
             if changed:
                 # SQLite stores the flag as 0 / 1: the statements' ``transient = :durable`` / ``:temporary``.
@@ -329,11 +336,12 @@ class StrongestRows:
         kept: _Lists | None,
         found: Sequence[Any] | None,
         limit: int,
+        cap: int,
         now_ms: int,
         *,
         ranked: bool = True,
     ) -> _Lists:
-        """Both lists read from the database (``limit`` and a margin each), models reused by row.
+        """Both lists read from the database (``cap`` rows each), models reused by row.
 
         ``ranked=False``: without the sort keys (the lists are not kept).
         """
@@ -342,7 +350,6 @@ class StrongestRows:
             for kind in (kept.durable, kept.temporary):
                 pairs = zip(kind.rows, kind.models, strict=True)
                 before.update((row[_ID], (row, model)) for row, model in pairs)
-        cap = limit + _MARGIN
         params = {"mid": memory_id, "limit": cap, "now": now_ms, "durable": False, "temporary": True}
         kinds = []
         for statement in (STRONGEST_DURABLE, STRONGEST_TEMPORARY):
