@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from convmem_graph.store import MemoryStore
+from convmem_graph.store._fact_revisions import FACT_REVISION_TRIGGERS
 from convmem_graph.store._summary_facts import StrongestRows
 
 MID = "m1"
@@ -111,3 +112,12 @@ def test_kept_rows_equal_the_statements_after_any_order_of_writes(
                     assert store.summary_facts(MID, limit=limit, now_ms=now) == _expected(store, limit, now)
         finally:
             store.close()
+
+
+def test_a_new_file_has_the_revision_triggers(tmp_path: Path) -> None:
+    """Set up through the fresh-file script (the migrations' statements played back), as any new store."""
+    store = MemoryStore.from_url(str(tmp_path / "m.db"))
+    with store.read() as conn:
+        names = set(conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'").scalars())
+    store.close()
+    assert set(FACT_REVISION_TRIGGERS) <= names
