@@ -13,13 +13,22 @@ the model it made for a row before when the row is equal in every column (not on
 ``updated_at``: an edit in the same millisecond, or one behind the store's back, leaves those as
 they were). A new or changed row gets a new model. The models are shared between reads: treat
 them as read-only.
+
+On SQLite, :class:`StrongestRows` goes further: it keeps each memory's ranked rows, and a read
+first asks the memory's fact revision (:mod:`convmem_graph.store._fact_revisions`, kept by
+triggers whoever writes); when it moved, only the rows written since are read and merged into the
+kept lists, in the statements' order. A full memory's live turn then reads the one or two facts
+it wrote instead of ~400 rows.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -28,7 +37,14 @@ from convmem_graph.models import Fragment
 from convmem_graph.store._fragments import FRAGMENT_COLUMNS, fragment_of
 from convmem_graph.store.schema import fragments
 
-__all__ = ["STRONGEST_BOTH", "STRONGEST_DURABLE", "STRONGEST_TEMPORARY", "KeptFacts", "fragment_of"]
+__all__ = [
+    "STRONGEST_BOTH",
+    "STRONGEST_DURABLE",
+    "STRONGEST_TEMPORARY",
+    "KeptFacts",
+    "StrongestRows",
+    "fragment_of",
+]
 
 _SELECT = ", ".join(f'"{c}"' for c in FRAGMENT_COLUMNS)
 #: ``STRONGEST_OF_KIND``'s order (``ix_cm_fragments_rank``); ``id`` makes it total.
@@ -97,3 +113,252 @@ class KeptFacts:
             while len(self._kept) > self._memories:
                 self._kept.popitem(last=False)
         return out
+
+
+# -- SQLite: the ranked rows kept between reads, moved by what changed ----------------------------
+
+#: The memory's fact revision and the revision of its last deleted fact (``_fact_revisions``).
+_REVISION = "SELECT facts_rev, facts_cut FROM cm_memories WHERE memory_id = :mid"
+#: Both, and the memory's fact rows written since a revision (any status, ``ix_cm_fragments_rev``),
+#: in one statement: one snapshot of the database (two statements could see a write between
+#: them, a delete among its changes). No row: no memory; one row of NULL facts: none written.
+_CHANGED = (
+    "SELECT m.facts_rev, m.facts_cut, "
+    + ", ".join(f'f."{c}"' for c in FRAGMENT_COLUMNS)
+    + f" FROM cm_memories AS m LEFT JOIN {fragments.name} AS f"
+    " ON f.memory_id = m.memory_id AND f.rev > :rev WHERE m.memory_id = :mid LIMIT :cap"
+)
+#: Rows read past the limit of each kind: a kept fact that leaves the list (demoted, expired)
+#: is replaced from them without reading the list again.
+MARGIN = 16
+#: More rows written since the last read than this: the lists are read again instead.
+_MAX_CHANGED = 256
+# Positions in FRAGMENT_COLUMNS (asserted below, so a change of the column order fails loudly).
+_ID, _STATUS, _TRANSIENT, _EXPIRES, _CONFIDENCE, _UPDATED, _OBSERVED = 0, 5, 6, 7, 11, 13, 14
+_POSITIONS = (_ID, _STATUS, _TRANSIENT, _EXPIRES, _CONFIDENCE, _UPDATED, _OBSERVED)
+assert [FRAGMENT_COLUMNS[i] for i in _POSITIONS] == [
+    "id",
+    "status",
+    "transient",
+    "expires_at",
+    "confidence",
+    "updated_at",
+    "observed_at",
+]
+
+Rank = tuple[Any, ...]
+
+
+def _rank(row: Sequence[Any]) -> Rank:
+    """The statements' ``ORDER BY`` as a sort key (SQLite compares ids bytewise, as Python does)."""
+    return (-row[_CONFIDENCE], -row[_OBSERVED], -row[_UPDATED], row[_ID])
+
+
+def _live(row: Sequence[Any], now_ms: int) -> bool:
+    return row[_EXPIRES] is None or row[_EXPIRES] > now_ms
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    """One kind's rows as the statement returns them (rank order), with their models.
+
+    ``bound``: the rank of the last row the statement returned when its ``LIMIT`` cut it (rows
+    ranked after it are unknown); ``None`` when the read returned every row of the kind.
+    """
+
+    ranks: list[Rank]
+    rows: list[tuple[Any, ...]]
+    models: list[Fragment]
+    bound: Rank | None
+
+    def merged(self, changed: set[str], rows: list[tuple[Any, ...]], cap: int) -> _Ranked:
+        """Without the rows of ``changed`` ids, with ``rows`` (their new versions of this kind) in place."""
+        keep = [i for i, row in enumerate(self.rows) if row[_ID] not in changed]
+        ranks = [self.ranks[i] for i in keep]
+        kept_rows = [self.rows[i] for i in keep]
+        models = [self.models[i] for i in keep]
+        bound = self.bound
+        for row in rows:
+            rank = _rank(row)
+            if bound is not None and rank > bound:
+                continue  # past the rows read: unknown rows may rank before it
+            at = bisect_right(ranks, rank)
+            ranks.insert(at, rank)
+            kept_rows.insert(at, row)
+            models.insert(at, fragment_of(row))
+        if len(ranks) > cap:
+            del ranks[cap:], kept_rows[cap:], models[cap:]
+            bound = ranks[-1]
+        return _Ranked(ranks, kept_rows, models, bound)
+
+    def live(self, now_ms: int) -> _Ranked:
+        """Without the temporary facts expired at ``now_ms`` (the rows past ``bound`` stay unknown)."""
+        if all(_live(row, now_ms) for row in self.rows):
+            return self
+        keep = [i for i, row in enumerate(self.rows) if _live(row, now_ms)]
+        return _Ranked(
+            [self.ranks[i] for i in keep],
+            [self.rows[i] for i in keep],
+            [self.models[i] for i in keep],
+            self.bound,
+        )
+
+    def first(self, limit: int) -> list[Fragment] | None:
+        """The ``limit`` strongest, as ``LIMIT limit`` reads them; ``None`` when not known."""
+        if len(self.models) >= limit:
+            return self.models[:limit]
+        return list(self.models) if self.bound is None else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Lists:
+    """A memory's two ranked lists and the revision they are current at."""
+
+    rev: int
+    cut: int
+    now_ms: int
+    limit: int
+    durable: _Ranked
+    temporary: _Ranked
+
+
+class StrongestRows:
+    """Each SQLite memory's strongest durable and temporary fact rows, kept current by revision.
+
+    :meth:`read` answers what the two ``LIMIT`` statements (:data:`STRONGEST_DURABLE`,
+    :data:`STRONGEST_TEMPORARY`) return, with the model made before for every row that did not
+    change. Bounded like :class:`KeptFacts`: the ``memories`` most recently read.
+
+    Args:
+        memories: How many memories' rows to keep.
+        margin: Rows kept past the limit of each kind (:data:`MARGIN`).
+
+    Attributes:
+        full_reads: Reads that read both lists from the database.
+        delta_reads: Reads that read only the revision, or it and the rows written since.
+    """
+
+    def __init__(self, memories: int, *, margin: int = MARGIN) -> None:
+        self._memories = memories
+        self._margin = margin
+        self._kept: OrderedDict[str, _Lists] = OrderedDict()
+        self._lock = threading.Lock()
+        self.full_reads = 0
+        self.delta_reads = 0
+
+    def clear(self) -> None:
+        """Keep nothing (a write failed: what was read inside its transaction may be gone)."""
+        with self._lock:
+            self._kept.clear()
+
+    def read(
+        self, raw: sqlite3.Connection, memory_id: str, *, limit: int, now_ms: int
+    ) -> tuple[list[Fragment], list[Fragment]]:
+        """The ``limit`` strongest live durable facts and the ``limit`` strongest temporary ones.
+
+        A full read reads the revision first: rows written after it are read again next time
+        (merging a row twice is the same as once), while a row written before it and missed would
+        be missed for good.
+        """
+        with self._lock:
+            kept = self._kept.get(memory_id)
+        lists = None
+        if kept is None:
+            found = raw.execute(_REVISION, {"mid": memory_id}).fetchone()
+        else:
+            params = {"mid": memory_id, "rev": kept.rev, "cap": _MAX_CHANGED + 1}
+            rows = raw.execute(_CHANGED, params).fetchall()
+            found = rows[0][:2] if rows else None
+            if found is not None and len(rows) <= _MAX_CHANGED:
+                changed = [tuple(row[2:]) for row in rows if row[2] is not None]
+                revision = (int(found[0]), int(found[1]))
+                lists = self._moved(kept, revision, changed, limit, limit + self._margin, now_ms)
+        answer = None if lists is None else self._answer(lists, limit)
+        if lists is None or answer is None:
+            cap = limit + self._margin
+            try:
+                lists = self._full(raw, memory_id, kept, found, limit, cap, now_ms)
+            except TypeError:
+                found = None  # a value raw SQL stored that Python cannot order: read, keep nothing
+                lists = self._full(raw, memory_id, None, None, limit, cap, now_ms, ranked=False)
+            answer = self._answer(lists, limit)
+            assert answer is not None  # a full read knows its first ``limit`` rows
+            self.full_reads += 1
+        else:
+            self.delta_reads += 1
+        if found is not None:
+            with self._lock:
+                self._kept[memory_id] = lists
+                self._kept.move_to_end(memory_id)
+                while len(self._kept) > self._memories:
+                    self._kept.popitem(last=False)
+        return answer
+
+    @staticmethod
+    def _answer(lists: _Lists, limit: int) -> tuple[list[Fragment], list[Fragment]] | None:
+        durable, temporary = lists.durable.first(limit), lists.temporary.first(limit)
+        return None if durable is None or temporary is None else (durable, temporary)
+
+    @staticmethod
+    def _moved(
+        kept: _Lists,
+        revision: tuple[int, int],
+        changed: list[tuple[Any, ...]],
+        limit: int,
+        cap: int,
+        now_ms: int,
+    ) -> _Lists | None:
+        """``kept`` brought to ``revision`` (``changed``: the rows written since) and ``now_ms``.
+
+        ``cap``: the rows kept of each kind at most. ``None`` when it cannot be.
+        """
+        rev, cut = revision
+        if limit != kept.limit or cut != kept.cut or rev < kept.rev or now_ms < kept.now_ms:
+            return None  # a fact deleted, another limit, or time or revision going back
+        durable, temporary = kept.durable, kept.temporary
+        ids = {row[_ID] for row in changed}
+        active = [row for row in changed if row[_STATUS] == "active"]
+        try:
+            if changed:
+                # SQLite stores the flag as 0 / 1: the statements' ``transient = :durable`` / ``:temporary``.
+                stays = [r for r in active if r[_TRANSIENT] == 0]
+                lasts = [r for r in active if r[_TRANSIENT] == 1 and _live(r, now_ms)]
+                durable = durable.merged(ids, stays, cap)
+                temporary = temporary.merged(ids, lasts, cap)
+            return _Lists(rev, cut, now_ms, limit, durable, temporary.live(now_ms))
+        except TypeError:
+            return None  # a value raw SQL stored that Python cannot order as SQLite does
+
+    @staticmethod
+    def _full(
+        raw: sqlite3.Connection,
+        memory_id: str,
+        kept: _Lists | None,
+        found: Sequence[Any] | None,
+        limit: int,
+        cap: int,
+        now_ms: int,
+        *,
+        ranked: bool = True,
+    ) -> _Lists:
+        """Both lists read from the database (``cap`` rows each), models reused by row.
+
+        ``ranked=False``: without the sort keys (the lists are not kept).
+        """
+        before: dict[str, tuple[tuple[Any, ...], Fragment]] = {}
+        if kept is not None:
+            for kind in (kept.durable, kept.temporary):
+                pairs = zip(kind.rows, kind.models, strict=True)
+                before.update((row[_ID], (row, model)) for row, model in pairs)
+        params = {"mid": memory_id, "limit": cap, "now": now_ms, "durable": False, "temporary": True}
+        kinds = []
+        for statement in (STRONGEST_DURABLE, STRONGEST_TEMPORARY):
+            rows = [tuple(row) for row in raw.execute(statement, params).fetchall()]
+            models = []
+            for row in rows:
+                hit = before.get(row[_ID])
+                models.append(hit[1] if hit is not None and hit[0] == row else fragment_of(row))
+            ranks = [_rank(row) for row in rows] if ranked else []
+            kinds.append(_Ranked(ranks, rows, models, ranks[-1] if ranked and len(rows) >= cap else None))
+        rev, cut = (int(found[0]), int(found[1])) if found is not None else (0, 0)
+        return _Lists(rev, cut, now_ms, limit, kinds[0], kinds[1])

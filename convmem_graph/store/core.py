@@ -28,7 +28,7 @@ from convmem_graph.models import (
     MemorySnapshot,
 )
 from convmem_graph.store._driver import driver_read
-from convmem_graph.store._summary_facts import KeptFacts
+from convmem_graph.store._summary_facts import KeptFacts, StrongestRows
 from convmem_graph.store.engine import (
     POOL_DEFAULTS,
     WRITE_OPTION,
@@ -126,6 +126,8 @@ class StoreCore:
         self._parsed_lock = threading.Lock()
         # Fragment models of each memory's last summary fact read (shared by the store's run views).
         self._kept_facts = KeptFacts(PARSED_SNAPSHOTS)
+        # SQLite: each memory's ranked summary fact rows, moved by the facts' revision.
+        self._strongest = StrongestRows(PARSED_SNAPSHOTS)
         # Where the two databases differ in what they must do: store/sqlite.py, store/postgres.py.
         self._backend: SqliteBackend | PostgresBackend = (
             SqliteBackend(self.url, memory=memory) if self.dialect == "sqlite" else PostgresBackend()
@@ -444,6 +446,17 @@ class StoreCore:
         change; every other kind cached for the memory (for all memories without one) is dropped.
         """
         self._writes += 1
+        try:
+            with self._write_in(memory_id, keeps) as conn:
+                yield conn
+        except BaseException:
+            # What a read inside this transaction saw may be rolled back: rows kept from it go.
+            self._strongest.clear()
+            raise
+
+    @contextmanager
+    def _write_in(self, memory_id: str | None, keeps: frozenset[str]) -> Iterator[Connection]:
+        """:meth:`_write`'s transaction: the call's own, or a part of this session's open one."""
         scope = self._scope
         if scope is None:
             with self._own_write(memory_id) as conn:

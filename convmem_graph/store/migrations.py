@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 
 from convmem_graph._time import now_ms
+from convmem_graph.store._fact_revisions import ensure_fact_revisions
 from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
 from convmem_graph.store._fragments import upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts
@@ -193,6 +194,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "turn vector stamps", create_tables(turn_vector_stamps)),
     Migration(7, "pgvector turn vectors", _pgvector_vectors),
     Migration(8, "fact vectors", create_tables(fact_vectors, fact_vector_stamps)),
+    Migration(9, "fact revisions", ensure_fact_revisions),
 )
 
 

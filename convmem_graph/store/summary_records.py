@@ -53,8 +53,13 @@ class SummaryRecords(StoreCore):
         What ``strongest_fragments(memory_id, limit=limit, now_ms=now_ms, transient=kind)`` returns
         for ``kind`` False and True (one statement on PostgreSQL); a row equal in every column to one the
         previous call for this memory returned gives the same model back (see
-        :mod:`convmem_graph.store._summary_facts`). Treat the models as read-only.
+        :mod:`convmem_graph.store._summary_facts`). On SQLite the rows of the previous call are
+        kept and only the facts written since are read. Treat the models as read-only.
         """
+        if self.dialect == "sqlite":
+            # The kept rows moved by what was written since (store/_fact_revisions.py).
+            with self._driver() as raw:
+                return self._strongest.read(raw, memory_id, limit=limit, now_ms=now_ms)
         params = {"mid": memory_id, "limit": limit, "now": now_ms, "durable": False, "temporary": True}
         rows = self._backend.summary_fact_rows(self._read, self._driver, params)
         models = self._kept_facts.models(memory_id, rows)

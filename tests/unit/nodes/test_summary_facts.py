@@ -7,17 +7,22 @@ none). ``SummaryRecords.summary_facts`` reads the same rows as driver tuples and
 only for a row it has not made one for before (the rows are compared whole, so a change that
 leaves ``updated_at`` as it was still makes a new one).
 
-These tests hold, after every step of generated histories (lifecycle turns, bulk facts of the
-benchmark generator's key families with ties in time, hand adds, updates in the same millisecond,
-deletes, raw SQL edits that bypass the store, facts whose ``created_at`` is past their
-``updated_at``, expiry as the clock moves, manual variables), the new read equal to the old one
-(``strongest_fragments`` of each kind) and the stored summary text equal to the one the old
-``summarize`` commit produces from those reads.
+On SQLite the rows of the last read are kept and only the facts written since are read (the
+facts' revision, kept by triggers: ``store/_fact_revisions.py``). These tests hold, after every
+step of generated histories (lifecycle turns, bulk facts of the benchmark generator's key
+families with ties in time, hand adds, updates in the same millisecond, deletes, raw SQL edits
+that bypass the store, edits and deletes by another connection to the file, facts whose
+``created_at`` is past their ``updated_at``, expiry as the clock moves, manual variables), the
+new read equal to the old one (``strongest_fragments`` of each kind) and the stored summary text
+equal to the one the old ``summarize`` commit produces from those reads; and that a merge which
+ignores what changed fails them.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,7 @@ from convmem_graph.runner import Lifecycle
 from convmem_graph.snapshot import SNAPSHOT_RECENT, build_snapshot
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
+from convmem_graph.store import _summary_facts as summary_facts_module
 from convmem_graph.store.schema import fragments
 from convmem_graph.tokens import count_tokens
 from tests.benchmark_scripts import load_benchmark
@@ -75,6 +81,9 @@ action = st.one_of(
     # Whole days land a fact added with an expiry exactly on it (expired at ``expires_at``).
     st.tuples(st.just("tick"), st.integers(min_value=0, max_value=9), st.sampled_from([0, 1])),
     st.tuples(st.just("var"), st.sampled_from(["杭州", "Lisbon", "Oslo"])),
+    # Another connection to the file (another process): no store, no trigger of ours skipped.
+    st.tuples(st.just("foreign_content"), st.integers(min_value=0, max_value=10_000), st.sampled_from(HAND)),
+    st.tuples(st.just("foreign_delete"), st.integers(min_value=0, max_value=10_000)),
 )
 
 
@@ -91,10 +100,13 @@ def _pick(store: MemoryStore, index: int) -> str | None:
     return active[index % len(active)].id if active else None
 
 
-def _apply(store: MemoryStore, clock: _Clock, step: tuple[Any, ...]) -> None:
-    """One change of the memory between two lifecycle runs (``turn`` is the run itself)."""
+def _apply(store: MemoryStore, clock: _Clock, step: tuple[Any, ...], path: Path | None = None) -> None:
+    """One change of the memory between two lifecycle runs (``turn`` is the run itself).
+
+    ``path``: the SQLite file, for the changes another connection makes (none on PostgreSQL).
+    """
     kind, now = step[0], clock.now
-    if kind == "turn":
+    if kind == "turn" or (kind.startswith("foreign") and path is None):
         return
     if kind == "bulk":
         ops = _facts.generated_ops(step[3], step[2], _facts.SHAPES[step[1]], now_ms=now, ties=True)
@@ -114,6 +126,13 @@ def _apply(store: MemoryStore, clock: _Clock, step: tuple[Any, ...]) -> None:
             return
         if kind == "update":  # the same millisecond as the last write: updated_at may not move
             store.update_fragment(MID, fid, content=step[2], now_ms=now)
+        elif kind.startswith("foreign"):
+            with closing(sqlite3.connect(str(path))) as other, other:
+                if kind == "foreign_content":  # updated_at as it was
+                    where = "WHERE memory_id = ? AND id = ?"
+                    other.execute(f"UPDATE cm_fragments SET content = ? {where}", (step[2], MID, fid))
+                else:
+                    other.execute("DELETE FROM cm_fragments WHERE memory_id = ? AND id = ?", (MID, fid))
         elif kind == "delete":
             store.delete_fragment(MID, fid, now_ms=now)
         else:
@@ -154,11 +173,12 @@ def check_history(steps: list[tuple[Any, ...]], budget: int, url: str | None = N
     config = MemoryConfig(summary_budget_tokens=budget)
     clock = _Clock()
     with tempfile.TemporaryDirectory() as tmp:
-        store = MemoryStore.from_url(url or str(Path(tmp) / "m.db"))
+        path = None if url else Path(tmp) / "m.db"
+        store = MemoryStore.from_url(url or str(path))
         try:
             lc = Lifecycle(store, config=config, clock=clock)
             for i, step in enumerate(steps):
-                _apply(store, clock, step)
+                _apply(store, clock, step, path)
                 text = step[1] if step[0] == "turn" else f"好的，记下了 {i}"
                 turn = [{"role": "user", "content": text}, {"role": "assistant", "content": f"嗯 {i}"}]
                 result = lc.run(MID, [RawInput(turn, "openai")], session_ended=True)
@@ -196,6 +216,9 @@ FULL_MEMORY_STEPS: list[tuple[Any, ...]] = [
     ("add", HAND[2], True, 1),
     ("tick", 1, 0),  # exactly at that fact's expiry
     ("var", "Oslo"),
+    ("foreign_content", 6, HAND[3]),
+    ("foreign_delete", 1),
+    ("turn", TURNS[5]),
 ]
 
 
@@ -217,3 +240,68 @@ def test_a_row_changed_behind_the_store_is_read_again(tmp_path: Path) -> None:
     changed, _ = store.summary_facts(MID, limit=10, now_ms=NOW)
     assert changed[0].content == "用户喜欢喝红茶。" and changed[0].updated_at == first[0].updated_at
     store.close()
+
+
+def _full_memory(path: Path, facts: int = 400) -> MemoryStore:
+    """A memory past the read limit of both kinds (``only-plan``: many temporary facts)."""
+    store = MemoryStore.from_url(str(path))
+    store.ensure_memory(MID)
+    ops = _facts.generated_ops(7, facts, _facts.SHAPES["only-plan"], now_ms=NOW, ties=True)
+    store.commit_extraction(MID, ops, upto_seq=0, now_ms=NOW)
+    return store
+
+
+def test_a_live_turn_of_a_full_memory_reads_only_the_facts_it_wrote(tmp_path: Path) -> None:
+    """After the first read, turns that add facts are merged in: no read of the whole lists again."""
+    store = _full_memory(tmp_path / "m.db")
+    clock = _Clock()
+    lc = Lifecycle(store, config=MemoryConfig(), clock=clock)
+    limit = MemoryConfig().summary_budget_tokens // 4 + _FACT_MARGIN
+    kept = store._strongest
+    for i, text in enumerate(TURNS):
+        clock.now += 1_000
+        turn = [{"role": "user", "content": text}, {"role": "assistant", "content": f"嗯 {i}"}]
+        lc.run(MID, [RawInput(turn, "openai")], session_ended=True)  # the summary is refreshed
+        assert store.summary_facts(MID, limit=limit, now_ms=clock.now) == _old_reads(store, limit, clock.now)
+        if i == 0:
+            full, delta = kept.full_reads, kept.delta_reads
+    # Each later turn: the summary's read in the run and the one above, both merged.
+    assert kept.full_reads == full and kept.delta_reads - delta == 2 * (len(TURNS) - 1)
+    store.close()
+
+
+def test_rows_read_inside_a_transaction_that_rolled_back_are_not_kept(tmp_path: Path) -> None:
+    """The revision goes back with a rollback; a fact written after it must not pass for the kept one."""
+    store = _full_memory(tmp_path / "m.db")
+    limit = 40
+    with pytest.raises(RuntimeError), store.session() as s, s.transaction():
+        s.add_fragment(MID, "用户喜欢喝绿茶。", key="pref:绿茶", now_ms=NOW + 5)
+        durable, _ = s.summary_facts(MID, limit=limit, now_ms=NOW + 5)
+        assert durable[0].content == "用户喜欢喝绿茶。"  # read inside the transaction
+        raise RuntimeError("the transaction fails")
+    # Another fact takes the rolled-back one's revision.
+    store.add_fragment(MID, "User has a dog named Rex.", key="pet:rex", now_ms=NOW + 6)
+    assert store.summary_facts(MID, limit=limit, now_ms=NOW + 6) == _old_reads(store, limit, NOW + 6)
+    store.close()
+
+
+def test_a_memory_deleted_and_made_again_by_another_store_is_read_again(tmp_path: Path) -> None:
+    """Its revisions start over, past the kept one by the time this store reads: the cut tells."""
+    path = tmp_path / "m.db"
+    store = _full_memory(path, facts=40)
+    assert store.summary_facts(MID, limit=30, now_ms=NOW)[0]
+    other = MemoryStore.from_url(str(path))  # another process
+    other.delete_memory(MID)
+    other.ensure_memory(MID)
+    ops = _facts.generated_ops(8, 60, _facts.SHAPES["mixed"], now_ms=NOW, ties=True)
+    other.commit_extraction(MID, ops, upto_seq=0, now_ms=NOW)
+    other.close()
+    assert store.summary_facts(MID, limit=30, now_ms=NOW) == _old_reads(store, 30, NOW)
+    store.close()
+
+
+def test_the_equivalence_checks_fail_when_the_merge_ignores_what_changed(monkeypatch: Any) -> None:
+    """A deliberately broken variant (the kept lists never move) must fail the history check."""
+    monkeypatch.setattr(summary_facts_module._Ranked, "merged", lambda self, changed, rows, cap: self)
+    with pytest.raises(AssertionError):
+        check_history([("bulk", "only-plan", 700, 7), *FULL_MEMORY_STEPS], 300)
