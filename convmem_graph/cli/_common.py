@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ __all__ = [
     "require_paths",
     "resolve_global_options",
     "subcommand",
+    "whole_number",
 ]
 
 DEFAULT_DB = "convmem.db"
@@ -61,6 +63,30 @@ _MODEL_HELP = (
     "OPENAI_BASE_URL / OPENAI_API_KEY); default: the offline heuristic extractor; also accepted "
     "before the command"
 )
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number of at least ``minimum``, else argparse's clear error.
+
+    Example:
+        >>> whole_number(1)("64")
+        64
+        >>> whole_number(0)("-1")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be 0 or more, got -1
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {value}")
+        return value
+
+    return parse
 
 
 class CliError(Exception):

@@ -11,7 +11,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from convmem_graph.cli._common import add_db_argument, dump_json, local_time, open_existing, subcommand
+from convmem_graph.cli._common import (
+    add_db_argument,
+    dump_json,
+    local_time,
+    open_existing,
+    subcommand,
+    whole_number,
+)
 
 if TYPE_CHECKING:
     from convmem_graph.models import MemoryInfo
@@ -19,16 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 _DEFAULT_LIMIT = 100
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,13 +40,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--limit",
-        type=_non_negative,
+        type=whole_number(0),
         default=_DEFAULT_LIMIT,
         metavar="N",
         help=f"memories per page (default {_DEFAULT_LIMIT}); the rest are counted on stderr",
     )
     p.add_argument(
-        "--offset", type=_non_negative, default=0, metavar="N", help="skip the first N memories (default 0)"
+        "--offset", type=whole_number(0), default=0, metavar="N", help="skip the first N memories (default 0)"
     )
     p.add_argument("--all", action="store_true", help="list every memory (no page limit)")
     p.add_argument("--json", action="store_true", help="print JSON (one array; ids whole)")

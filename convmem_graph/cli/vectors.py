@@ -22,22 +22,13 @@ from convmem_graph.cli._common import (
     dump_json,
     open_existing,
     subcommand,
+    whole_number,
 )
 
 if TYPE_CHECKING:
     from convmem_graph.memory import ConvMemory
 
 __all__ = ["register"]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +54,11 @@ convmem --db postgresql://u@host/db vectors enable-pgvector   # after installing
     em.add_argument("memories", nargs="*", metavar="MEMORY")
     em.add_argument("--all", action="store_true", help="every memory of the database")
     em.add_argument(
-        "--batch", type=_positive, default=64, metavar="N", help="turns per model call (default 64)"
+        "--batch",
+        type=whole_number(1),
+        default=64,
+        metavar="N",
+        help="turns or facts per model call (default 64)",
     )
     add_embeddings_argument(em)
     en = actions.add_parser(

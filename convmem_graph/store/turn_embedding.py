@@ -36,6 +36,14 @@ FACT_CHANGES = ("add", "update", "supersede")
 logger = logging.getLogger(__name__)
 
 
+def _embedded(embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
+    """One ``embed_documents`` call, refused when the model answers another number of vectors."""
+    vectors = embeddings.embed_documents(texts)
+    if len(vectors) != len(texts):
+        raise ValueError(f"embed_documents returned {len(vectors)} vectors for {len(texts)} texts")
+    return vectors
+
+
 def embed_missing_turns(
     store: MemoryStore,
     embeddings: Embeddings,
@@ -71,9 +79,7 @@ def embed_missing_turns(
         todo = store.missing_turn_vectors(memory_id, model, limit=size)
         if not todo:
             break
-        vectors = embeddings.embed_documents([content for _, content in todo])
-        if len(vectors) != len(todo):
-            raise ValueError(f"embed_documents returned {len(vectors)} vectors for {len(todo)} texts")
+        vectors = _embedded(embeddings, [content for _, content in todo])
         store.save_turn_vectors(memory_id, model, [(s, v) for (s, _), v in zip(todo, vectors, strict=True)])
         done += len(todo)
     return done
@@ -121,9 +127,7 @@ def embed_missing_facts(
         if stop is not None and stop.is_set():
             break
         part = todo[start : start + step]
-        vectors = embeddings.embed_documents([text for _, text in part])
-        if len(vectors) != len(part):
-            raise ValueError(f"embed_documents returned {len(vectors)} vectors for {len(part)} texts")
+        vectors = _embedded(embeddings, [text for _, text in part])
         done += store.save_fact_vectors(
             memory_id, model, [(fid, text, v) for (fid, text), v in zip(part, vectors, strict=True)]
         )

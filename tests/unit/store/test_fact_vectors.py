@@ -22,10 +22,9 @@ from convmem_graph.models import FragmentCandidate, FragmentOp, MemorySnapshot
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
 from convmem_graph.payloads.relevance import ranked_with_cosines
 from convmem_graph.store.transfer import export_memory, import_memory
+from tests.unit.store.test_turn_vectors import ConceptEmbeddings
 
 T0 = 1_709_460_000_000
-# Axes of meaning with no shared word between their members: a lexical search cannot link them.
-_CONCEPTS = (("programming", "python", "c++", "rust"), ("pet", "dog", "puppy"), ("sea", "beach", "surf"))
 
 FACTS = [
     "User has worked with Python and C++ for years.",
@@ -35,28 +34,6 @@ FACTS = [
 ]
 PYTHON = FACTS[0]
 QUERY = "What programming languages does the user know?"
-
-
-class ConceptEmbeddings(Embeddings):
-    """A text points along the concepts whose words it holds (plus a small constant axis)."""
-
-    model = "concepts-v1"
-
-    def __init__(self) -> None:
-        self.documents = 0
-        self.queries = 0
-
-    def _vector(self, text: str) -> list[float]:
-        low = text.lower()
-        return [float(any(w in low for w in words)) for words in _CONCEPTS] + [0.05]
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.documents += len(texts)
-        return [self._vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        self.queries += 1
-        return self._vector(text)
 
 
 def _open(url: str, emb: Embeddings, *, background: bool = False) -> ConvMemory:

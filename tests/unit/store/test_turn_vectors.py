@@ -26,6 +26,7 @@ class ConceptEmbeddings(Embeddings):
 
     def __init__(self) -> None:
         self.documents = 0
+        self.queries = 0
 
     def _vector(self, text: str) -> list[float]:
         low = text.lower()
@@ -36,6 +37,7 @@ class ConceptEmbeddings(Embeddings):
         return [self._vector(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
+        self.queries += 1
         return self._vector(text)
 
 
