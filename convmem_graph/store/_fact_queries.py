@@ -41,6 +41,7 @@ from convmem_graph.store.schema import (
     HOBBY_KEYS,
     RECENT_FAMILIES,
     fragments,
+    key_family,
     key_head,
 )
 
@@ -61,10 +62,12 @@ __all__ = [
     "NEWEST_HOBBY",
     "NEWEST_HOBBY_AFTER",
     "NEWEST_IN_FAMILY",
+    "NEWEST_OF_KEY_FAMILY",
     "indexed_family",
     "key_range",
     "newest_family_rows",
     "newest_hobby_rows",
+    "newest_key_family_rows",
     "pg_context",
     "prefix_rows",
     "usable",
@@ -179,6 +182,10 @@ NEWEST_IN_FAMILY: dict[str, tuple[Any, Any]] = {
     "allergy:": _newest_pages(ALLERGY_KEYS),
 }
 
+#: The same walk over any key family (``family``, a bound parameter: ``like:``, ``books:``), through
+#: the expression index ``ix_cm_fragments_family`` (a custom list variable's read).
+NEWEST_OF_KEY_FAMILY: tuple[Any, Any] = _newest_pages(key_family(_F.ckey) == bindparam("family"))
+
 #: The ids of the newest ``limit`` usable durable facts whose ``cjk`` is ``cjk``: the first rows of
 #: the index range ``ix_cm_fragments_lang`` (the ``language`` variable's support).
 NEWEST_OF_LANGUAGE = (
@@ -261,6 +268,25 @@ def newest_family_rows(
     return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch)
 
 
+def newest_key_family_rows(
+    read: Callable[[], AbstractContextManager[Connection]],
+    memory_id: str,
+    family: str,
+    *,
+    now_ms: int,
+    batch: int = 32,
+) -> Iterator[Row[Any]]:
+    """Usable durable facts whose canonical key's family is ``family`` (``like:``), newest stated first.
+
+    Any family (a user's custom list names its own), through ``ix_cm_fragments_family``; paged as
+    :func:`newest_hobby_rows`.
+    """
+    if not family.endswith(":") or family.count(":") != 1:
+        raise ValueError(f"a key family is a prefix ending in its only ':' (like 'like:'), got {family!r}")
+    first, after = NEWEST_OF_KEY_FAMILY
+    return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch, extra={"family": family})
+
+
 def _keyset_walk(
     read: Callable[[], AbstractContextManager[Connection]],
     first: Any,
@@ -269,8 +295,10 @@ def _keyset_walk(
     *,
     now_ms: int,
     batch: int,
+    extra: dict[str, Any] | None = None,
 ) -> Iterator[Row[Any]]:
-    params: dict[str, Any] = {"mid": memory_id, "now": now_ms, "limit": batch}
+    fixed: dict[str, Any] = {"mid": memory_id, "now": now_ms, **(extra or {})}
+    params: dict[str, Any] = {**fixed, "limit": batch}
     stmt = first
     while True:
         with read() as conn:
@@ -280,8 +308,7 @@ def _keyset_walk(
             return
         last = rows[-1]
         params = {
-            "mid": memory_id,
-            "now": now_ms,
+            **fixed,
             "limit": min(params["limit"] * 2, 1024),
             "o": last.observed_at,
             "u": last.updated_at,

@@ -82,10 +82,24 @@ def fill_derived(conn: Connection, memory_id: str | None = None) -> int:
     return len(rows)
 
 
+def index_names(conn: Connection, table: str = fragments.name) -> set[str]:
+    """The names of ``table``'s indexes in the database (default ``cm_fragments``), in one catalog read.
+
+    On SQLite from ``sqlite_master``: SQLAlchemy's reflection skips expression indexes there
+    (``ix_cm_fragments_family``) with a warning, and would have every open create it again.
+    """
+    # One catalog read for all of them (a check per index cost a round trip each on every open).
+    if conn.dialect.name == "sqlite":
+        found = conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,)
+        )
+        return {str(name) for (name,) in found}
+    return {str(ix["name"]) for ix in inspect(conn).get_indexes(table)}
+
+
 def upgrade_fragments(conn: Connection) -> None:
     """Bring an older database's fragments up to date: the derived columns' indexes and values."""
-    # One catalog read for all of them (a check per index cost a round trip each on every open).
-    present = {ix["name"] for ix in inspect(conn).get_indexes(fragments.name)}
+    present = index_names(conn)
     for index in sorted(fragments.indexes, key=lambda i: str(i.name)):
         if str(index.name) not in present:
             index.create(conn)

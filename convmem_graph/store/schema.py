@@ -8,6 +8,8 @@ per-memory query and the delete of a memory are index range scans.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -29,6 +31,9 @@ from sqlalchemy import (
     or_,
     text,
 )
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from convmem_graph.store._derived import column_default
 
@@ -45,6 +50,7 @@ __all__ = [
     "audit",
     "dead_letters",
     "fragments",
+    "key_family",
     "key_head",
     "memories",
     "messages",
@@ -91,6 +97,13 @@ memories = Table(
     # store/_lang_counts.py): the language majority without counting every fact per turn.
     Column("facts_zh", Integer, nullable=False, default=0),
     Column("facts_other", Integer, nullable=False, default=0),
+    # Of those, the ones whose expiry is at or before ``expired_through`` (the expiry mark, ms),
+    # kept by the same triggers: ``language`` subtracts them and reads only the facts expiring
+    # between the mark and its ``now``, never every expired fact a memory keeps. Server defaults:
+    # an older version inserting a memory without these columns still writes a valid row.
+    Column("expired_through", _Ms, nullable=False, default=0, server_default=text("0")),
+    Column("expired_zh", Integer, nullable=False, default=0, server_default=text("0")),
+    Column("expired_other", Integer, nullable=False, default=0, server_default=text("0")),
 )
 
 messages = Table(
@@ -287,6 +300,52 @@ for _prefix in RECENT_FAMILIES:
         fragments.c.id.desc(),
         sqlite_where=key_head(_prefix),
     )
+
+
+class key_family(FunctionElement[str]):  # noqa: N801 - a SQL function, named as one
+    """A canonical key's family: its text up to and including the first ``:`` (``like:tea`` -> ``like:``).
+
+    ``''`` for a key without ``:``. Compiled per dialect (SQLite's ``instr`` is PostgreSQL's
+    ``strpos``), with literals only: an expression index serves a query only when the query
+    repeats its expression as written.
+    """
+
+    type = String()
+    name = "key_family"
+    inherit_cache = True
+
+
+def _family_sql(element: key_family, compiler: SQLCompiler, position: str, **kw: Any) -> str:
+    (column,) = element.clauses
+    arg = compiler.process(column, **kw)
+    return f"substr({arg}, 1, {position}({arg}, ':'))"
+
+
+@compiles(key_family)
+def _family_default(element: key_family, compiler: SQLCompiler, **kw: Any) -> str:
+    return _family_sql(element, compiler, "instr", **kw)
+
+
+@compiles(key_family, "postgresql")
+def _family_postgres(element: key_family, compiler: SQLCompiler, **kw: Any) -> str:
+    return _family_sql(element, compiler, "strpos", **kw)
+
+
+# Every fact by its key's family, newest stated first within it: a custom list variable ("like",
+# "books", any family a user names) walks its family through this keyset-paged and stops at its
+# MAX_LIST_ITEMS items (it read every active fact of the family per turn). One index for every
+# family, so no user-defined name needs one of its own.
+Index(
+    "ix_cm_fragments_family",
+    fragments.c.memory_id,
+    fragments.c.status,
+    fragments.c.transient,
+    key_family(fragments.c.ckey),
+    fragments.c.observed_at.desc(),
+    fragments.c.updated_at.desc(),
+    fragments.c.created_at.desc(),
+    fragments.c.id.desc(),
+)
 
 # The newest usable durable facts in one language (``cjk``), in inference's newest-first order: the
 # ``language`` variable's supporting facts are the first rows of one range (before: an OFFSET walk
