@@ -236,3 +236,33 @@ def test_the_support_read_is_one_index_range(store: MemoryStore) -> None:
         )
         plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", params))
     assert "ix_cm_fragments_lang" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_a_database_before_the_expiry_mark_gets_it_on_open(tmp_path: Path) -> None:
+    """Migration 9 on a file of migration 8: columns, index and triggers added, expired facts counted."""
+    import sqlite3
+
+    db = tmp_path / "v8.db"
+    store = MemoryStore.from_url(str(db))
+    for n in range(12):
+        apply(store, "m", ("api_add", n, n % 2 == 0, False, EXPIRIES[n % 4]), n)
+    store.close()
+    with sqlite3.connect(db) as conn:  # as migration 8 left it: no mark, no family index, old triggers
+        for name in LANGUAGE_TRIGGERS:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP INDEX ix_cm_fragments_family")
+        for column in ("expired_through", "expired_zh", "expired_other"):
+            conn.execute(f"ALTER TABLE cm_memories DROP COLUMN {column}")
+        conn.execute("DELETE FROM cm_schema_migrations WHERE version >= 9")
+        conn.execute("PRAGMA user_version = 1")
+    store = MemoryStore.from_url(str(db))
+    try:
+        with store._read() as conn:
+            names = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master")}
+            assert {"ix_cm_fragments_family", *LANGUAGE_TRIGGERS} <= names
+        with store._write("m") as conn:
+            move_expiry_mark(conn, "m", now_ms=NOW)
+        apply(store, "m", ("api_add", 50, True, False, -DAY), 50)  # behind the mark on arrival
+        check_counts(store, "m")
+    finally:
+        store.close()
