@@ -5,11 +5,12 @@ active fact (a property test checks it), with the rules of that module applied t
 
 - a single-valued variable reads the facts with key ``profile:<name>``;
 - ``hobbies`` walks the durable facts of its key families (``pref:``, ``habit:``) newest first,
-  keyset-paged through an index in that order, and stops once it has its items (then reads the
+  keyset-paged through the index of every key family (``ix_cm_fragments_family``), the two
+  families' walks merged, and stops once it has its items (then reads the
   older facts of those items for their ids): the facts of other families, however many, are
   never read;
-- ``diet`` walks the ``allergy:`` and the ``food:`` facts newest first, each family through its own
-  index, keyset-paged, and stops after the newest ``ALLERGY_WINDOW`` and ``FOOD_WINDOW`` keys (all
+- ``diet`` walks the ``allergy:`` and the ``food:`` facts newest first, each family a range of
+  that index, keyset-paged, and stops after the newest ``ALLERGY_WINDOW`` and ``FOOD_WINDOW`` keys (all
   its rule looks at), then reads the diets it has not met (``DIET_KEYS``) by key;
 - a custom list (``like``, ``books``) walks its key family newest first through the index of every
   family (``ix_cm_fragments_family``) until it has ``MAX_LIST_ITEMS`` items, then reads the older
@@ -229,9 +230,9 @@ class _Facts:
     def newest_hobby_family(self) -> Iterator[tuple[Fragment, str]]:
         """Those of the hobby key families with their canonical keys, newest stated first.
 
-        The usable durable facts newest first, filtered by key family, but read from the family's
-        own index (``ix_cm_fragments_hobby``), keyset-paged: the walk costs what it reads, not
-        what the memory holds.
+        The usable durable facts newest first, filtered by key family, but read from the families'
+        ranges of ``ix_cm_fragments_family``, keyset-paged and merged: the walk costs what it
+        reads, not what the memory holds.
         """
         if self.complete:
             for f in self.page:

@@ -13,6 +13,7 @@ only for the few rows they keep.
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -36,9 +37,8 @@ from sqlalchemy import (
 )
 
 from convmem_graph.store.schema import (
-    ALLERGY_KEYS,
-    FOOD_KEYS,
-    HOBBY_KEYS,
+    DIET_PREFIXES,
+    HOBBY_PREFIXES,
     RECENT_FAMILIES,
     fragments,
     key_family,
@@ -59,9 +59,6 @@ __all__ = [
     "STRONGEST_OF_KIND",
     "ACTIVE_IN_RANGE",
     "PG_RELATED",
-    "NEWEST_HOBBY",
-    "NEWEST_HOBBY_AFTER",
-    "NEWEST_IN_FAMILY",
     "NEWEST_OF_KEY_FAMILY",
     "indexed_family",
     "key_range",
@@ -139,33 +136,18 @@ STRONGEST_OF_KIND = (
     .limit(bindparam("limit"))
 )
 
-#: Newest stated first: what inference's walks read, and the columns of ``ix_cm_fragments_hobby``.
+#: Newest stated first: what inference's walks read, and the order of ``ix_cm_fragments_family``.
 _NEWEST_ORDER = (_F.observed_at.desc(), _F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
 
 #: Durable facts usable by inference, newest stated first (a walk that stops early).
 NEWEST_DURABLE = select(fragments).where(_USABLE).order_by(*_NEWEST_ORDER)
 
-#: The first ``limit`` usable durable facts of the hobby key families in :data:`NEWEST_DURABLE`'s
-#: order: a range of the partial index ``ix_cm_fragments_hobby`` (its predicate repeated as written).
-NEWEST_HOBBY = select(fragments).where(_USABLE, HOBBY_KEYS).order_by(*_NEWEST_ORDER).limit(bindparam("limit"))
-#: The next page after the fact whose sort key is (``o``, ``u``, ``c``, ``i``): keyset paging, so a
-#: page deep in the walk costs what the first does (an OFFSET re-reads every row before it).
-NEWEST_HOBBY_AFTER = (
-    select(fragments)
-    .where(
-        _USABLE,
-        HOBBY_KEYS,
-        tuple_(_F.observed_at, _F.updated_at, _F.created_at, _F.id)
-        < tuple_(bindparam("o"), bindparam("u"), bindparam("c"), bindparam("i")),
-    )
-    .order_by(*_NEWEST_ORDER)
-    .limit(bindparam("limit"))
-)
-
 
 def _newest_pages(family: Any) -> tuple[Any, Any]:
     # The first page and the page after a sort key, of the usable durable facts whose canonical
-    # key is in ``family`` (an expression a partial index repeats), newest stated first.
+    # key is in ``family`` (an expression an index repeats), newest stated first. The next page
+    # starts after the fact whose sort key is (``o``, ``u``, ``c``, ``i``): keyset paging, so a
+    # page deep in the walk costs what the first does (an OFFSET re-reads every row before it).
     after = tuple_(_F.observed_at, _F.updated_at, _F.created_at, _F.id) < tuple_(
         bindparam("o"), bindparam("u"), bindparam("c"), bindparam("i")
     )
@@ -175,15 +157,9 @@ def _newest_pages(family: Any) -> tuple[Any, Any]:
     )
 
 
-#: The same walk over other key families, each through its own partial index: ``food:``
-#: (``ix_cm_fragments_food``) and ``allergy:`` (``ix_cm_fragments_allergy``), what ``diet`` reads.
-NEWEST_IN_FAMILY: dict[str, tuple[Any, Any]] = {
-    "food:": _newest_pages(FOOD_KEYS),
-    "allergy:": _newest_pages(ALLERGY_KEYS),
-}
-
-#: The same walk over any key family (``family``, a bound parameter: ``like:``, ``books:``), through
-#: the expression index ``ix_cm_fragments_family`` (a custom list variable's read).
+#: The walk over one key family (``family``, a bound parameter: ``like:``, ``food:``, ``pref:``),
+#: the first page and the page after a sort key: ranges of the expression index
+#: ``ix_cm_fragments_family`` in its order (what ``hobbies``, ``diet`` and custom lists read).
 NEWEST_OF_KEY_FAMILY: tuple[Any, Any] = _newest_pages(key_family(_F.ckey) == bindparam("family"))
 
 #: The ids of the newest ``limit`` usable durable facts whose ``cjk`` is ``cjk``: the first rows of
@@ -234,6 +210,10 @@ def prefix_rows(
                 yield row
 
 
+def _newest_key(row: Row[Any]) -> tuple[Any, ...]:
+    return row.observed_at, row.updated_at, row.created_at, row.id
+
+
 def newest_hobby_rows(
     read: Callable[[], AbstractContextManager[Connection]],
     memory_id: str,
@@ -243,11 +223,18 @@ def newest_hobby_rows(
 ) -> Iterator[Row[Any]]:
     """Usable durable facts of the hobby key families, newest stated first (stop iterating to stop).
 
-    Page by page, each page one short read through ``read`` (the store's ``_read``: no connection
+    The walks of the families of ``HOBBY_PREFIXES`` (:func:`newest_key_family_rows`), merged in
+    their order: each page one short read through ``read`` (the store's ``_read``: no connection
     or lock is held while the caller looks at a page), the next page starting after the last row
-    seen (keyset). Pages grow to 1024 rows: most walks stop within the first.
+    seen (keyset). Pages grow to 1024 rows: most walks stop within the first. Rows tied in time
+    may come in another order than the database's collation of ``id`` would give them (the
+    caller reads on past a tie).
     """
-    return _keyset_walk(read, NEWEST_HOBBY, NEWEST_HOBBY_AFTER, memory_id, now_ms=now_ms, batch=batch)
+    walks = [
+        newest_key_family_rows(read, memory_id, family, now_ms=now_ms, batch=batch)
+        for family in HOBBY_PREFIXES
+    ]
+    return heapq.merge(*walks, key=_newest_key, reverse=True)
 
 
 def newest_family_rows(
@@ -260,12 +247,13 @@ def newest_family_rows(
 ) -> Iterator[Row[Any]]:
     """Usable durable facts whose canonical key starts with ``family``, newest stated first.
 
-    ``family`` is a key of :data:`NEWEST_IN_FAMILY` (``food:``, ``allergy:``); paged as
+    ``family`` is one of ``DIET_PREFIXES`` (``food:``, ``allergy:``); paged as
     :func:`newest_hobby_rows`, the first page ``batch`` rows (a caller that knows how far it
     will walk asks for that much at once).
     """
-    first, after = NEWEST_IN_FAMILY[family]
-    return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch)
+    if family not in DIET_PREFIXES:
+        raise ValueError(f"not a diet key family: {family!r} (one of {DIET_PREFIXES})")
+    return newest_key_family_rows(read, memory_id, family, now_ms=now_ms, batch=batch)
 
 
 def newest_key_family_rows(

@@ -24,7 +24,7 @@ from convmem_graph.store._fact_vectors import delete_fact_vectors
 from convmem_graph.store._messages import normalize_text
 from convmem_graph.store._queries import FRAGMENTS_BY_ID, INSERT_FRAGMENTS
 from convmem_graph.store.engine import chunked
-from convmem_graph.store.schema import fragments
+from convmem_graph.store.schema import OBSOLETE_INDEXES, fragments
 
 __all__ = [
     "FragmentWriter",
@@ -98,11 +98,16 @@ def index_names(conn: Connection, table: str = fragments.name) -> set[str]:
 
 
 def upgrade_fragments(conn: Connection) -> None:
-    """Bring an older database's fragments up to date: the derived columns' indexes and values."""
+    """Bring an older database's fragments up to date: the derived columns' indexes and values.
+
+    Indexes this version replaced (``OBSOLETE_INDEXES``) are dropped where found.
+    """
     present = index_names(conn)
     for index in sorted(fragments.indexes, key=lambda i: str(i.name)):
         if str(index.name) not in present:
             index.create(conn)
+    for name in sorted(present & set(OBSOLETE_INDEXES)):  # an older version made them again
+        conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
     filled = fill_derived(conn)
     if filled:
         logger.info("filled the derived columns of %d fragments of an older database", filled)

@@ -35,7 +35,7 @@ from convmem_graph.store._pgvector import enable_pgvector
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
-from convmem_graph.store.schema import METADATA, fragments, memories, round_interruptions
+from convmem_graph.store.schema import METADATA, OBSOLETE_INDEXES, fragments, memories, round_interruptions
 
 __all__ = [
     "MIGRATIONS",
@@ -182,11 +182,16 @@ def _expired_counts(conn: Connection) -> None:
 
     Adds the expiry mark and the expired counts to ``cm_memories`` (kept by the replaced triggers,
     :func:`~convmem_graph.store._lang_counts.install_language_triggers`, which recounts) and the
-    key-family index custom list variables walk (``ix_cm_fragments_family``).
+    key-family index the inference walks read (``ix_cm_fragments_family``), and drops the partial
+    indexes it replaces (``OBSOLETE_INDEXES``: hobby, food, allergy).
     """
     add_missing_columns(conn, [memories])
-    if "ix_cm_fragments_family" not in index_names(conn):
+    present = index_names(conn)
+    if "ix_cm_fragments_family" not in present:
         next(i for i in fragments.indexes if i.name == "ix_cm_fragments_family").create(conn)
+    for name in OBSOLETE_INDEXES:
+        if name in present:
+            conn.exec_driver_sql(f"DROP INDEX {name}")
     install_language_triggers(conn)
 
 
