@@ -7,7 +7,10 @@ runs when a turn touched the family):
 - ``language``: N durable facts that expired (an API's facts with an expiry) and 40 live ones;
   the old code subtracted the expired ones with a count over all of them on every turn;
 - ``like`` list: a custom list variable (``VariableSpec(name="like", type="list")``) over N
-  ``like:`` facts of distinct items; the old code read and made a model of every one per turn.
+  ``like:`` facts of distinct items; the old code read and made a model of every one per turn;
+- ``hobbies`` over N ``pref:`` / ``habit:`` facts of distinct items (bounded on both sides: a
+  check that the walk through the key-family index, two families merged, costs what the old
+  partial index's did).
 
 With ``--baseline DIR`` (a checkout of the start revision) each side fills its own file once, in
 its own process; then every round runs one fresh process per side (order alternating), each
@@ -65,7 +68,16 @@ def fill(db: Path, sizes: list[int]) -> None:
                 )
                 for i in range(n)
             ]
-            for memory_id, facts in ((f"lang_{n}", expired + live), (f"like_{n}", likes)):
+            hobbies = [
+                FragmentCandidate(
+                    content=f"User enjoys hobby {i}.",
+                    key=f"{('pref', 'habit')[i % 2]}:hobby_{i}",
+                    observed_at=NOW - i,
+                )
+                for i in range(n)
+            ]
+            memories = ((f"lang_{n}", expired + live), (f"like_{n}", likes), (f"hobby_{n}", hobbies))
+            for memory_id, facts in memories:
                 for k in range(0, len(facts), _BATCH):
                     ops = [FragmentOp(op="add", candidate=c) for c in facts[k : k + _BATCH]]
                     store.commit_extraction(memory_id, ops, upto_seq=0, now_ms=NOW - DAY)
@@ -82,11 +94,17 @@ def measure(db: Path, sizes: list[int], calls: int) -> dict[str, list[float]]:
 
     language = [s for s in DEFAULT_VARIABLE_SPECS if s.name == "language"]
     like = [VariableSpec(name="like", type="list")]
+    hobbies = [s for s in DEFAULT_VARIABLE_SPECS if s.name == "hobbies"]
     out: dict[str, list[float]] = {}
     store = MemoryStore.from_url(str(db))
     try:
         for n in sizes:
-            for name, memory_id, specs in (("language", f"lang_{n}", language), ("like", f"like_{n}", like)):
+            cells = (
+                ("language", f"lang_{n}", language),
+                ("like", f"like_{n}", like),
+                ("hobbies", f"hobby_{n}", hobbies),
+            )
+            for name, memory_id, specs in cells:
                 infer_from_store(store, memory_id, specs, now_ms=NOW)  # warm-up (may move the mark)
                 wall, cpu = [], []
                 for k in range(calls):
@@ -159,7 +177,7 @@ def main() -> int:
             for cell, figures in out.items():
                 results.setdefault((side, cell), []).append(figures)
     print(f"load after: {os.getloadavg()}; medians over {args.rounds} rounds of each round's median (ms)")
-    cells = [f"{name} {n}" for n in sizes for name in ("language", "like")]
+    cells = [f"{name} {n}" for n in sizes for name in ("language", "like", "hobbies")]
     print(f"{'cell':16}" + "".join(f" {side + ' wall':>15} {side + ' cpu':>14}" for side in sides))
     for cell in cells:
         row = f"{cell:16}"
