@@ -6,12 +6,11 @@ active fact (a property test checks it), with the rules of that module applied t
 - a single-valued variable reads the facts with key ``profile:<name>``;
 - ``hobbies`` walks the durable facts of its key families (``pref:``, ``habit:``) newest first,
   keyset-paged through the index of every key family (``ix_cm_fragments_family``), the two
-  families' walks merged, and stops once it has its items (then reads the
-  older facts of those items for their ids): the facts of other families, however many, are
-  never read;
+  families' walks merged, and stops once it has its items (then reads the older facts of those
+  items for their ids): the facts of other families, however many, are never read;
 - ``diet`` walks the ``allergy:`` and the ``food:`` facts newest first, each family a range of
-  that index, keyset-paged, and stops after the newest ``ALLERGY_WINDOW`` and ``FOOD_WINDOW`` keys (all
-  its rule looks at), then reads the diets it has not met (``DIET_KEYS``) by key;
+  that index, keyset-paged, and stops after the newest ``ALLERGY_WINDOW`` and ``FOOD_WINDOW``
+  keys (all its rule looks at), then reads the diets it has not met (``DIET_KEYS``) by key;
 - a custom list (``like``, ``books``) walks its key family newest first through the index of every
   family (``ix_cm_fragments_family``) until it has ``MAX_LIST_ITEMS`` items, then reads the older
   facts of those items by key, as ``hobbies`` does;
@@ -339,9 +338,12 @@ def _hobby_facts(facts: _Facts) -> list[Fragment]:
             break  # facts stated at the same time as the last item are ordered by more than time
         seen.append(f)
         item = _hobby_item(f, key)
-        if item is not None and cutoff is None:
+        if item is not None:
+            # Items of facts tied in time with the last one count too: ``_hobbies`` may order a
+            # tie otherwise (Python's ``id`` order, not the database's collation, or the merge of
+            # the two families), and then needs that item's older facts.
             items.add(item)
-            if len(items) >= MAX_LIST_ITEMS:
+            if cutoff is None and len(items) >= MAX_LIST_ITEMS:
                 cutoff = f.observed_at
     if cutoff is None:
         return seen  # the walk read every durable fact
@@ -383,12 +385,12 @@ def _list_facts(spec: VariableSpec, facts: _Facts) -> list[Fragment]:
         item = _list_item(prefix, f)
         if item is None:
             continue
-        if cutoff is None:
-            items.add(item)
-            if len(items) >= MAX_LIST_ITEMS:
-                cutoff = f.observed_at
-        if item in items:
-            item_keys.add(key)
+        # Items of facts tied in time with the last one are read too: ``_list`` may order a tie
+        # otherwise (Python's ``id`` order, not the database's collation) and keep one of them.
+        items.add(item)
+        item_keys.add(key)
+        if cutoff is None and len(items) >= MAX_LIST_ITEMS:
+            cutoff = f.observed_at
     if cutoff is None:
         return seen  # the walk read every fact of the family
     return seen + facts.with_keys(keys=item_keys, besides={f.id for f in seen})
