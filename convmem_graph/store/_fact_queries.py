@@ -13,7 +13,6 @@ only for the few rows they keep.
 from __future__ import annotations
 
 import functools
-import heapq
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -60,6 +59,7 @@ __all__ = [
     "ACTIVE_IN_RANGE",
     "PG_RELATED",
     "NEWEST_OF_KEY_FAMILY",
+    "NEWEST_OF_TWO_FAMILIES",
     "indexed_family",
     "key_range",
     "newest_family_rows",
@@ -162,6 +162,26 @@ def _newest_pages(family: Any) -> tuple[Any, Any]:
 #: ``ix_cm_fragments_family`` in its order (what ``hobbies``, ``diet`` and custom lists read).
 NEWEST_OF_KEY_FAMILY: tuple[Any, Any] = _newest_pages(key_family(_F.ckey) == bindparam("family"))
 
+
+def _both_families_pages() -> tuple[Any, Any]:
+    # The walk over two key families (``fa``, ``fb``) in one statement per page: each arm the
+    # first ``limit`` rows of its family's range of ``ix_cm_fragments_family``, the union sorted
+    # (at most twice ``limit`` rows) and cut to ``limit``. One round trip and ``limit`` rows per
+    # page, where two walks merged in Python read two pages of rows and made Rows of all.
+    pages = []
+    for first_or_after in (0, 1):
+        arms = []
+        for name in ("fa", "fb"):
+            stmt = _newest_pages(key_family(_F.ckey) == bindparam(name))[first_or_after]
+            arms.append(stmt.subquery().select())
+        order: tuple[Any, ...] = (desc("observed_at"), desc("updated_at"), desc("created_at"), desc("id"))
+        pages.append(union_all(*arms).order_by(*order).limit(bindparam("limit")))
+    return pages[0], pages[1]
+
+
+#: The walk over the two hobby families (``HOBBY_PREFIXES``), both in each page's one statement.
+NEWEST_OF_TWO_FAMILIES: tuple[Any, Any] = _both_families_pages()
+
 #: The ids of the newest ``limit`` usable durable facts whose ``cjk`` is ``cjk``: the first rows of
 #: the index range ``ix_cm_fragments_lang`` (the ``language`` variable's support).
 NEWEST_OF_LANGUAGE = (
@@ -210,10 +230,6 @@ def prefix_rows(
                 yield row
 
 
-def _newest_key(row: Row[Any]) -> tuple[Any, ...]:
-    return row.observed_at, row.updated_at, row.created_at, row.id
-
-
 def newest_hobby_rows(
     read: Callable[[], AbstractContextManager[Connection]],
     memory_id: str,
@@ -223,18 +239,15 @@ def newest_hobby_rows(
 ) -> Iterator[Row[Any]]:
     """Usable durable facts of the hobby key families, newest stated first (stop iterating to stop).
 
-    The walks of the families of ``HOBBY_PREFIXES`` (:func:`newest_key_family_rows`), merged in
-    their order: each page one short read through ``read`` (the store's ``_read``: no connection
-    or lock is held while the caller looks at a page), the next page starting after the last row
-    seen (keyset). Pages grow to 1024 rows: most walks stop within the first. Rows tied in time
-    may come in another order than the database's collation of ``id`` would give them (the
-    caller reads on past a tie).
+    Both families' ranges of ``ix_cm_fragments_family`` in one statement per page
+    (:data:`NEWEST_OF_TWO_FAMILIES`), each page one short read through ``read`` (the store's
+    ``_read``: no connection or lock is held while the caller looks at a page), the next page
+    starting after the last row seen (keyset). Pages grow to 1024 rows: most walks stop within
+    the first.
     """
-    walks = [
-        newest_key_family_rows(read, memory_id, family, now_ms=now_ms, batch=batch)
-        for family in HOBBY_PREFIXES
-    ]
-    return heapq.merge(*walks, key=_newest_key, reverse=True)
+    first, after = NEWEST_OF_TWO_FAMILIES
+    fa, fb = HOBBY_PREFIXES
+    return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch, extra={"fa": fa, "fb": fb})
 
 
 def newest_family_rows(
