@@ -5,9 +5,10 @@ active fact (a property test checks it), with the rules of that module applied t
 
 - a single-valued variable reads the facts with key ``profile:<name>``;
 - ``hobbies`` walks the durable facts of its key families (``pref:``, ``habit:``) newest first,
-  keyset-paged through the index of every key family (``ix_cm_fragments_family``), the two
-  families' walks merged, and stops once it has its items (then reads the older facts of those
-  items for their ids): the facts of other families, however many, are never read;
+  keyset-paged through the index of every key family (``ix_cm_fragments_family``), both
+  families' ranges in one statement per page, and stops once it has its items (then reads the
+  older facts of those items for their ids): the facts of other families, however many, are
+  never read;
 - ``diet`` walks the ``allergy:`` and the ``food:`` facts newest first, each family a range of
   that index, keyset-paged, and stops after the newest ``ALLERGY_WINDOW`` and ``FOOD_WINDOW``
   keys (all its rule looks at), then reads the diets it has not met (``DIET_KEYS``) by key;
@@ -230,8 +231,8 @@ class _Facts:
         """Those of the hobby key families with their canonical keys, newest stated first.
 
         The usable durable facts newest first, filtered by key family, but read from the families'
-        ranges of ``ix_cm_fragments_family``, keyset-paged and merged: the walk costs what it
-        reads, not what the memory holds.
+        ranges of ``ix_cm_fragments_family`` (one statement per page), keyset-paged: the walk
+        costs what it reads, not what the memory holds.
         """
         if self.complete:
             for f in self.page:

@@ -213,8 +213,8 @@ fragments = Table(
 
 #: Canonical-key prefixes of the facts the ``hobbies`` variable reads: ``_HOBBY_PREFIXES`` of
 #: :mod:`convmem_graph.extractors.variables` (a unit test keeps the two equal; not imported, so the
-#: schema does not pull in the extractors' rules). Its walk merges these families' ranges of
-#: ``ix_cm_fragments_family`` (below).
+#: schema does not pull in the extractors' rules). Its walk reads these families' ranges of
+#: ``ix_cm_fragments_family`` (below), both in one statement per page.
 HOBBY_PREFIXES = ("habit:", "pref:")
 
 #: Canonical-key prefixes of the facts the ``diet`` variable reads: ``_DIET_PREFIXES`` of
@@ -291,7 +291,7 @@ def _family_postgres(element: key_family, compiler: SQLCompiler, **kw: Any) -> s
 # Every fact by its key's family, newest stated first within it: a custom list variable ("like",
 # "books", any family a user names) walks its family through this keyset-paged and stops at its
 # MAX_LIST_ITEMS items (it read every active fact of the family per turn), and so do ``hobbies``
-# (``pref:`` and ``habit:``, merged) and ``diet`` (``food:``, ``allergy:``), whose partial indexes
+# (``pref:`` and ``habit:``, one UNION ALL) and ``diet`` (``food:``, ``allergy:``), whose partial indexes
 # it replaced: one index for every family, so no user-defined name needs one of its own, and on
 # disk about what those three cost where most facts are preferences and foods.
 Index(
