@@ -5,15 +5,20 @@ active fact (a property test checks it), with the rules of that module applied t
 
 - a single-valued variable reads the facts with key ``profile:<name>``;
 - ``hobbies`` walks the durable facts of its key families (``pref:``, ``habit:``) newest first,
-  keyset-paged through an index in that order, and stops once it has its items (then reads the
+  keyset-paged through the index of every key family (``ix_cm_fragments_family``), both
+  families' ranges in one statement per page, and stops once it has its items (then reads the
   older facts of those items for their ids): the facts of other families, however many, are
   never read;
-- ``diet`` walks the ``allergy:`` and the ``food:`` facts newest first, each family through its own
-  index, keyset-paged, and stops after the newest ``ALLERGY_WINDOW`` and ``FOOD_WINDOW`` keys (all
-  its rule looks at), then reads the diets it has not met (``DIET_KEYS``) by key; a custom list
-  reads its own key prefix;
+- ``diet`` walks the ``allergy:`` and the ``food:`` facts newest first, each family a range of
+  that index, keyset-paged, and stops after the newest ``ALLERGY_WINDOW`` and ``FOOD_WINDOW``
+  keys (all its rule looks at), then reads the diets it has not met (``DIET_KEYS``) by key;
+- a custom list (``like``, ``books``) walks its key family newest first through the index of every
+  family (``ix_cm_fragments_family``) until it has ``MAX_LIST_ITEMS`` items, then reads the older
+  facts of those items by key, as ``hobbies`` does;
 - ``language`` reads the counts of Chinese and other facts the database keeps (triggers; see
-  :mod:`convmem_graph.store._lang_counts`) and the newest few of the majority's language by index.
+  :mod:`convmem_graph.store._lang_counts`), less those expired since the memory's expiry mark (a
+  bounded read; past the bound the mark moves), and the newest few of the majority's language by
+  index.
 
 A memory with few usable durable facts (at most ``_FEW``, as most are) has all of them read in one
 statement, and every rule above filters that list instead of asking the database again.
@@ -66,12 +71,18 @@ from convmem_graph.store._fact_queries import (
     NEWEST_OF_LANGUAGE,
     newest_family_rows,
     newest_hobby_rows,
+    newest_key_family_rows,
     prefix_rows,
     usable,
 )
 from convmem_graph.store._fragments import fragments_once, row_to_fragment
-from convmem_graph.store._lang_counts import language_counts
-from convmem_graph.text.keys import canonical_key, key_subject
+from convmem_graph.store._lang_counts import (
+    EXPIRY_BACKLOG,
+    bounded_language_counts,
+    language_counts,
+    move_expiry_mark,
+)
+from convmem_graph.text.keys import canonical_key, key_subject, normalize_key
 from convmem_graph.text.scripts import is_cjk_text
 
 __all__ = ["affected_specs", "infer_from_store"]
@@ -190,7 +201,16 @@ class _Facts:
     def language_counts(self) -> tuple[int, int]:
         """How many are mainly Chinese, and how many are not."""
         if not self.complete:
-            with self.store.read() as conn:  # trigger-kept counts: two index reads, not a count of every fact
+            # Trigger-kept counts less the facts expired since the memory's expiry mark: two short
+            # index reads, not a count of every (expired) fact.
+            with self.store.read() as conn:
+                counts = bounded_language_counts(conn, self.memory_id, now_ms=self.now_ms, cap=EXPIRY_BACKLOG)
+            if counts is not None:
+                return counts
+            # Many facts expired since the mark: move it to now (counting them once), so this and
+            # later turns read only what expires after.
+            with self.store.transaction(self.memory_id) as conn:
+                move_expiry_mark(conn, self.memory_id, now_ms=self.now_ms)
                 return language_counts(conn, self.memory_id, now_ms=self.now_ms)
         zh = sum(1 for f in self.page if is_cjk_text(f.content))
         return zh, len(self.page) - zh
@@ -210,9 +230,9 @@ class _Facts:
     def newest_hobby_family(self) -> Iterator[tuple[Fragment, str]]:
         """Those of the hobby key families with their canonical keys, newest stated first.
 
-        The usable durable facts newest first, filtered by key family, but read from the family's
-        own index (``ix_cm_fragments_hobby``), keyset-paged: the walk costs what it reads, not
-        what the memory holds.
+        The usable durable facts newest first, filtered by key family, but read from the families'
+        ranges of ``ix_cm_fragments_family`` (one statement per page), keyset-paged: the walk
+        costs what it reads, not what the memory holds.
         """
         if self.complete:
             for f in self.page:
@@ -223,6 +243,20 @@ class _Facts:
         # Each page is one short read: nothing is held while the walk looks at it.
         for row in newest_hobby_rows(self.store.read, self.memory_id, now_ms=self.now_ms):
             # ckey is canonical_key(key), written with the row (filled on open for older rows).
+            yield row_to_fragment(row), str(row.ckey)
+
+    def newest_key_family(self, family: str) -> Iterator[tuple[Fragment, str]]:
+        """Those whose canonical key is in ``family`` (``like:``), with their keys, newest stated first.
+
+        From ``ix_cm_fragments_family``, keyset-paged: the walk costs what it reads.
+        """
+        if self.complete:
+            for f in self.page:
+                key = canonical_key(f.key)
+                if key.startswith(family):
+                    yield f, key
+            return
+        for row in newest_key_family_rows(self.store.read, self.memory_id, family, now_ms=self.now_ms):
             yield row_to_fragment(row), str(row.ckey)
 
     def diet_facts(self) -> list[Fragment]:
@@ -305,15 +339,62 @@ def _hobby_facts(facts: _Facts) -> list[Fragment]:
             break  # facts stated at the same time as the last item are ordered by more than time
         seen.append(f)
         item = _hobby_item(f, key)
-        if item is not None and cutoff is None:
+        if item is not None:
+            # Items of facts tied in time with the last one count too: ``_hobbies`` may order a
+            # tie otherwise (Python's ``id`` order, not the database's collation, or the merge of
+            # the two families), and then needs that item's older facts.
             items.add(item)
-            if len(items) >= MAX_LIST_ITEMS:
+            if cutoff is None and len(items) >= MAX_LIST_ITEMS:
                 cutoff = f.observed_at
     if cutoff is None:
         return seen  # the walk read every durable fact
     keys = [f"{p}{item.replace(' ', '_')}" for p in _HOBBY_PREFIXES for item in items]
     # The items' facts the walk already holds (most of them) are not made into Fragments twice.
     return seen + facts.with_keys(keys=keys, besides={f.id for f in seen})
+
+
+def _list_item(prefix: str, f: Fragment) -> str | None:
+    """The item of a custom list ``f`` counts towards (``_list``'s rule; ``prefix``: ``<name>:``)."""
+    key = normalize_key(f.key)
+    if not key.startswith(prefix) or content_polarity(f.content) <= 0:
+        return None
+    item = key.partition(":")[2].replace("_", " ").strip()
+    return item if item and _is_value(item) else None
+
+
+def _list_facts(spec: VariableSpec, facts: _Facts) -> list[Fragment]:
+    """The facts ``_list`` looks at for ``spec``: the newest until its items are full, and their older ones.
+
+    ``_list`` keeps the first ``MAX_LIST_ITEMS`` items newest first, with every fact of each: the
+    walk stops there (past the facts stated at the same time as the last item, which the rule
+    orders by more than time), then reads the items' other facts by canonical key (a fact's
+    item is its normalized key's subject, so one item's facts share one canonical key). Before,
+    every fact of the family was read and made into a Fragment per turn.
+    """
+    family = _list_prefix(spec)
+    if facts.complete:
+        return facts.with_keys(prefixes=[family])
+    prefix = f"{normalize_key(spec.name)}:"
+    seen: list[Fragment] = []
+    items: set[str] = set()
+    item_keys: set[str] = set()
+    cutoff: int | None = None
+    for f, key in facts.newest_key_family(family):
+        if cutoff is not None and f.observed_at < cutoff:
+            break
+        seen.append(f)
+        item = _list_item(prefix, f)
+        if item is None:
+            continue
+        # Items of facts tied in time with the last one are read too: ``_list`` may order a tie
+        # otherwise (Python's ``id`` order, not the database's collation) and keep one of them.
+        items.add(item)
+        item_keys.add(key)
+        if cutoff is None and len(items) >= MAX_LIST_ITEMS:
+            cutoff = f.observed_at
+    if cutoff is None:
+        return seen  # the walk read every fact of the family
+    return seen + facts.with_keys(keys=item_keys, besides={f.id for f in seen})
 
 
 def infer_from_store(
@@ -356,7 +437,7 @@ def infer_from_store(
         elif kind == "diet":
             guess = _diet(facts.diet_facts(), zh)
         elif kind == "list":
-            guess = _list(spec, facts.with_keys(prefixes=[_list_prefix(spec)]))
+            guess = _list(spec, _list_facts(spec, facts))
         else:
             reader = _int_reader(spec.name) if spec.type == "integer" else _string_reader(spec.name)
             guess = _single(spec, facts.with_keys(keys=[_profile_key(spec)]), reader)

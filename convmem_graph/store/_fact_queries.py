@@ -36,11 +36,11 @@ from sqlalchemy import (
 )
 
 from convmem_graph.store.schema import (
-    ALLERGY_KEYS,
-    FOOD_KEYS,
-    HOBBY_KEYS,
+    DIET_PREFIXES,
+    HOBBY_PREFIXES,
     RECENT_FAMILIES,
     fragments,
+    key_family,
     key_head,
 )
 
@@ -58,13 +58,13 @@ __all__ = [
     "STRONGEST_OF_KIND",
     "ACTIVE_IN_RANGE",
     "PG_RELATED",
-    "NEWEST_HOBBY",
-    "NEWEST_HOBBY_AFTER",
-    "NEWEST_IN_FAMILY",
+    "NEWEST_OF_KEY_FAMILY",
+    "NEWEST_OF_TWO_FAMILIES",
     "indexed_family",
     "key_range",
     "newest_family_rows",
     "newest_hobby_rows",
+    "newest_key_family_rows",
     "pg_context",
     "prefix_rows",
     "usable",
@@ -136,33 +136,18 @@ STRONGEST_OF_KIND = (
     .limit(bindparam("limit"))
 )
 
-#: Newest stated first: what inference's walks read, and the columns of ``ix_cm_fragments_hobby``.
+#: Newest stated first: what inference's walks read, and the order of ``ix_cm_fragments_family``.
 _NEWEST_ORDER = (_F.observed_at.desc(), _F.updated_at.desc(), _F.created_at.desc(), _F.id.desc())
 
 #: Durable facts usable by inference, newest stated first (a walk that stops early).
 NEWEST_DURABLE = select(fragments).where(_USABLE).order_by(*_NEWEST_ORDER)
 
-#: The first ``limit`` usable durable facts of the hobby key families in :data:`NEWEST_DURABLE`'s
-#: order: a range of the partial index ``ix_cm_fragments_hobby`` (its predicate repeated as written).
-NEWEST_HOBBY = select(fragments).where(_USABLE, HOBBY_KEYS).order_by(*_NEWEST_ORDER).limit(bindparam("limit"))
-#: The next page after the fact whose sort key is (``o``, ``u``, ``c``, ``i``): keyset paging, so a
-#: page deep in the walk costs what the first does (an OFFSET re-reads every row before it).
-NEWEST_HOBBY_AFTER = (
-    select(fragments)
-    .where(
-        _USABLE,
-        HOBBY_KEYS,
-        tuple_(_F.observed_at, _F.updated_at, _F.created_at, _F.id)
-        < tuple_(bindparam("o"), bindparam("u"), bindparam("c"), bindparam("i")),
-    )
-    .order_by(*_NEWEST_ORDER)
-    .limit(bindparam("limit"))
-)
-
 
 def _newest_pages(family: Any) -> tuple[Any, Any]:
     # The first page and the page after a sort key, of the usable durable facts whose canonical
-    # key is in ``family`` (an expression a partial index repeats), newest stated first.
+    # key is in ``family`` (an expression an index repeats), newest stated first. The next page
+    # starts after the fact whose sort key is (``o``, ``u``, ``c``, ``i``): keyset paging, so a
+    # page deep in the walk costs what the first does (an OFFSET re-reads every row before it).
     after = tuple_(_F.observed_at, _F.updated_at, _F.created_at, _F.id) < tuple_(
         bindparam("o"), bindparam("u"), bindparam("c"), bindparam("i")
     )
@@ -172,12 +157,30 @@ def _newest_pages(family: Any) -> tuple[Any, Any]:
     )
 
 
-#: The same walk over other key families, each through its own partial index: ``food:``
-#: (``ix_cm_fragments_food``) and ``allergy:`` (``ix_cm_fragments_allergy``), what ``diet`` reads.
-NEWEST_IN_FAMILY: dict[str, tuple[Any, Any]] = {
-    "food:": _newest_pages(FOOD_KEYS),
-    "allergy:": _newest_pages(ALLERGY_KEYS),
-}
+#: The walk over one key family (``family``, a bound parameter: ``like:``, ``food:``, ``pref:``),
+#: the first page and the page after a sort key: ranges of the expression index
+#: ``ix_cm_fragments_family`` in its order (what ``hobbies``, ``diet`` and custom lists read).
+NEWEST_OF_KEY_FAMILY: tuple[Any, Any] = _newest_pages(key_family(_F.ckey) == bindparam("family"))
+
+
+def _both_families_pages() -> tuple[Any, Any]:
+    # The walk over two key families (``fa``, ``fb``) in one statement per page: each arm the
+    # first ``limit`` rows of its family's range of ``ix_cm_fragments_family``, the union sorted
+    # (at most twice ``limit`` rows) and cut to ``limit``. One round trip and ``limit`` rows per
+    # page, where two walks merged in Python read two pages of rows and made Rows of all.
+    pages = []
+    for first_or_after in (0, 1):
+        arms = []
+        for name in ("fa", "fb"):
+            stmt = _newest_pages(key_family(_F.ckey) == bindparam(name))[first_or_after]
+            arms.append(stmt.subquery().select())
+        order: tuple[Any, ...] = (desc("observed_at"), desc("updated_at"), desc("created_at"), desc("id"))
+        pages.append(union_all(*arms).order_by(*order).limit(bindparam("limit")))
+    return pages[0], pages[1]
+
+
+#: The walk over the two hobby families (``HOBBY_PREFIXES``), both in each page's one statement.
+NEWEST_OF_TWO_FAMILIES: tuple[Any, Any] = _both_families_pages()
 
 #: The ids of the newest ``limit`` usable durable facts whose ``cjk`` is ``cjk``: the first rows of
 #: the index range ``ix_cm_fragments_lang`` (the ``language`` variable's support).
@@ -236,11 +239,15 @@ def newest_hobby_rows(
 ) -> Iterator[Row[Any]]:
     """Usable durable facts of the hobby key families, newest stated first (stop iterating to stop).
 
-    Page by page, each page one short read through ``read`` (the store's ``_read``: no connection
-    or lock is held while the caller looks at a page), the next page starting after the last row
-    seen (keyset). Pages grow to 1024 rows: most walks stop within the first.
+    Both families' ranges of ``ix_cm_fragments_family`` in one statement per page
+    (:data:`NEWEST_OF_TWO_FAMILIES`), each page one short read through ``read`` (the store's
+    ``_read``: no connection or lock is held while the caller looks at a page), the next page
+    starting after the last row seen (keyset). Pages grow to 1024 rows: most walks stop within
+    the first.
     """
-    return _keyset_walk(read, NEWEST_HOBBY, NEWEST_HOBBY_AFTER, memory_id, now_ms=now_ms, batch=batch)
+    first, after = NEWEST_OF_TWO_FAMILIES
+    fa, fb = HOBBY_PREFIXES
+    return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch, extra={"fa": fa, "fb": fb})
 
 
 def newest_family_rows(
@@ -253,12 +260,32 @@ def newest_family_rows(
 ) -> Iterator[Row[Any]]:
     """Usable durable facts whose canonical key starts with ``family``, newest stated first.
 
-    ``family`` is a key of :data:`NEWEST_IN_FAMILY` (``food:``, ``allergy:``); paged as
+    ``family`` is one of ``DIET_PREFIXES`` (``food:``, ``allergy:``); paged as
     :func:`newest_hobby_rows`, the first page ``batch`` rows (a caller that knows how far it
     will walk asks for that much at once).
     """
-    first, after = NEWEST_IN_FAMILY[family]
-    return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch)
+    if family not in DIET_PREFIXES:
+        raise ValueError(f"not a diet key family: {family!r} (one of {DIET_PREFIXES})")
+    return newest_key_family_rows(read, memory_id, family, now_ms=now_ms, batch=batch)
+
+
+def newest_key_family_rows(
+    read: Callable[[], AbstractContextManager[Connection]],
+    memory_id: str,
+    family: str,
+    *,
+    now_ms: int,
+    batch: int = 32,
+) -> Iterator[Row[Any]]:
+    """Usable durable facts whose canonical key's family is ``family`` (``like:``), newest stated first.
+
+    Any family (a user's custom list names its own), through ``ix_cm_fragments_family``; paged as
+    :func:`newest_hobby_rows`.
+    """
+    if not family.endswith(":") or family.count(":") != 1:
+        raise ValueError(f"a key family is a prefix ending in its only ':' (like 'like:'), got {family!r}")
+    first, after = NEWEST_OF_KEY_FAMILY
+    return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch, extra={"family": family})
 
 
 def _keyset_walk(
@@ -269,8 +296,10 @@ def _keyset_walk(
     *,
     now_ms: int,
     batch: int,
+    extra: dict[str, Any] | None = None,
 ) -> Iterator[Row[Any]]:
-    params: dict[str, Any] = {"mid": memory_id, "now": now_ms, "limit": batch}
+    fixed: dict[str, Any] = {"mid": memory_id, "now": now_ms, **(extra or {})}
+    params: dict[str, Any] = {**fixed, "limit": batch}
     stmt = first
     while True:
         with read() as conn:
@@ -280,8 +309,7 @@ def _keyset_walk(
             return
         last = rows[-1]
         params = {
-            "mid": memory_id,
-            "now": now_ms,
+            **fixed,
             "limit": min(params["limit"] * 2, 1024),
             "o": last.observed_at,
             "u": last.updated_at,

@@ -24,7 +24,7 @@ from convmem_graph.store._fact_vectors import delete_fact_vectors
 from convmem_graph.store._messages import normalize_text
 from convmem_graph.store._queries import FRAGMENTS_BY_ID, INSERT_FRAGMENTS
 from convmem_graph.store.engine import chunked
-from convmem_graph.store.schema import fragments
+from convmem_graph.store.schema import OBSOLETE_INDEXES, fragments
 
 __all__ = [
     "FragmentWriter",
@@ -82,13 +82,32 @@ def fill_derived(conn: Connection, memory_id: str | None = None) -> int:
     return len(rows)
 
 
-def upgrade_fragments(conn: Connection) -> None:
-    """Bring an older database's fragments up to date: the derived columns' indexes and values."""
+def index_names(conn: Connection, table: str = fragments.name) -> set[str]:
+    """The names of ``table``'s indexes in the database (default ``cm_fragments``), in one catalog read.
+
+    On SQLite from ``sqlite_master``: SQLAlchemy's reflection skips expression indexes there
+    (``ix_cm_fragments_family``) with a warning, and would have every open create it again.
+    """
     # One catalog read for all of them (a check per index cost a round trip each on every open).
-    present = {ix["name"] for ix in inspect(conn).get_indexes(fragments.name)}
+    if conn.dialect.name == "sqlite":
+        found = conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,)
+        )
+        return {str(name) for (name,) in found}
+    return {str(ix["name"]) for ix in inspect(conn).get_indexes(table)}
+
+
+def upgrade_fragments(conn: Connection) -> None:
+    """Bring an older database's fragments up to date: the derived columns' indexes and values.
+
+    Indexes this version replaced (``OBSOLETE_INDEXES``) are dropped where found.
+    """
+    present = index_names(conn)
     for index in sorted(fragments.indexes, key=lambda i: str(i.name)):
         if str(index.name) not in present:
             index.create(conn)
+    for name in sorted(present & set(OBSOLETE_INDEXES)):  # an older version made them again
+        conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
     filled = fill_derived(conn)
     if filled:
         logger.info("filled the derived columns of %d fragments of an older database", filled)

@@ -5,23 +5,41 @@ them per turn (``CJK_COUNTS``, an index-only scan) cost ~3.4 ms at 30k facts and
 fact. The counts now live on the memory's row (``cm_memories.facts_zh`` / ``facts_other``: active,
 non-temporary facts) and triggers on ``cm_fragments`` keep them: every write path (extraction,
 manual edits, deletes, merges, an older version's writes) goes through the table, so none can
-forget them. A durable fact may carry an expiry (rare: an API-added fact); the expired ones still
-counted are subtracted by one read of the partial index ``ix_cm_fragments_expiring``, which holds
-only facts with an expiry. A turn's language count is therefore two indexed reads, whatever the
-number of facts.
+forget them.
+
+A durable fact may carry an expiry (an API-added fact); an expired one is still counted above and
+must be subtracted. The row also keeps an *expiry mark* (``expired_through``, ms) and how many of
+the counted facts expire at or before it (``expired_zh`` / ``expired_other``), kept by the same
+triggers (a fact written with an expiry behind the mark counts there at once). A turn at ``now``
+reads only the facts expiring between the mark and ``now`` (a range of the partial index
+``ix_cm_fragments_expiring``) and at most :data:`EXPIRY_BACKLOG` of them; past that, the caller
+moves the mark to ``now`` (:func:`move_expiry_mark`, a write that counts that range once), so the
+subtraction no longer grows with the expired facts a memory keeps (it did: one count over every
+one of them per turn). A turn's language count is therefore two short indexed reads.
 
 The triggers are created, and the counts computed once from the facts, when an open finds them
 missing (a database set up by an older version); :func:`ensure_language_counts` does both in the
-open's set-up transaction.
+open's set-up transaction, :func:`install_language_triggers` replaces them (migration 10).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, case, false, func, select
 
 from convmem_graph.store.schema import fragments, memories
 
-__all__ = ["LANGUAGE_TRIGGERS", "ensure_language_counts", "language_counts", "recount_languages"]
+__all__ = [
+    "EXPIRY_BACKLOG",
+    "LANGUAGE_TRIGGERS",
+    "bounded_language_counts",
+    "ensure_language_counts",
+    "install_language_triggers",
+    "language_counts",
+    "move_expiry_mark",
+    "recount_languages",
+]
 
 _F = fragments.c
 
@@ -31,10 +49,15 @@ _PG_TRIGGER = "cm_fragments_lang"
 
 # In SQLite, booleans are 0/1 and comparisons are 0/1 integers: the deltas are arithmetic. A NULL
 # ``cjk`` (a row an older version wrote, before the open fills it) counts as not Chinese, as
-# CJK_COUNTS counted it.
+# CJK_COUNTS counted it. ``expired_through`` in the SET list is the memory row's own mark; a fact
+# without an expiry never counts as expired (IS NOT NULL first: ``NULL <= x`` would make it NULL).
+_SQLITE_EXPIRED = "({row}.expires_at IS NOT NULL AND {row}.expires_at <= expired_through)"
 _SQLITE_DELTA = (
     "UPDATE cm_memories SET facts_zh = facts_zh {sign} (COALESCE({row}.cjk, 0) = 1), "
-    "facts_other = facts_other {sign} (COALESCE({row}.cjk, 0) = 0) WHERE memory_id = {row}.memory_id"
+    "facts_other = facts_other {sign} (COALESCE({row}.cjk, 0) = 0), "
+    "expired_zh = expired_zh {sign} (COALESCE({row}.cjk, 0) = 1 AND " + _SQLITE_EXPIRED + "), "
+    "expired_other = expired_other {sign} (COALESCE({row}.cjk, 0) = 0 AND " + _SQLITE_EXPIRED + ") "
+    "WHERE memory_id = {row}.memory_id"
 )
 _SQLITE_COUNTED = "{row}.status = 'active' AND {row}.transient = 0"
 _SQLITE_DDL = (
@@ -46,7 +69,7 @@ _SQLITE_DDL = (
     f"BEGIN {_SQLITE_DELTA.format(sign='-', row='OLD')}; END",
     # Only when a counted column changes (most updates touch confidence or timestamps).
     "CREATE TRIGGER IF NOT EXISTS cm_fragments_lang_upd "
-    "AFTER UPDATE OF status, transient, cjk, memory_id ON cm_fragments "
+    "AFTER UPDATE OF status, transient, cjk, memory_id, expires_at ON cm_fragments "
     "BEGIN "
     + _SQLITE_DELTA.format(sign="-", row="OLD")
     + f" AND {_SQLITE_COUNTED.format(row='OLD')}; "
@@ -54,38 +77,55 @@ _SQLITE_DDL = (
     + f" AND {_SQLITE_COUNTED.format(row='NEW')}; END",
 )
 
+_PG_DELTA = """
+    UPDATE cm_memories
+       SET facts_zh = facts_zh {sign} (CASE WHEN COALESCE({row}.cjk, false) THEN 1 ELSE 0 END),
+           facts_other = facts_other {sign} (CASE WHEN COALESCE({row}.cjk, false) THEN 0 ELSE 1 END),
+           expired_zh = expired_zh {sign} (CASE WHEN COALESCE({row}.cjk, false)
+               AND {row}.expires_at <= expired_through THEN 1 ELSE 0 END),
+           expired_other = expired_other {sign} (CASE WHEN NOT COALESCE({row}.cjk, false)
+               AND {row}.expires_at <= expired_through THEN 1 ELSE 0 END)
+     WHERE memory_id = {row}.memory_id;"""
+
+_PG_OLD = _PG_DELTA.format(sign="-", row="OLD")
+_PG_NEW = _PG_DELTA.format(sign="+", row="NEW")
 _PG_DDL = (
     f"""
 CREATE OR REPLACE FUNCTION {_PG_TRIGGER}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF TG_OP <> 'INSERT' AND OLD.status = 'active' AND NOT OLD.transient THEN
-    UPDATE cm_memories
-       SET facts_zh = facts_zh - (CASE WHEN COALESCE(OLD.cjk, false) THEN 1 ELSE 0 END),
-           facts_other = facts_other - (CASE WHEN COALESCE(OLD.cjk, false) THEN 0 ELSE 1 END)
-     WHERE memory_id = OLD.memory_id;
+  IF TG_OP <> 'INSERT' AND OLD.status = 'active' AND NOT OLD.transient THEN{_PG_OLD}
   END IF;
-  IF TG_OP <> 'DELETE' AND NEW.status = 'active' AND NOT NEW.transient THEN
-    UPDATE cm_memories
-       SET facts_zh = facts_zh + (CASE WHEN COALESCE(NEW.cjk, false) THEN 1 ELSE 0 END),
-           facts_other = facts_other + (CASE WHEN COALESCE(NEW.cjk, false) THEN 0 ELSE 1 END)
-     WHERE memory_id = NEW.memory_id;
+  IF TG_OP <> 'DELETE' AND NEW.status = 'active' AND NOT NEW.transient THEN{_PG_NEW}
   END IF;
   RETURN NULL;
 END $$""",
     f"DROP TRIGGER IF EXISTS {_PG_TRIGGER} ON cm_fragments",
-    f"CREATE TRIGGER {_PG_TRIGGER} AFTER INSERT OR DELETE OR UPDATE OF status, transient, cjk, memory_id "
-    f"ON cm_fragments FOR EACH ROW EXECUTE FUNCTION {_PG_TRIGGER}()",
+    f"CREATE TRIGGER {_PG_TRIGGER} AFTER INSERT OR DELETE OR UPDATE OF status, transient, cjk, memory_id, "
+    f"expires_at ON cm_fragments FOR EACH ROW EXECUTE FUNCTION {_PG_TRIGGER}()",
 )
 
 _COUNTED = and_(_F.memory_id == memories.c.memory_id, _F.status == "active", _F.transient == false())
 _ZH = func.coalesce(_F.cjk, false())
+_BEHIND_MARK = and_(_F.expires_at.is_not(None), _F.expires_at <= memories.c.expired_through)
 
 
 def recount_languages(conn: Connection) -> None:
-    """Compute every memory's counts from its facts (once, when the triggers are created)."""
-    zh = select(func.count()).where(_COUNTED, _ZH).scalar_subquery()
-    other = select(func.count()).where(_COUNTED, ~_ZH).scalar_subquery()
-    conn.execute(memories.update().values(facts_zh=zh, facts_other=other))
+    """Compute every memory's counts from its facts (once, when the triggers are created or replaced).
+
+    The expired counts are taken at each memory's own mark (0 on a database that had none).
+    """
+
+    def count(*where: Any) -> Any:
+        return select(func.count()).where(_COUNTED, *where).scalar_subquery()
+
+    conn.execute(
+        memories.update().values(
+            facts_zh=count(_ZH),
+            facts_other=count(~_ZH),
+            expired_zh=count(_ZH, _BEHIND_MARK),
+            expired_other=count(~_ZH, _BEHIND_MARK),
+        )
+    )
 
 
 def _has_triggers(conn: Connection) -> bool:
@@ -102,6 +142,20 @@ def _has_triggers(conn: Connection) -> bool:
     return bool(found)
 
 
+def install_language_triggers(conn: Connection) -> None:
+    """Create (or replace) the counting triggers as this version defines them, and recount.
+
+    Migration 10 replaces the triggers of migration 2 (they now keep the expired counts too);
+    the recount makes the counts agree with the new triggers from the start.
+    """
+    if conn.dialect.name == "sqlite":
+        for name in LANGUAGE_TRIGGERS:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+    for ddl in _SQLITE_DDL if conn.dialect.name == "sqlite" else _PG_DDL:
+        conn.exec_driver_sql(ddl)
+    recount_languages(conn)
+
+
 def ensure_language_counts(conn: Connection) -> bool:
     """Create the counting triggers and fill the counts if the database lacks them; True if it did.
 
@@ -110,29 +164,105 @@ def ensure_language_counts(conn: Connection) -> bool:
     """
     if _has_triggers(conn):
         return False
-    for ddl in _SQLITE_DDL if conn.dialect.name == "sqlite" else _PG_DDL:
-        conn.exec_driver_sql(ddl)
-    recount_languages(conn)
+    install_language_triggers(conn)
     return True
 
 
-_COUNTS = select(memories.c.facts_zh, memories.c.facts_other).where(memories.c.memory_id == bindparam("mid"))
-#: Durable facts already expired at ``now`` (counted by the triggers, not usable): a range of the
-#: partial index on facts with an expiry, empty in most memories.
-_EXPIRED = select(func.count(), func.coalesce(func.sum(case((_ZH, 1), else_=0)), 0)).where(
+#: Facts expiring between the mark and ``now`` a turn reads at most before it moves the mark
+#: instead (a write that counts them once): the read's bound, whatever the memory holds.
+EXPIRY_BACKLOG = 64
+
+_COUNTS = select(
+    memories.c.facts_zh,
+    memories.c.facts_other,
+    memories.c.expired_through,
+    memories.c.expired_zh,
+    memories.c.expired_other,
+).where(memories.c.memory_id == bindparam("mid"))
+#: Counted facts whose expiry is in ``(lo, hi]``: a range of the partial index on facts with an
+#: expiry (``ix_cm_fragments_expiring``), the first ``cap`` of them when ``cap`` is set.
+_BETWEEN = and_(
     _F.memory_id == bindparam("mid"),
     _F.transient == false(),
     _F.expires_at.is_not(None),
-    _F.expires_at <= bindparam("now"),
+    _F.expires_at > bindparam("lo"),
+    _F.expires_at <= bindparam("hi"),
     _F.status == "active",
 )
+_ZH_ROW = case((_ZH, 1), else_=0)
+_GAP = select(func.count(), func.coalesce(func.sum(_ZH_ROW), 0)).where(_BETWEEN)
+_FIRST_OF_GAP = select(_ZH_ROW.label("zh")).where(_BETWEEN).limit(bindparam("cap")).subquery()
+_GAP_CAPPED = select(func.count(), func.coalesce(func.sum(_FIRST_OF_GAP.c.zh), 0))
 
 
-def language_counts(conn: Connection, memory_id: str, *, now_ms: int) -> tuple[int, int]:
-    """How many usable durable facts (at ``now_ms``) of ``memory_id`` are mainly Chinese, and how many not."""
+def _counts(conn: Connection, memory_id: str, now_ms: int, cap: int | None) -> tuple[int, int] | None:
     row = conn.execute(_COUNTS, {"mid": memory_id}).first()
     if row is None:
         return 0, 0
-    expired, expired_zh = conn.execute(_EXPIRED, {"mid": memory_id, "now": now_ms}).one()
-    zh = int(row.facts_zh) - int(expired_zh)
-    return zh, int(row.facts_other) - (int(expired) - int(expired_zh))
+    mark = int(row.expired_through)
+    # Behind the mark: the facts expiring in (mark, now] are expired too; before it (a clock that
+    # went back, another process's older now): those in (now, mark] are not expired yet.
+    lo, hi, sign = (mark, now_ms, 1) if now_ms >= mark else (now_ms, mark, -1)
+    params = {"mid": memory_id, "lo": lo, "hi": hi}
+    if cap is None:
+        gap, gap_zh = conn.execute(_GAP, params).one()
+    else:
+        gap, gap_zh = conn.execute(_GAP_CAPPED, {**params, "cap": cap + 1}).one()
+        if int(gap) > cap:
+            return None
+    expired_zh = int(row.expired_zh) + sign * int(gap_zh)
+    expired_other = int(row.expired_other) + sign * (int(gap) - int(gap_zh))
+    return int(row.facts_zh) - expired_zh, int(row.facts_other) - expired_other
+
+
+def language_counts(conn: Connection, memory_id: str, *, now_ms: int) -> tuple[int, int]:
+    """How many usable durable facts (at ``now_ms``) of ``memory_id`` are mainly Chinese, and how many not.
+
+    Exact, whatever the mark: reads every fact expiring between the mark and ``now_ms`` (see
+    :func:`bounded_language_counts` for the turn's bounded read).
+    """
+    counts = _counts(conn, memory_id, now_ms, None)
+    assert counts is not None  # no cap: always counted
+    return counts
+
+
+def bounded_language_counts(
+    conn: Connection, memory_id: str, *, now_ms: int, cap: int = EXPIRY_BACKLOG
+) -> tuple[int, int] | None:
+    """:func:`language_counts` reading at most ``cap + 1`` fact rows; ``None`` when that is not enough.
+
+    ``None`` means more than ``cap`` counted facts expire between the memory's mark and
+    ``now_ms``: move the mark (:func:`move_expiry_mark`) and ask again.
+    """
+    return _counts(conn, memory_id, now_ms, cap)
+
+
+_LOCK_MARK = (
+    select(memories.c.expired_through).where(memories.c.memory_id == bindparam("mid")).with_for_update()
+)
+
+
+def move_expiry_mark(conn: Connection, memory_id: str, *, now_ms: int) -> None:
+    """Move the memory's expiry mark to ``now_ms``, counting the facts expiring in between once.
+
+    Runs in a write transaction. The memory's row is locked first (PostgreSQL: ``FOR UPDATE``;
+    SQLite has one writer): a fact written concurrently either committed before the count (and
+    is in it) or has its trigger wait for this transaction and then see the new mark, never
+    neither.
+    """
+    row = conn.execute(_LOCK_MARK, {"mid": memory_id}).first()
+    if row is None or int(row.expired_through) == now_ms:
+        return
+    mark = int(row.expired_through)
+    lo, hi, sign = (mark, now_ms, 1) if now_ms > mark else (now_ms, mark, -1)
+    gap, gap_zh = conn.execute(_GAP, {"mid": memory_id, "lo": lo, "hi": hi}).one()
+    conn.execute(
+        memories.update()
+        .where(memories.c.memory_id == bindparam("mid"))
+        .values(
+            expired_through=now_ms,
+            expired_zh=memories.c.expired_zh + sign * int(gap_zh),
+            expired_other=memories.c.expired_other + sign * (int(gap) - int(gap_zh)),
+        ),
+        {"mid": memory_id},
+    )

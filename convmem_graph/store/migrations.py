@@ -30,13 +30,13 @@ from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 from convmem_graph._time import now_ms
 from convmem_graph.store._fact_revisions import ensure_fact_revisions
 from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
-from convmem_graph.store._fragments import upgrade_fragments
-from convmem_graph.store._lang_counts import ensure_language_counts
+from convmem_graph.store._fragments import index_names, upgrade_fragments
+from convmem_graph.store._lang_counts import ensure_language_counts, install_language_triggers
 from convmem_graph.store._pgvector import enable_pgvector
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
-from convmem_graph.store.schema import METADATA, fragments, memories, round_interruptions
+from convmem_graph.store.schema import METADATA, OBSOLETE_INDEXES, fragments, memories, round_interruptions
 
 __all__ = [
     "MIGRATIONS",
@@ -99,8 +99,10 @@ def add_missing_columns(conn: Connection, tables: Sequence[Table] | None = None)
             logger.info("added column %s.%s to an older database", table.name, column.name)
             added = True
         if added:
+            present = index_names(conn, table.name)  # not checkfirst: it misses SQLite's expression indexes
             for index in table.indexes:
-                index.create(conn, checkfirst=True)
+                if index.name not in present:
+                    index.create(conn)
 
 
 def create_tables(*tables: Table) -> Callable[[Connection], None]:
@@ -169,10 +171,29 @@ def _language_counts(conn: Connection) -> None:
     corrected through, then the triggers, and counts every memory's facts once.
     """
     add_missing_columns(conn, [memories])
+    present = index_names(conn)
     for index in fragments.indexes:
-        if index.name in ("ix_cm_fragments_expiring", "ix_cm_fragments_lang"):
-            index.create(conn, checkfirst=True)
+        if index.name in ("ix_cm_fragments_expiring", "ix_cm_fragments_lang") and index.name not in present:
+            index.create(conn)
     ensure_language_counts(conn)
+
+
+def _expired_counts(conn: Connection) -> None:
+    """Migration 10: bounded per-turn reads of ``language`` and of custom list variables.
+
+    Adds the expiry mark and the expired counts to ``cm_memories`` (kept by the replaced triggers,
+    :func:`~convmem_graph.store._lang_counts.install_language_triggers`, which recounts) and the
+    key-family index the inference walks read (``ix_cm_fragments_family``), and drops the partial
+    indexes it replaces (``OBSOLETE_INDEXES``: hobby, food, allergy).
+    """
+    add_missing_columns(conn, [memories])
+    present = index_names(conn)
+    if "ix_cm_fragments_family" not in present:
+        next(i for i in fragments.indexes if i.name == "ix_cm_fragments_family").create(conn)
+    for name in OBSOLETE_INDEXES:
+        if name in present:
+            conn.exec_driver_sql(f"DROP INDEX {name}")
+    install_language_triggers(conn)
 
 
 def _pgvector_vectors(conn: Connection) -> None:
@@ -195,6 +216,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "pgvector turn vectors", _pgvector_vectors),
     Migration(8, "fact vectors", create_tables(fact_vectors, fact_vector_stamps)),
     Migration(9, "fact revisions", ensure_fact_revisions),
+    Migration(10, "expired language counts, key families", _expired_counts),
 )
 
 

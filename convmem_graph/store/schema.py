@@ -8,6 +8,8 @@ per-memory query and the delete of a memory are index range scans.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -23,28 +25,28 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    and_,
     func,
     literal_column,
-    or_,
     text,
 )
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from convmem_graph.store._derived import column_default
 
 __all__ = [
-    "ALLERGY_KEYS",
     "DIET_PREFIXES",
-    "FOOD_KEYS",
-    "HOBBY_KEYS",
     "HOBBY_PREFIXES",
     "METADATA",
+    "OBSOLETE_INDEXES",
     "PER_MEMORY_TABLES",
     "RECENT_FAMILIES",
     "add_postgres_options",
     "audit",
     "dead_letters",
     "fragments",
+    "key_family",
     "key_head",
     "memories",
     "messages",
@@ -91,6 +93,13 @@ memories = Table(
     # store/_lang_counts.py): the language majority without counting every fact per turn.
     Column("facts_zh", Integer, nullable=False, default=0),
     Column("facts_other", Integer, nullable=False, default=0),
+    # Of those, the ones whose expiry is at or before ``expired_through`` (the expiry mark, ms),
+    # kept by the same triggers: ``language`` subtracts them and reads only the facts expiring
+    # between the mark and its ``now``, never every expired fact a memory keeps. Server defaults:
+    # an older version inserting a memory without these columns still writes a valid row.
+    Column("expired_through", _Ms, nullable=False, default=0, server_default=text("0")),
+    Column("expired_zh", Integer, nullable=False, default=0, server_default=text("0")),
+    Column("expired_other", Integer, nullable=False, default=0, server_default=text("0")),
 )
 
 messages = Table(
@@ -204,70 +213,31 @@ fragments = Table(
 
 #: Canonical-key prefixes of the facts the ``hobbies`` variable reads: ``_HOBBY_PREFIXES`` of
 #: :mod:`convmem_graph.extractors.variables` (a unit test keeps the two equal; not imported, so the
-#: schema does not pull in the extractors' rules).
+#: schema does not pull in the extractors' rules). Its walk reads these families' ranges of
+#: ``ix_cm_fragments_family`` (below), both in one statement per page.
 HOBBY_PREFIXES = ("habit:", "pref:")
 
-
-def _key_family(prefix: str) -> ColumnElement[bool]:
-    # Bytewise range [prefix, prefix with its last character incremented) of canonical keys.
-    # Literals, not bound parameters: a partial index serves only a query whose WHERE clause
-    # repeats its predicate as written, and neither SQLite nor a generic PostgreSQL plan can
-    # prove that from a parameter.
-    hi = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    ckey = fragments.c.ckey
-    return and_(ckey >= literal_column(f"'{prefix}'"), ckey < literal_column(f"'{hi}'"))
-
-
-#: The facts of the hobby key families (queries repeat this expression to use the index below).
-HOBBY_KEYS = or_(*(_key_family(p) for p in HOBBY_PREFIXES))
-
-
-def _newest_stated_index(name: str, family: ColumnElement[bool]) -> Index:
-    """A partial index of one key family's facts, newest stated first (the walks' ORDER BY)."""
-    return Index(
-        name,
-        fragments.c.memory_id,
-        fragments.c.status,
-        fragments.c.transient,
-        fragments.c.observed_at.desc(),
-        fragments.c.updated_at.desc(),
-        fragments.c.created_at.desc(),
-        fragments.c.id.desc(),
-        sqlite_where=family,
-    )
-
-
-# The hobby facts newest stated first, in exactly the ORDER BY of inference's walk, so that walk
-# is a keyset-paged index range that stops when the items are full. Partial: the other key
-# families (most facts) cost it nothing, neither in bytes nor in the walk.
-_newest_stated_index("ix_cm_fragments_hobby", HOBBY_KEYS)
-
 #: Canonical-key prefixes of the facts the ``diet`` variable reads: ``_DIET_PREFIXES`` of
-#: :mod:`convmem_graph.extractors.variables` (a unit test keeps the two equal).
+#: :mod:`convmem_graph.extractors.variables` (a unit test keeps the two equal); each family walked
+#: as a range of ``ix_cm_fragments_family``.
 DIET_PREFIXES = ("allergy:", "food:")
 
 
 def key_head(prefix: str) -> ColumnElement[bool]:
     """Canonical keys starting with ``prefix``: the predicate of a key family's partial index.
 
-    Not a range as in ``_key_family``: with one range, SQLite's planner prefers the (memory,
-    status, ckey) index and sorts the whole family for the ORDER BY; this form no other index
-    serves, so the family's own partial index is used (its WHERE repeated as written: literals).
+    Not a range of ``ckey``: with one range, SQLite's planner prefers the (memory, status, ckey)
+    index and sorts the whole family for the ORDER BY; this form no other index serves, so the
+    family's own partial index is used (its WHERE repeated as written: literals).
     """
     head = func.substr(fragments.c.ckey, literal_column("1"), literal_column(str(len(prefix))))
     return head == literal_column(f"'{prefix}'")
 
 
-#: The facts of each diet key family (queries repeat the expression to use its index below).
-FOOD_KEYS = key_head("food:")
-ALLERGY_KEYS = key_head("allergy:")
-
-# The food and the allergy facts newest stated first, in the ORDER BY of ``diet``'s walks: each a
-# keyset-paged range that stops after the newest few keys (``FOOD_WINDOW``, ``ALLERGY_WINDOW`` of
-# the variables' rules). One index per family: in one index for both, the allergy walk would
-# step over every food fact. Partial: other facts cost them nothing.
-_newest_stated_index("ix_cm_fragments_food", FOOD_KEYS)
-_newest_stated_index("ix_cm_fragments_allergy", ALLERGY_KEYS)
+#: Partial indexes of earlier versions that ``ix_cm_fragments_family`` replaced (the hobby, food
+#: and allergy walks now read it): migration 10 drops them, and so does every open that finds one
+#: (an older version reopening a file creates them again).
+OBSOLETE_INDEXES = ("ix_cm_fragments_hobby", "ix_cm_fragments_food", "ix_cm_fragments_allergy")
 
 #: Key families whose most recently updated facts ``extract`` shows the heuristic rules (known
 #: pets and plans: ``KNOWN_PREFIXES`` of :mod:`convmem_graph.nodes._extract_reads`, a unit test
@@ -287,6 +257,54 @@ for _prefix in RECENT_FAMILIES:
         fragments.c.id.desc(),
         sqlite_where=key_head(_prefix),
     )
+
+
+class key_family(FunctionElement[str]):  # noqa: N801 - a SQL function, named as one
+    """A canonical key's family: its text up to and including the first ``:`` (``like:tea`` -> ``like:``).
+
+    ``''`` for a key without ``:``. Compiled per dialect (SQLite's ``instr`` is PostgreSQL's
+    ``strpos``), with literals only: an expression index serves a query only when the query
+    repeats its expression as written.
+    """
+
+    type = String()
+    name = "key_family"
+    inherit_cache = True
+
+
+def _family_sql(element: key_family, compiler: SQLCompiler, position: str, **kw: Any) -> str:
+    (column,) = element.clauses
+    arg = compiler.process(column, **kw)
+    return f"substr({arg}, 1, {position}({arg}, ':'))"
+
+
+@compiles(key_family)
+def _family_default(element: key_family, compiler: SQLCompiler, **kw: Any) -> str:
+    return _family_sql(element, compiler, "instr", **kw)
+
+
+@compiles(key_family, "postgresql")
+def _family_postgres(element: key_family, compiler: SQLCompiler, **kw: Any) -> str:
+    return _family_sql(element, compiler, "strpos", **kw)
+
+
+# Every fact by its key's family, newest stated first within it: a custom list variable ("like",
+# "books", any family a user names) walks its family through this keyset-paged and stops at its
+# MAX_LIST_ITEMS items (it read every active fact of the family per turn), and so do ``hobbies``
+# (``pref:`` and ``habit:``, one UNION ALL) and ``diet`` (``food:``, ``allergy:``), whose partial indexes
+# it replaced: one index for every family, so no user-defined name needs one of its own, and on
+# disk about what those three cost where most facts are preferences and foods.
+Index(
+    "ix_cm_fragments_family",
+    fragments.c.memory_id,
+    fragments.c.status,
+    fragments.c.transient,
+    key_family(fragments.c.ckey),
+    fragments.c.observed_at.desc(),
+    fragments.c.updated_at.desc(),
+    fragments.c.created_at.desc(),
+    fragments.c.id.desc(),
+)
 
 # The newest usable durable facts in one language (``cjk``), in inference's newest-first order: the
 # ``language`` variable's supporting facts are the first rows of one range (before: an OFFSET walk
@@ -413,10 +431,7 @@ def add_postgres_options() -> None:
     """
     underived = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_underived")
     underived.dialect_options["postgresql"]["where"] = text("ckey IS NULL")
-    hobby = next(i for i in fragments.indexes if i.name == "ix_cm_fragments_hobby")
-    hobby.dialect_options["postgresql"]["where"] = HOBBY_KEYS
-    families = [("ix_cm_fragments_food", FOOD_KEYS), ("ix_cm_fragments_allergy", ALLERGY_KEYS)]
-    families += [(f"ix_cm_fragments_recent_{p[:-1]}", key_head(p)) for p in RECENT_FAMILIES]
+    families = [(f"ix_cm_fragments_recent_{p[:-1]}", key_head(p)) for p in RECENT_FAMILIES]
     for name, keys in families:
         family = next(i for i in fragments.indexes if i.name == name)
         family.dialect_options["postgresql"]["where"] = keys

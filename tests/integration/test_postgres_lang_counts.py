@@ -1,4 +1,8 @@
-"""The trigger-kept language counts on a real PostgreSQL (plpgsql trigger): equal to a full count."""
+"""The trigger-kept language counts on a real PostgreSQL (plpgsql trigger): equal to a full count.
+
+The same writes as the SQLite property test (expiries, moves of the expiry mark included), checked
+at every time of ``CHECKS`` with the exact and the bounded reads.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from convmem_graph.store import MemoryStore
-from convmem_graph.store._lang_counts import language_counts
-from tests.unit.store.test_lang_counts import ACTIONS, DAY, NOW, apply, full_count
+from convmem_graph.store._lang_counts import language_counts, move_expiry_mark
+from tests.unit.store.test_lang_counts import ACTIONS, CHECKS, NOW, apply, check_counts
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -22,17 +27,17 @@ def store(pg_url: str) -> Iterator[MemoryStore]:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(actions=ACTIONS)
+@given(actions=ACTIONS, mark=st.sampled_from([0, *CHECKS]))
 def test_counts_follow_every_write_path_on_postgres(
-    store: MemoryStore, actions: list[tuple[object, ...]]
+    store: MemoryStore, actions: list[tuple[object, ...]], mark: int
 ) -> None:
-    memory_id = f"lang{abs(hash(tuple(actions))) % 10**9}"
+    memory_id = f"lang{abs(hash((tuple(actions), mark))) % 10**9}"
     store.ensure_memory(memory_id)
+    with store._write(memory_id) as conn:
+        move_expiry_mark(conn, memory_id, now_ms=mark)
     for step, action in enumerate(actions):
         apply(store, memory_id, action, step)
-        for now in (NOW - 2 * DAY, NOW):
-            with store._read() as conn:
-                assert language_counts(conn, memory_id, now_ms=now) == full_count(store, memory_id, now)
+        check_counts(store, memory_id)
     store.delete_memory(memory_id)
 
 

@@ -22,9 +22,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 def test_replayed_rows_equal_the_reference_revision(fresh_pg_url: str, tmp_path: Path) -> None:
     locomo_or_skip()
     replay_slice(fresh_pg_url, tmp_path)
-    got = table_digests(fresh_pg_url)
     want = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    # Tables added since the golden file are reported apart from changed ones.
+    # Tables and columns added since the golden file are reported apart from changed ones (the
+    # expiry mark and expired counts of cm_memories, migration 10, are trigger-kept counters).
+    got = table_digests(fresh_pg_url, columns={t: d["columns"] for t, d in want.items()})
     changed = sorted(t for t in want if got.get(t) != want[t])
     assert changed == [], {t: (want[t], got.get(t)) for t in changed}
     assert got["cm_messages"]["rows"] > 400 and got["cm_fragments"]["rows"] > 0

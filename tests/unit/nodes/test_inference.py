@@ -2,7 +2,8 @@
 
 Issue 24 item 1: ``_hobby_facts`` walked every durable fact (LIMIT/OFFSET on an ORDER BY no index
 covered) when fewer than 20 hobby items existed. It now walks the ``pref:``/``habit:`` facts
-alone, keyset-paged through ``ix_cm_fragments_hobby``. These tests compare it with a copy of the
+alone, keyset-paged through ``ix_cm_fragments_family`` (was its own partial index ``ix_cm_fragments_hobby``,
+replaced by it in migration 10). These tests compare it with a copy of the
 old walk on generated memories of many key families, and check the index and its upgrade.
 """
 
@@ -151,35 +152,45 @@ def test_keyset_pages_cover_every_fact_once_in_order_across_ties(store: MemorySt
 def test_the_hobby_read_uses_its_index_in_order(store: MemoryStore) -> None:
     values: dict[str, object] = {"mid": "m", "now": NOW, "limit": 32, "o": NOW, "u": NOW, "c": NOW, "i": "x"}
     with store._read() as conn:
-        for stmt in (FQ.NEWEST_HOBBY, FQ.NEWEST_HOBBY_AFTER):
-            compiled = stmt.compile(dialect=conn.dialect)
-            names = compiled.positiontup or []
-            params = tuple(values.get(k, "active" if k.startswith("status") else 0) for k in names)
-            plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", params).fetchall()
-            details = " ".join(str(row[-1]) for row in plan)
-            # The partial index, in the ORDER BY's order: no sort of every hobby fact per page.
-            assert "ix_cm_fragments_hobby" in details, details
-            assert "TEMP B-TREE" not in details, details
+        for family in HOBBY_PREFIXES:
+            for stmt in FQ.NEWEST_OF_KEY_FAMILY:
+                compiled = stmt.compile(dialect=conn.dialect)
+                names = compiled.positiontup or []
+                params = tuple(
+                    {**values, "family": family}.get(k, "active" if k.startswith("status") else 0)
+                    for k in names
+                )
+                plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", params).fetchall()
+                details = " ".join(str(row[-1]) for row in plan)
+                # Each family a range of the key-family index, in the ORDER BY's order: no sort of
+                # every hobby fact per page.
+                assert "ix_cm_fragments_family" in details, details
+                assert "TEMP B-TREE" not in details, details
 
 
 def test_the_index_prefixes_are_the_hobby_rule_prefixes() -> None:
     assert sorted(HOBBY_PREFIXES) == sorted(_HOBBY_PREFIXES)
 
 
-def test_an_older_database_gains_the_hobby_index_on_open(tmp_path: Path) -> None:
+def test_an_older_database_gains_the_family_index_and_loses_the_hobby_one_on_open(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     store = MemoryStore.from_url(str(db))
     store.commit_extraction("m", generated_ops(3, 50, {"pref": 1, "like": 1}), upto_seq=0, now_ms=NOW)
     before = infer_from_store(store, "m", HOBBIES, now_ms=NOW)
     store.close()
-    with sqlite3.connect(db) as conn:  # as the version before the index left it
-        conn.execute("DROP INDEX ix_cm_fragments_hobby")
+    with sqlite3.connect(db) as conn:  # as the version before the family index left it
+        conn.execute("DROP INDEX ix_cm_fragments_family")
+        conn.execute(
+            "CREATE INDEX ix_cm_fragments_hobby ON cm_fragments (memory_id, status, transient, "
+            "observed_at DESC, updated_at DESC, created_at DESC, id DESC) "
+            "WHERE ckey >= 'habit:' AND ckey < 'habit;' OR ckey >= 'pref:' AND ckey < 'pref;'"
+        )
         conn.execute("PRAGMA user_version = 1698406020")
     store = MemoryStore.from_url(str(db))
     try:
         with sqlite3.connect(db) as conn:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        assert "ix_cm_fragments_hobby" in names
+        assert "ix_cm_fragments_family" in names and "ix_cm_fragments_hobby" not in names
         assert infer_from_store(store, "m", HOBBIES, now_ms=NOW) == before
     finally:
         store.close()
