@@ -306,7 +306,9 @@ class RecordingEmbeddings(ConceptEmbeddings):
         return super().embed_documents(texts)
 
 
-def test_a_turn_is_embedded_with_its_date_and_speaker_and_stored_unchanged(tmp_path: Path) -> None:
+def test_a_turn_is_embedded_after_the_turn_before_with_its_date_and_speaker_and_stored_unchanged(
+    tmp_path: Path,
+) -> None:
     emb = RecordingEmbeddings()
     mem = ConvMemory.open(str(tmp_path / "m.db"), embeddings=emb, embed_in_background=False)
     try:
@@ -323,12 +325,18 @@ def test_a_turn_is_embedded_with_its_date_and_speaker_and_stored_unchanged(tmp_p
         assert mem.embed_turns("u1") == 3
         assert emb.texts == [
             "[3 March 2024] James: I have worked with Python and C++ for years",
-            "[3 March 2024] Nice!",
-            "[2024-03-04] 小明: 我养了一只小狗",
+            "James: I have worked with Python and C++ for years\n[3 March 2024] Nice!",
+            "Nice!\n[2024-03-04] 小明: 我养了一只小狗",
         ]
+        # A turn embedded later (its batch starts after turns with vectors) still gets its predecessor.
+        mem.ingest(
+            "u1", [{"role": "user", "content": "Rust too", "timestamp": T0 + 30_000_000, "name": "James"}]
+        )
+        assert mem.embed_turns("u1") == 1
+        assert emb.texts[-1] == "小明: 我养了一只小狗\n[3 March 2024] James: Rust too"
         # Only the vector saw the prefix: the turn and its quote read as they were written.
         stored = [m.content for m in mem.store.recent_messages("u1", 10)]
-        assert stored == [TURNS[0], "Nice!", "我养了一只小狗"]
+        assert stored == [TURNS[0], "Nice!", "我养了一只小狗", "Rust too"]
         assert "James: I have" not in block(mem)
     finally:
         mem.close()
@@ -342,3 +350,8 @@ def test_turn_vector_text_reads_the_offset_in_metadata() -> None:
         "[2 March 2024] Ann Lee: Hi"
     )
     assert _vectors.turn_vector_text("Hi", "", ts, None) == "[2 March 2024] Hi"
+    long_before = (None, "x" * 400)
+    assert (
+        _vectors.turn_vector_text("Hi", "Ann", ts, None, long_before)
+        == "x" * 300 + "\n[2 March 2024] Ann: Hi"
+    )
