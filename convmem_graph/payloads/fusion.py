@@ -17,6 +17,9 @@ answer-in-context at 300 / 1,000 tokens; RRF 10.0 / 20.0; sum with weight 1.0 12
 with 0.4 13.8 / 28.8. Meaning helps at the larger budget only, and only as a minor voice. On all
 10 conversations (2026-12-06) no turn fusion tried beat lexical by more than noise on the held-out
 half, RRF and heavier sums fell below it: meaning rarely finds the evidence words miss there.
+With turns embedded in context (the turn before, date and speaker; 2026-12-07) the sum at 0.4
+is +1.0 / +1.4 points over lexical at 300 / 1,000 tokens on all 10 (+0.5 / +1.1 on the held-out
+half); with date and speaker alone, 0.2 and 0.8 did no better than 0.4 on both halves.
 
 The block's facts are fused by the same calibrated sum with weight 1.0 (``memory_block``): on
 MADial-Bench, whose links are by theme rather than words, that lifts recall@300 by 7-12 points

@@ -294,3 +294,66 @@ def test_dense_search_cache_follows_appends_replacements_and_deletes(tmp_path: P
         assert len(_search(store, matrix[35], 100)) == 39
     finally:
         store.close()
+
+
+class RecordingEmbeddings(ConceptEmbeddings):
+    """Keeps every text it was asked to embed as a document."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return super().embed_documents(texts)
+
+
+def test_a_turn_is_embedded_after_the_turn_before_with_its_date_and_speaker_and_stored_unchanged(
+    tmp_path: Path,
+) -> None:
+    emb = RecordingEmbeddings()
+    mem = ConvMemory.open(str(tmp_path / "m.db"), embeddings=emb, embed_in_background=False)
+    try:
+        mem.ingest(
+            "u1",
+            [
+                {"role": "user", "content": TURNS[0], "timestamp": T0, "name": "James"},
+                {"role": "assistant", "content": "Nice!", "timestamp": T0 + 60_000},
+                # Chinese: the day at UTC+8, as the quotes read it (17:00 UTC on 3 March is 4 March there).
+                {"role": "user", "content": "我养了一只小狗", "timestamp": T0 + 25_200_000, "name": "小明"},
+            ],
+            source="openai",
+        )
+        assert mem.embed_turns("u1") == 3
+        assert emb.texts == [
+            "[3 March 2024] James: I have worked with Python and C++ for years",
+            "James: I have worked with Python and C++ for years\n[3 March 2024] Nice!",
+            "Nice!\n[2024-03-04] 小明: 我养了一只小狗",
+        ]
+        # A turn embedded later (its batch starts after turns with vectors) still gets its predecessor.
+        mem.ingest(
+            "u1", [{"role": "user", "content": "Rust too", "timestamp": T0 + 30_000_000, "name": "James"}]
+        )
+        assert mem.embed_turns("u1") == 1
+        assert emb.texts[-1] == "小明: 我养了一只小狗\n[3 March 2024] James: Rust too"
+        # Only the vector saw the prefix: the turn and its quote read as they were written.
+        stored = [m.content for m in mem.store.recent_messages("u1", 10)]
+        assert stored == [TURNS[0], "Nice!", "我养了一只小狗", "Rust too"]
+        assert "James: I have" not in block(mem)
+    finally:
+        mem.close()
+
+
+def test_turn_vector_text_reads_the_offset_in_metadata() -> None:
+    # 23:30 UTC on 2 March is 3 March at UTC+1; a bad offset falls back to the script's rule.
+    ts = 1_709_422_200_000
+    assert _vectors.turn_vector_text("Hi", "Ann", ts, {"utc_offset_minutes": 60}) == "[3 March 2024] Ann: Hi"
+    assert _vectors.turn_vector_text("Hi", " Ann  Lee ", ts, {"utc_offset_minutes": True}) == (
+        "[2 March 2024] Ann Lee: Hi"
+    )
+    assert _vectors.turn_vector_text("Hi", "", ts, None) == "[2 March 2024] Hi"
+    long_before = (None, "x" * 400)
+    assert (
+        _vectors.turn_vector_text("Hi", "Ann", ts, None, long_before)
+        == "x" * 300 + "\n[2 March 2024] Ann: Hi"
+    )
