@@ -69,7 +69,6 @@ from convmem_graph.store._fact_queries import (
     ACTIVE_BY_CKEY,
     NEWEST_DURABLE,
     NEWEST_OF_LANGUAGE,
-    newest_family_rows,
     newest_hobby_rows,
     newest_key_family_rows,
     prefix_rows,
@@ -277,7 +276,7 @@ class _Facts:
             # stops at the first row of a key past the window, which the rule never looks at, and
             # that row is then on the page already read (a page of ``window`` rows would make the
             # walk read a second, larger page for it).
-            for row in newest_family_rows(
+            for row in newest_key_family_rows(
                 self.store.read, self.memory_id, family, now_ms=self.now_ms, batch=window + 1
             ):
                 if row.ckey not in keys:

@@ -36,7 +36,6 @@ from sqlalchemy import (
 )
 
 from convmem_graph.store.schema import (
-    DIET_PREFIXES,
     HOBBY_PREFIXES,
     RECENT_FAMILIES,
     fragments,
@@ -62,7 +61,6 @@ __all__ = [
     "NEWEST_OF_TWO_FAMILIES",
     "indexed_family",
     "key_range",
-    "newest_family_rows",
     "newest_hobby_rows",
     "newest_key_family_rows",
     "pg_context",
@@ -248,25 +246,6 @@ def newest_hobby_rows(
     first, after = NEWEST_OF_TWO_FAMILIES
     fa, fb = HOBBY_PREFIXES
     return _keyset_walk(read, first, after, memory_id, now_ms=now_ms, batch=batch, extra={"fa": fa, "fb": fb})
-
-
-def newest_family_rows(
-    read: Callable[[], AbstractContextManager[Connection]],
-    memory_id: str,
-    family: str,
-    *,
-    now_ms: int,
-    batch: int = 32,
-) -> Iterator[Row[Any]]:
-    """Usable durable facts whose canonical key starts with ``family``, newest stated first.
-
-    ``family`` is one of ``DIET_PREFIXES`` (``food:``, ``allergy:``); paged as
-    :func:`newest_hobby_rows`, the first page ``batch`` rows (a caller that knows how far it
-    will walk asks for that much at once).
-    """
-    if family not in DIET_PREFIXES:
-        raise ValueError(f"not a diet key family: {family!r} (one of {DIET_PREFIXES})")
-    return newest_key_family_rows(read, memory_id, family, now_ms=now_ms, batch=batch)
 
 
 def newest_key_family_rows(
