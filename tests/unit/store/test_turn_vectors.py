@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -238,6 +240,33 @@ def test_a_new_text_form_makes_the_current_vectors_old(
         assert "Python and C++" in block(mem)
     finally:
         mem.close()
+
+
+def test_an_upgraded_store_seeks_the_current_forms_newest_vector(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    rng = np.random.default_rng(9)
+    store, seqs = _store_with_vectors(str(db), rng.standard_normal((50, 8)).astype(np.float32))
+    store.close()
+    with closing(sqlite3.connect(db)) as conn:  # as a store before migration 11 left it
+        conn.execute("DROP INDEX ix_cm_turn_vectors_model")
+        conn.execute("UPDATE cm_turn_vectors SET model = 'rand'")  # and before text forms had versions
+        conn.execute("DELETE FROM cm_schema_migrations WHERE version = 11")
+        conn.execute("PRAGMA user_version = 0")
+        conn.commit()
+    store = MemoryStore.from_url(str(db))
+    try:
+        with store.read() as conn:
+            plan = conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT seq FROM cm_turn_vectors WHERE memory_id = 'm' AND model = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (_vectors.vector_key("rand"),),
+            ).all()
+            assert "ix_cm_turn_vectors_model" in " ".join(str(row[-1]) for row in plan)
+            assert _vectors._newest(conn, "m", _vectors.vector_key("rand")) == 0
+        assert _search(store, rng.standard_normal(8).astype(np.float32), 5) == {}  # old form: unscored
+        assert len(store.missing_turn_vectors("m", "rand", limit=100)) == len(seqs)
+    finally:
+        store.close()
 
 
 def test_vector_key_keeps_the_column_width() -> None:
