@@ -12,7 +12,8 @@ nearer than the rest (top cosines ~0.2), so quantization noise reorders them mor
 real embeddings'.
 
 The databases are built once in ``--workdir`` and reused: run the script from two checkouts
-(``PYTHONPATH`` of each) on the same workdir, alternating, for a same-run baseline.
+(``PYTHONPATH`` of each) on the same workdir, alternating, for a same-run baseline (a workdir each
+when one tree predates vectors keyed by the text form, ``_vectors.vector_key``).
 
 ``--alternatives`` times the matrix-vector product alone at each size, as float32 (one BLAS call),
 float16 (numpy has no half-precision BLAS) and int8 converted to float32 a block at a time (what
@@ -72,9 +73,12 @@ def _vectors_for(size: int) -> np.ndarray:
 
 
 def _fill(store: MemoryStore, memory_id: str, size: int) -> None:
+    # The key this tree stores vectors under (the model and, since H2's change, the text form):
+    # trees on either side of that change need a workdir each.
+    key = getattr(_vectors, "vector_key", lambda model: model)(MODEL)
     with store.read() as conn:
         have = conn.exec_driver_sql(
-            f"SELECT count(*) FROM cm_turn_vectors WHERE memory_id = '{memory_id}'"
+            f"SELECT count(*) FROM cm_turn_vectors WHERE memory_id = '{memory_id}' AND model = '{key}'"
         ).scalar()
     if have == size:
         return
