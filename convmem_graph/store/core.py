@@ -121,9 +121,13 @@ class StoreCore:
         # One shared connection backs an in-memory database: transactions must take turns.
         self._serial: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
         self._lock_scope = f"memory:{id(self)}" if memory else self.url
-        # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
-        self._parsed: OrderedDict[str, tuple[str | bytes, MemorySnapshot]] = OrderedDict()
+        # memory id -> (snapshot revision or None, snapshot JSON, parsed snapshot): call starts skip
+        # re-reading (by the revision, SQLite) and re-parsing (by the JSON) an unchanged row.
+        self._parsed: OrderedDict[str, tuple[int | None, str | bytes, MemorySnapshot]] = OrderedDict()
         self._parsed_lock = threading.Lock()
+        # The driver connection each thread's call start reads through (``call_start_reads``).
+        self._pinned = threading.local()
+        self._pins = self.dialect == "sqlite" and not memory
         # Fragment models of each memory's last summary fact read (shared by the store's run views).
         self._kept_facts = KeptFacts(PARSED_SNAPSHOTS)
         # SQLite: each memory's ranked summary fact rows, moved by the facts' revision.
@@ -396,7 +400,38 @@ class StoreCore:
 
     def _driver(self) -> AbstractContextManager[sqlite3.Connection]:
         """A read on SQLite's driver connection, chosen as :meth:`_read` chooses its connection."""
+        if self._scope is None:
+            pinned: sqlite3.Connection | None = getattr(self._pinned, "conn", None)
+            if pinned is not None:
+                return nullcontext(pinned)
         return driver_read(self.engine, self._scope, self._serial)
+
+    @contextmanager
+    def call_start_reads(self) -> Iterator[None]:
+        """Inside, this thread's driver-level reads on the store itself share one pooled connection.
+
+        A call start makes two such reads (the snapshot's row, the episodic search), each a
+        statement or two of a few microseconds; a pool checkout and return cost about as much
+        again. Each read is still its own statement in autocommit mode, as on separate
+        connections. A SQLite file only (elsewhere, and when already inside, it does nothing);
+        reads of a session or run keep their own connection.
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.call_start_reads():
+            ...     store.load_snapshot("m1") is None
+            True
+        """
+        if not self._pins or self._scope is not None or getattr(self._pinned, "conn", None) is not None:
+            yield
+            return
+        with driver_read(self.engine, None, self._serial) as raw:
+            self._pinned.conn = raw
+            try:
+                yield
+            finally:
+                self._pinned.conn = None
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
