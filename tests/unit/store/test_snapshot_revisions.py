@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import event
 
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Fragment, MemorySnapshot, Summary
@@ -211,22 +212,26 @@ def test_a_lost_clock_reads_the_row_every_time(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("as_url", [False, True])
-def test_call_start_reads_share_one_connection(tmp_path: Path, as_url: bool) -> None:
+def test_call_start_reads_share_one_connection_kept_apart_from_the_pool(tmp_path: Path, as_url: bool) -> None:
     path = tmp_path / "p.db"
     store = MemoryStore.from_url(f"sqlite:///{path}" if as_url else str(path))
     try:
         store.save_snapshot(MID, _variant(2), now_ms=NOW)
-        checkouts = []
-        from sqlalchemy import event
-
+        checkouts: list[int] = []
         event.listen(store.engine, "checkout", lambda *a: checkouts.append(1))
         store.load_snapshot(MID)
         store.search_episodes(MID, "jazz")
-        alone = len(checkouts)
-        checkouts.clear()
-        with store.call_start_reads():
-            assert store.load_snapshot(MID) == _variant(2)
-            store.search_episodes(MID, "jazz")
-        assert (alone, len(checkouts)) == (2, 1)
+        counts = [len(checkouts)]
+        for _ in range(3):
+            checkouts.clear()
+            with store.call_start_reads():
+                assert store.load_snapshot(MID) == _variant(2)
+                store.search_episodes(MID, "jazz")
+            counts.append(len(checkouts))
+        # Two checkouts alone; one for the first call start, whose connection the next ones reuse.
+        assert counts == [2, 1, 0, 0]
+        kept = store._spare[0][1]
     finally:
         store.close()
+    with pytest.raises(sqlite3.ProgrammingError):  # closed with the store
+        kept.execute("SELECT 1")
