@@ -206,6 +206,17 @@ def _pgvector_vectors(conn: Connection) -> None:
     enable_pgvector(conn)
 
 
+def _turn_vectors_by_model(conn: Connection) -> None:
+    """Migration 11: ``ix_cm_turn_vectors_model``, the turn vectors by memory, model and seq.
+
+    Vectors are keyed by the vector text's form too (``_vectors.vector_key``): a store upgraded
+    from before holds every vector under another key, and the search's check of its newest
+    vector must not walk them all.
+    """
+    if "ix_cm_turn_vectors_model" not in index_names(conn, turn_vectors.name):
+        next(i for i in turn_vectors.indexes if i.name == "ix_cm_turn_vectors_model").create(conn)
+
+
 #: Every migration, in order. Append only; never renumber or edit an applied one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
@@ -218,7 +229,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "fact vectors", create_tables(fact_vectors, fact_vector_stamps)),
     Migration(9, "fact revisions", ensure_fact_revisions),
     Migration(10, "expired language counts, key families", _expired_counts),
-    Migration(11, "snapshot revisions", ensure_snapshot_revisions),
+    Migration(11, "turn vectors by model", _turn_vectors_by_model),
+    Migration(12, "snapshot revisions", ensure_snapshot_revisions),
 )
 
 
