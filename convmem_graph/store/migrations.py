@@ -33,6 +33,7 @@ from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
 from convmem_graph.store._fragments import index_names, upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts, install_language_triggers
 from convmem_graph.store._pgvector import enable_pgvector
+from convmem_graph.store._snapshot_revisions import ensure_snapshot_revisions
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
@@ -229,6 +230,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "fact revisions", ensure_fact_revisions),
     Migration(10, "expired language counts, key families", _expired_counts),
     Migration(11, "turn vectors by model", _turn_vectors_by_model),
+    Migration(12, "snapshot revisions", ensure_snapshot_revisions),
 )
 
 

@@ -19,6 +19,7 @@ from convmem_graph.store import _queries as Q
 from convmem_graph.store._driver import DriverOpener, ReadOpener
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, bucket, collect
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
+from convmem_graph.store._snapshot_revisions import SnapshotRow
 from convmem_graph.store._summary_facts import STRONGEST_BOTH
 from convmem_graph.store.engine import advisory_key, dumps
 from convmem_graph.store.episodes import PG_VERSION, EpisodeIndex, EpisodeSearch
@@ -328,11 +329,13 @@ class PostgresBackend:
             return self.episodes.search(conn, memory_id, query, limit=limit)
 
     @staticmethod
-    def snapshot_data(read: ReadOpener, driver: DriverOpener, memory_id: str) -> str | None:
-        """The cached snapshot's JSON text."""
+    def snapshot_row(
+        read: ReadOpener, driver: DriverOpener, memory_id: str, kept_rev: int | None
+    ) -> SnapshotRow | None:
+        """The cached snapshot's JSON text (no revision here: the caller compares the text)."""
         with read() as conn:
             data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
-        return None if data is None else str(data)
+        return None if data is None else SnapshotRow(None, str(data), committed=False)
 
     @staticmethod
     def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:

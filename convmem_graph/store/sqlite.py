@@ -22,12 +22,13 @@ from convmem_graph.store._driver import DriverOpener, ReadOpener
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, SEQ_MASK, rowid_range, search_sqlite
 from convmem_graph.store._fresh_sqlite import is_empty, set_up_fresh
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
+from convmem_graph.store._snapshot_revisions import SnapshotRow, read_snapshot_row
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store._summary_facts import STRONGEST_DURABLE, STRONGEST_TEMPORARY
 from convmem_graph.store.engine import execute_upsert
 from convmem_graph.store.episodes import TEXT_VERSION, EpisodeIndex, EpisodeSearch, episode_text
 from convmem_graph.store.locks import file_memory_lock
-from convmem_graph.store.schema import messages, snapshots, summaries
+from convmem_graph.store.schema import messages, summaries
 from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
 
@@ -128,7 +129,6 @@ class SqliteEpisodeIndex(EpisodeIndex):
 
 
 #: The cached snapshot's JSON as the bytes SQLite stores.
-_SNAPSHOT_BYTES = f"SELECT CAST(data AS BLOB) FROM {snapshots.name} WHERE memory_id = ?"
 
 #: The one instance every SQLite store uses (it holds no state).
 SQLITE_EPISODES = SqliteEpisodeIndex()
@@ -282,11 +282,16 @@ class SqliteBackend:
             return search_sqlite(raw, memory_id, query, limit=limit)
 
     @staticmethod
-    def snapshot_data(read: ReadOpener, driver: DriverOpener, memory_id: str) -> bytes | None:
-        """The cached snapshot's JSON as the bytes SQLite stores (compared without decoding them)."""
+    def snapshot_row(
+        read: ReadOpener, driver: DriverOpener, memory_id: str, kept_rev: int | None
+    ) -> SnapshotRow | None:
+        """The cached snapshot's revision and JSON bytes, these only when the revision is new.
+
+        See :mod:`convmem_graph.store._snapshot_revisions`: one primary-key read, and the ~93 kB
+        row of a full memory is not fetched when the memory's snapshot did not change.
+        """
         with driver() as raw:
-            row = raw.execute(_SNAPSHOT_BYTES, (memory_id,)).fetchone()
-        return None if row is None else cast(bytes, row[0])
+            return read_snapshot_row(raw, memory_id, kept_rev)
 
     @staticmethod
     def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:
