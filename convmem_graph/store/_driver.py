@@ -9,15 +9,16 @@ the driver's autocommit mode as every store connection is: each statement is its
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, cast
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
 from convmem_graph.store.session import RunScope
 
-__all__ = ["DriverOpener", "ReadOpener", "driver_read"]
+__all__ = ["DriverOpener", "ReadOpener", "driver_execute", "driver_of", "driver_read"]
 
 #: Opens a store read on a SQLAlchemy ``Connection`` (``StoreCore._read``).
 ReadOpener = Callable[[], AbstractContextManager[Connection]]
@@ -49,3 +50,23 @@ def driver_read(
         return
     with serial:
         yield driver
+
+
+def driver_of(conn: Connection) -> sqlite3.Connection:
+    """The ``sqlite3`` connection under a SQLAlchemy ``Connection`` of a SQLite store."""
+    return cast(sqlite3.Connection, conn.connection.driver_connection)
+
+
+def driver_execute(conn: Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    """Run one statement on ``conn``'s ``sqlite3`` connection, in its open transaction if any.
+
+    For the live turn's small fixed writes (the memory's row, its ``updated_at``, the snapshot
+    drop, the cursors): SQLAlchemy's work around such a statement (cache key, execution context,
+    result wrapping, events) cost several times SQLite's own. A driver error is raised as
+    SQLAlchemy raises it (``sqlalchemy.exc.OperationalError`` and its kin), so callers catch the
+    same exceptions either way.
+    """
+    try:
+        return driver_of(conn).execute(sql, params)
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
