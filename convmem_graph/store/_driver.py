@@ -9,16 +9,18 @@ the driver's autocommit mode as every store connection is: each statement is its
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+import threading
+from collections import namedtuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Select
 from sqlalchemy.exc import DBAPIError
 
 from convmem_graph.store.session import RunScope
 
-__all__ = ["DriverOpener", "ReadOpener", "driver_execute", "driver_of", "driver_read"]
+__all__ = ["DriverOpener", "ReadOpener", "driver_execute", "driver_of", "driver_read", "select_rows"]
 
 #: Opens a store read on a SQLAlchemy ``Connection`` (``StoreCore._read``).
 ReadOpener = Callable[[], AbstractContextManager[Connection]]
@@ -70,3 +72,62 @@ def driver_execute(conn: Connection, sql: str, params: Sequence[Any] = ()) -> sq
         return driver_of(conn).execute(sql, params)
     except sqlite3.Error as exc:
         raise DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
+
+
+class _Plan(NamedTuple):
+    """A select compiled once for SQLite: its SQL, its bind names in order, its row shape."""
+
+    sql: str
+    binds: tuple[tuple[str, Any], ...]  # (name, the statement's own value when the caller gives none)
+    row: Any  # a namedtuple class of the selected columns
+    decode: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column, result processor) where one applies
+
+
+_plans: dict[Select[Any], _Plan] = {}
+_plans_lock = threading.Lock()
+
+
+def _plan(conn: Connection, stmt: Select[Any]) -> _Plan:
+    with _plans_lock:
+        plan = _plans.get(stmt)
+        if plan is not None:
+            return plan
+        compiled = stmt.compile(dialect=conn.dialect)
+        if compiled.positiontup is None or compiled.literal_execute_params or compiled.post_compile_params:
+            raise ValueError("select_rows takes selects of plain binds only (no expanding IN)")
+        binds = tuple((name, compiled.binds[name].value) for name in compiled.positiontup)
+        columns = list(stmt.selected_columns)
+        row = namedtuple("Row", [c.key or f"c{i}" for i, c in enumerate(columns)], rename=True)  # type: ignore[misc]  # noqa: PYI024
+        decode = []
+        for i, col in enumerate(columns):
+            # The dialect's own result processor of the column's type (JSON decoding, 0/1 to bool).
+            processor = col.type.dialect_impl(conn.dialect).result_processor(conn.dialect, None)
+            if processor is not None:
+                decode.append((i, processor))
+        plan = _plans[stmt] = _Plan(compiled.string, binds, row, tuple(decode))
+        return plan
+
+
+def select_rows(conn: Connection, stmt: Select[Any], params: Mapping[str, Any]) -> list[Any]:
+    """The rows of a module-level select, read on SQLite's driver; on PostgreSQL through SQLAlchemy.
+
+    For the live turn's small reads of one memory (its variable specs, values, summary,
+    cursors): on SQLite SQLAlchemy's execution and result wrapping cost several times the read.
+    Rows are named tuples with the columns' values as SQLAlchemy's result would give them (its
+    result processors applied: JSON decoded, booleans as ``bool``); read them by attribute or
+    position. ``stmt`` must be long-lived (its compiled form is kept, keyed by the object).
+    """
+    if conn.dialect.name != "sqlite":
+        return list(conn.execute(stmt, dict(params)))
+    plan = _plan(conn, stmt)
+    values = [params[name] if name in params else default for name, default in plan.binds]
+    rows = driver_execute(conn, plan.sql, values).fetchall()
+    if not plan.decode:
+        return [plan.row._make(r) for r in rows]
+    out = []
+    for r in rows:
+        cells = list(r)
+        for i, processor in plan.decode:
+            cells[i] = processor(cells[i])
+        out.append(plan.row._make(cells))
+    return out

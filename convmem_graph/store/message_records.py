@@ -20,6 +20,7 @@ from convmem_graph.models import (
 )
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._audit import audit_row, write_audit
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store._messages import (
     MESSAGE_COLUMNS,
     insert_messages,
@@ -334,9 +335,10 @@ class MessageRecords(StoreCore):
         """Return the processing state of a memory in one query (zeros if unknown)."""
 
         def load(conn: Connection) -> Cursors | None:
-            row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
-            if row is None:
+            rows = select_rows(conn, Q.CURSORS, {"mid": memory_id})
+            if not rows:
                 return None
+            row = rows[0]
             return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
 
         found = self._cached("cursors", memory_id, load)
@@ -344,5 +346,5 @@ class MessageRecords(StoreCore):
 
     def _cursor(self, memory_id: str, query: Any) -> int:
         with self._read() as conn:
-            value = conn.execute(query, {"mid": memory_id}).scalar()
-        return int(value or 0)
+            rows = select_rows(conn, query, {"mid": memory_id})
+        return int(rows[0][0] or 0) if rows else 0

@@ -1,0 +1,122 @@
+"""The live turn's statements on SQLite's driver give what SQLAlchemy's statements gave.
+
+``select_rows`` (specs, values, summary, cursors) against ``conn.execute`` of the same select,
+and the driver's fixed writes (the memory's row, ``touch``, the cursors) against the
+``_queries`` statements they stand for, on one database each; a driver error is SQLAlchemy's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, select
+from sqlalchemy.exc import IntegrityError
+
+from convmem_graph.models import VariableSpec
+from convmem_graph.store import MemoryStore
+from convmem_graph.store import _queries as Q
+from convmem_graph.store._driver import driver_execute, select_rows
+from convmem_graph.store.engine import insert_ignore
+from convmem_graph.store.schema import memories, snapshots
+from convmem_graph.store.sqlite import SqliteBackend
+
+T0 = 1_767_268_800_000
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStore:
+    url = str(tmp_path / "d.db") if request.param == "file" else "sqlite://"
+    s = MemoryStore.from_url(url)
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def _fill(store: MemoryStore) -> None:
+    store.define_variables(
+        "m1",
+        [
+            VariableSpec(name="city", description="where", infer=False, allowed_values=["北京", "上海"]),
+            VariableSpec(name="hobbies", type="list"),
+            VariableSpec(name="age", type="integer", allowed_values=None),
+        ],
+    )
+    store.set_manual_variable("m1", "city", "北京")
+    store.set_manual_variable("m1", "hobbies", ["围棋", "chess"])
+    store.commit_summary(
+        "m1", "用户画像：北京。", tokens=7, covers_until_ms=T0, upto_seq=0, now_ms=T0, origin="extractive"
+    )
+    store.ensure_memory("m2")
+
+
+@pytest.mark.parametrize("stmt", [Q.SPECS, Q.VALUES, Q.SUMMARY, Q.CURSORS, Q.EXTRACTED_SEQ, Q.SUMMARIZED_SEQ])
+@pytest.mark.parametrize("mid", ["m1", "m2", "absent"])
+def test_select_rows_gives_sqlalchemys_rows(store: MemoryStore, stmt: object, mid: str) -> None:
+    _fill(store)
+    with store.engine.connect() as conn:
+        want = [tuple(r) for r in conn.execute(stmt, {"mid": mid})]  # type: ignore[call-overload]
+        got = select_rows(conn, stmt, {"mid": mid})  # type: ignore[arg-type]
+    assert [tuple(r) for r in got] == want
+    # Same types too (JSON decoded, booleans as bool, not 0/1).
+    assert [[type(c) for c in r] for r in got] == [[type(c) for c in r] for r in want]
+    if got:
+        names = [c.key for c in stmt.selected_columns]  # type: ignore[attr-defined]
+        assert [getattr(got[0], n) for n in names if n] == [
+            v for n, v in zip(names, want[0], strict=True) if n
+        ]
+
+
+def test_select_rows_refuses_expanding_binds(store: MemoryStore) -> None:
+    stmt = select(memories.c.memory_id).where(memories.c.memory_id.in_(["a", "b"]))
+    with store.engine.connect() as conn, pytest.raises(ValueError, match="plain binds"):
+        select_rows(conn, stmt, {})
+
+
+def _row(conn: Connection, mid: str) -> tuple[object, ...]:
+    return tuple(conn.execute(select(memories).where(memories.c.memory_id == mid)).one())
+
+
+def test_driver_writes_equal_the_statements_they_stand_for(store: MemoryStore) -> None:
+    backend = SqliteBackend
+    with store.engine.begin() as conn:
+        for mid in ("a", "b"):
+            row = {
+                "memory_id": mid,
+                "description": "",
+                "created_at": T0,
+                "updated_at": T0,
+                "extracted_seq": 0,
+                "summarized_seq": 0,
+            }
+            if mid == "a":
+                assert backend.ensure_memory_row(conn, row) is True
+                assert backend.ensure_memory_row(conn, row) is False  # exists: ignored
+            else:
+                assert conn.execute(insert_ignore("sqlite", memories), row).rowcount == 1
+        assert _row(conn, "a")[1:] == _row(conn, "b")[1:]
+        for dirty in (None, 1, 0):
+            for mid in ("a", "b"):
+                conn.execute(snapshots.insert().values(memory_id=mid, data="{}", updated_at=T0))
+            params = {"now": T0 + 5, "dirty": dirty}
+            SqliteBackend(str(store.url), memory=True).touch(conn, {"mid": "a", **params})
+            conn.execute(Q.DROP_SNAPSHOT, {"mid": "b"})
+            conn.execute(
+                Q.SET_UPDATED_AT if dirty is None else Q.SET_UPDATED_AT_DIRTY, {"mid": "b", **params}
+            )
+            assert _row(conn, "a")[1:] == _row(conn, "b")[1:]
+            assert conn.execute(select(snapshots.c.memory_id)).all() == []
+        for upto in (4, 2, 9):  # a lower cursor never moves it back
+            driver_execute(
+                conn,
+                "UPDATE cm_memories SET extracted_seq = ? WHERE memory_id = ? AND extracted_seq < ?",
+                (upto, "a", upto),
+            )
+            conn.execute(Q.ADVANCE_EXTRACTED, {"mid": "b", "upto": upto})
+            assert _row(conn, "a")[1:] == _row(conn, "b")[1:]
+
+
+def test_a_driver_error_is_sqlalchemys(store: MemoryStore) -> None:
+    # A row missing its NOT NULL columns: the driver's IntegrityError comes as SQLAlchemy's.
+    sql = "INSERT INTO cm_memories (memory_id) VALUES (?)"
+    with store.engine.begin() as conn, pytest.raises(IntegrityError, match="NOT NULL"):
+        driver_execute(conn, sql, ("x",))
