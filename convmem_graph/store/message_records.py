@@ -181,7 +181,7 @@ class MessageRecords(StoreCore):
                 return [(seq, known[mid]) for seq, mid in picked]
         params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
-            rows = conn.execute(Q.MESSAGES_AFTER, params)
+            rows = select_rows(conn, Q.MESSAGES_AFTER, params)
             if not known:
                 return [(int(row[0]), row_to_message(row)) for row in rows]
             return [(int(row[0]), known.get(row.id) or row_to_message(row)) for row in rows]
@@ -193,14 +193,14 @@ class MessageRecords(StoreCore):
         """
         params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
-            return [(int(seq), str(mid)) for seq, mid in conn.execute(Q.MESSAGE_IDS_AFTER, params)]
+            return [(int(seq), str(mid)) for seq, mid in select_rows(conn, Q.MESSAGE_IDS_AFTER, params)]
 
     def recent_messages(self, memory_id: str, n: int) -> list[Message]:
         """Return the last ``n`` messages by (timestamp, seq), oldest first."""
         if n <= 0:
             return []
         with self._read() as conn:
-            rows = list(conn.execute(Q.RECENT_MESSAGES, {"mid": memory_id, "limit": n}))
+            rows = select_rows(conn, Q.RECENT_MESSAGES, {"mid": memory_id, "limit": n})
         return [row_to_message(r) for r in reversed(rows)]
 
     def get_messages(self, memory_id: str, ids: Sequence[str]) -> list[Message]:

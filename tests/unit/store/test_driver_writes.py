@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
-from convmem_graph.models import VariableSpec
+from convmem_graph.models import Message, VariableSpec
 from convmem_graph.store import MemoryStore
+from convmem_graph.store import _lang_counts as L
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._driver import driver_execute, select_rows
 from convmem_graph.store.engine import insert_ignore
@@ -46,16 +47,58 @@ def _fill(store: MemoryStore) -> None:
     store.commit_summary(
         "m1", "用户画像：北京。", tokens=7, covers_until_ms=T0, upto_seq=0, now_ms=T0, origin="extractive"
     )
+    store.add_messages(
+        "m1",
+        [
+            Message(
+                id="u1", role="user", content="我住在北京。", channel="voice", source="asr", timestamp_ms=T0
+            ),
+            Message(
+                id="a1",
+                role="assistant",
+                content="好的。",
+                channel="voice",
+                source="llm",
+                timestamp_ms=T0 + 1,
+                turn_id=4,
+                round_id="r1",
+                interrupted=True,
+                original="好的，我记住了",
+                metadata={"k": [1, "二"]},
+            ),
+        ],
+    )
     store.ensure_memory("m2")
 
 
-@pytest.mark.parametrize("stmt", [Q.SPECS, Q.VALUES, Q.SUMMARY, Q.CURSORS, Q.EXTRACTED_SEQ, Q.SUMMARIZED_SEQ])
+#: The selects the turn reads through ``select_rows``, with the parameters beside the memory's id.
+SELECTS = [
+    (Q.SPECS, {}),
+    (Q.VALUES, {}),
+    (Q.SUMMARY, {}),
+    (Q.CURSORS, {}),
+    (Q.EXTRACTED_SEQ, {}),
+    (Q.SUMMARIZED_SEQ, {}),
+    (Q.MESSAGES_AFTER, {"after": 0, "limit": 10}),
+    (Q.MESSAGES_AFTER, {"after": 1, "limit": 1}),
+    (Q.MESSAGE_IDS_AFTER, {"after": 0, "limit": 10}),
+    (Q.RECENT_MESSAGES, {"limit": 30}),
+    (L._COUNTS, {}),
+    (L._GAP, {"lo": 0, "hi": T0 * 2}),
+    (L._GAP_CAPPED, {"lo": 0, "hi": T0 * 2, "cap": 3}),
+]
+
+
+@pytest.mark.parametrize(("stmt", "more"), SELECTS)
 @pytest.mark.parametrize("mid", ["m1", "m2", "absent"])
-def test_select_rows_gives_sqlalchemys_rows(store: MemoryStore, stmt: object, mid: str) -> None:
+def test_select_rows_gives_sqlalchemys_rows(
+    store: MemoryStore, stmt: object, more: dict[str, int], mid: str
+) -> None:
     _fill(store)
+    params = {"mid": mid, **more}
     with store.engine.connect() as conn:
-        want = [tuple(r) for r in conn.execute(stmt, {"mid": mid})]  # type: ignore[call-overload]
-        got = select_rows(conn, stmt, {"mid": mid})  # type: ignore[arg-type]
+        want = [tuple(r) for r in conn.execute(stmt, params)]  # type: ignore[call-overload]
+        got = select_rows(conn, stmt, params)  # type: ignore[arg-type]
     assert [tuple(r) for r in got] == want
     # Same types too (JSON decoded, booleans as bool, not 0/1).
     assert [[type(c) for c in r] for r in got] == [[type(c) for c in r] for r in want]
