@@ -17,7 +17,7 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, Connection, Engine, Row, select
 
 from convmem_graph.store import _fact_queries as FQ
-from convmem_graph.store._driver import DriverOpener, ReadOpener, driver_execute
+from convmem_graph.store._driver import DriverOpener, ReadOpener, driver_execute, select_rows
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, SEQ_MASK, rowid_range, search_sqlite
 from convmem_graph.store._fresh_sqlite import is_empty, set_up_fresh
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
@@ -261,8 +261,8 @@ class SqliteBackend:
 
         Two statements, not one with OR: each is then an index lookup.
         """
-        rows = list(conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys}))
-        rows += conn.execute(FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes})
+        rows = select_rows(conn, FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys})
+        rows += select_rows(conn, FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes})
         return rows
 
     def context_fact_rows(
@@ -273,18 +273,16 @@ class SqliteBackend:
         A range that is a whole family with an index of its own (``pet:``, ``plan:``) reads that
         index's first rows; any other range is read and sorted.
         """
-        rows = (
-            list(conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit})) if limit > 0 else []
-        )
+        rows = select_rows(conn, FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit}) if limit > 0 else []
         for lo, hi in ranges:
             family = FQ.indexed_family(lo, hi)
             if family is not None:
-                rows += conn.execute(
-                    FQ.RECENTLY_UPDATED_IN_FAMILY[family], {"mid": memory_id, "limit": per_prefix}
+                rows += select_rows(
+                    conn, FQ.RECENTLY_UPDATED_IN_FAMILY[family], {"mid": memory_id, "limit": per_prefix}
                 )
                 continue
             params = {"mid": memory_id, "lo": lo, "hi": hi, "limit": per_prefix}
-            rows += conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params)
+            rows += select_rows(conn, FQ.RECENTLY_UPDATED_IN_RANGE, params)
         return rows
 
     def advance_extracted(

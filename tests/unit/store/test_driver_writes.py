@@ -10,11 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, literal, select
 from sqlalchemy.exc import IntegrityError
 
 from convmem_graph.models import Message, VariableSpec
+from convmem_graph.nodes._inference import _NEWEST_PAGE
+from convmem_graph.runner import Lifecycle
+from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
+from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _lang_counts as L
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._driver import driver_execute, select_rows
@@ -69,6 +73,15 @@ def _fill(store: MemoryStore) -> None:
         ],
     )
     store.ensure_memory("m2")
+    # Facts of several families (durable, temporary), stated through the lifecycle.
+    turns = [
+        "I'm allergic to mango.",
+        "我喜欢围棋。",
+        "I love hiking and jazz.",
+        "我明天要去上海出差。",
+        "My dog is Rex.",
+    ]
+    Lifecycle(store, clock=lambda: T0).run("m1", [RawInput([{"role": "user", "content": t} for t in turns])])
 
 
 #: The selects the turn reads through ``select_rows``, with the parameters beside the memory's id.
@@ -86,7 +99,22 @@ SELECTS = [
     (L._COUNTS, {}),
     (L._GAP, {"lo": 0, "hi": T0 * 2}),
     (L._GAP_CAPPED, {"lo": 0, "hi": T0 * 2, "cap": 3}),
+    (FQ.ACTIVE_BY_CKEY, {"ckeys": ["allergy:mango", "like:围棋", "hobby:hiking", "nothing"]}),
+    (FQ.ACTIVE_BY_CKEY, {"ckeys": []}),  # an empty IN: through SQLAlchemy
+    (FQ.ACTIVE_BY_HASH, {"hashes": [1, 2]}),
+    (FQ.RECENTLY_UPDATED, {"limit": 3}),
+    (FQ.RECENTLY_UPDATED_IN_RANGE, {"lo": "a", "hi": "z", "limit": 5}),
+    (FQ.ACTIVE_IN_RANGE, {"lo": "a", "hi": "z"}),
+    (FQ.NEWEST_OF_LANGUAGE, {"now": T0, "cjk": True, "limit": 5}),
+    (FQ.NEWEST_OF_LANGUAGE, {"now": T0, "cjk": False, "limit": 5}),
+    (_NEWEST_PAGE, {"now": T0, "limit": 9}),
+    (FQ.NEWEST_OF_KEY_FAMILY[0], {"now": T0, "family": "hobby:", "limit": 2}),
 ]
+
+
+def test_the_facts_are_there(store: MemoryStore) -> None:
+    _fill(store)
+    assert len(store.list_fragments("m1")) >= 4  # the fact selects above read real rows
 
 
 @pytest.mark.parametrize(("stmt", "more"), SELECTS)
@@ -109,10 +137,16 @@ def test_select_rows_gives_sqlalchemys_rows(
         ]
 
 
-def test_select_rows_refuses_expanding_binds(store: MemoryStore) -> None:
-    stmt = select(memories.c.memory_id).where(memories.c.memory_id.in_(["a", "b"]))
-    with store.engine.connect() as conn, pytest.raises(ValueError, match="plain binds"):
-        select_rows(conn, stmt, {})
+def test_select_rows_reads_a_literal_in_list_and_refuses_literal_execute(store: MemoryStore) -> None:
+    _fill(store)
+    stmt = select(memories.c.memory_id).where(memories.c.memory_id.in_(["m1", "m2", "x"]))
+    with store.engine.connect() as conn:
+        assert sorted(r.memory_id for r in select_rows(conn, stmt, {})) == ["m1", "m2"]
+        inline = select(memories.c.memory_id).where(
+            memories.c.memory_id == literal("m1", literal_execute=True)
+        )
+        with pytest.raises(ValueError, match="plain binds"):
+            select_rows(conn, inline, {})
 
 
 def _row(conn: Connection, mid: str) -> tuple[object, ...]:
