@@ -104,7 +104,7 @@ class MessageRecords(StoreCore):
             returns = self._backend.returns_rows
             before = 0
             if index and not returns and not created:
-                before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
+                before = int(select_rows(conn, Q.MAX_SEQ, {"mid": memory_id})[0][0] or 0)
             replaced: list[tuple[int, str]] = []
             stamped: list[PgStamp] = []
             # On PostgreSQL the insert's own statement indexes the new rows and stamps the memory
@@ -127,7 +127,7 @@ class MessageRecords(StoreCore):
                 if index:
                     # This memory's writers take turns, so every seq above ``before`` is this batch's.
                     # One fetch of all rows: iterating the result fetched them one call at a time.
-                    new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before}).all()
+                    new_rows = select_rows(conn, Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
                     self._backend.episodes.add(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
         if stamped:

@@ -109,7 +109,18 @@ SELECTS = [
     (FQ.NEWEST_OF_LANGUAGE, {"now": T0, "cjk": False, "limit": 5}),
     (_NEWEST_PAGE, {"now": T0, "limit": 9}),
     (FQ.NEWEST_OF_KEY_FAMILY[0], {"now": T0, "family": "hobby:", "limit": 2}),
+    (Q.MAX_SEQ, {}),
+    (Q.SEQ_CONTENT_AFTER, {"after": 1}),
 ]
+
+
+def test_fragments_by_id_through_the_driver(store: MemoryStore) -> None:
+    _fill(store)
+    ids = [f.id for f in store.list_fragments("m1")] + ["fr_absent"]
+    with store.engine.connect() as conn:
+        want = [tuple(r) for r in conn.execute(Q.FRAGMENTS_BY_ID, {"mid": "m1", "ids": ids})]
+        got = [tuple(r) for r in select_rows(conn, Q.FRAGMENTS_BY_ID, {"mid": "m1", "ids": ids})]
+    assert got == want and len(got) == len(ids) - 1
 
 
 def test_the_facts_are_there(store: MemoryStore) -> None:
