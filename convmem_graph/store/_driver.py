@@ -59,15 +59,20 @@ def driver_of(conn: Connection) -> sqlite3.Connection:
     return cast(sqlite3.Connection, conn.connection.driver_connection)
 
 
-def driver_execute(conn: Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+def driver_execute(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
     """Run one statement on ``conn``'s ``sqlite3`` connection, in its open transaction if any.
 
-    For the live turn's small fixed writes (the memory's row, its ``updated_at``, the snapshot
-    drop, the cursors): SQLAlchemy's work around such a statement (cache key, execution context,
-    result wrapping, events) cost several times SQLite's own. A driver error is raised as
-    SQLAlchemy raises it (``sqlalchemy.exc.OperationalError`` and its kin), so callers catch the
-    same exceptions either way.
+    For the live turn's small statements (the memory's row, its ``updated_at``, the snapshot
+    drop, the cursors, the reads of :func:`select_rows`): SQLAlchemy's work around such a
+    statement (cache key, execution context, result wrapping, events) cost several times
+    SQLite's own. A driver error is raised as SQLAlchemy raises it
+    (``sqlalchemy.exc.OperationalError`` and its kin), so callers catch the same exceptions
+    either way. While the engine echoes SQL or has cursor-execute listeners (statement counts in
+    tests, tracing), the statement goes through SQLAlchemy's ``exec_driver_sql`` instead, so they
+    see it. Returns a cursor: ``fetchall()`` and ``rowcount`` either way.
     """
+    if conn._echo or conn.dispatch.before_cursor_execute or conn.dispatch.after_cursor_execute:
+        return conn.exec_driver_sql(sql, tuple(params))
     try:
         return driver_of(conn).execute(sql, params)
     except sqlite3.Error as exc:

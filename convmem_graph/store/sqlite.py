@@ -240,7 +240,7 @@ class SqliteBackend:
             row["extracted_seq"],
             row["summarized_seq"],
         )
-        return driver_execute(conn, _ENSURE_SQL, params).rowcount == 1
+        return bool(driver_execute(conn, _ENSURE_SQL, params).rowcount == 1)
 
     def touch(self, conn: Connection, params: dict[str, Any]) -> None:
         """Drop the memory's cached snapshot and move its ``updated_at`` (and ``facts_dirty``).

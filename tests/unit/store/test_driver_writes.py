@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, literal, select
+from sqlalchemy import Connection, event, literal, select
 from sqlalchemy.exc import IntegrityError
 
 from convmem_graph.models import Message, VariableSpec
@@ -208,3 +208,23 @@ def test_a_driver_error_is_sqlalchemys(store: MemoryStore) -> None:
     sql = "INSERT INTO cm_memories (memory_id) VALUES (?)"
     with store.engine.begin() as conn, pytest.raises(IntegrityError, match="NOT NULL"):
         driver_execute(conn, sql, ("x",))
+
+
+def test_listeners_and_echo_see_the_driver_statements(store: MemoryStore) -> None:
+    _fill(store)
+    seen: list[str] = []
+
+    def record(_c: object, _cur: object, sql: str, *_: object) -> None:
+        seen.append(sql)
+
+    with store.engine.connect() as conn:
+        quiet = select_rows(conn, Q.SPECS, {"mid": "m1"})
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        with store.engine.begin() as conn:
+            heard = select_rows(conn, Q.SPECS, {"mid": "m1"})
+            SqliteBackend(str(store.url), memory=True).touch(conn, {"mid": "m1", "now": T0, "dirty": None})
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    assert heard == quiet  # the same rows through SQLAlchemy's path
+    assert [s.split()[0] for s in seen] == ["SELECT", "DELETE", "UPDATE"]
