@@ -5,10 +5,10 @@ dialogue is sent as live turns (one user/assistant pair per ``ConvMemory.ingest`
 middleware hands them over), on a SQLite file with a fixed clock that moves 90 s per turn. Every
 third turn goes through ``Lifecycle.run`` with vendors (``inject`` then builds payloads), and
 after every session the memory's call-start payloads are built (``openai``, ``trtc-llmconfig``,
-``langchain``, with and without a query). At the end every ``cm_*`` table is dumped in primary-key order
-(checkpoint tables left out: they carry LangGraph's time-based ids; the two columns stamped
-with the machine's time masked) with the payloads and run
-results, and the script prints one SHA-256 over all of it, and with ``--dump FILE`` writes it.
+``langchain``, and ``openai`` with the next turn as its query). At the end every ``cm_*`` table
+is dumped, its rows sorted (checkpoint tables left out: they carry LangGraph's time-based ids;
+the columns in :data:`WALL_CLOCK` masked), with the payloads and run results, and the script
+prints one SHA-256 over all of it, and with ``--dump FILE`` writes it.
 
 Usage (one tree, then the other; the digests must match):
     PYTHONPATH=. python benchmarks/turn_identity.py --conversations 2 --dump /tmp/a.json
