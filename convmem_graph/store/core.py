@@ -37,15 +37,11 @@ from convmem_graph.store.engine import (
     PoolSettings,
     create_store_engine,
     end_read,
-    insert_ignore,
 )
 from convmem_graph.store.locks import held_here
 from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.migrations import set_up_schema
 from convmem_graph.store.postgres import PostgresBackend
-from convmem_graph.store.schema import (
-    memories,
-)
 from convmem_graph.store.session import RunScope
 from convmem_graph.store.sqlite import SqliteBackend
 from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url
@@ -613,7 +609,7 @@ class StoreCore:
             "extracted_seq": 0,
             "summarized_seq": 0,
         }
-        inserted = conn.execute(insert_ignore(self.dialect, memories), row).rowcount == 1
+        inserted = self._backend.ensure_memory_row(conn, row)
         if in_txn:
             scope.ensured.add(memory_id)  # type: ignore[union-attr]
         return inserted

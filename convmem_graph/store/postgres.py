@@ -21,7 +21,7 @@ from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, bucket,
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
 from convmem_graph.store._snapshot_revisions import SnapshotRow
 from convmem_graph.store._summary_facts import STRONGEST_BOTH
-from convmem_graph.store.engine import advisory_key, dumps
+from convmem_graph.store.engine import advisory_key, dumps, insert_ignore
 from convmem_graph.store.episodes import PG_VERSION, EpisodeIndex, EpisodeSearch
 from convmem_graph.store.schema import add_postgres_options, memories, messages, snapshots
 from convmem_graph.text.terms import search_terms, stem, stemmed_terms
@@ -283,6 +283,11 @@ class PostgresBackend:
                 follow.stamped.append(PgStamp(cursors, int(prior or 0), stored))
 
         return write
+
+    @staticmethod
+    def ensure_memory_row(conn: Connection, row: dict[str, Any]) -> bool:
+        """Insert the memory's row unless it exists; whether it was inserted."""
+        return bool(conn.execute(insert_ignore("postgresql", memories), row).rowcount == 1)
 
     def touch(self, conn: Connection, params: dict[str, Any]) -> None:
         """Drop the cached snapshot and move ``updated_at``: one statement (a round trip each counts)."""

@@ -15,6 +15,7 @@ from convmem_graph.models import (
     Summary,
 )
 from convmem_graph.store import _queries as Q
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store.core import (
     CACHED_KINDS,
     PARSED_SNAPSHOTS,
@@ -35,10 +36,10 @@ __all__ = ["SummaryRecords"]
 
 
 def _read_summary(conn: Connection, memory_id: str) -> Summary | None:
-    row = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
-    if row is None:
+    rows = select_rows(conn, Q.SUMMARY, {"mid": memory_id})
+    if not rows:
         return None
-    return Summary.model_validate({name: row._mapping[name] for name in Summary.model_fields})
+    return Summary.model_validate({name: getattr(rows[0], name) for name in Summary.model_fields})
 
 
 class SummaryRecords(StoreCore):
