@@ -44,9 +44,11 @@ SKIPPED = frozenset({"cm_schema_migrations", "cm_replay_progress", "cm_episode_m
 CONVERSATIONS, SESSIONS = 2, 6
 GOLDEN = Path(__file__).with_name("stored_rows_golden.json")
 SQLITE_GOLDEN = Path(__file__).with_name("stored_rows_sqlite_golden.json")
-#: Columns SQLite fills at random: a trigger stamps ``facts_cut`` with ``random()`` when a fact row
-#: goes (store/_fact_revisions.py), so that no earlier revision number can match it again.
-SQLITE_VOLATILE = frozenset({"facts_cut"})
+#: Columns of SQLite's read caches, not of what a replay stores: a trigger stamps ``facts_cut`` with
+#: ``random()`` when a fact row goes (store/_fact_revisions.py), so that no earlier revision number
+#: can match it again; ``snap_rev`` is the snapshot's revision (migration 12, after the reference
+#: revision), a counter that moves with every snapshot write.
+SQLITE_VOLATILE = frozenset({"facts_cut", "snap_rev"})
 #: SQLite's FTS5 shadow tables of the episodic index (digested through ``fts5vocab`` instead).
 FTS_SHADOWS = ("_config", "_data", "_docsize", "_idx", "_content")
 
