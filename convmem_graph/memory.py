@@ -503,6 +503,14 @@ class ConvMemory(FragmentQueries, AsyncTwins):
         searched too (the episodic index) and the matching ones compete for the block's budget
         with the facts, quoted with their dates.
         """
+        if self.embeddings is not None:
+            # A search by meaning calls a model (milliseconds): no pooled connection held over it.
+            return self._payload(memory_id, vendor, options)
+        # The snapshot's row and the turns' search read through one connection (SQLite files).
+        with self.store.call_start_reads():
+            return self._payload(memory_id, vendor, options)
+
+    def _payload(self, memory_id: str, vendor: str, options: dict[str, Any]) -> Any:
         snap = self.snapshot(memory_id)
         now = self.lifecycle.clock()
         return render_call_start(

@@ -1,7 +1,8 @@
 """``convmem vectors``: the vectors of recall by meaning — what is embedded, embed the rest, pgvector.
 
 ``status`` counts, per memory and model, the stored turns and the active facts that have a vector
-(a memory half embedded still answers: its other turns and facts are found by their words).
+of their current text (a memory half embedded still answers: its other turns and facts are found
+by their words).
 ``embed`` writes the missing vectors with the model ``--embeddings`` names, batched and resumable,
 as ``ConvMemory.embed_turns`` and ``embed_facts`` do. ``enable-pgvector`` runs migration 7 again
 on a PostgreSQL database that was set up before the server had pgvector (the migration is recorded
@@ -85,13 +86,14 @@ def _memory_ids(mem: ConvMemory, named: list[str], every: bool) -> list[str]:
 def _status(mem: ConvMemory, memory_ids: list[str]) -> list[dict[str, object]]:
     """Per memory: its turns with text and active facts (what gets a vector), and per model how many have one.
 
-    A fact's vector counts only while it was made from the fact's current text (as the call start
-    reads them); nothing is written.
+    A fact's vector counts only while it was made from the fact's current text, a turn's only
+    while it was made from the current form of a turn's vector text (as the call start reads
+    them; older ones are embedded again by ``embed``); nothing is written.
     """
     from sqlalchemy import func, select
 
     from convmem_graph.store._fact_vectors import fact_vector_plan, fact_vectors
-    from convmem_graph.store._vectors import turn_vectors
+    from convmem_graph.store._vectors import current_model, turn_vectors
     from convmem_graph.store.schema import fragments, messages
 
     rows: list[dict[str, object]] = []
@@ -127,7 +129,9 @@ def _status(mem: ConvMemory, memory_ids: list[str]) -> list[dict[str, object]]:
                 {
                     "memory_id": memory_id,
                     "turns": int(turns),
-                    "vectors": {str(model): int(n) for model, n in by_model},
+                    "vectors": {
+                        name: int(n) for key, n in by_model if (name := current_model(str(key))) is not None
+                    },
                     "facts": embeddable,
                     "fact_vectors": {
                         str(model): embeddable - len(fact_vector_plan(conn, memory_id, str(model)).missing)

@@ -17,6 +17,7 @@ change and negation words (现在吃了, 不再, 戒了, no longer, again) befor
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from convmem_graph.extractors._lexicon import EN_RELATIONS, EN_SPECIES
 from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_VERBS_EN, PET_VERBS_ZH, alternation
@@ -201,6 +202,51 @@ _EN_LEAD_TIME = re.compile(
 _EN_COMMA_WHEN = re.compile(r",\s+(?=(?:last|this|a few|two|three|\d+)\s+\w+(?:\s+ago)?$|recently$)")
 
 
+# Gates (issue 24 item 3): each pattern below tries its leading ``\s*`` at every position of a
+# clause, most of which it cannot match. A gate finds a piece that every match of its pattern
+# holds (a literal, or the words an end-anchored pattern must end with, with the same flags, so
+# the same case folding), and a clause without that piece skips the pattern: the output is the
+# same by construction (tests/unit/extractors/test_clause_gates.py checks it on generated and
+# real clauses). An end-anchored gate reads the clause's last characters only: ``$`` matches at
+# the end or before a final newline, so the words sit within that many characters of the end.
+_TAIL_END = re.compile(
+    r"(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well|by the way|btw|at all)\n?\Z",
+    re.IGNORECASE,
+)
+_LEISURE_END = re.compile(r"(?:off|weekends?|time|can)\n?\Z", re.IGNORECASE)
+_NOW_END = re.compile(r"(?:now|days)\n?\Z")
+_BECAUSE_WORD = re.compile(r"since|cause", re.IGNORECASE)
+
+
+def _may_tail(text: str) -> bool:
+    # Every branch but two needs a comma; those two end in a closing word ("anyway", "at all").
+    return "," in text or _TAIL_END.search(text[-14:]) is not None
+
+
+def _may_leisure(text: str) -> bool:
+    return _LEISURE_END.search(text[-10:]) is not None
+
+
+def _may_now(text: str) -> bool:
+    return _NOW_END.search(text[-6:]) is not None
+
+
+def _may_because(text: str) -> bool:
+    return _BECAUSE_WORD.search(text) is not None
+
+
+def _may_call(text: str) -> bool:
+    return "call" in text or "name" in text
+
+
+def _may_called_name(text: str) -> bool:
+    return " called " in text or " named " in text
+
+
+def _may_marker(text: str) -> bool:
+    return "now" in text or "also" in text or "then" in text or "these days" in text
+
+
 def mark_discourse(text: str) -> str:
     """Insert clause breaks before discourse markers that start a new first-person statement.
 
@@ -213,9 +259,11 @@ def mark_discourse(text: str) -> str:
     if "我" in text:
         text = _ZH_MARKERS.sub(r"，\1", text)
     if " " in text:
-        text = _EN_MARKERS.sub(r", \1 ", text)
-        # "..., and we call her Olive" names the pet just got: kept in its clause, not split off.
-        text = _EN_AND_CALL_IT.sub(" named ", text)
+        if _may_marker(text):
+            text = _EN_MARKERS.sub(r", \1 ", text)
+        if _may_call(text):
+            # "..., and we call her Olive" names the pet just got: kept in its clause, not split off.
+            text = _EN_AND_CALL_IT.sub(" named ", text)
     return text
 
 
@@ -253,11 +301,11 @@ def strip_tails(text: str) -> str:
     """
     out = text
     for _ in range(3):  # "..., by the way, it's been three years": one tail after another
-        cut = _EN_TAIL.sub("", out)
+        cut = _EN_TAIL.sub("", out) if _may_tail(out) else out
         if cut == out:
             break
         out = cut
-    return _EN_BECAUSE.sub("", out) or text
+    return (_EN_BECAUSE.sub("", out) if _may_because(out) else out) or text
 
 
 def move_lead_time(text: str) -> str:
@@ -297,17 +345,24 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     m = _EN_NOT_ANY_MORE.match(out.rstrip(" .!"))
     if m:
         out = f"I no longer {m.group(1)}{m.group(2)}"
-    out = _EN_TAIL.sub("", out)  # first, so "a mild X allergy, nothing too serious" reads as an allergy
+    if _may_tail(out):  # first, so "a mild X allergy, nothing too serious" reads as an allergy
+        out = _EN_TAIL.sub("", out)
     m = _EN_ALLERGY_NOUN.match(out.rstrip("."))
     if m:
         out = f"I'm {_EN_SEVERITY.get((m['sev'] or '').lower(), '')}allergic to {m['obj']}"
-    out = move_lead_time(out)
-    out = _EN_CALL_IT.sub(lambda m: f" named {m['n']}{m['mid'] or ''}", out.rstrip(" .!"))
-    out = _EN_LEISURE_TAIL.sub("", _EN_TAIL.sub("", out))
-    out = _EN_CALLED_NAME.sub(lambda m: f"{m['sp']} named {m['n']}", out)
+    out = move_lead_time(out).rstrip(" .!")
+    if _may_call(out):
+        out = _EN_CALL_IT.sub(lambda m: f" named {m['n']}{m['mid'] or ''}", out)
+    if _may_tail(out):
+        out = _EN_TAIL.sub("", out)
+    if _may_leisure(out):
+        out = _EN_LEISURE_TAIL.sub("", out)
+    if _may_called_name(out):
+        out = _EN_CALLED_NAME.sub(lambda m: f"{m['sp']} named {m['n']}", out)
     out = _EN_ADVERB.sub("I ", out)
     out = _EN_RELATIVE_IS.sub(r"\1 is ", out)
-    out = _EN_NOW_TAIL.sub("", out)
+    if _may_now(out):
+        out = _EN_NOW_TAIL.sub("", out)
     out = _EN_OUR_PET.sub("My ", out)
     out = _EN_WE_GOT.sub("I ", out)
     out = _EN_WE_LIVE.sub("I ", out).replace("I are living", "I'm living")
@@ -316,3 +371,16 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     if out[:1].islower() and out[:2] in ("i ", "i'", "my"):
         out = out[0].upper() + out[1:]
     return out
+
+
+#: Each gated pattern and its gate: a text the gate refuses holds no match of the pattern.
+GATED: tuple[tuple[re.Pattern[str], Callable[[str], bool]], ...] = (
+    (_EN_TAIL, _may_tail),
+    (_EN_LEISURE_TAIL, _may_leisure),
+    (_EN_NOW_TAIL, _may_now),
+    (_EN_BECAUSE, _may_because),
+    (_EN_CALL_IT, _may_call),
+    (_EN_CALLED_NAME, _may_called_name),
+    (_EN_AND_CALL_IT, _may_call),
+    (_EN_MARKERS, _may_marker),
+)

@@ -65,6 +65,7 @@ from convmem_graph.extractors.variables import (
 )
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store._fact_queries import (
     ACTIVE_BY_CKEY,
     NEWEST_DURABLE,
@@ -167,7 +168,7 @@ class _Facts:
     def __init__(self, store: MemoryStore, memory_id: str, now_ms: int) -> None:
         self.store, self.memory_id, self.now_ms = store, memory_id, now_ms
         with store.read() as conn:
-            rows = list(conn.execute(_NEWEST_PAGE, {"mid": memory_id, "now": now_ms, "limit": _FEW + 1}))
+            rows = select_rows(conn, _NEWEST_PAGE, {"mid": memory_id, "now": now_ms, "limit": _FEW + 1})
         self.complete = len(rows) <= _FEW
         # A fact row costs ~3x more to make a Fragment of than to read: a page that only says "more
         # than _FEW" (every later question goes to the index reads then) is never made into any.
@@ -186,7 +187,7 @@ class _Facts:
             with self.store.read() as conn:
                 rows = []
                 if keys:
-                    by_key = conn.execute(ACTIVE_BY_CKEY, {"mid": self.memory_id, "ckeys": sorted(keys)})
+                    by_key = select_rows(conn, ACTIVE_BY_CKEY, {"mid": self.memory_id, "ckeys": sorted(keys)})
                     rows = [r for r in by_key if usable(r, self.now_ms)]
                 rows += prefix_rows(conn, self.memory_id, prefixes, now_ms=self.now_ms)
                 return fragments_once(r for r in rows if r.id not in besides)
@@ -224,7 +225,7 @@ class _Facts:
             return [f.id for f in self.page if is_cjk_text(f.content) == cjk][:limit]
         params = {"mid": self.memory_id, "now": self.now_ms, "cjk": cjk, "limit": limit}
         with self.store.read() as conn:
-            return [str(row.id) for row in conn.execute(NEWEST_OF_LANGUAGE, params)]
+            return [str(row.id) for row in select_rows(conn, NEWEST_OF_LANGUAGE, params)]
 
     def newest_hobby_family(self) -> Iterator[tuple[Fragment, str]]:
         """Those of the hobby key families with their canonical keys, newest stated first.

@@ -35,6 +35,7 @@ from sqlalchemy import (
     union_all,
 )
 
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store.schema import (
     HOBBY_PREFIXES,
     RECENT_FAMILIES,
@@ -223,7 +224,7 @@ def prefix_rows(
     """
     for prefix in sorted(set(prefixes)):
         lo, hi = key_range(prefix)
-        for row in conn.execute(ACTIVE_IN_RANGE, {"mid": memory_id, "lo": lo, "hi": hi}):
+        for row in select_rows(conn, ACTIVE_IN_RANGE, {"mid": memory_id, "lo": lo, "hi": hi}):
             if usable(row, now_ms):
                 yield row
 
@@ -282,7 +283,7 @@ def _keyset_walk(
     stmt = first
     while True:
         with read() as conn:
-            rows = list(conn.execute(stmt, params))
+            rows = select_rows(conn, stmt, params)
         yield from rows
         if len(rows) < params["limit"]:
             return

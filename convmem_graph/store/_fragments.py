@@ -20,6 +20,7 @@ from convmem_graph._ids import stable_id
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
 from convmem_graph.store._audit import audit_row, messages_cause, write_audit
 from convmem_graph.store._derived import derived_columns, norm_hash
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store._fact_vectors import delete_fact_vectors
 from convmem_graph.store._messages import normalize_text
 from convmem_graph.store._queries import FRAGMENTS_BY_ID, INSERT_FRAGMENTS
@@ -273,7 +274,7 @@ class FragmentWriter:
         self._loaded.update(wanted)
         for part in chunked(wanted):
             params = {"mid": self._memory_id, "ids": list(part)}
-            for row in self._conn.execute(FRAGMENTS_BY_ID, params):
+            for row in select_rows(self._conn, FRAGMENTS_BY_ID, params):
                 self._state[row.id] = row_to_fragment(row)
 
     def get(self, fragment_id_: str) -> Fragment | None:

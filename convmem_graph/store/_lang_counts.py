@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, case, false, func, select
 
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store.schema import fragments, memories
 
 __all__ = [
@@ -196,18 +197,19 @@ _GAP_CAPPED = select(func.count(), func.coalesce(func.sum(_FIRST_OF_GAP.c.zh), 0
 
 
 def _counts(conn: Connection, memory_id: str, now_ms: int, cap: int | None) -> tuple[int, int] | None:
-    row = conn.execute(_COUNTS, {"mid": memory_id}).first()
-    if row is None:
+    found = select_rows(conn, _COUNTS, {"mid": memory_id})
+    if not found:
         return 0, 0
+    row = found[0]
     mark = int(row.expired_through)
     # Behind the mark: the facts expiring in (mark, now] are expired too; before it (a clock that
     # went back, another process's older now): those in (now, mark] are not expired yet.
     lo, hi, sign = (mark, now_ms, 1) if now_ms >= mark else (now_ms, mark, -1)
     params = {"mid": memory_id, "lo": lo, "hi": hi}
     if cap is None:
-        gap, gap_zh = conn.execute(_GAP, params).one()
+        gap, gap_zh = select_rows(conn, _GAP, params)[0]
     else:
-        gap, gap_zh = conn.execute(_GAP_CAPPED, {**params, "cap": cap + 1}).one()
+        gap, gap_zh = select_rows(conn, _GAP_CAPPED, {**params, "cap": cap + 1})[0]
         if int(gap) > cap:
             return None
     expired_zh = int(row.expired_zh) + sign * int(gap_zh)

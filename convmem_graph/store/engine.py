@@ -39,6 +39,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool, StaticPool
 from sqlalchemy.sql.dml import Insert
 
+from convmem_graph.store._driver import driver_execute
 from convmem_graph.store.urls import is_memory_sqlite
 from convmem_graph.store.write_gate import WriteTimeout, remaining_wait, write_timeout
 
@@ -401,7 +402,9 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
             return
         left = remaining_wait()
         if left is None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # On the driver: a live turn begins five writes, and SQLAlchemy's statement
+            # machinery cost more than SQLite's BEGIN itself (errors raised as SQLAlchemy's).
+            driver_execute(conn, "BEGIN IMMEDIATE")
             return
         _begin_bounded(conn, left, write_timeout() or left)
 

@@ -20,6 +20,7 @@ from convmem_graph.models import (
 )
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._audit import audit_row, write_audit
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store._messages import (
     MESSAGE_COLUMNS,
     insert_messages,
@@ -103,7 +104,7 @@ class MessageRecords(StoreCore):
             returns = self._backend.returns_rows
             before = 0
             if index and not returns and not created:
-                before = int(conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar() or 0)
+                before = int(select_rows(conn, Q.MAX_SEQ, {"mid": memory_id})[0][0] or 0)
             replaced: list[tuple[int, str]] = []
             stamped: list[PgStamp] = []
             # On PostgreSQL the insert's own statement indexes the new rows and stamps the memory
@@ -126,7 +127,7 @@ class MessageRecords(StoreCore):
                 if index:
                     # This memory's writers take turns, so every seq above ``before`` is this batch's.
                     # One fetch of all rows: iterating the result fetched them one call at a time.
-                    new_rows = conn.execute(Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before}).all()
+                    new_rows = select_rows(conn, Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
                     self._backend.episodes.add(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
         if stamped:
@@ -180,7 +181,7 @@ class MessageRecords(StoreCore):
                 return [(seq, known[mid]) for seq, mid in picked]
         params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
-            rows = conn.execute(Q.MESSAGES_AFTER, params)
+            rows = select_rows(conn, Q.MESSAGES_AFTER, params)
             if not known:
                 return [(int(row[0]), row_to_message(row)) for row in rows]
             return [(int(row[0]), known.get(row.id) or row_to_message(row)) for row in rows]
@@ -192,14 +193,14 @@ class MessageRecords(StoreCore):
         """
         params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
-            return [(int(seq), str(mid)) for seq, mid in conn.execute(Q.MESSAGE_IDS_AFTER, params)]
+            return [(int(seq), str(mid)) for seq, mid in select_rows(conn, Q.MESSAGE_IDS_AFTER, params)]
 
     def recent_messages(self, memory_id: str, n: int) -> list[Message]:
         """Return the last ``n`` messages by (timestamp, seq), oldest first."""
         if n <= 0:
             return []
         with self._read() as conn:
-            rows = list(conn.execute(Q.RECENT_MESSAGES, {"mid": memory_id, "limit": n}))
+            rows = select_rows(conn, Q.RECENT_MESSAGES, {"mid": memory_id, "limit": n})
         return [row_to_message(r) for r in reversed(rows)]
 
     def get_messages(self, memory_id: str, ids: Sequence[str]) -> list[Message]:
@@ -334,9 +335,10 @@ class MessageRecords(StoreCore):
         """Return the processing state of a memory in one query (zeros if unknown)."""
 
         def load(conn: Connection) -> Cursors | None:
-            row = conn.execute(Q.CURSORS, {"mid": memory_id}).first()
-            if row is None:
+            rows = select_rows(conn, Q.CURSORS, {"mid": memory_id})
+            if not rows:
                 return None
+            row = rows[0]
             return Cursors(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), bool(row[3]))
 
         found = self._cached("cursors", memory_id, load)
@@ -344,5 +346,5 @@ class MessageRecords(StoreCore):
 
     def _cursor(self, memory_id: str, query: Any) -> int:
         with self._read() as conn:
-            value = conn.execute(query, {"mid": memory_id}).scalar()
-        return int(value or 0)
+            rows = select_rows(conn, query, {"mid": memory_id})
+        return int(rows[0][0] or 0) if rows else 0

@@ -34,6 +34,7 @@ from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
 from convmem_graph.store._fragments import index_names, upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts, install_language_triggers
 from convmem_graph.store._pgvector import enable_pgvector
+from convmem_graph.store._snapshot_revisions import ensure_snapshot_revisions
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
@@ -205,7 +206,7 @@ def _expired_counts(conn: Connection) -> None:
 
 
 def _ascending_fact_indexes(conn: Connection) -> None:
-    """Migration 11: the fact indexes read newest first, rebuilt oldest first (``ASCENDING_INDEXES``).
+    """Migration 13: the fact indexes read newest first, rebuilt oldest first (``ASCENDING_INDEXES``).
 
     Same names and columns, every column's direction reversed: each statement's ORDER BY is then
     served by reading the index backwards (the same plan), and facts written in time order fill
@@ -240,6 +241,17 @@ def _pgvector_vectors(conn: Connection) -> None:
     enable_pgvector(conn)
 
 
+def _turn_vectors_by_model(conn: Connection) -> None:
+    """Migration 11: ``ix_cm_turn_vectors_model``, the turn vectors by memory, model and seq.
+
+    Vectors are keyed by the vector text's form too (``_vectors.vector_key``): a store upgraded
+    from before holds every vector under another key, and the search's check of its newest
+    vector must not walk them all.
+    """
+    if "ix_cm_turn_vectors_model" not in index_names(conn, turn_vectors.name):
+        next(i for i in turn_vectors.indexes if i.name == "ix_cm_turn_vectors_model").create(conn)
+
+
 #: Every migration, in order. Append only; never renumber or edit an applied one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
@@ -252,7 +264,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "fact vectors", create_tables(fact_vectors, fact_vector_stamps)),
     Migration(9, "fact revisions", ensure_fact_revisions),
     Migration(10, "expired language counts, key families", _expired_counts),
-    Migration(11, "fact indexes stored oldest first", _ascending_fact_indexes),
+    Migration(11, "turn vectors by model", _turn_vectors_by_model),
+    Migration(12, "snapshot revisions", ensure_snapshot_revisions),
+    Migration(13, "fact indexes stored oldest first", _ascending_fact_indexes),
 )
 
 

@@ -19,8 +19,9 @@ from convmem_graph.store import _queries as Q
 from convmem_graph.store._driver import DriverOpener, ReadOpener
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, bucket, collect
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
+from convmem_graph.store._snapshot_revisions import SnapshotRow
 from convmem_graph.store._summary_facts import STRONGEST_BOTH
-from convmem_graph.store.engine import advisory_key, dumps
+from convmem_graph.store.engine import advisory_key, dumps, insert_ignore
 from convmem_graph.store.episodes import PG_VERSION, EpisodeIndex, EpisodeSearch
 from convmem_graph.store.schema import add_postgres_options, memories, messages, snapshots
 from convmem_graph.text.terms import search_terms, stem, stemmed_terms
@@ -283,6 +284,11 @@ class PostgresBackend:
 
         return write
 
+    @staticmethod
+    def ensure_memory_row(conn: Connection, row: dict[str, Any]) -> bool:
+        """Insert the memory's row unless it exists; whether it was inserted."""
+        return bool(conn.execute(insert_ignore("postgresql", memories), row).rowcount == 1)
+
     def touch(self, conn: Connection, params: dict[str, Any]) -> None:
         """Drop the cached snapshot and move ``updated_at``: one statement (a round trip each counts)."""
         conn.execute(Q.PG_TOUCH, params)
@@ -328,11 +334,13 @@ class PostgresBackend:
             return self.episodes.search(conn, memory_id, query, limit=limit)
 
     @staticmethod
-    def snapshot_data(read: ReadOpener, driver: DriverOpener, memory_id: str) -> str | None:
-        """The cached snapshot's JSON text."""
+    def snapshot_row(
+        read: ReadOpener, driver: DriverOpener, memory_id: str, kept_rev: int | None
+    ) -> SnapshotRow | None:
+        """The cached snapshot's JSON text (no revision here: the caller compares the text)."""
         with read() as conn:
             data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
-        return None if data is None else str(data)
+        return None if data is None else SnapshotRow(None, str(data), committed=False)
 
     @staticmethod
     def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:

@@ -254,6 +254,7 @@ SHARED_TABLES: dict[str, str] = {
     profile_schemas.name: "Bailian profile schemas apply to every user of a workspace",
     schema_migrations.name: "the store's applied schema migrations",
     "cm_episode_meta": "the episodic index's format versions",
+    "cm_snapshot_clock": "the clock of the call-start snapshots' revisions (one row)",
     "checkpoint_migrations": "the LangGraph PostgreSQL saver's applied migrations",
     # Its ``owner`` column is a setup process's random token, not a memory.
     "convmem_setup_leases": "the PostgreSQL checkpoint setup's lease",

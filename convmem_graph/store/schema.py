@@ -319,7 +319,7 @@ Index(
     fragments.c.id,
 )
 
-#: Indexes that are read newest first and were declared so (``DESC``) before migration 11, which
+#: Indexes that are read newest first and were declared so (``DESC``) before migration 13, which
 #: rebuilds them oldest first. Facts arrive in time order, so each new entry lands after the last
 #: one of its range; in a ``DESC`` index it lands before the first, and SQLite's B-tree split there
 #: left every page about half full (measured: 50 % against 89 % for the same entries ascending).

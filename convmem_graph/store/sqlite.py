@@ -17,17 +17,17 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, Connection, Engine, Row, select
 
 from convmem_graph.store import _fact_queries as FQ
-from convmem_graph.store import _queries as Q
-from convmem_graph.store._driver import DriverOpener, ReadOpener
+from convmem_graph.store._driver import DriverOpener, ReadOpener, driver_execute, select_rows
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, SEQ_MASK, rowid_range, search_sqlite
 from convmem_graph.store._fresh_sqlite import is_empty, set_up_fresh
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
+from convmem_graph.store._snapshot_revisions import SnapshotRow, read_snapshot_row
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store._summary_facts import STRONGEST_DURABLE, STRONGEST_TEMPORARY
 from convmem_graph.store.engine import execute_upsert
 from convmem_graph.store.episodes import TEXT_VERSION, EpisodeIndex, EpisodeSearch, episode_text
 from convmem_graph.store.locks import file_memory_lock
-from convmem_graph.store.schema import messages, snapshots, summaries
+from convmem_graph.store.schema import memories, messages, snapshots, summaries
 from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
 
@@ -128,7 +128,6 @@ class SqliteEpisodeIndex(EpisodeIndex):
 
 
 #: The cached snapshot's JSON as the bytes SQLite stores.
-_SNAPSHOT_BYTES = f"SELECT CAST(data AS BLOB) FROM {snapshots.name} WHERE memory_id = ?"
 
 #: The one instance every SQLite store uses (it holds no state).
 SQLITE_EPISODES = SqliteEpisodeIndex()
@@ -225,10 +224,35 @@ class SqliteBackend:
 
         return write
 
+    @staticmethod
+    def ensure_memory_row(conn: Connection, row: dict[str, Any]) -> bool:
+        """Insert the memory's row unless it exists; whether it was inserted.
+
+        On the driver (see :func:`~convmem_graph.store._driver.driver_execute`): every write of a
+        live turn makes it. The other columns get their schema defaults (0), as SQLAlchemy's
+        insert gives them.
+        """
+        params = (
+            row["memory_id"],
+            row["description"],
+            row["created_at"],
+            row["updated_at"],
+            row["extracted_seq"],
+            row["summarized_seq"],
+        )
+        return bool(driver_execute(conn, _ENSURE_SQL, params).rowcount == 1)
+
     def touch(self, conn: Connection, params: dict[str, Any]) -> None:
-        """Drop the memory's cached snapshot and move its ``updated_at`` (and ``facts_dirty``)."""
-        conn.execute(Q.DROP_SNAPSHOT, {"mid": params["mid"]})
-        conn.execute(Q.SET_UPDATED_AT if params["dirty"] is None else Q.SET_UPDATED_AT_DIRTY, params)
+        """Drop the memory's cached snapshot and move its ``updated_at`` (and ``facts_dirty``).
+
+        On the driver: each write of a live turn ends with these two statements.
+        """
+        mid = params["mid"]
+        driver_execute(conn, _DROP_SNAPSHOT_SQL, (mid,))
+        if params["dirty"] is None:
+            driver_execute(conn, _SET_UPDATED_AT_SQL, (params["now"], mid))
+        else:
+            driver_execute(conn, _SET_UPDATED_AT_DIRTY_SQL, (params["now"], params["dirty"], mid))
 
     def related_fact_rows(
         self, conn: Connection, memory_id: str, ckeys: Sequence[str], hashes: Sequence[int]
@@ -237,8 +261,8 @@ class SqliteBackend:
 
         Two statements, not one with OR: each is then an index lookup.
         """
-        rows = list(conn.execute(FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys}))
-        rows += conn.execute(FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes})
+        rows = select_rows(conn, FQ.ACTIVE_BY_CKEY, {"mid": memory_id, "ckeys": ckeys})
+        rows += select_rows(conn, FQ.ACTIVE_BY_HASH, {"mid": memory_id, "hashes": hashes})
         return rows
 
     def context_fact_rows(
@@ -249,29 +273,27 @@ class SqliteBackend:
         A range that is a whole family with an index of its own (``pet:``, ``plan:``) reads that
         index's first rows; any other range is read and sorted.
         """
-        rows = (
-            list(conn.execute(FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit})) if limit > 0 else []
-        )
+        rows = select_rows(conn, FQ.RECENTLY_UPDATED, {"mid": memory_id, "limit": limit}) if limit > 0 else []
         for lo, hi in ranges:
             family = FQ.indexed_family(lo, hi)
             if family is not None:
-                rows += conn.execute(
-                    FQ.RECENTLY_UPDATED_IN_FAMILY[family], {"mid": memory_id, "limit": per_prefix}
+                rows += select_rows(
+                    conn, FQ.RECENTLY_UPDATED_IN_FAMILY[family], {"mid": memory_id, "limit": per_prefix}
                 )
                 continue
             params = {"mid": memory_id, "lo": lo, "hi": hi, "limit": per_prefix}
-            rows += conn.execute(FQ.RECENTLY_UPDATED_IN_RANGE, params)
+            rows += select_rows(conn, FQ.RECENTLY_UPDATED_IN_RANGE, params)
         return rows
 
     def advance_extracted(
         self, conn: Connection, memory_id: str, upto_seq: int, now_ms: int, *, changed: bool, facts: bool
     ) -> None:
         """Move the extraction cursor; touch the memory when facts changed (up to three statements)."""
-        cursor = conn.execute(Q.ADVANCE_EXTRACTED, {"mid": memory_id, "upto": upto_seq})
+        cursor = driver_execute(conn, _ADVANCE_SQL["extracted_seq"], (upto_seq, memory_id, upto_seq))
         if changed:
             self.touch(conn, {"mid": memory_id, "now": now_ms, "dirty": 1 if facts else None})
         elif cursor.rowcount:
-            conn.execute(Q.SET_UPDATED_AT, {"mid": memory_id, "now": now_ms})
+            driver_execute(conn, _SET_UPDATED_AT_SQL, (now_ms, memory_id))
 
     @staticmethod
     def search_episodes(
@@ -282,11 +304,16 @@ class SqliteBackend:
             return search_sqlite(raw, memory_id, query, limit=limit)
 
     @staticmethod
-    def snapshot_data(read: ReadOpener, driver: DriverOpener, memory_id: str) -> bytes | None:
-        """The cached snapshot's JSON as the bytes SQLite stores (compared without decoding them)."""
+    def snapshot_row(
+        read: ReadOpener, driver: DriverOpener, memory_id: str, kept_rev: int | None
+    ) -> SnapshotRow | None:
+        """The cached snapshot's revision and JSON bytes, these only when the revision is new.
+
+        See :mod:`convmem_graph.store._snapshot_revisions`: one primary-key read, and the ~93 kB
+        row of a full memory is not fetched when the memory's snapshot did not change.
+        """
         with driver() as raw:
-            row = raw.execute(_SNAPSHOT_BYTES, (memory_id,)).fetchone()
-        return None if row is None else cast(bytes, row[0])
+            return read_snapshot_row(raw, memory_id, kept_rev)
 
     @staticmethod
     def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:
@@ -305,7 +332,7 @@ class SqliteBackend:
     def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
         """Write the summary row, move the summary cursor and touch the memory."""
         execute_upsert(conn, summaries, ("memory_id",), row)
-        conn.execute(Q.ADVANCE_SUMMARIZED, {"mid": row["memory_id"], "upto": upto_seq})
+        driver_execute(conn, _ADVANCE_SQL["summarized_seq"], (upto_seq, row["memory_id"], upto_seq))
         self.touch(conn, {"mid": row["memory_id"], "now": now_ms, "dirty": None})
 
     @contextmanager
@@ -325,6 +352,22 @@ class SqliteBackend:
         finally:
             conn.exec_driver_sql("PRAGMA secure_delete=OFF")
 
+
+#: The live turn's fixed writes as the driver runs them (the same statements as
+#: ``_queries``' ``DROP_SNAPSHOT``, ``SET_UPDATED_AT(_DIRTY)``, ``ADVANCE_*`` and the memory's
+#: insert-or-ignore; ``tests/unit/store/test_driver_writes.py`` holds them to those).
+_ENSURE_SQL = (
+    f"INSERT INTO {memories.name} (memory_id, description, created_at, updated_at, extracted_seq,"
+    " summarized_seq, facts_dirty, facts_zh, facts_other, expired_through, expired_zh, expired_other)"
+    " VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0) ON CONFLICT DO NOTHING"
+)
+_DROP_SNAPSHOT_SQL = f"DELETE FROM {snapshots.name} WHERE memory_id = ?"
+_SET_UPDATED_AT_SQL = f"UPDATE {memories.name} SET updated_at = ? WHERE memory_id = ?"
+_SET_UPDATED_AT_DIRTY_SQL = f"UPDATE {memories.name} SET updated_at = ?, facts_dirty = ? WHERE memory_id = ?"
+_ADVANCE_SQL = {
+    cursor: f"UPDATE {memories.name} SET {cursor} = ? WHERE memory_id = ? AND {cursor} < ?"
+    for cursor in ("extracted_seq", "summarized_seq")
+}
 
 _MARKS = ", ".join("?" * len(INSERT_COLUMNS))
 _INSERT_SQL = f"INSERT INTO {messages.name} ({', '.join(INSERT_COLUMNS)}) VALUES ({_MARKS})"

@@ -2,11 +2,11 @@
 
 ``convmem inject`` is one process per call start, and importing SQLAlchemy was a third of its wall
 time (~0.1 s of ~0.34 s). A call start reads two things: the memory's cached snapshot (one
-primary-key row) and, with a query, its episodic search. This reader answers both on a file that
-this version set up (its schema stamp), with the same SQL and the same search code as
-:class:`~convmem_graph.store.MemoryStore`, and declines everything else: another version's file,
-a memory without a cached snapshot. The caller then opens the full store, which sets up, builds
-and reports what is missing.
+primary-key row, fetched again only when its revision moved) and, with a query, its episodic
+search. This reader answers both on a file that this version set up (its schema stamp), with the
+same SQL and the same search code as :class:`~convmem_graph.store.MemoryStore`, and declines
+everything else: another version's file, a memory without a cached snapshot. The caller then
+opens the full store, which sets up, builds and reports what is missing.
 
 Example:
     >>> reader = SqliteSnapshotReader.open("no-such-file.db")
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from convmem_graph.models import EpisodeSearch, MemorySnapshot
 from convmem_graph.store._episode_search import search_sqlite
+from convmem_graph.store._snapshot_revisions import read_snapshot_row
 from convmem_graph.store._stamp import SCHEMA_STAMP
 
 __all__ = ["SqliteSnapshotReader"]
@@ -37,6 +38,9 @@ class SqliteSnapshotReader:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        # memory id -> (snapshot revision, parsed snapshot): a reader kept open for several call
+        # starts reads the row again only when the memory's snapshot changed (any writer).
+        self._parsed: dict[str, tuple[int, MemorySnapshot]] = {}
 
     @classmethod
     def open(cls, path: str | Path) -> SqliteSnapshotReader | None:
@@ -69,9 +73,24 @@ class SqliteSnapshotReader:
         return cls(conn)
 
     def load_snapshot(self, memory_id: str) -> MemorySnapshot | None:
-        """The memory's cached snapshot; None when it has none (unknown memory, or a change cleared it)."""
-        row = self._conn.execute("SELECT data FROM cm_snapshots WHERE memory_id = ?", (memory_id,)).fetchone()
-        return None if row is None else MemorySnapshot.model_validate_json(row[0])
+        """The memory's cached snapshot; None when it has none (unknown memory, or a change cleared it).
+
+        Treat it as read-only: the next call returns the same object while the row is unchanged.
+        """
+        hit = self._parsed.get(memory_id)
+        found = read_snapshot_row(self._conn, memory_id, hit[0] if hit is not None else None)
+        if found is None:
+            self._parsed.pop(memory_id, None)
+            return None
+        if found.data is None and hit is not None:
+            return hit[1]  # the stamp read equals the kept one
+        assert found.data is not None  # fetched unless the stamp equals a kept one (handled above)
+        snapshot = MemorySnapshot.model_validate_json(found.data)
+        if found.rev is not None and found.committed:
+            self._parsed[memory_id] = (found.rev, snapshot)
+        else:
+            self._parsed.pop(memory_id, None)
+        return snapshot
 
     def search_episodes(self, memory_id: str, query: str, *, limit: int = 32) -> EpisodeSearch:
         """Search the memory's stored turns for the words of ``query`` (as the store does)."""

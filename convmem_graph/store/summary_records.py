@@ -15,6 +15,7 @@ from convmem_graph.models import (
     Summary,
 )
 from convmem_graph.store import _queries as Q
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store.core import (
     CACHED_KINDS,
     PARSED_SNAPSHOTS,
@@ -35,10 +36,10 @@ __all__ = ["SummaryRecords"]
 
 
 def _read_summary(conn: Connection, memory_id: str) -> Summary | None:
-    row = conn.execute(Q.SUMMARY, {"mid": memory_id}).first()
-    if row is None:
+    rows = select_rows(conn, Q.SUMMARY, {"mid": memory_id})
+    if not rows:
         return None
-    return Summary.model_validate({name: row._mapping[name] for name in Summary.model_fields})
+    return Summary.model_validate({name: getattr(rows[0], name) for name in Summary.model_fields})
 
 
 class SummaryRecords(StoreCore):
@@ -127,22 +128,31 @@ class SummaryRecords(StoreCore):
     def load_snapshot(self, memory_id: str) -> MemorySnapshot | None:
         """Read the cached snapshot by primary key; None when absent or made stale by a change.
 
-        The parsed form of the last rows read is kept in process (compared by their exact text;
-        on SQLite read as bytes through the driver), so a call start on an unchanged memory costs
-        one row read and no parsing. Treat the
-        returned snapshot as read-only: it may be shared with later calls.
+        The parsed form of the last row read is kept in process, so a call start on an unchanged
+        memory parses nothing. On SQLite it is known unchanged by the memory's snapshot revision
+        (:mod:`convmem_graph.store._snapshot_revisions`), read with the row's key: the row itself
+        is fetched only when it changed. Otherwise (PostgreSQL, a SQLite row without a stamp)
+        the row is read and compared with the parsed one by its exact text. Treat the returned
+        snapshot as read-only: it may be shared with later calls.
         """
-        data = self._backend.snapshot_data(self._read, self._driver, memory_id)
-        if data is None:
-            return None
         with self._parsed_lock:
             hit = self._parsed.get(memory_id)
-            if hit is not None and hit[0] == data:
+        found = self._backend.snapshot_row(self._read, self._driver, memory_id, hit[0] if hit else None)
+        if found is None:
+            return None
+        if hit is not None and (found.data is None or found.data == hit[1]):
+            # The stamp read equals the kept one (the row was not fetched), or the same bytes.
+            kept = hit if found.data is None or not found.committed else (found.rev, hit[1], hit[2])
+            with self._parsed_lock:
+                self._parsed[memory_id] = kept
                 self._parsed.move_to_end(memory_id)
-                return hit[1]
+            return hit[2]
+        data = found.data
+        assert data is not None  # fetched unless the stamp equals a kept one (handled above)
         snapshot = MemorySnapshot.model_validate_json(data)
+        # A stamp read inside an open transaction may be rolled back and given again: not kept.
         with self._parsed_lock:
-            self._parsed[memory_id] = (data, snapshot)
+            self._parsed[memory_id] = (found.rev if found.committed else None, data, snapshot)
             self._parsed.move_to_end(memory_id)
             while len(self._parsed) > PARSED_SNAPSHOTS:
                 self._parsed.popitem(last=False)

@@ -21,6 +21,7 @@ from convmem_graph.models import (
 from convmem_graph.store import _queries as Q
 from convmem_graph.store import _variables as var
 from convmem_graph.store._audit import audit_row, write_audit
+from convmem_graph.store._driver import select_rows
 from convmem_graph.store.core import (
     SAME_MESSAGES,
     Cursors,
@@ -82,7 +83,7 @@ class VariableRecords(StoreCore):
         """Return the specs defined for a memory, in definition order (empty if none)."""
 
         def load(conn: Connection) -> list[VariableSpec]:
-            return [var.row_to_spec(r) for r in conn.execute(Q.SPECS, {"mid": memory_id})]
+            return [var.row_to_spec(r) for r in select_rows(conn, Q.SPECS, {"mid": memory_id})]
 
         return list(self._cached("specs", memory_id, load))
 

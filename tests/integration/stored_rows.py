@@ -1,8 +1,12 @@
-"""Every row a replay stores on PostgreSQL, reduced to a digest per table (the stored-rows golden file).
+"""Every row a replay stores, reduced to a digest per table (the stored-rows golden files).
 
 ``python -m tests.integration.stored_rows URL OUT.json`` replays the bundled LoCoMo slice into the
 empty schema at ``URL`` (``search_path`` in the URL) and writes the digests: run it on the revision
-whose rows are the reference (the golden file beside this module came from ``a0ba311``).
+whose rows are the reference (the PostgreSQL golden file beside this module came from ``a0ba311``).
+``python -m tests.integration.stored_rows --sqlite OUT.json`` does the same into a new SQLite file
+(:data:`SQLITE_GOLDEN` came from ``6826a9c``); there the episodic index is digested as its
+``fts5vocab`` instances (term, message), not as FTS5's page blobs, whose layout depends on when
+SQLite merges its segments.
 Columns a replay fills from the wall clock or from its process are left out (also inside JSON
 text), and database-wide serials are made per memory: a message's ``seq`` (and every cursor and
 index row naming one) becomes its position in its memory, because the replay's threads may reach
@@ -39,6 +43,14 @@ SKIPPED = frozenset({"cm_schema_migrations", "cm_replay_progress", "cm_episode_m
 #: LoCoMo conversations and sessions in the slice: 4 memories, about 500 messages.
 CONVERSATIONS, SESSIONS = 2, 6
 GOLDEN = Path(__file__).with_name("stored_rows_golden.json")
+SQLITE_GOLDEN = Path(__file__).with_name("stored_rows_sqlite_golden.json")
+#: Columns of SQLite's read caches, not of what a replay stores: a trigger stamps ``facts_cut`` with
+#: ``random()`` when a fact row goes (store/_fact_revisions.py), so that no earlier revision number
+#: can match it again; ``snap_rev`` is the snapshot's revision (migration 12, after the reference
+#: revision), a counter that moves with every snapshot write.
+SQLITE_VOLATILE = frozenset({"facts_cut", "snap_rev"})
+#: SQLite's FTS5 shadow tables of the episodic index (digested through ``fts5vocab`` instead).
+FTS_SHADOWS = ("_config", "_data", "_docsize", "_idx", "_content")
 
 
 def replay_slice(url: str, workdir: Path) -> None:
@@ -137,14 +149,79 @@ def table_digests(url: str, columns: dict[str, list[str]] | None = None) -> dict
     return out
 
 
+def _digest(cols: list[str], rows: list[tuple[Any, ...]], seqs: list[int], position: dict[int, int]) -> Any:
+    lines = []
+    for row in rows:
+        values = [_canonical(c, v) for c, v in zip(cols, row, strict=True)]
+        for i in seqs:
+            values[i] = position[int(values[i])]
+        lines.append(json.dumps(values, sort_keys=True, ensure_ascii=False))
+    lines.sort()
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return {"columns": cols, "rows": len(lines), "sha256": digest}
+
+
+def sqlite_table_digests(path: Path) -> dict[str, dict[str, Any]]:
+    """:func:`table_digests` of the SQLite file at ``path``.
+
+    The contentless FTS5 index ``cm_episodes`` is read as its ``fts5vocab`` instances (term, the
+    memory's bucket and the message's position in its memory), so two files holding the same
+    lexemes for the same messages compare equal however SQLite laid out their segments.
+    """
+    import sqlite3
+
+    out: dict[str, dict[str, Any]] = {}
+    conn = sqlite3.connect(path)
+    try:
+        position = {0: 0} | {
+            int(seq): int(n)
+            for seq, n in conn.execute(
+                "SELECT seq, row_number() OVER (PARTITION BY memory_id ORDER BY seq) FROM cm_messages"
+            )
+        }
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'cm\\_%' ESCAPE '\\' "
+                "ORDER BY name"
+            )
+        ]
+        fts = {t for t in tables if any(f"{t}{s}" in tables for s in ("_data", "_idx"))}
+        for table in tables:
+            if table in SKIPPED or any(table == f"{f}{s}" for f in fts for s in FTS_SHADOWS):
+                continue
+            if table in fts:
+                conn.execute(f"CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, '{table}', 'instance')")
+                # A row id is ``bucket(memory_id) << 36 | seq`` (store/episodes.py).
+                rows = conn.execute("SELECT term, doc >> 36, doc & 68719476735 FROM temp.vocab").fetchall()
+                conn.execute("DROP TABLE temp.vocab")
+                out[table] = _digest(["term", "bucket", "seq"], rows, [2], position)
+                continue
+            dropped = VOLATILE | SQLITE_VOLATILE | set(SERIALS.get(table, ()))
+            cols = sorted(r[1] for r in conn.execute(f'PRAGMA table_info("{table}")') if r[1] not in dropped)
+            seqs = [cols.index(c) for c in SEQ_COLUMNS.get(table, ())]
+            select = ", ".join(f'"{c}"' for c in cols)
+            rows = conn.execute(f'SELECT {select} FROM "{table}"').fetchall()  # noqa: S608 - catalog names
+            out[table] = _digest(cols, rows, seqs, position)
+    finally:
+        conn.close()
+    return out
+
+
 def main(argv: list[str]) -> int:
-    """Replay the slice into ``argv[0]`` and write its digests to ``argv[1]``."""
+    """Replay the slice into ``argv[0]`` (``--sqlite``: a new SQLite file); digests to ``argv[1]``."""
     import tempfile
 
     url, dest = argv
     with tempfile.TemporaryDirectory() as tmp:
-        replay_slice(url, Path(tmp))
-    Path(dest).write_text(json.dumps(table_digests(url), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        if url == "--sqlite":
+            db = Path(tmp) / "slice.db"
+            replay_slice(str(db), Path(tmp))
+            digests = sqlite_table_digests(db)
+        else:
+            replay_slice(url, Path(tmp))
+            digests = table_digests(url)
+    Path(dest).write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from convmem_graph.store._vectors import vector_key
 from tests.fakes.openai_embeddings import FakeEmbeddingsServer
 from tests.integration.replay_archives import convmem
 
@@ -116,7 +117,7 @@ def test_replay_embeds_every_turn_and_inject_finds_the_answer_by_meaning(
     assert stored == 2 * (len(FILLER) + 1)
     # Every stored turn got one vector of the named model, each sent once.
     assert report["embedded_turns"] == stored and report["embed_seconds"] >= 0
-    assert _vectors(db, "m1") == {"fake-embed": stored}
+    assert _vectors(db, "m1") == {vector_key("fake-embed"): stored}
     assert embeddings_server.texts() == stored
     # The answer shares no word with the question: lexical search alone misses it ...
     assert "Python and C++" not in _block(db, tmp_path)
@@ -177,7 +178,7 @@ def test_ingest_embeds_before_it_returns_and_a_bad_name_is_a_clear_error(
             cwd=tmp_path,
         )
     )
-    assert json.loads(out)["embedded_turns"] == 18 and _vectors(db, "m1") == {"fake-embed": 18}
+    assert json.loads(out)["embedded_turns"] == 18 and _vectors(db, "m1") == {vector_key("fake-embed"): 18}
     bad = convmem(
         "replay",
         archive,

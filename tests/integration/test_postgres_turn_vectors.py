@@ -20,7 +20,12 @@ from sqlalchemy import text
 from convmem_graph.store import MemoryStore, _pgvector, _vectors, migrations
 from convmem_graph.store._pgvector import PGVECTOR_TABLE, enable_pgvector
 from convmem_graph.store.urls import libpq_url
-from tests.unit.store.test_turn_vectors import _search, _store_with_vectors, check_vectors_round_trip
+from tests.unit.store.test_turn_vectors import (
+    _search,
+    _store_with_vectors,
+    check_older_text_form,
+    check_vectors_round_trip,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -62,6 +67,15 @@ def test_vectors_round_trip_postgres_portable(fresh_pg_url: str) -> None:
 def test_vectors_round_trip_pgvector(pgvector_url: str) -> None:
     check_vectors_round_trip(pgvector_url, copies=(PGVECTOR_TABLE,))
     assert _has_table(pgvector_url, PGVECTOR_TABLE)
+
+
+@pytest.mark.usefixtures("portable")
+def test_older_text_form_postgres_portable(fresh_pg_url: str) -> None:
+    check_older_text_form(fresh_pg_url)
+
+
+def test_older_text_form_pgvector(pgvector_url: str) -> None:
+    check_older_text_form(pgvector_url, copies=(PGVECTOR_TABLE,))
 
 
 def test_pgvector_search_matches_the_portable_path(
@@ -112,7 +126,7 @@ def _count_sql_searches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def _wait_cached(store: MemoryStore, model: str = "rand", mid: str = "m") -> None:
-    key = (id(store.engine), mid, model)
+    key = (id(store.engine), mid, _vectors.vector_key(model))
     deadline = time.monotonic() + 30
     while key not in _vectors._cache or _vectors._warming:
         assert time.monotonic() < deadline, "the cache was not warmed within 30 s"

@@ -1,4 +1,4 @@
-"""Migration 11: the fact indexes read newest first are stored oldest first and read backwards.
+"""Migration 13: the fact indexes read newest first are stored oldest first and read backwards.
 
 Issue 24 (disk per message): facts arrive in time order, so in an index declared newest first
 (``DESC``) each new entry lands before the first of its range, where SQLite's B-tree split leaves
@@ -33,9 +33,9 @@ from convmem_graph.store.schema import ASCENDING_INDEXES, fragments
 
 NOW = 1_767_000_000_000
 
-#: The indexes as migration 10 left them (``sqlite_master.sql`` of a file it set up).
+#: The indexes as migrations 1-12 left them (``sqlite_master.sql`` of a file they set up).
 _NEWEST_FIRST = "observed_at DESC, updated_at DESC, created_at DESC, id DESC"
-_COLUMNS_OF_10 = {
+_COLUMNS_BEFORE = {
     "ix_cm_fragments_rank": "memory_id, status, transient, confidence DESC, observed_at DESC, "
     "updated_at DESC, id",
     "ix_cm_fragments_newest": "memory_id, status, transient, observed_at DESC, cjk, expires_at",
@@ -50,18 +50,18 @@ _COLUMNS_OF_10 = {
 }
 _DESC_DDL = {
     name: f"CREATE INDEX {name} ON cm_fragments ({cols}" + ("" if "WHERE" in cols else ")")
-    for name, cols in _COLUMNS_OF_10.items()
+    for name, cols in _COLUMNS_BEFORE.items()
 }
 
 _FAMILIES = ("pref:", "habit:", "food:", "like:", "pet:", "plan:", "profile:")
 
 
-def _to_migration_10(conn: Connection) -> None:
-    """Give a store's database the indexes of migration 10 and forget migration 11."""
+def _before_migration_13(conn: Connection) -> None:
+    """Give a store's database the indexes it had before migration 13, and forget 13."""
     for name, ddl in _DESC_DDL.items():
         conn.exec_driver_sql(f"DROP INDEX {name}")
         conn.exec_driver_sql(ddl)
-    conn.exec_driver_sql("DELETE FROM cm_schema_migrations WHERE version = 11")
+    conn.exec_driver_sql("DELETE FROM cm_schema_migrations WHERE version = 13")
     conn.exec_driver_sql("PRAGMA user_version = 0")
 
 
@@ -171,7 +171,7 @@ def test_an_upgraded_file_keeps_every_row_and_answers_every_read_as_before(
     store = MemoryStore.from_url(str(path))
     try:
         with store.transaction() as conn:
-            _to_migration_10(conn)
+            _before_migration_13(conn)
         _commit(store, arrival, batches)
         with store.read() as conn:
             before_reads = _reads(conn)
@@ -179,7 +179,7 @@ def test_an_upgraded_file_keeps_every_row_and_answers_every_read_as_before(
         store.close()
     assert _index_sql(path) == _DESC_DDL
     before = _dump(path)
-    store = MemoryStore.from_url(str(path))  # the open runs migration 11
+    store = MemoryStore.from_url(str(path))  # the open runs migration 13
     try:
         with store.read() as conn:
             assert _reads(conn) == before_reads
@@ -313,7 +313,7 @@ def test_facts_written_in_time_order_fill_the_pages() -> None:
             store.commit_extraction("m", [_fact(0, 0, 0, 3, False, False)], upto_seq=0, now_ms=NOW)
             with store.transaction() as conn:
                 if layout == "desc":
-                    _to_migration_10(conn)
+                    _before_migration_13(conn)
                 _write_in_time_order(conn, 3000)
             with store.read() as conn:
                 pages[layout] = _pages(conn, ASCENDING_INDEXES)
@@ -324,7 +324,7 @@ def test_facts_written_in_time_order_fill_the_pages() -> None:
 
 
 def test_a_new_database_keeps_the_indexes_migration_1_made() -> None:
-    """Migration 1 already makes the declared indexes: 11 leaves them (a rebuild only frees pages)."""
+    """Migration 1 already makes the declared indexes: 13 leaves them (a rebuild only frees pages)."""
     engine = create_engine("sqlite://")
     ran: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *a: ran.append(str(a[2])))

@@ -181,6 +181,8 @@ def test_the_last_release_s_file_opens_and_migrates_with_its_data_intact(old_fil
         assert ProfileSchemaStore(store).get(schema_id).name == "fixture"
     after = _dump(old_file)
     after.pop("cm_schema_migrations")
+    # Migration 12's clock of snapshot revisions (store/_snapshot_revisions.py) starts at 1.
+    assert after.pop("cm_snapshot_clock") == [(1, 1)]
     for name in set(after) - set(before):  # tables of later migrations start empty
         assert after.pop(name) == [], name
     # Migration 2 appended the language counts to each memory row: the old columns are unchanged.

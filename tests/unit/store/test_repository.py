@@ -850,7 +850,8 @@ def test_tables_are_created_once_and_reopen(tmp_path: Path) -> None:
     with again.engine.connect() as conn:
         names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
     # The store's tables, the side tables of the layers above, the migration record, the turn and
-    # fact vectors and their cache tokens, plus the episodic index (an FTS5 table and its shadow tables).
+    # fact vectors and their cache tokens, the snapshot revisions' clock, plus the episodic index (an
+    # FTS5 table and its shadow tables).
     ours = {t for t in names if t.startswith("cm_") and not t.startswith("cm_episode")}
     assert ours == set(METADATA.tables) | {t.name for t in SIDE_TABLES} | {
         "cm_schema_migrations",
@@ -858,6 +859,7 @@ def test_tables_are_created_once_and_reopen(tmp_path: Path) -> None:
         "cm_turn_vector_stamps",
         "cm_fact_vectors",
         "cm_fact_vector_stamps",
+        "cm_snapshot_clock",
     }
     assert {"cm_episodes", "cm_episode_meta"} <= names
     again.close()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
+import pytest
 from langchain_core.embeddings import Embeddings
 from sqlalchemy import text
 
@@ -153,6 +156,126 @@ def check_vectors_round_trip(url: str, copies: tuple[str, ...] = ()) -> None:
         mem.close()
 
 
+def _rename_vectors(mem: ConvMemory, tables: tuple[str, ...], old: str, new: str) -> None:
+    """Store the vectors under ``old`` as ``new`` in every table (as another text form's)."""
+    with mem.store.engine.begin() as conn:
+        for table in tables:
+            conn.execute(
+                text(f"UPDATE {table} SET model = :new WHERE model = :old"), {"new": new, "old": old}
+            )
+
+
+def check_older_text_form(url: str, copies: tuple[str, ...] = ()) -> None:
+    """Vectors of an older form of the vector text: not scored, embedded again, replaced; delete exact.
+
+    ``copies``: tables holding a searchable copy of ``cm_turn_vectors`` (pgvector's).
+    """
+    from convmem_graph.cli.vectors import _status
+
+    emb = ConceptEmbeddings()
+    mem = ConvMemory.open(url, embeddings=emb, clock=lambda: T0 + 3_600_000, embed_in_background=False)
+    current = _vectors.vector_key(emb.model)
+    try:
+        for mid in ("u1", "u2"):
+            ingest(mem, mid)
+            assert mem.embed_turns(mid) == len(TURNS)
+        assert "Python and C++" in block(mem)
+        # As a store holds them that embedded before the text form had a version: the bare name.
+        _rename_vectors(mem, ("cm_turn_vectors", *copies), current, emb.model)
+        assert "Python" not in block(mem)  # not scored: the turn is found by its words (none shared)
+        assert len(mem.store.missing_turn_vectors("u1", emb.model)) == len(TURNS)
+        assert _status(mem, ["u1"])[0]["vectors"] == {}
+        # Half embedded again: those turns' old vectors are replaced, the others wait, unscored.
+        assert mem.embed_turns("u1", batch=1, limit=2) == 2
+        keys = vector_keys(mem, "cm_turn_vectors")
+        assert sorted(model for m, model, _ in keys if m == "u1") == sorted([current] * 2 + [emb.model] * 2)
+        for copy in copies:
+            assert vector_keys(mem, copy) == keys
+        assert "Python and C++" in block(mem)
+        assert _status(mem, ["u1"])[0]["vectors"] == {emb.model: 2}
+        assert mem.embed_turns("u1") == len(TURNS) - 2
+        assert {model for m, model, _ in vector_keys(mem, "cm_turn_vectors") if m == "u1"} == {current}
+        # Purge and delete take the old form's vectors too.
+        purged = mem.store.purge_messages("u2", before_ms=T0 + 120_000, keep_recent=0, only_processed=False)
+        assert purged == 2
+        assert vector_rows(mem, "u2") == len(TURNS) - 2
+        with mem.store.engine.connect() as conn:
+            orphans = conn.execute(
+                text(
+                    "SELECT count(*) FROM cm_turn_vectors v WHERE NOT EXISTS (SELECT 1 FROM cm_messages m "
+                    "WHERE m.memory_id = v.memory_id AND m.seq = v.seq)"
+                )
+            ).scalar()
+        assert orphans == 0
+        assert mem.delete("u2")
+        for table in ("cm_turn_vectors", *copies):
+            assert vector_rows(mem, "u2", table) == 0
+            assert vector_keys(mem, table) == vector_keys(mem, "cm_turn_vectors")
+    finally:
+        mem.close()
+
+
+def test_vectors_of_an_older_text_form_are_not_used_and_are_replaced_sqlite(tmp_path: Path) -> None:
+    check_older_text_form(str(tmp_path / "v.db"))
+
+
+def test_a_new_text_form_makes_the_current_vectors_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emb = ConceptEmbeddings()
+    mem = ConvMemory.open(
+        str(tmp_path / "v.db"), embeddings=emb, clock=lambda: T0 + 3_600_000, embed_in_background=False
+    )
+    try:
+        ingest(mem)
+        assert mem.embed_turns("u1") == len(TURNS)
+        assert "Python and C++" in block(mem)
+        monkeypatch.setattr(_vectors, "TURN_TEXT_VERSION", _vectors.TURN_TEXT_VERSION + 1)
+        assert "Python" not in block(mem)
+        assert mem.embed_turns("u1") == len(TURNS)
+        assert {model for _, model, _ in vector_keys(mem, "cm_turn_vectors")} == {
+            _vectors.vector_key(emb.model)
+        }
+        assert vector_rows(mem, "u1") == len(TURNS)
+        assert "Python and C++" in block(mem)
+    finally:
+        mem.close()
+
+
+def test_an_upgraded_store_seeks_the_current_forms_newest_vector(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    rng = np.random.default_rng(9)
+    store, seqs = _store_with_vectors(str(db), rng.standard_normal((50, 8)).astype(np.float32))
+    store.close()
+    with closing(sqlite3.connect(db)) as conn:  # as a store before migration 11 left it
+        conn.execute("DROP INDEX ix_cm_turn_vectors_model")
+        conn.execute("UPDATE cm_turn_vectors SET model = 'rand'")  # and before text forms had versions
+        conn.execute("DELETE FROM cm_schema_migrations WHERE version = 11")
+        conn.execute("PRAGMA user_version = 0")
+        conn.commit()
+    store = MemoryStore.from_url(str(db))
+    try:
+        with store.read() as conn:
+            plan = conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT seq FROM cm_turn_vectors WHERE memory_id = 'm' AND model = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (_vectors.vector_key("rand"),),
+            ).all()
+            assert "ix_cm_turn_vectors_model" in " ".join(str(row[-1]) for row in plan)
+            assert _vectors._newest(conn, "m", _vectors.vector_key("rand")) == 0
+        assert _search(store, rng.standard_normal(8).astype(np.float32), 5) == {}  # old form: unscored
+        assert len(store.missing_turn_vectors("m", "rand", limit=100)) == len(seqs)
+    finally:
+        store.close()
+
+
+def test_vector_key_keeps_the_column_width() -> None:
+    key = _vectors.vector_key("m" * 200)
+    assert len(key) == 128 and key.endswith("#text1")
+    assert _vectors.current_model(key) == "m" * 122
+    assert _vectors.current_model("m" * 128) is None
+
+
 def test_vectors_round_trip_sqlite(tmp_path: Path) -> None:
     check_vectors_round_trip(str(tmp_path / "v.db"))
 
@@ -254,7 +377,7 @@ def test_dense_search_cache_follows_appends_replacements_and_deletes(tmp_path: P
     store, seqs = _store_with_vectors(str(tmp_path / "d.db"), matrix[:20])
     try:
         assert next(iter(_search(store, matrix[3], 1))) == seqs[3]
-        key = (id(store.engine), "m", "rand")
+        key = (id(store.engine), "m", _vectors.vector_key("rand"))
         token = _vectors._cache[key].token
         # Turns stored and embedded later (the background worker's case): appended to the cache.
         store.add_messages(

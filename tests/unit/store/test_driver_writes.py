@@ -1,0 +1,230 @@
+"""The live turn's statements on SQLite's driver give what SQLAlchemy's statements gave.
+
+``select_rows`` (specs, values, summary, cursors) against ``conn.execute`` of the same select,
+and the driver's fixed writes (the memory's row, ``touch``, the cursors) against the
+``_queries`` statements they stand for, on one database each; a driver error is SQLAlchemy's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, event, literal, select
+from sqlalchemy.exc import IntegrityError
+
+from convmem_graph.models import Message, VariableSpec
+from convmem_graph.nodes._inference import _NEWEST_PAGE
+from convmem_graph.runner import Lifecycle
+from convmem_graph.state import RawInput
+from convmem_graph.store import MemoryStore
+from convmem_graph.store import _fact_queries as FQ
+from convmem_graph.store import _lang_counts as L
+from convmem_graph.store import _queries as Q
+from convmem_graph.store._driver import driver_execute, select_rows
+from convmem_graph.store.engine import insert_ignore
+from convmem_graph.store.schema import memories, snapshots
+from convmem_graph.store.sqlite import SqliteBackend
+
+T0 = 1_767_268_800_000
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStore:
+    url = str(tmp_path / "d.db") if request.param == "file" else "sqlite://"
+    s = MemoryStore.from_url(url)
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def _fill(store: MemoryStore) -> None:
+    store.define_variables(
+        "m1",
+        [
+            VariableSpec(name="city", description="where", infer=False, allowed_values=["北京", "上海"]),
+            VariableSpec(name="hobbies", type="list"),
+            VariableSpec(name="age", type="integer", allowed_values=None),
+        ],
+    )
+    store.set_manual_variable("m1", "city", "北京")
+    store.set_manual_variable("m1", "hobbies", ["围棋", "chess"])
+    store.commit_summary(
+        "m1", "用户画像：北京。", tokens=7, covers_until_ms=T0, upto_seq=0, now_ms=T0, origin="extractive"
+    )
+    store.add_messages(
+        "m1",
+        [
+            Message(
+                id="u1", role="user", content="我住在北京。", channel="voice", source="asr", timestamp_ms=T0
+            ),
+            Message(
+                id="a1",
+                role="assistant",
+                content="好的。",
+                channel="voice",
+                source="llm",
+                timestamp_ms=T0 + 1,
+                turn_id=4,
+                round_id="r1",
+                interrupted=True,
+                original="好的，我记住了",
+                metadata={"k": [1, "二"]},
+            ),
+        ],
+    )
+    store.ensure_memory("m2")
+    # Facts of several families (durable, temporary), stated through the lifecycle.
+    turns = [
+        "I'm allergic to mango.",
+        "我喜欢围棋。",
+        "I love hiking and jazz.",
+        "我明天要去上海出差。",
+        "My dog is Rex.",
+    ]
+    Lifecycle(store, clock=lambda: T0).run("m1", [RawInput([{"role": "user", "content": t} for t in turns])])
+
+
+#: The selects the turn reads through ``select_rows``, with the parameters beside the memory's id.
+SELECTS = [
+    (Q.SPECS, {}),
+    (Q.VALUES, {}),
+    (Q.SUMMARY, {}),
+    (Q.CURSORS, {}),
+    (Q.EXTRACTED_SEQ, {}),
+    (Q.SUMMARIZED_SEQ, {}),
+    (Q.MESSAGES_AFTER, {"after": 0, "limit": 10}),
+    (Q.MESSAGES_AFTER, {"after": 1, "limit": 1}),
+    (Q.MESSAGE_IDS_AFTER, {"after": 0, "limit": 10}),
+    (Q.RECENT_MESSAGES, {"limit": 30}),
+    (L._COUNTS, {}),
+    (L._GAP, {"lo": 0, "hi": T0 * 2}),
+    (L._GAP_CAPPED, {"lo": 0, "hi": T0 * 2, "cap": 3}),
+    (FQ.ACTIVE_BY_CKEY, {"ckeys": ["allergy:mango", "like:围棋", "hobby:hiking", "nothing"]}),
+    (FQ.ACTIVE_BY_CKEY, {"ckeys": []}),  # an empty IN: through SQLAlchemy
+    (FQ.ACTIVE_BY_HASH, {"hashes": [1, 2]}),
+    (FQ.RECENTLY_UPDATED, {"limit": 3}),
+    (FQ.RECENTLY_UPDATED_IN_RANGE, {"lo": "a", "hi": "z", "limit": 5}),
+    (FQ.ACTIVE_IN_RANGE, {"lo": "a", "hi": "z"}),
+    (FQ.NEWEST_OF_LANGUAGE, {"now": T0, "cjk": True, "limit": 5}),
+    (FQ.NEWEST_OF_LANGUAGE, {"now": T0, "cjk": False, "limit": 5}),
+    (_NEWEST_PAGE, {"now": T0, "limit": 9}),
+    (FQ.NEWEST_OF_KEY_FAMILY[0], {"now": T0, "family": "hobby:", "limit": 2}),
+    (Q.MAX_SEQ, {}),
+    (Q.SEQ_CONTENT_AFTER, {"after": 1}),
+]
+
+
+def test_fragments_by_id_through_the_driver(store: MemoryStore) -> None:
+    _fill(store)
+    ids = [f.id for f in store.list_fragments("m1")] + ["fr_absent"]
+    with store.engine.connect() as conn:
+        want = [tuple(r) for r in conn.execute(Q.FRAGMENTS_BY_ID, {"mid": "m1", "ids": ids})]
+        got = [tuple(r) for r in select_rows(conn, Q.FRAGMENTS_BY_ID, {"mid": "m1", "ids": ids})]
+    assert got == want and len(got) == len(ids) - 1
+
+
+def test_the_facts_are_there(store: MemoryStore) -> None:
+    _fill(store)
+    assert len(store.list_fragments("m1")) >= 4  # the fact selects above read real rows
+
+
+@pytest.mark.parametrize(("stmt", "more"), SELECTS)
+@pytest.mark.parametrize("mid", ["m1", "m2", "absent"])
+def test_select_rows_gives_sqlalchemys_rows(
+    store: MemoryStore, stmt: object, more: dict[str, int], mid: str
+) -> None:
+    _fill(store)
+    params = {"mid": mid, **more}
+    with store.engine.connect() as conn:
+        want = [tuple(r) for r in conn.execute(stmt, params)]  # type: ignore[call-overload]
+        got = select_rows(conn, stmt, params)  # type: ignore[arg-type]
+    assert [tuple(r) for r in got] == want
+    # Same types too (JSON decoded, booleans as bool, not 0/1).
+    assert [[type(c) for c in r] for r in got] == [[type(c) for c in r] for r in want]
+    if got:
+        names = [c.key for c in stmt.selected_columns]  # type: ignore[attr-defined]
+        assert [getattr(got[0], n) for n in names if n] == [
+            v for n, v in zip(names, want[0], strict=True) if n
+        ]
+
+
+def test_select_rows_reads_a_literal_in_list_and_refuses_literal_execute(store: MemoryStore) -> None:
+    _fill(store)
+    stmt = select(memories.c.memory_id).where(memories.c.memory_id.in_(["m1", "m2", "x"]))
+    with store.engine.connect() as conn:
+        assert sorted(r.memory_id for r in select_rows(conn, stmt, {})) == ["m1", "m2"]
+        inline = select(memories.c.memory_id).where(
+            memories.c.memory_id == literal("m1", literal_execute=True)
+        )
+        with pytest.raises(ValueError, match="plain binds"):
+            select_rows(conn, inline, {})
+
+
+def _row(conn: Connection, mid: str) -> tuple[object, ...]:
+    return tuple(conn.execute(select(memories).where(memories.c.memory_id == mid)).one())
+
+
+def test_driver_writes_equal_the_statements_they_stand_for(store: MemoryStore) -> None:
+    backend = SqliteBackend
+    with store.engine.begin() as conn:
+        for mid in ("a", "b"):
+            row = {
+                "memory_id": mid,
+                "description": "",
+                "created_at": T0,
+                "updated_at": T0,
+                "extracted_seq": 0,
+                "summarized_seq": 0,
+            }
+            if mid == "a":
+                assert backend.ensure_memory_row(conn, row) is True
+                assert backend.ensure_memory_row(conn, row) is False  # exists: ignored
+            else:
+                assert conn.execute(insert_ignore("sqlite", memories), row).rowcount == 1
+        assert _row(conn, "a")[1:] == _row(conn, "b")[1:]
+        for dirty in (None, 1, 0):
+            for mid in ("a", "b"):
+                conn.execute(snapshots.insert().values(memory_id=mid, data="{}", updated_at=T0))
+            params = {"now": T0 + 5, "dirty": dirty}
+            SqliteBackend(str(store.url), memory=True).touch(conn, {"mid": "a", **params})
+            conn.execute(Q.DROP_SNAPSHOT, {"mid": "b"})
+            conn.execute(
+                Q.SET_UPDATED_AT if dirty is None else Q.SET_UPDATED_AT_DIRTY, {"mid": "b", **params}
+            )
+            assert _row(conn, "a")[1:] == _row(conn, "b")[1:]
+            assert conn.execute(select(snapshots.c.memory_id)).all() == []
+        for upto in (4, 2, 9):  # a lower cursor never moves it back
+            driver_execute(
+                conn,
+                "UPDATE cm_memories SET extracted_seq = ? WHERE memory_id = ? AND extracted_seq < ?",
+                (upto, "a", upto),
+            )
+            conn.execute(Q.ADVANCE_EXTRACTED, {"mid": "b", "upto": upto})
+            assert _row(conn, "a")[1:] == _row(conn, "b")[1:]
+
+
+def test_a_driver_error_is_sqlalchemys(store: MemoryStore) -> None:
+    # A row missing its NOT NULL columns: the driver's IntegrityError comes as SQLAlchemy's.
+    sql = "INSERT INTO cm_memories (memory_id) VALUES (?)"
+    with store.engine.begin() as conn, pytest.raises(IntegrityError, match="NOT NULL"):
+        driver_execute(conn, sql, ("x",))
+
+
+def test_listeners_and_echo_see_the_driver_statements(store: MemoryStore) -> None:
+    _fill(store)
+    seen: list[str] = []
+
+    def record(_c: object, _cur: object, sql: str, *_: object) -> None:
+        seen.append(sql)
+
+    with store.engine.connect() as conn:
+        quiet = select_rows(conn, Q.SPECS, {"mid": "m1"})
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        with store.engine.begin() as conn:
+            heard = select_rows(conn, Q.SPECS, {"mid": "m1"})
+            SqliteBackend(str(store.url), memory=True).touch(conn, {"mid": "m1", "now": T0, "dirty": None})
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    assert heard == quiet  # the same rows through SQLAlchemy's path
+    assert [s.split()[0] for s in seen] == ["SELECT", "DELETE", "UPDATE"]
