@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
+from sqlalchemy.schema import CreateIndex
 
 from convmem_graph._time import now_ms
 from convmem_graph.store._fact_revisions import ensure_fact_revisions
@@ -37,7 +38,14 @@ from convmem_graph.store._snapshot_revisions import ensure_snapshot_revisions
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
-from convmem_graph.store.schema import METADATA, OBSOLETE_INDEXES, fragments, memories, round_interruptions
+from convmem_graph.store.schema import (
+    ASCENDING_INDEXES,
+    METADATA,
+    OBSOLETE_INDEXES,
+    fragments,
+    memories,
+    round_interruptions,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -197,6 +205,33 @@ def _expired_counts(conn: Connection) -> None:
     install_language_triggers(conn)
 
 
+def _ascending_fact_indexes(conn: Connection) -> None:
+    """Migration 13: the fact indexes read newest first, rebuilt oldest first (``ASCENDING_INDEXES``).
+
+    Same names and columns, every column's direction reversed: each statement's ORDER BY is then
+    served by reading the index backwards (the same plan), and facts written in time order fill
+    its pages instead of leaving them half empty. Dropped and created again in the set-up's
+    transaction, so a file holds either the old indexes or the new ones. On SQLite an index
+    already as declared is left alone (a new file, made by migration 1 with this version's
+    indexes: rebuilding them would only leave free pages behind); PostgreSQL rebuilds each.
+    """
+    sqlite = conn.dialect.name == "sqlite"
+    found: dict[str, str] = {}
+    if sqlite:
+        rows = conn.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (fragments.name,)
+        )
+        found = {str(name): str(sql) for name, sql in rows}
+    for index in sorted(fragments.indexes, key=lambda i: str(i.name)):
+        name = str(index.name)
+        if name not in ASCENDING_INDEXES:
+            continue
+        if sqlite and found.get(name) == str(CreateIndex(index).compile(dialect=conn.dialect)):
+            continue
+        conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
+        index.create(conn)
+
+
 def _pgvector_vectors(conn: Connection) -> None:
     """Migration 7: turn vectors searched by pgvector where the server has it.
 
@@ -231,6 +266,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "expired language counts, key families", _expired_counts),
     Migration(11, "turn vectors by model", _turn_vectors_by_model),
     Migration(12, "snapshot revisions", ensure_snapshot_revisions),
+    Migration(13, "fact indexes stored oldest first", _ascending_fact_indexes),
 )
 
 
