@@ -65,11 +65,6 @@ WRITE_OPTION = "convmem_write"
 #: Bound parameters per ``IN (...)`` list, below SQLite's historical limit of 999.
 IN_CHUNK = 500
 _BUSY_TIMEOUT_MS = 30_000
-#: Page size of a new SQLite file (set before anything is written; an existing file keeps its own).
-#: Each of the store's ~75 tables and indexes takes at least one page, most of them empty side
-#: tables, so 4 KB pages cost a new memory ~300 KB before its first message: 2 KB halves that
-#: (LoCoMo, 1k messages: 807 -> 659 bytes per message; at 100k, 379 -> 386).
-NEW_FILE_PAGE_SIZE = 2048
 
 _T = TypeVar("_T")
 
@@ -381,8 +376,6 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
             # The timeout first; then WAL, which a new file shared with other processes may refuse
             # for a moment while one of them switches it (see _enable_wal).
             cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-            # Before WAL: switching a new file to WAL writes its header, which fixes the page size.
-            cursor.execute(f"PRAGMA page_size={NEW_FILE_PAGE_SIZE}")
             if wal:
                 _enable_wal(cursor)
             cursor.execute("PRAGMA foreign_keys=ON")
