@@ -344,6 +344,35 @@ def test_a_turn_is_embedded_after_the_turn_before_with_its_date_and_speaker_and_
         mem.close()
 
 
+def test_a_turn_after_its_own_voice_is_embedded_without_that_turn(tmp_path: Path) -> None:
+    # The turn before is context for a reply; after the same voice (same role and speaker) it is
+    # mostly another subject, as in a diary of unrelated messages, and is left out.
+    emb = RecordingEmbeddings()
+    mem = ConvMemory.open(str(tmp_path / "m.db"), embeddings=emb, embed_in_background=False)
+    try:
+        mem.ingest(
+            "u1",
+            [
+                {"role": "user", "content": "I won the drawing contest", "timestamp": T0},
+                {"role": "user", "content": "My cat is ill", "timestamp": T0 + 60_000},
+                {"role": "assistant", "content": "Sorry to hear", "timestamp": T0 + 120_000},
+                {"role": "user", "content": "Thanks", "timestamp": T0 + 180_000, "name": "James"},
+                {"role": "user", "content": "See you", "timestamp": T0 + 240_000, "name": "James"},
+            ],
+            source="openai",
+        )
+        assert mem.embed_turns("u1") == 5
+        assert emb.texts == [
+            "[3 March 2024] I won the drawing contest",
+            "[3 March 2024] My cat is ill",
+            "My cat is ill\n[3 March 2024] Sorry to hear",
+            "Sorry to hear\n[3 March 2024] James: Thanks",
+            "[3 March 2024] James: See you",
+        ]
+    finally:
+        mem.close()
+
+
 def test_turn_vector_text_reads_the_offset_in_metadata() -> None:
     # 23:30 UTC on 2 March is 3 March at UTC+1; a bad offset falls back to the script's rule.
     ts = 1_709_422_200_000
