@@ -271,7 +271,7 @@ def test_an_upgraded_store_seeks_the_current_forms_newest_vector(tmp_path: Path)
 
 def test_vector_key_keeps_the_column_width() -> None:
     key = _vectors.vector_key("m" * 200)
-    assert len(key) == 128 and key.endswith("#text1")
+    assert len(key) == 128 and key.endswith(f"#text{_vectors.TURN_TEXT_VERSION}")
     assert _vectors.current_model(key) == "m" * 122
     assert _vectors.current_model("m" * 128) is None
 
@@ -463,6 +463,35 @@ def test_a_turn_is_embedded_after_the_turn_before_with_its_date_and_speaker_and_
         stored = [m.content for m in mem.store.recent_messages("u1", 10)]
         assert stored == [TURNS[0], "Nice!", "我养了一只小狗", "Rust too"]
         assert "James: I have" not in block(mem)
+    finally:
+        mem.close()
+
+
+def test_a_turn_after_its_own_voice_is_embedded_without_that_turn(tmp_path: Path) -> None:
+    # The turn before is context for a reply; after the same voice (same role and speaker) it is
+    # mostly another subject, as in a diary of unrelated messages, and is left out.
+    emb = RecordingEmbeddings()
+    mem = ConvMemory.open(str(tmp_path / "m.db"), embeddings=emb, embed_in_background=False)
+    try:
+        mem.ingest(
+            "u1",
+            [
+                {"role": "user", "content": "I won the drawing contest", "timestamp": T0},
+                {"role": "user", "content": "My cat is ill", "timestamp": T0 + 60_000},
+                {"role": "assistant", "content": "Sorry to hear", "timestamp": T0 + 120_000},
+                {"role": "user", "content": "Thanks", "timestamp": T0 + 180_000, "name": "James"},
+                {"role": "user", "content": "See you", "timestamp": T0 + 240_000, "name": "James"},
+            ],
+            source="openai",
+        )
+        assert mem.embed_turns("u1") == 5
+        assert emb.texts == [
+            "[3 March 2024] I won the drawing contest",
+            "[3 March 2024] My cat is ill",
+            "My cat is ill\n[3 March 2024] Sorry to hear",
+            "Sorry to hear\n[3 March 2024] James: Thanks",
+            "[3 March 2024] James: See you",
+        ]
     finally:
         mem.close()
 
