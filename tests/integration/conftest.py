@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy.engine import make_url
 
+from convmem_graph.store import MemoryStore
 from convmem_graph.store.urls import libpq_url
 
 PG_ENV = "CONVMEM_TEST_POSTGRES_URL"
@@ -70,3 +71,11 @@ def fresh_pg_url(pg_base_url: str) -> Iterator[str]:
     """Like ``pg_url``, but a schema of this test's own: for what must start from an empty database."""
     with _fresh_schema(pg_base_url, "cm_fresh") as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def pg_store(pg_url: str) -> Iterator[MemoryStore]:
+    """One store on the session's PostgreSQL schema, shared by a module's tests."""
+    store = MemoryStore.from_url(pg_url)
+    yield store
+    store.close()

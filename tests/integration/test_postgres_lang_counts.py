@@ -6,8 +6,6 @@ at every time of ``CHECKS`` with the exact and the bounded reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,26 +17,19 @@ from tests.unit.store.test_lang_counts import ACTIONS, CHECKS, NOW, apply, check
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
-@pytest.fixture(scope="module")
-def store(pg_url: str) -> Iterator[MemoryStore]:
-    s = MemoryStore.from_url(pg_url)
-    yield s
-    s.close()
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS, mark=st.sampled_from([0, *CHECKS]))
 def test_counts_follow_every_write_path_on_postgres(
-    store: MemoryStore, actions: list[tuple[object, ...]], mark: int
+    pg_store: MemoryStore, actions: list[tuple[object, ...]], mark: int
 ) -> None:
     memory_id = f"lang{abs(hash((tuple(actions), mark))) % 10**9}"
-    store.ensure_memory(memory_id)
-    with store._write(memory_id) as conn:
+    pg_store.ensure_memory(memory_id)
+    with pg_store._write(memory_id) as conn:
         move_expiry_mark(conn, memory_id, now_ms=mark)
     for step, action in enumerate(actions):
-        apply(store, memory_id, action, step)
-        check_counts(store, memory_id)
-    store.delete_memory(memory_id)
+        apply(pg_store, memory_id, action, step)
+        check_counts(pg_store, memory_id)
+    pg_store.delete_memory(memory_id)
 
 
 def test_reopening_keeps_one_trigger_and_the_counts(pg_url: str) -> None:

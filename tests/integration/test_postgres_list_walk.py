@@ -7,7 +7,6 @@ last item's time for that reason).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from unittest.mock import patch
 
@@ -25,24 +24,17 @@ from tests.unit.nodes.test_list_bounded import ACTIONS, DAY, NOW, SPECS, apply
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
-@pytest.fixture(scope="module")
-def store(pg_url: str) -> Iterator[MemoryStore]:
-    s = MemoryStore.from_url(pg_url)
-    yield s
-    s.close()
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS, cap=st.sampled_from([1, 2, 20]))
 def test_the_walk_gives_the_value_of_every_fact_on_postgres(
-    store: MemoryStore, actions: list[tuple[Any, ...]], cap: int
+    pg_store: MemoryStore, actions: list[tuple[Any, ...]], cap: int
 ) -> None:
     memory_id = f"list{abs(hash((tuple(actions), cap))) % 10**9}"
-    store.ensure_memory(memory_id)
+    pg_store.ensure_memory(memory_id)
     try:
         for step, action in enumerate(actions):
-            apply(store, memory_id, action, step)
-        every = store.list_fragments(memory_id, status="active")
+            apply(pg_store, memory_id, action, step)
+        every = pg_store.list_fragments(memory_id, status="active")
         names = {s.name for s in SPECS}
         with (
             patch.object(V, "MAX_LIST_ITEMS", cap),
@@ -51,6 +43,6 @@ def test_the_walk_gives_the_value_of_every_fact_on_postgres(
         ):
             for now in (NOW - 2 * DAY, NOW):
                 want = {k: v for k, v in infer_variables(SPECS, every, now_ms=now).items() if k in names}
-                assert infer_from_store(store, memory_id, SPECS, now_ms=now) == want
+                assert infer_from_store(pg_store, memory_id, SPECS, now_ms=now) == want
     finally:
-        store.delete_memory(memory_id)
+        pg_store.delete_memory(memory_id)

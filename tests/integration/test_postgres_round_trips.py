@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,19 +13,12 @@ from convmem_graph.store import MemoryStore
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
-@pytest.fixture(scope="module")
-def store(pg_url: str) -> Iterator[MemoryStore]:
-    s = MemoryStore.from_url(pg_url)
-    yield s
-    s.close()
-
-
 def _reference(
-    store: MemoryStore, memory_id: str, limit: int, prefixes: tuple[str, ...], per_prefix: int
+    pg_store: MemoryStore, memory_id: str, limit: int, prefixes: tuple[str, ...], per_prefix: int
 ) -> list[str]:
     """The documented result, from every active fact: the newest ``limit``, then per prefix."""
     order = sorted(
-        store.list_fragments(memory_id), key=lambda f: (f.updated_at, f.created_at, f.id), reverse=True
+        pg_store.list_fragments(memory_id), key=lambda f: (f.updated_at, f.created_at, f.id), reverse=True
     )
     ids = [f.id for f in order[:limit]] if limit > 0 else []
     for prefix in prefixes:
@@ -36,7 +28,7 @@ def _reference(
     return ids
 
 
-def test_context_fragments_in_one_statement_equal_the_range_reads(store: MemoryStore) -> None:
+def test_context_fragments_in_one_statement_equal_the_range_reads(pg_store: MemoryStore) -> None:
     memory_id = f"ctx-{uuid.uuid4().hex[:8]}"
     kinds = ["pet", "plan", "pref", "food"]
     ops = [
@@ -52,7 +44,7 @@ def test_context_fragments_in_one_statement_equal_the_range_reads(store: MemoryS
     ]
     # Several commits: facts share updated_at within one, so the id breaks the ties.
     for start, now in ((0, 1_000), (15, 2_000), (30, 2_000)):
-        store.commit_extraction(memory_id, ops[start : start + 15], upto_seq=0, now_ms=now)
+        pg_store.commit_extraction(memory_id, ops[start : start + 15], upto_seq=0, now_ms=now)
     for limit, prefixes, per_prefix in (
         (0, ("pet:", "plan:"), 50),
         (5, ("pet:",), 3),
@@ -60,7 +52,12 @@ def test_context_fragments_in_one_statement_equal_the_range_reads(store: MemoryS
         (3, ("pet:", "plan:", "food:"), 2),
     ):
         got = [
-            f.id for f in known_facts(store, memory_id, limit=limit, prefixes=prefixes, per_prefix=per_prefix)
+            f.id
+            for f in known_facts(pg_store, memory_id, limit=limit, prefixes=prefixes, per_prefix=per_prefix)
         ]
-        assert got == _reference(store, memory_id, limit, prefixes, per_prefix), (limit, prefixes, per_prefix)
-    store.delete_memory(memory_id)
+        assert got == _reference(pg_store, memory_id, limit, prefixes, per_prefix), (
+            limit,
+            prefixes,
+            per_prefix,
+        )
+    pg_store.delete_memory(memory_id)
