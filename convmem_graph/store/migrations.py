@@ -252,6 +252,22 @@ def _turn_vectors_by_model(conn: Connection) -> None:
         next(i for i in turn_vectors.indexes if i.name == "ix_cm_turn_vectors_model").create(conn)
 
 
+#: Indexes a migration dropped because nothing reads through them (migration 14).
+_UNREAD_INDEXES = ("ix_cm_serve_inbox_task_round",)
+
+
+def _drop_unread_indexes(conn: Connection) -> None:
+    """Migration 14: drop the indexes nothing reads (``_UNREAD_INDEXES``).
+
+    ``ix_cm_serve_inbox_task_round`` was written for every TRTC delivery and read by nothing
+    since the store completes a stored round itself; the column it covered stays.
+    """
+    present = index_names(conn, "cm_serve_inbox")
+    for name in _UNREAD_INDEXES:
+        if name in present:  # a new database never had it
+            conn.exec_driver_sql(f"DROP INDEX {name}")
+
+
 #: Every migration, in order. Append only; never renumber or edit an applied one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
@@ -267,6 +283,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "turn vectors by model", _turn_vectors_by_model),
     Migration(12, "snapshot revisions", ensure_snapshot_revisions),
     Migration(13, "fact indexes stored oldest first", _ascending_fact_indexes),
+    Migration(14, "unread inbox index dropped", _drop_unread_indexes),
 )
 
 

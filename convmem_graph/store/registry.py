@@ -89,11 +89,13 @@ inbox_table = Table(
     Column("body", Text, nullable=False),
     # The TRTC round a delivery belongs to (903/904/905 RoundId, 906/908 Tag.RoundId), for an
     # operator's queries. The worker no longer reads a round's deliveries again: the store
-    # completes a stored round (store._rounds, store._messages), for the library's runs too.
+    # completes a stored round (store._rounds, store._messages), for the library's runs too. Not
+    # indexed (migration 14 dropped ix_cm_serve_inbox_task_round): nothing in the package reads
+    # it, every delivery paid the index's write, and an operator's query by task is served by
+    # ix_cm_serve_inbox_task_id.
     Column("round_id", String(256), nullable=True),
     Index("ix_cm_serve_inbox_status_seq", "status", "seq"),
     Index("ix_cm_serve_inbox_task_id", "task_id"),
-    Index("ix_cm_serve_inbox_task_round", "task_id", "round_id"),
 )
 
 #: Per TRTC ``TaskId``: the memory and the two speakers once known.

@@ -24,6 +24,7 @@ from convmem_graph import ConvMemory
 from convmem_graph.server.bailian_schemas import ProfileSchemaStore
 from convmem_graph.server.inbox import Inbox
 from convmem_graph.store import MemoryStore
+from convmem_graph.store._fragments import index_names
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.migrations import MIGRATIONS, Migration, apply_migrations, create_tables
 from convmem_graph.store.registry import (
@@ -82,7 +83,6 @@ class MigrationContract:
 
     def test_a_database_without_a_record_is_brought_up_to_date(self, url: str, store: MemoryStore) -> None:
         with store.schema_transaction() as conn:  # as the last release before round ids left it
-            conn.execute(text("DROP INDEX ix_cm_serve_inbox_task_round"))
             conn.execute(text("ALTER TABLE cm_serve_inbox DROP COLUMN round_id"))
             conn.execute(text("DROP TABLE cm_schema_migrations"))
         self.forget_setup(store)
@@ -95,6 +95,24 @@ class MigrationContract:
             assert inbox.add("trtc", "k1", "{}", task_id="t1", round_id="r1", memory_id="u1", status="done")
             with reopened.read() as conn:
                 assert conn.execute(text("SELECT round_id FROM cm_serve_inbox")).scalars().all() == ["r1"]
+        finally:
+            reopened.close()
+
+    def test_the_unread_inbox_index_is_dropped(self, url: str, store: MemoryStore) -> None:
+        # As version 13 left a database: the inbox's round index present, migration 14 not applied.
+        with store.schema_transaction() as conn:
+            conn.execute(
+                text("CREATE INDEX ix_cm_serve_inbox_task_round ON cm_serve_inbox (task_id, round_id)")
+            )
+            conn.execute(schema_migrations.delete().where(schema_migrations.c.version == 14))
+        self.forget_setup(store)
+        reopened = MemoryStore.from_url(url)
+        try:
+            with reopened.read() as conn:
+                assert "ix_cm_serve_inbox_task_round" not in index_names(conn, "cm_serve_inbox")
+                assert "ix_cm_serve_inbox_task_id" in index_names(conn, "cm_serve_inbox")
+            assert 14 in {v for v, _, _ in _records(reopened)}
+            assert Inbox(reopened).add("trtc", "k2", "{}", task_id="t2", round_id="r2", status="done")
         finally:
             reopened.close()
 
