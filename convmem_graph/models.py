@@ -240,9 +240,7 @@ class EpisodeSearch(_Model):
         total: Messages of the memory (capped), the ``N`` of BM25's IDF.
         hits: Candidate turns, best candidates first by the IDF of the terms they hold.
         dense: Seq -> cosine similarity to the query, for the turns found by their vectors (with
-            an embeddings model; see :mod:`convmem_graph.store._vectors`); for a multi-line query
-            searched line by line, the lists' fused ranks (higher is nearer; see
-            :mod:`convmem_graph.payloads.query_lines`).
+            an embeddings model; see :mod:`convmem_graph.store._vectors`).
     """
 
     terms: list[str] = Field(default_factory=list)

@@ -131,7 +131,6 @@ def with_episodes(
     *,
     budget_tokens: int | None = None,
     embeddings: Embeddings | None = None,
-    line_vectors: int | None = None,
 ) -> MemorySnapshot:
     """``snapshot`` with the stored turns that match ``query`` attached.
 
@@ -139,10 +138,7 @@ def with_episodes(
     candidate turns read follows the block's budget (a quote is ~10-40 tokens). With
     ``embeddings`` (and a store that keeps turn vectors) the turns nearest the query by meaning
     are candidates too, their cosines in ``episodes.dense``; turns not embedded yet are found by
-    their words only. A multi-line query's last ``line_vectors`` lines (default
-    :data:`~convmem_graph.payloads.query_lines.LINE_VECTORS`; 0: none) are searched one by one as
-    well, and ``episodes.dense`` then holds the lists' fused ranks
-    (:mod:`convmem_graph.payloads.query_lines`).
+    their words only.
     """
     if not (config.episodic and query and query.strip()):
         return snapshot
@@ -151,20 +147,13 @@ def with_episodes(
     found = reads.search_episodes(snapshot.memory_id, query, limit=limit)
     if embeddings is not None and isinstance(reads, DenseReads):
         from convmem_graph.embeddings import model_name  # LangChain: only with a model given
-        from convmem_graph.payloads.query_lines import LINE_VECTORS, fuse_line_ranks, query_lines
 
-        model = model_name(embeddings)
-        # A multi-line query is searched by its whole vector and by each of its last lines'
-        # (a long query's one vector blurs the line that names the topic); one line: one vector.
-        nears = [
-            reads.dense_episodes(snapshot.memory_id, model, embeddings.embed_query(text), limit=limit)
-            for text in (query, *query_lines(query, LINE_VECTORS if line_vectors is None else line_vectors))
-        ]
+        near = reads.dense_episodes(
+            snapshot.memory_id, model_name(embeddings), embeddings.embed_query(query), limit=limit
+        )
         held = {h.seq for h in found.hits}
-        for near in nears:
-            found.hits.extend(h for h in near.hits if h.seq not in held)
-            held.update(h.seq for h in near.hits)
-        found.dense = nears[0].dense if len(nears) == 1 else fuse_line_ranks([n.dense for n in nears])
+        found.hits.extend(h for h in near.hits if h.seq not in held)
+        found.dense = near.dense
     return snapshot.model_copy(update={"episodes": found})
 
 
@@ -220,7 +209,6 @@ def render_call_start(
     if options.get("budget_tokens") is None:
         options = {**options, "budget_tokens": config.memory_block_budget_tokens}
     query, budget = options.get("query"), options["budget_tokens"]
-    built = False
     if config.episodic and not (isinstance(query, str) and query.strip()):
         # No user input yet (a call opening): recall what the last conversation was about.
         # Its turns stay quotable: the block leaves out only the turns a payload already carries
@@ -228,7 +216,6 @@ def render_call_start(
         query, _ = context_query(snapshot)
         if query:
             options = {**options, "query": query}
-            built = True
     snap = with_episodes(
         reads,
         snapshot,
@@ -236,10 +223,6 @@ def render_call_start(
         query if isinstance(query, str) else None,
         budget_tokens=budget if isinstance(budget, int) else None,
         embeddings=embeddings,
-        # A query built from the recent context is searched by one vector, as before line
-        # vectors: their recall at call start is not measured, and each line costs a model
-        # call and a scan of the memory's vectors on the call-start path.
-        line_vectors=0 if built else None,
     )
     if embeddings is None:
         # Ranked by words: a query matching nothing gets the payload kept for such queries.
