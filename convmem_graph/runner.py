@@ -266,7 +266,10 @@ class Lifecycle:
                 # the failing step with its pending writes: what "sync" leaves visible, for a third
                 # of the statements.
                 durability = "exit"
-            out = graph.invoke(
+            # The end state is the last "values" chunk. ``invoke`` would stream "updates" too (to
+            # collect interrupts, which this graph never raises): one more emit per step.
+            out: dict[str, Any] = {}
+            for out in graph.stream(  # noqa: B007  # the loop keeps the last chunk
                 {"memory_id": memory_id},
                 {
                     # convmem's own thread: a checkpointer shared with an app keyed by user id stays
@@ -282,7 +285,9 @@ class Lifecycle:
                 },
                 context=ctx,
                 durability=durability,
-            )
+                stream_mode="values",
+            ):
+                pass
             keep = self.config.keep_checkpoints
             # A thread this run began holds only what the run wrote: nothing to prune then.
             if saver is not None and not (in_run and in_run.nothing_to_prune(thread_id_for(memory_id), keep)):
