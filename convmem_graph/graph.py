@@ -4,10 +4,14 @@
 START -> ingest -> normalize -> extract -> update_variables -> summarize -> inject -> END
 ```
 
-Conditional edges skip steps with nothing to do: no message past the extraction cursor skips
+Conditional routes skip steps with nothing to do: no message past the extraction cursor skips
 ``extract``; no fragment change skips ``update_variables``; too little new content skips
-``summarize``. ``extract`` and ``summarize`` carry a :class:`~langgraph.types.RetryPolicy` because
-they may call a model. Services reach the nodes through the run context
+``summarize``. The three routing nodes decide their next step themselves (they return a
+:class:`~langgraph.types.Command` whose ``goto`` the route functions choose from the node's input
+and its own update; declared ``destinations`` draw the same dotted edges): a conditional edge would
+have LangGraph copy every channel of the state to read it afresh after each of those nodes.
+``extract`` and ``summarize`` carry a :class:`~langgraph.types.RetryPolicy` because they may call
+a model. Services reach the nodes through the run context
 (:class:`~convmem_graph.state.MemoryContext`), so every node also works in someone else's graph.
 
 Example:
@@ -19,10 +23,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar, get_args, get_type_hints
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy
+from langgraph.types import Command, RetryPolicy
 
 from convmem_graph.accounting import accounted_node, timed_node
 from convmem_graph.errors import ExtractionError
@@ -33,6 +39,8 @@ from convmem_graph.state import MemoryContext, MemoryState
 from convmem_graph.tracing import traced_node
 
 __all__ = ["MemoryContext", "MemoryState", "build_memory_graph", "model_retry_policy", "retry_on"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def retry_on(exc: Exception) -> bool:
@@ -72,6 +80,29 @@ def _after_variables(state: MemoryState) -> Literal["summarize", "inject"]:
     return "summarize" if state.get("summary_due") or state.get("variables_changed") else "inject"
 
 
+def _destinations(route: Callable[[MemoryState], str]) -> tuple[str, ...]:
+    """The nodes ``route`` may choose (its ``Literal`` return annotation)."""
+    return tuple(get_args(get_type_hints(route)["return"]))
+
+
+def _routed(fn: F, route: Callable[[MemoryState], str]) -> F:
+    """Return the node ``fn`` ending in ``Command(update=<its update>, goto=route(<state after it>))``.
+
+    The state after the node is its input with its update applied: what a conditional edge reads
+    (every key of :class:`MemoryState` is a plain last-value channel), without LangGraph copying
+    every channel to read it. The node itself stays a plain function returning a dict, usable in
+    someone else's graph.
+    """
+
+    @functools.wraps(fn)
+    def node(state: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+        update = fn(state, *args, **kwargs)
+        after = {**state, **update} if isinstance(update, dict) else state
+        return Command(update=update, goto=route(after))  # type: ignore[arg-type]
+
+    return node  # type: ignore[return-value]
+
+
 def build_memory_graph(
     *,
     max_attempts: int = 3,
@@ -100,14 +131,26 @@ def build_memory_graph(
     # Each node timed into the state's node_ms (kept in the end state, so "exit" runs show their
     # per-node times too), and in an OpenTelemetry span when opentelemetry is installed.
     g.add_node("ingest", traced_node("ingest", timed_node("ingest", ingest, starts_run=True)))
-    g.add_node("normalize", traced_node("normalize", timed_node("normalize", normalize)))
     g.add_node(
-        "extract",
-        traced_node("extract", timed_node("extract", accounted_node("extract", extract))),
-        retry_policy=policy,
+        "normalize",
+        _routed(traced_node("normalize", timed_node("normalize", normalize)), _after_normalize),
+        destinations=_destinations(_after_normalize),
     )
     g.add_node(
-        "update_variables", traced_node("update_variables", timed_node("update_variables", update_variables))
+        "extract",
+        _routed(
+            traced_node("extract", timed_node("extract", accounted_node("extract", extract))), _after_extract
+        ),
+        retry_policy=policy,
+        destinations=_destinations(_after_extract),
+    )
+    g.add_node(
+        "update_variables",
+        _routed(
+            traced_node("update_variables", timed_node("update_variables", update_variables)),
+            _after_variables,
+        ),
+        destinations=_destinations(_after_variables),
     )
     g.add_node(
         "summarize",
@@ -117,9 +160,6 @@ def build_memory_graph(
     g.add_node("inject", traced_node("inject", timed_node("inject", inject)))
     g.add_edge(START, "ingest")
     g.add_edge("ingest", "normalize")
-    g.add_conditional_edges("normalize", _after_normalize)
-    g.add_conditional_edges("extract", _after_extract)
-    g.add_conditional_edges("update_variables", _after_variables)
     g.add_edge("summarize", "inject")
     if report:
         g.add_node("report", traced_node("report", timed_node("report", report_node)))

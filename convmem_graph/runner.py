@@ -48,6 +48,24 @@ logger = logging.getLogger(__name__)
 Durability = Literal["sync", "async", "exit"]
 
 
+#: The end-state keys a :class:`RunResult` is made of: the only channels the run's stream reads
+#: after each step (every state key would be read and copied into a dict at every step).
+RESULT_KEYS = (
+    "ingested",
+    "dead_letters",
+    "skipped",
+    "errors",
+    "error_count",
+    "new_message_ids",
+    "fragment_ops",
+    "variables_changed",
+    "summary_version",
+    "model_calls",
+    "model_usage",
+    "node_ms",
+)
+
+
 def _checked_durability(value: object) -> Durability:
     """Return ``value`` if it names a durability; a typo would otherwise surface only at a run."""
     if value not in get_args(Durability):
@@ -266,7 +284,10 @@ class Lifecycle:
                 # the failing step with its pending writes: what "sync" leaves visible, for a third
                 # of the statements.
                 durability = "exit"
-            out = graph.invoke(
+            # The end state's RESULT_KEYS are the last "values" chunk. ``invoke`` would stream
+            # "updates" too (to collect interrupts, which this graph never raises) and every key.
+            out: dict[str, Any] = {}
+            for out in graph.stream(  # noqa: B007  # the loop keeps the last chunk
                 {"memory_id": memory_id},
                 {
                     # convmem's own thread: a checkpointer shared with an app keyed by user id stays
@@ -282,7 +303,10 @@ class Lifecycle:
                 },
                 context=ctx,
                 durability=durability,
-            )
+                stream_mode="values",
+                output_keys=list(RESULT_KEYS),
+            ):
+                pass
             keep = self.config.keep_checkpoints
             # A thread this run began holds only what the run wrote: nothing to prune then.
             if saver is not None and not (in_run and in_run.nothing_to_prune(thread_id_for(memory_id), keep)):

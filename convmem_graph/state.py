@@ -71,7 +71,7 @@ class MemoryState(TypedDict, total=False):
     max_seq: int
     extracted_seq: int
     summarized_seq: int
-    #: Routing flags decided by the nodes (conditional edges read them).
+    #: Routing flags decided by the nodes (the routes of :mod:`convmem_graph.graph` read them).
     pending_extraction: bool
     fragments_changed: bool
     summary_due: bool

@@ -21,7 +21,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["enabled", "tracer", "traced_node", "use_tracer_provider"]
+__all__ = ["enabled", "recording", "traced_node", "tracer", "use_tracer_provider"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,16 +46,33 @@ def tracer() -> Any:
     return trace.get_tracer("convmem_graph", tracer_provider=_provider)
 
 
+def recording() -> bool:
+    """Whether a span started now could be recorded: convmem's own provider, or a global one set.
+
+    Until the application sets a tracer provider, OpenTelemetry's global one is a proxy whose
+    spans record nothing; opening one per node then costs time and shows nowhere. Checked at
+    each call, so a provider set after the graph was built is used from then on.
+    """
+    if _provider is not None:
+        return True
+    from opentelemetry import trace
+
+    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+
 def traced_node(name: str, fn: F) -> F:
     """Return ``fn`` (a node ``(state, runtime)``) running in a ``convmem.<name>`` span, or ``fn``.
 
     The wrapper keeps ``fn``'s signature and annotations, so LangGraph still injects the runtime.
+    No span is opened while no tracer provider is set (see :func:`recording`).
     """
     if not enabled():
         return fn
 
     @functools.wraps(fn)
     def node(*args: Any, **kwargs: Any) -> Any:
+        if not recording():
+            return fn(*args, **kwargs)
         state = args[0] if args else kwargs.get("state")
         memory_id = state.get("memory_id") if isinstance(state, dict) else None
         with tracer().start_as_current_span(f"convmem.{name}") as span:

@@ -122,9 +122,9 @@ def test_a_lifecycle_run_on_a_sqlite_file_holds_the_memory_across_processes(tmp_
         class Probe:
             """Wraps the graph: while it runs, another process must find the memory taken."""
 
-            def invoke(self, *args: object, **kwargs: object) -> object:
+            def stream(self, *args: object, **kwargs: object) -> Iterator[object]:
                 seen.append(_taken_elsewhere(str(db) + "-convmem.locks", "mem_1"))
-                return inner.invoke(*args, **kwargs)  # type: ignore[arg-type]
+                yield from inner.stream(*args, **kwargs)  # type: ignore[arg-type]
 
         lifecycle._graph = Probe()  # type: ignore[assignment]
         lifecycle.run("mem_1", [RawInput([{"role": "user", "content": "I live in Oslo."}])])

@@ -327,3 +327,39 @@ def test_durability_defaults_to_exit_and_a_bad_one_is_refused(tmp_path: Path) ->
             Lifecycle(store, durability="never")  # type: ignore[arg-type]
     finally:
         store.close()
+
+
+def test_run_result_is_the_checkpointed_end_state(lifecycle: Lifecycle) -> None:
+    """The run reads only RESULT_KEYS of its end state; they hold what the whole end state holds."""
+    from convmem_graph.runner import RESULT_KEYS, RunResult
+    from convmem_graph.state import MemoryState
+
+    assert set(RESULT_KEYS) <= set(MemoryState.__annotations__)
+    runs = [
+        [RawInput(load_fixture(FIXTURE_FILES[0]))],
+        [RawInput({"MsgList": "not a list"}, source="tencent_im", name="bad.json")],
+        [RawInput([{"role": "user", "content": "I live in Berlin and I'm allergic to mango."}])],
+        [],
+    ]
+    for inputs in runs:
+        result = _run(lifecycle, "m", inputs, vendors=["openai"])
+        end = lifecycle.graph.get_state({"configurable": {"thread_id": "convmem:m"}}).values
+        assert set(RESULT_KEYS) <= set(end)
+        whole = RunResult(
+            memory_id="m",
+            ingested=end["ingested"],
+            dead_letters=end["dead_letters"],
+            skipped=end["skipped"],
+            errors=end["errors"],
+            error_count=end["error_count"],
+            new_messages=len(end["new_message_ids"]),
+            fragment_ops=end["fragment_ops"],
+            variables_changed=end["variables_changed"],
+            summary_version=end["summary_version"],
+            model_calls=end["model_calls"],
+            model_usage=end["model_usage"],
+            node_ms=end["node_ms"],
+            payloads=result.payloads,
+        )
+        assert result == whole
+    assert result.node_ms and list(result.node_ms)[-1] == "inject"

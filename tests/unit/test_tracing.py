@@ -85,3 +85,35 @@ def test_one_span_per_server_request(
     server = [s for s in exporter.get_finished_spans() if s.attributes and "http.route" in s.attributes]
     assert [s.name for s in server] == ["GET /livez", "GET /api/v2/apps/memory/memory_nodes/{memory_node_id}"]
     assert [s.attributes["http.response.status_code"] for s in server if s.attributes] == [200, 404]
+
+
+def test_no_span_is_opened_while_no_provider_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the application sets a provider, OpenTelemetry's spans record nothing: none is opened."""
+    from opentelemetry import trace
+
+    from convmem_graph import tracing
+
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        pytest.skip("this process has a global tracer provider set")
+    opened: list[str] = []
+    real = tracing.tracer
+
+    def counting_tracer() -> object:
+        opened.append("span")
+        return real()
+
+    monkeypatch.setattr(tracing, "tracer", counting_tracer)
+    node = tracing.traced_node("ingest", lambda state: {"ingested": 1})
+    assert not tracing.recording()
+    assert node({"memory_id": "u_3"}) == {"ingested": 1} and opened == []
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    use_tracer_provider(provider)  # set after the node was built: used from the next call on
+    try:
+        assert tracing.recording()
+        assert node({"memory_id": "u_3"}) == {"ingested": 1} and opened == ["span"]
+        assert [s.name for s in spans.get_finished_spans()] == ["convmem.ingest"]
+    finally:
+        use_tracer_provider(None)
+        provider.shutdown()
