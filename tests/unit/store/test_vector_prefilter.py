@@ -141,11 +141,16 @@ def _add(store: MemoryStore, vectors: np.ndarray, start: int) -> list[int]:
 
 
 def test_the_pass_follows_appends_refits_and_deletes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    check_pass_follows_the_vectors(f"sqlite:///{tmp_path / 'p.db'}", monkeypatch)
+
+
+def check_pass_follows_the_vectors(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Appends extend the pass, growth refits it, deletes and replacements rebuild it (any backend)."""
     monkeypatch.setattr(_vector_prefilter, "MIN_ROWS", 64)
     monkeypatch.setattr(_vector_prefilter, "LEAD", 8)
     rng = np.random.default_rng(6)
     vectors = _clustered(rng, 200, dim=32)
-    store = MemoryStore(f"sqlite:///{tmp_path / 'p.db'}")
+    store = MemoryStore.from_url(url)
     key = (id(store.engine), "m", _vectors.vector_key("rand"))
 
     def search(q: np.ndarray, k: int) -> dict[int, float]:
@@ -156,7 +161,7 @@ def test_the_pass_follows_appends_refits_and_deletes(tmp_path: Path, monkeypatch
         return _vectors._cache[key]
 
     try:
-        store.create_memory("m")
+        store.ensure_memory("m")
         seqs = _add(store, vectors[:100], 0)
         assert next(iter(search(vectors[3], 1))) == seqs[3]
         first = cached().prefilter
