@@ -31,7 +31,8 @@ order and its CPU per search (scoring alone, no database read); per pre-filter (
 the share of rows it must pass for the whole exact top 48 to be among them (p50, p90 over the
 queries), the top-48 overlap when it passes a tenth, and its own CPU per search; and the store's
 own first pass (``_vector_prefilter``, fitted whatever the size here), its overlaps, CPU per
-search (pass and two-step together) and the share of rows it passed.
+search (pass and two-step together), the share of rows it passed, and its window never skipped
+(the share of the exact top 48 inside it, and of all rows).
 
 Usage:
     python benchmarks/dense_search.py [--calls 200] [--workdir DIR] [--db postgresql://...]
@@ -262,6 +263,8 @@ def _scan_study(cache: Path, sizes: list[int], calls: int) -> None:
         pass48: list[float] = []
         pass_cpu: list[float] = []
         passed: list[float] = []
+        window_keeps: list[float] = []
+        window_rows: list[float] = []
         needed: dict[str, list[float]] = {name: [] for name in filters}
         kept10: dict[str, list[float]] = {name: [] for name in filters}
         filter_cpu: dict[str, list[float]] = {name: [] for name in filters}
@@ -279,6 +282,16 @@ def _scan_study(cache: Path, sizes: list[int], calls: int) -> None:
             pass48.append(len(set(near) & set(order[:K].tolist())) / K)
             rows = _vector_prefilter.candidates(with_pass.prefilter, q / np.linalg.norm(q), K)
             passed.append(1.0 if rows is None else len(rows) / n)
+            # The window itself, never skipped: does it hold the exact top 48 (its bound's check)?
+            saved = _vector_prefilter.MAX_SHARE
+            _vector_prefilter.MAX_SHARE = 1.0
+            try:
+                rows = _vector_prefilter.candidates(with_pass.prefilter, q / np.linalg.norm(q), K)
+            finally:
+                _vector_prefilter.MAX_SHARE = saved
+            inside = np.ones(n, dtype=bool) if rows is None else np.isin(np.arange(n), rows)
+            window_keeps.append(float(inside[order[:K]].mean()))
+            window_rows.append(float(inside.mean()))
             for name, estimate in filters.items():
                 c0 = time.process_time()
                 guess = estimate(q)
@@ -306,6 +319,9 @@ def _scan_study(cache: Path, sizes: list[int], calls: int) -> None:
                 "cpu_ms": round(statistics.median(pass_cpu), 3),
                 "passed_p50": round(statistics.median(passed), 3),
                 "passed_p90": round(sorted(passed)[int(0.9 * (len(passed) - 1))], 3),
+                "window_keeps_top48": round(statistics.mean(window_keeps), 4),
+                "window_keeps_worst": round(min(window_keeps), 4),
+                "window_rows_p50": round(statistics.median(window_rows), 3),
             },
         }
         for name in filters:

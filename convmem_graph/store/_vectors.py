@@ -12,9 +12,12 @@ to float32 a cache-sized block at a time so that each block's product is one BLA
 best ``k + 64`` (at least ``4 k``) again with a second int8 holding the first one's rounding error
 (about float16's precision), which restores the order the int8 noise shuffles. Measured on 2
 loaded cores against float32 (one matrix product) and float16 (numpy has no half-precision BLAS:
-~10x slower than float32), see ``benchmarks/dense_search.py``.
+~10x slower than float32), see ``benchmarks/dense_search.py``. In memories of 16k turns or more
+a first pass on the memory's leading principal axes chooses the rows the int8 step scores, where
+the vectors' spectrum lets it bound what it leaves out (:mod:`~convmem_graph.store._vector_prefilter`;
+real sentence embeddings: ~6 % of the rows at 100k turns).
 
-The cache is checked on every search by two index seeks: the memory's token in
+The cache is checked on every search by two index seeks (one statement): the memory's token in
 ``cm_turn_vector_stamps`` (a new random value whenever a vector is deleted or written at or below
 the newest seq, i.e. replaced or added out of order) and the newest seq with a vector of the model
 (``ix_cm_turn_vectors_model``, migration 11). Vectors added
