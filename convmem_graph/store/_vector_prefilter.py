@@ -2,8 +2,8 @@
 
 A search scores every row of a memory's int8 matrix (:mod:`convmem_graph.store._vectors`); at 100k
 turns that scan is most of a hybrid call start. Real sentence embeddings are far from isotropic:
-on 788 LoCoMo turns embedded by multilingual-e5-small the first 128 of 384 principal axes hold 89
-% of the variance around the mean (random directions: ~40 %). This pass keeps, per memory, each
+on 788 LoCoMo turns embedded by multilingual-e5-small the first 128 of 384 principal axes hold
+89 % of the variance around the mean (random directions: ~40 %). This pass keeps, per memory, each
 row's coordinates on those axes (``x - mean`` projected, as int8 with a per-row scale: 132 bytes a
 turn at 384 dimensions) and scores them first, a third of the full scan's work. The rest of the
 score, the query's product with each row's residual (the other axes) plus the int8 rounding, is
