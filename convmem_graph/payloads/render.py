@@ -77,6 +77,13 @@ VENDORS: dict[str, frozenset[str]] = {
     "langchain": frozenset(_COMMON),
 }
 
+#: Vendor name -> the options any vendor of its family (``agora``, ``agora-update``, ...) accepts.
+_FAMILY_OPTIONS: dict[str, frozenset[str]] = {
+    vendor: frozenset().union(*(keys for name, keys in VENDORS.items() if name.split("-")[0] == family))
+    for vendor in VENDORS
+    for family in [vendor.split("-")[0]]
+}
+
 #: Vendors whose block ranks facts by meaning when the call start has a model (the others by words).
 FACTS_BY_MEANING = frozenset({"openai", "langchain"})
 
@@ -112,10 +119,7 @@ def _vendor_options(vendor: str, opts: Mapping[str, Any]) -> dict[str, Any]:
     if vendor not in VENDORS:
         raise ValueError(f"unknown vendor {vendor!r}; choose one of {', '.join(VENDORS)}")
     # Options of a sibling vendor (one options file for Agora join and update) are ignored.
-    family = vendor.split("-")[0]
-    accepted_any = frozenset().union(
-        *(keys for name, keys in VENDORS.items() if name.split("-")[0] == family)
-    )
+    accepted_any = _FAMILY_OPTIONS[vendor]
     unknown = sorted(set(opts) - accepted_any)
     if unknown:
         accepted = ", ".join(sorted(accepted_any))

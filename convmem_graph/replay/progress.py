@@ -124,6 +124,8 @@ class ReplayReport:
     embedded_turns: int = 0
     embedded_facts: int = 0
     embed_seconds: float = 0.0
+    #: Seconds the end's fold of the episodic index took (part of ``seconds``).
+    compact_seconds: float = 0.0
 
     @property
     def messages_per_second(self) -> float:

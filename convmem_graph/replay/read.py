@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from convmem_graph.extractors.pacing import ModelGate, ModelPacing
 
-__all__ = ["GroupBy", "Replayer"]
+__all__ = ["GroupBy", "Replayer", "compact_episodes"]
 
 # One logger for the package, named as before the split (handlers and levels set on it apply).
 logger = logging.getLogger("convmem_graph.replay")
@@ -103,6 +103,10 @@ class Replayer:
             ``embed_batch``; resumable). A failing model is logged and the replay goes on; the
             time it took is in ``report.embed_seconds``.
         embed_batch: Turns per model call when embedding.
+        compact: At the end of :meth:`run`, when it stored new messages, fold the episodic
+            index's parts together (:meth:`~convmem_graph.store.MemoryStore.compact_episodes`):
+            once per replay, not per batch. Replays in worker processes leave it to their parent,
+            which runs it once after all of them.
     """
 
     def __init__(
@@ -121,8 +125,10 @@ class Replayer:
         on_progress: Callable[[int, ReplayReport], None] | None = None,
         embeddings: Embeddings | None = None,
         embed_batch: int = 64,
+        compact: bool = True,
     ) -> None:
         self.lifecycle = lifecycle
+        self.compact = compact
         self.embeddings = embeddings
         self.embed_batch = max(1, embed_batch)
         self.store = lifecycle.store
@@ -230,6 +236,8 @@ class Replayer:
             report.seconds = time.perf_counter() - started
         for fut in self._inflight:
             fut.result()  # re-raise the first failure, if any
+        if self.compact and report.new_messages:
+            compact_episodes(self.store, report)
         return report
 
     def _attach_gate(self) -> list[tuple[Any, Any]]:
@@ -513,6 +521,14 @@ class Replayer:
 
         for t in tails:
             t.add_done_callback(on_done)
+
+
+def compact_episodes(store: MemoryStore, report: ReplayReport) -> None:
+    """The replay's end: the episodic index's bulk-written parts folded together (timed in ``report``)."""
+    started = time.perf_counter()
+    store.compact_episodes()
+    report.compact_seconds += time.perf_counter() - started
+    logger.info("replay: episodic index compacted in %.3f s", report.compact_seconds)
 
 
 def _pool_room(store: MemoryStore) -> int | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from convmem_graph.accounting import merge_node_ms, merge_usage
 from convmem_graph.config import MemoryConfig
 from convmem_graph.replay.progress import ReplayReport, _ProgressSender
-from convmem_graph.replay.read import GroupBy, Replayer
+from convmem_graph.replay.read import GroupBy, Replayer, compact_episodes
 from convmem_graph.store.engine import PoolSettings
 
 if TYPE_CHECKING:
@@ -85,7 +85,8 @@ def _worker(
                 from convmem_graph.embeddings import embeddings_from_name
 
                 options["embeddings"] = embeddings_from_name(named)
-            replayer = Replayer(lifecycle, on_progress=progress, **options)
+            # The parent folds the episodic index once, after every worker (see replay_in_processes).
+            replayer = Replayer(lifecycle, on_progress=progress, compact=False, **options)
             try:
                 report = replayer.run(paths)
             finally:
@@ -238,7 +239,15 @@ def replay_in_processes(
             report.embed_seconds += float(value.get("embed_seconds", 0.0))
     for proc in workers:
         proc.join()
-    report.seconds = time.perf_counter() - started
     if errors:
+        report.seconds = time.perf_counter() - started
         raise ConvMemError("replay worker failed: " + "; ".join(errors))
+    if report.new_messages:
+        # Once for the whole replay, after every worker: each worker's own would rewrite the
+        # index again while the others still add to it.
+        from convmem_graph.store import MemoryStore
+
+        with MemoryStore.from_url(db_url, pools=pools) as store:
+            compact_episodes(store, report)
+    report.seconds = time.perf_counter() - started
     return report

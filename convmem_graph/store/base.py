@@ -164,6 +164,10 @@ class MessageStore(Protocol):
         """Search the memory's stored turns (the episodic index) for the words of ``query``."""
         ...
 
+    def compact_episodes(self) -> None:
+        """Fold the episodic index's bulk-written parts together (a replay's end): searches read less."""
+        ...
+
     def missing_turn_vectors(self, memory_id: str, model: str, *, limit: int = 64) -> list[tuple[int, str]]:
         """Up to ``limit`` of the memory's turns with no vector by ``model`` yet, oldest first."""
         ...

@@ -129,6 +129,10 @@ class EpisodeIndex(ABC):
         """
 
     @abstractmethod
+    def compact(self, conn: Connection) -> None:
+        """Fold what bulk writes left in the index into the form searches read fastest (a replay's end)."""
+
+    @abstractmethod
     def _remove_rows(self, conn: Connection, memory_id: str, rows: list[tuple[int, str]]) -> None:
         """Remove the index rows of these ``(seq, content)`` messages."""
 

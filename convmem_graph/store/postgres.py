@@ -7,11 +7,13 @@ transaction-mode pooler (PgBouncer). :mod:`convmem_graph.store.sqlite` is the ot
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Connection, Engine, Row, column, delete, select, table, text
+from sqlalchemy.exc import DBAPIError
 
 from convmem_graph._query_dates import date_spans
 from convmem_graph.store import _fact_queries as FQ
@@ -38,6 +40,8 @@ __all__ = [
     "pg_index_terms",
     "pg_terms_sql",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: "cm_schem": serializes table creation across processes (one bigint key).
 SCHEMA_LOCK_KEY = 0x636D5F736368656D
@@ -142,6 +146,21 @@ class PostgresEpisodeIndex(EpisodeIndex):
                 (memory_id, dumps(found)),
             )
         return len(found)
+
+    def compact(self, conn: Connection) -> None:
+        """Move the GIN index's pending list into its tree (``gin_clean_pending_list``).
+
+        With ``fastupdate`` (PostgreSQL's default) new entries wait in an unsorted pending list
+        of up to ``gin_pending_list_limit`` (4 MB) that every search scans whole, until a later
+        insert overflows it or autovacuum runs. After bulk writes the list is full: moving it
+        costs at most those 4 MB once. Only the index's owner may: for another role the
+        pending list stays where it is (logged) and autovacuum moves it later.
+        """
+        try:
+            with conn.begin_nested():
+                conn.exec_driver_sql(f"SELECT gin_clean_pending_list('ix_{EPISODE_TABLE}_terms'::regclass)")
+        except DBAPIError as exc:
+            logger.info("the episodic index's pending list was left to autovacuum: %s", exc.orig)
 
     def _remove_rows(self, conn: Connection, memory_id: str, rows: list[tuple[int, str]]) -> None:
         seqs = [seq for seq, _ in rows]

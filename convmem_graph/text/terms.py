@@ -34,6 +34,11 @@ def bigrams(run: str) -> list[str]:
     return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+#: The last split (query, max_terms, terms): a call start splits its query for the episodic
+#: search, then again for the ranker's weights; the second is this answer (or its newest part).
+_LAST: list[tuple[str, int | None, tuple[str, ...]] | None] = [None]
+
+
 def search_terms(query: str, *, max_terms: int | None = 32) -> list[str]:
     """Split a query into index terms, keeping the *newest* ``max_terms`` of a long query.
 
@@ -45,6 +50,20 @@ def search_terms(query: str, *, max_terms: int | None = 32) -> list[str]:
         >>> search_terms("Where did Caroline move from? 她以前住在成都吗")
         ['caroline', 'move', '她以', '以前', '前住', '住在', '在成', '成都']
     """
+    last = _LAST[0]  # one read: another thread may replace it meanwhile
+    if last is not None and last[0] == query:
+        _, kept_max, kept = last
+        # The kept split answers when it is whole (fewer terms than its cap) or cut at a cap at
+        # least this one: the newest ``max_terms`` of the newest ``kept_max`` are the same terms.
+        if kept_max is None or len(kept) < kept_max or (max_terms is not None and max_terms <= kept_max):
+            return list(kept if max_terms is None or len(kept) <= max_terms else kept[-max_terms:])
+    terms = _split(query, max_terms)
+    _LAST[0] = (query, max_terms, tuple(terms))
+    return terms
+
+
+def _split(query: str, max_terms: int | None) -> list[str]:
+    """:func:`search_terms` computed."""
     found: list[str] = []
     pos = 0
     for m in CJK_RUN.finditer(query):

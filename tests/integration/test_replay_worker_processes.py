@@ -79,3 +79,17 @@ def test_worker_processes_quarantine_each_bad_document_once(tmp_path: Path, grou
     # solo.jsonl fed one memory: its bad line is that memory's (deleted with it), by every worker count.
     assert [m for m, _ in letters].count("solo") == 1
     assert len(letters) == sum(expected.values())
+
+
+def test_worker_processes_leave_one_episodic_segment(tmp_path: Path) -> None:
+    """The workers skip the replay's end merge of the episodic index; the parent runs it once after all."""
+    from convmem_graph.store.sqlite import SQLITE_EPISODES
+
+    archive = write_archive(tmp_path / "archive", USERS, sessions=4)
+    db = str(tmp_path / "seg.db")
+    report = replay_in_processes(
+        db, [archive], processes=2, config=MemoryConfig(), group_by="user", batch_messages=2
+    )
+    assert report.new_messages == 40 and report.runs > 2 and report.compact_seconds > 0
+    with MemoryStore.from_url(db) as store, store.read() as conn:
+        assert SQLITE_EPISODES.segments(conn) == 1

@@ -127,6 +127,22 @@ class StoreContract:
         with pytest.raises(ValueError):
             store.ensure_memory("")
 
+    def test_compacting_the_episodic_index_keeps_what_searches_find(
+        self, store: MemoryStore, mid: Callable[[str], str]
+    ) -> None:
+        for k in range(6):  # one write each: one more FTS5 segment, or GIN pending-list entries
+            store.add_messages(mid("c"), [msg(f"c{k}", f"I played chess with friend {k}", T0 + k)])
+        store.add_messages(mid("c2"), [msg("d1", "chess on sunday", T0)])
+        before = [
+            store.search_episodes(m, q) for m in (mid("c"), mid("c2")) for q in ("chess", "friend 3", "jazz")
+        ]
+        store.compact_episodes()
+        store.compact_episodes()  # again: nothing left to fold
+        after = [
+            store.search_episodes(m, q) for m in (mid("c"), mid("c2")) for q in ("chess", "friend 3", "jazz")
+        ]
+        assert after == before and len(before[0].hits) == 6 and not before[2].hits
+
     def test_a_long_fact_is_stored_as_linked_pieces_and_exported_with_them(
         self, store: MemoryStore, mid: Callable[[str], str]
     ) -> None:
