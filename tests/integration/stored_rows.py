@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ SQLITE_GOLDEN = Path(__file__).with_name("stored_rows_sqlite_golden.json")
 SQLITE_VOLATILE = frozenset({"facts_cut", "snap_rev"})
 #: SQLite's FTS5 shadow tables of the episodic index (digested through ``fts5vocab`` instead).
 FTS_SHADOWS = ("_config", "_data", "_docsize", "_idx", "_content")
+#: Each message's ``seq`` and its position in its memory (both databases).
+POSITIONS = "SELECT seq, row_number() OVER (PARTITION BY memory_id ORDER BY seq) FROM cm_messages"
 
 
 def replay_slice(url: str, workdir: Path) -> None:
@@ -96,6 +99,28 @@ def _canonical(column: str, value: Any) -> Any:
     return str(value)
 
 
+def _positions_and_tables(conn: Any, tables_sql: str) -> tuple[dict[int, int], list[str]]:
+    """``seq`` -> its position in its memory (0: no message yet, as the cursors start), and the
+    names of the tables ``tables_sql`` lists (``conn``: a psycopg or sqlite3 connection)."""
+    position = {0: 0} | {int(seq): int(n) for seq, n in conn.execute(POSITIONS).fetchall()}
+    return position, [str(r[0]) for r in conn.execute(tables_sql).fetchall()]
+
+
+def _digest(
+    cols: list[str], rows: Iterable[Sequence[Any]], seqs: list[int], position: dict[int, int]
+) -> dict[str, Any]:
+    """Row count and SHA-256 of ``rows`` canonicalised, ``seqs`` columns made positions, sorted."""
+    lines = []
+    for row in rows:
+        values = [_canonical(c, v) for c, v in zip(cols, row, strict=True)]
+        for i in seqs:
+            values[i] = position[int(values[i])]
+        lines.append(json.dumps(values, sort_keys=True, ensure_ascii=False))
+    lines.sort()
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    return {"columns": cols, "rows": len(lines), "sha256": digest}
+
+
 def table_digests(url: str, columns: dict[str, list[str]] | None = None) -> dict[str, dict[str, Any]]:
     """Row count and SHA-256 of the sorted, JSON-encoded rows of every ``cm_`` table at ``url``.
 
@@ -106,20 +131,11 @@ def table_digests(url: str, columns: dict[str, list[str]] | None = None) -> dict
 
     out: dict[str, dict[str, Any]] = {}
     with psycopg.connect(libpq_url(url)) as conn:
-        # seq -> its position in its memory (0: no message yet, as the cursors start).
-        position = {0: 0} | {
-            int(seq): int(n)
-            for seq, n in conn.execute(
-                "SELECT seq, row_number() OVER (PARTITION BY memory_id ORDER BY seq) FROM cm_messages"
-            )
-        }
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-                "AND table_name LIKE 'cm\\_%' ORDER BY table_name"
-            )
-        ]
+        position, tables = _positions_and_tables(
+            conn,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+            "AND table_name LIKE 'cm\\_%' ORDER BY table_name",
+        )
         for table in tables:
             if table in SKIPPED:
                 continue
@@ -137,28 +153,9 @@ def table_digests(url: str, columns: dict[str, list[str]] | None = None) -> dict
             seqs = [cols.index(c) for c in SEQ_COLUMNS.get(table, ())]
             # A tsvector compares as its text; everything else as JSON of its Python value.
             select = ", ".join(f'"{c}"::text' if c == "terms" else f'"{c}"' for c in cols)
-            rows = []
-            for row in conn.execute(f'SELECT {select} FROM "{table}"'):  # noqa: S608 - catalog names
-                values = [_canonical(c, v) for c, v in zip(cols, row, strict=True)]
-                for i in seqs:
-                    values[i] = position[int(values[i])]
-                rows.append(json.dumps(values, sort_keys=True, ensure_ascii=False))
-            rows.sort()
-            digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
-            out[table] = {"columns": cols, "rows": len(rows), "sha256": digest}
+            rows = conn.execute(f'SELECT {select} FROM "{table}"').fetchall()  # noqa: S608 - catalog names
+            out[table] = _digest(cols, rows, seqs, position)
     return out
-
-
-def _digest(cols: list[str], rows: list[tuple[Any, ...]], seqs: list[int], position: dict[int, int]) -> Any:
-    lines = []
-    for row in rows:
-        values = [_canonical(c, v) for c, v in zip(cols, row, strict=True)]
-        for i in seqs:
-            values[i] = position[int(values[i])]
-        lines.append(json.dumps(values, sort_keys=True, ensure_ascii=False))
-    lines.sort()
-    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
-    return {"columns": cols, "rows": len(lines), "sha256": digest}
 
 
 def sqlite_table_digests(path: Path) -> dict[str, dict[str, Any]]:
@@ -173,19 +170,11 @@ def sqlite_table_digests(path: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     conn = sqlite3.connect(path)
     try:
-        position = {0: 0} | {
-            int(seq): int(n)
-            for seq, n in conn.execute(
-                "SELECT seq, row_number() OVER (PARTITION BY memory_id ORDER BY seq) FROM cm_messages"
-            )
-        }
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'cm\\_%' ESCAPE '\\' "
-                "ORDER BY name"
-            )
-        ]
+        position, tables = _positions_and_tables(
+            conn,
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'cm\\_%' ESCAPE '\\' "
+            "ORDER BY name",
+        )
         fts = {t for t in tables if any(f"{t}{s}" in tables for s in ("_data", "_idx"))}
         for table in tables:
             if table in SKIPPED or any(table == f"{f}{s}" for f in fts for s in FTS_SHADOWS):

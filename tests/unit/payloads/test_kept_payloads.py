@@ -27,23 +27,13 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.memory import ConvMemory
-from convmem_graph.models import (
-    EpisodeHit,
-    EpisodeSearch,
-    Fragment,
-    MemorySnapshot,
-    Message,
-    Summary,
-    VariableValue,
-)
+from convmem_graph.models import EpisodeHit, EpisodeSearch, Fragment, MemorySnapshot, Message, VariableValue
 from convmem_graph.payloads import _kept_payloads, memory_block
 from convmem_graph.payloads.ranker import query_tokens, text_terms
 from convmem_graph.snapshot import render_call_start
+from tests.unit.payloads.matchless_snapshots import NOW, harbour_summary, random_facts, random_text
 
-NOW = 1_800_000_000_000
 DAY = 86_400_000
-WORDS = ["mango", "tea", "running", "cats", "user", "likes"]
-HANZI = ["成都", "朋友", "芒果", "喜欢", "火锅"]
 #: Queries matching nothing below (``zebra``, ``jazz``, ``chess pottery``, ``饺子``), and queries
 #: matching one kind of text each: facts (``mango``), a variable (``Lisbon``), the summary
 #: (``harbour``), a long fact's joined pieces only (``苏州``), a found turn (``violin``), a date
@@ -98,10 +88,6 @@ class _Reads:
         )
 
 
-def _text(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS + HANZI) for _ in range(rng.randint(1, 8))) + rng.choice([".", "。"])
-
-
 def _message(k: int, content: str, *, speaker: str | None = None, at: int | None = None) -> Message:
     return Message(
         id=f"t{k}",
@@ -117,27 +103,13 @@ def _message(k: int, content: str, *, speaker: str | None = None, at: int | None
 
 def _snapshot(seed: int, *, summary: bool) -> tuple[MemorySnapshot, _Reads]:
     rng = random.Random(seed)
-    fragments = [
-        Fragment(
-            id=f"f{k}",
-            memory_id="m",
-            content=_text(rng),
-            key=f"k{k}",
-            category=rng.choice(["other", "profile", "plan"]),
-            expires_at=rng.choice([None, None, NOW, NOW + 5, NOW - 1]),
-            updated_at=rng.randint(0, 20),
-        )
-        for k in range(rng.choice([0, 3, 30]))
-    ]
-    # Only the joined text of these two pieces holds the bigram "苏州".
-    fragments.append(Fragment(id="p0", memory_id="m", content="我们去了苏", key="trip", part_of="p0", part=0))
-    fragments.append(Fragment(id="p1", memory_id="m", content="州看园林。", key="trip", part_of="p0", part=1))
-    rng.shuffle(fragments)
+    # With a long fact in two pieces: only the joined text holds the bigram "苏州".
+    fragments = random_facts(rng, [0, 3, 30])
     variables = {
         "name": VariableValue(name="name", value="Lin", origin="manual"),
         "city": VariableValue(name="city", value="Lisbon", origin="inferred"),
     }
-    recent = [_message(k, _text(rng)) for k in range(rng.randint(0, 6))]
+    recent = [_message(k, random_text(rng)) for k in range(rng.randint(0, 6))]
     stored = [
         _message(50, "I play the violin on Sundays.", speaker="Ann"),
         _message(51, "That sounds lovely.", speaker="Caroline"),
@@ -147,9 +119,7 @@ def _snapshot(seed: int, *, summary: bool) -> tuple[MemorySnapshot, _Reads]:
         memory_id="m",
         fragments=fragments,
         variables=variables,
-        summary=Summary(text="他喜欢喝茶。We walked by the harbour.", tokens=12, covers_until_ms=NOW)
-        if summary
-        else None,
+        summary=harbour_summary() if summary else None,
         recent=recent,
     )
     return snap, _Reads(stored)

@@ -17,22 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convmem_graph.models import (
-    EpisodeHit,
-    EpisodeSearch,
-    Fragment,
-    MemorySnapshot,
-    Message,
-    Summary,
-    VariableValue,
-)
+from convmem_graph.models import EpisodeHit, EpisodeSearch, Fragment, MemorySnapshot, Message, VariableValue
 from convmem_graph.payloads import memory_block
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, PartBudgets, build_memory_block
 from convmem_graph.tokens import count_tokens
+from tests.unit.payloads.matchless_snapshots import NOW, harbour_summary, random_facts
 
-NOW = 1_800_000_000_000
-WORDS = ["mango", "tea", "running", "cats", "user", "likes"]
-HANZI = ["成都", "朋友", "芒果", "喜欢", "火锅"]
 #: Queries matching nothing in the snapshots below, and queries matching one kind of text each:
 #: a variable value (``Lisbon``), the model summary only (``harbour``), a long fact only when its
 #: pieces are joined (``苏州``: the bigram across two pieces), facts (``mango``), found turns only
@@ -41,30 +31,9 @@ QUERIES = [None, "", "jazz", "chess pottery", "饺子", "Lisbon", "harbour", "�
 CLOCKS = [None, NOW - 10, NOW, NOW + 5, NOW + 10**7]
 
 
-def _text(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS + HANZI) for _ in range(rng.randint(1, 8))) + rng.choice([".", "。"])
-
-
 def _snapshot(seed: int, *, summary: bool, turns: bool) -> MemorySnapshot:
-    rng = random.Random(seed)
-    fragments: list[Fragment] = []
-    for k in range(rng.choice([0, 3, 30, 90])):
-        fragments.append(
-            Fragment(
-                id=f"f{k}",
-                memory_id="m",
-                content=_text(rng),
-                key=f"k{k}",
-                category=rng.choice(["other", "profile", "plan"]),
-                expires_at=rng.choice([None, None, NOW, NOW + 5, NOW - 1]),
-                updated_at=rng.randint(0, 20),
-            )
-        )
-    # A long fact in two pieces: "苏" ends one and "州" starts the next, so only the joined text
-    # holds the bigram "苏州".
-    fragments.append(Fragment(id="p0", memory_id="m", content="我们去了苏", key="trip", part_of="p0", part=0))
-    fragments.append(Fragment(id="p1", memory_id="m", content="州看园林。", key="trip", part_of="p0", part=1))
-    rng.shuffle(fragments)
+    # With a long fact in two pieces: only the joined text holds the bigram "苏州".
+    fragments = random_facts(random.Random(seed), [0, 3, 30, 90])
     variables = {
         "name": VariableValue(name="name", value="Lin", origin="manual"),
         # Two inferred values: one that a query holds goes before the other, which a tight
@@ -92,9 +61,7 @@ def _snapshot(seed: int, *, summary: bool, turns: bool) -> MemorySnapshot:
         memory_id="m",
         fragments=fragments,
         variables=variables,
-        summary=Summary(text="他喜欢喝茶。We walked by the harbour.", tokens=12, covers_until_ms=NOW)
-        if summary
-        else None,
+        summary=harbour_summary() if summary else None,
         episodes=EpisodeSearch(terms=["violin"], document_frequency={"violin": 2}, total=40, hits=hits)
         if turns
         else None,

@@ -30,6 +30,7 @@ from convmem_graph.store import _summary_facts as SF
 from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store.migrations import MIGRATIONS, apply_migrations
 from convmem_graph.store.schema import ASCENDING_INDEXES, fragments
+from tests.unit.store.test_migrations import dump_tables
 
 NOW = 1_767_000_000_000
 
@@ -133,21 +134,6 @@ def _reads(conn: Connection) -> dict[str, list[Any]]:
     return {name: [tuple(r) for r in conn.execute(stmt, params)] for name, (stmt, params) in runs.items()}
 
 
-def _dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    with closing(sqlite3.connect(path)) as conn:
-        names = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE '%VIRTUAL%'"
-            )
-        ]
-        return {
-            n: conn.execute(f'SELECT * FROM "{n}" ORDER BY 1').fetchall()
-            for n in names
-            if n != "cm_schema_migrations"
-        }
-
-
 def _index_sql(path: Path) -> dict[str, str]:
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute(
@@ -178,7 +164,7 @@ def test_an_upgraded_file_keeps_every_row_and_answers_every_read_as_before(
     finally:
         store.close()
     assert _index_sql(path) == _DESC_DDL
-    before = _dump(path)
+    before = dump_tables(path, skip={"cm_schema_migrations"})
     store = MemoryStore.from_url(str(path))  # the open runs migration 13
     try:
         with store.read() as conn:
@@ -189,7 +175,7 @@ def test_an_upgraded_file_keeps_every_row_and_answers_every_read_as_before(
     finally:
         store.close()
     assert versions == [m.version for m in MIGRATIONS]
-    assert _dump(path) == before  # nothing rewritten, nothing lost
+    assert dump_tables(path, skip={"cm_schema_migrations"}) == before  # nothing rewritten, nothing lost
     rebuilt = _index_sql(path)
     assert set(rebuilt) == set(ASCENDING_INDEXES)
     assert all(sql != _DESC_DDL[name] for name, sql in rebuilt.items())

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -79,6 +81,19 @@ def vector_keys(mem: ConvMemory, table: str) -> set[tuple[str, str, int]]:
         return {(str(m), str(model), int(seq)) for m, model, seq in rows}
 
 
+def orphan_vectors(mem: ConvMemory) -> int:
+    """How many rows of ``cm_turn_vectors`` name a turn that is no longer stored."""
+    with mem.store.engine.connect() as conn:
+        return int(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM cm_turn_vectors v WHERE NOT EXISTS (SELECT 1 FROM cm_messages m "
+                    "WHERE m.memory_id = v.memory_id AND m.seq = v.seq)"
+                )
+            ).scalar_one()
+        )
+
+
 def check_vectors_round_trip(url: str, copies: tuple[str, ...] = ()) -> None:
     """The same checks on any backend (the PostgreSQL integration tests run them too).
 
@@ -130,14 +145,7 @@ def check_vectors_round_trip(url: str, copies: tuple[str, ...] = ()) -> None:
         assert vector_rows(mem, "u1") == len(TURNS) - 2
         for copy in copies:
             assert vector_keys(mem, copy) == vector_keys(mem, "cm_turn_vectors")
-        with mem.store.engine.connect() as conn:
-            orphans = conn.execute(
-                text(
-                    "SELECT count(*) FROM cm_turn_vectors v WHERE NOT EXISTS (SELECT 1 FROM cm_messages m "
-                    "WHERE m.memory_id = v.memory_id AND m.seq = v.seq)"
-                )
-            ).scalar()
-        assert orphans == 0
+        assert orphan_vectors(mem) == 0
         # Import over a memory (replace): its old turns' vectors go; the new turns wait for theirs.
         doc = export_memory(mem.store, "u2")
         import_memory(mem.store, doc, memory_id="u2", replace=True)
@@ -199,14 +207,7 @@ def check_older_text_form(url: str, copies: tuple[str, ...] = ()) -> None:
         purged = mem.store.purge_messages("u2", before_ms=T0 + 120_000, keep_recent=0, only_processed=False)
         assert purged == 2
         assert vector_rows(mem, "u2") == len(TURNS) - 2
-        with mem.store.engine.connect() as conn:
-            orphans = conn.execute(
-                text(
-                    "SELECT count(*) FROM cm_turn_vectors v WHERE NOT EXISTS (SELECT 1 FROM cm_messages m "
-                    "WHERE m.memory_id = v.memory_id AND m.seq = v.seq)"
-                )
-            ).scalar()
-        assert orphans == 0
+        assert orphan_vectors(mem) == 0
         assert mem.delete("u2")
         for table in ("cm_turn_vectors", *copies):
             assert vector_rows(mem, "u2", table) == 0
@@ -431,69 +432,71 @@ class RecordingEmbeddings(ConceptEmbeddings):
         return super().embed_documents(texts)
 
 
-def test_a_turn_is_embedded_after_the_turn_before_with_its_date_and_speaker_and_stored_unchanged(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def recorded(tmp_path: Path) -> Iterator[tuple[ConvMemory, RecordingEmbeddings]]:
+    """A memory embedding its turns in the foreground with :class:`RecordingEmbeddings`."""
     emb = RecordingEmbeddings()
     mem = ConvMemory.open(str(tmp_path / "m.db"), embeddings=emb, embed_in_background=False)
     try:
-        mem.ingest(
-            "u1",
-            [
-                {"role": "user", "content": TURNS[0], "timestamp": T0, "name": "James"},
-                {"role": "assistant", "content": "Nice!", "timestamp": T0 + 60_000},
-                # Chinese: the day at UTC+8, as the quotes read it (17:00 UTC on 3 March is 4 March there).
-                {"role": "user", "content": "我养了一只小狗", "timestamp": T0 + 25_200_000, "name": "小明"},
-            ],
-            source="openai",
-        )
-        assert mem.embed_turns("u1") == 3
-        assert emb.texts == [
-            "[3 March 2024] James: I have worked with Python and C++ for years",
-            "James: I have worked with Python and C++ for years\n[3 March 2024] Nice!",
-            "Nice!\n[2024-03-04] 小明: 我养了一只小狗",
-        ]
-        # A turn embedded later (its batch starts after turns with vectors) still gets its predecessor.
-        mem.ingest(
-            "u1", [{"role": "user", "content": "Rust too", "timestamp": T0 + 30_000_000, "name": "James"}]
-        )
-        assert mem.embed_turns("u1") == 1
-        assert emb.texts[-1] == "小明: 我养了一只小狗\n[3 March 2024] James: Rust too"
-        # Only the vector saw the prefix: the turn and its quote read as they were written.
-        stored = [m.content for m in mem.store.recent_messages("u1", 10)]
-        assert stored == [TURNS[0], "Nice!", "我养了一只小狗", "Rust too"]
-        assert "James: I have" not in block(mem)
+        yield mem, emb
     finally:
         mem.close()
 
 
-def test_a_turn_after_its_own_voice_is_embedded_without_that_turn(tmp_path: Path) -> None:
+def embedded_texts(
+    recorded: tuple[ConvMemory, RecordingEmbeddings], turns: list[dict[str, Any]], **kwargs: Any
+) -> list[str]:
+    """Ingest ``turns`` into ``u1``, embed every one of them, and return the texts embedded."""
+    mem, emb = recorded
+    start = len(emb.texts)
+    mem.ingest("u1", turns, **kwargs)
+    assert mem.embed_turns("u1") == len(turns)
+    return emb.texts[start:]
+
+
+def test_a_turn_is_embedded_after_the_turn_before_with_its_date_and_speaker_and_stored_unchanged(
+    recorded: tuple[ConvMemory, RecordingEmbeddings],
+) -> None:
+    turns = [
+        {"role": "user", "content": TURNS[0], "timestamp": T0, "name": "James"},
+        {"role": "assistant", "content": "Nice!", "timestamp": T0 + 60_000},
+        # Chinese: the day at UTC+8, as the quotes read it (17:00 UTC on 3 March is 4 March there).
+        {"role": "user", "content": "我养了一只小狗", "timestamp": T0 + 25_200_000, "name": "小明"},
+    ]
+    assert embedded_texts(recorded, turns, source="openai") == [
+        "[3 March 2024] James: I have worked with Python and C++ for years",
+        "James: I have worked with Python and C++ for years\n[3 March 2024] Nice!",
+        "Nice!\n[2024-03-04] 小明: 我养了一只小狗",
+    ]
+    # A turn embedded later (its batch starts after turns with vectors) still gets its predecessor.
+    later = [{"role": "user", "content": "Rust too", "timestamp": T0 + 30_000_000, "name": "James"}]
+    assert embedded_texts(recorded, later) == ["小明: 我养了一只小狗\n[3 March 2024] James: Rust too"]
+    # Only the vector saw the prefix: the turn and its quote read as they were written.
+    mem = recorded[0]
+    stored = [m.content for m in mem.store.recent_messages("u1", 10)]
+    assert stored == [TURNS[0], "Nice!", "我养了一只小狗", "Rust too"]
+    assert "James: I have" not in block(mem)
+
+
+def test_a_turn_after_its_own_voice_is_embedded_without_that_turn(
+    recorded: tuple[ConvMemory, RecordingEmbeddings],
+) -> None:
     # The turn before is context for a reply; after the same voice (same role and speaker) it is
     # mostly another subject, as in a diary of unrelated messages, and is left out.
-    emb = RecordingEmbeddings()
-    mem = ConvMemory.open(str(tmp_path / "m.db"), embeddings=emb, embed_in_background=False)
-    try:
-        mem.ingest(
-            "u1",
-            [
-                {"role": "user", "content": "I won the drawing contest", "timestamp": T0},
-                {"role": "user", "content": "My cat is ill", "timestamp": T0 + 60_000},
-                {"role": "assistant", "content": "Sorry to hear", "timestamp": T0 + 120_000},
-                {"role": "user", "content": "Thanks", "timestamp": T0 + 180_000, "name": "James"},
-                {"role": "user", "content": "See you", "timestamp": T0 + 240_000, "name": "James"},
-            ],
-            source="openai",
-        )
-        assert mem.embed_turns("u1") == 5
-        assert emb.texts == [
-            "[3 March 2024] I won the drawing contest",
-            "[3 March 2024] My cat is ill",
-            "My cat is ill\n[3 March 2024] Sorry to hear",
-            "Sorry to hear\n[3 March 2024] James: Thanks",
-            "[3 March 2024] James: See you",
-        ]
-    finally:
-        mem.close()
+    turns = [
+        {"role": "user", "content": "I won the drawing contest", "timestamp": T0},
+        {"role": "user", "content": "My cat is ill", "timestamp": T0 + 60_000},
+        {"role": "assistant", "content": "Sorry to hear", "timestamp": T0 + 120_000},
+        {"role": "user", "content": "Thanks", "timestamp": T0 + 180_000, "name": "James"},
+        {"role": "user", "content": "See you", "timestamp": T0 + 240_000, "name": "James"},
+    ]
+    assert embedded_texts(recorded, turns, source="openai") == [
+        "[3 March 2024] I won the drawing contest",
+        "[3 March 2024] My cat is ill",
+        "My cat is ill\n[3 March 2024] Sorry to hear",
+        "Sorry to hear\n[3 March 2024] James: Thanks",
+        "[3 March 2024] James: See you",
+    ]
 
 
 def test_turn_vector_text_reads_the_offset_in_metadata() -> None:
