@@ -96,7 +96,8 @@ def _on_driver(conn: Connection) -> bool:
     """
     if conn._echo or conn.dispatch.after_cursor_execute:
         return False
-    if not all(getattr(fn, "driver_safe", False) for fn in conn.dispatch.before_cursor_execute):
+    before = conn.dispatch.before_cursor_execute
+    if before and not all(getattr(fn, "driver_safe", False) for fn in before):
         return False
     return conn.dialect.name == "sqlite" or conn.in_transaction()
 
@@ -175,6 +176,9 @@ _plans_lock = threading.Lock()
 def _plan(conn: Connection, stmt: Any, keys: tuple[str, ...] | None = None) -> _Plan:
     """``stmt`` compiled for ``conn``'s dialect (for a DML statement: with the columns ``keys``)."""
     cache_key = (conn.dialect.name, stmt, keys)
+    plan = _plans.get(cache_key)  # a dict read needs no lock; a miss compiles under it
+    if plan is not None:
+        return plan
     with _plans_lock:
         plan = _plans.get(cache_key)
         if plan is not None:
@@ -310,7 +314,10 @@ def select_rows(
         return list(conn.execute(stmt, dict(params)))
     plan, sql, values = bound
     if conn.dialect.name == "sqlite":
-        rows = driver_execute(conn, sql, values).fetchall()
+        try:
+            rows = driver_of(conn).execute(sql, values).fetchall()
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(sql, values, exc, sqlite3.Error) from exc
     else:
         cursor = _pg_execute(conn, sql, values)
         try:
