@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row
 
+from convmem_graph.store._driver import execute_rows
 from convmem_graph.store._queries import INSERT_AUDIT
 from convmem_graph.store.records import AuditAction, AuditEntry, AuditKind
 
@@ -40,7 +41,7 @@ def audit_row(
 def write_audit(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Insert audit rows in one executemany (nothing when empty)."""
     if rows:
-        conn.execute(INSERT_AUDIT, list(rows))
+        execute_rows(conn, INSERT_AUDIT, list(rows))
 
 
 def messages_cause(message_ids: Sequence[str], reason: str = "") -> str:

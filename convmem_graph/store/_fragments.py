@@ -20,7 +20,7 @@ from convmem_graph._ids import stable_id
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
 from convmem_graph.store._audit import audit_row, messages_cause, write_audit
 from convmem_graph.store._derived import derived_columns, norm_hash
-from convmem_graph.store._driver import select_rows
+from convmem_graph.store._driver import execute_rows, select_rows
 from convmem_graph.store._fact_vectors import delete_fact_vectors
 from convmem_graph.store._messages import normalize_text
 from convmem_graph.store._queries import FRAGMENTS_BY_ID, INSERT_FRAGMENTS
@@ -499,7 +499,7 @@ class FragmentWriter:
     def flush(self) -> None:
         """Write new and changed fragments and the audit rows."""
         if self._new:
-            self._conn.execute(INSERT_FRAGMENTS, [_to_row(self._state[i]) for i in sorted(self._new)])
+            execute_rows(self._conn, INSERT_FRAGMENTS, [_to_row(self._state[i]) for i in sorted(self._new)])
         for fid in sorted(self._dirty):
             row = _to_row(self._state[fid])
             del row["memory_id"], row["id"]

@@ -22,6 +22,7 @@ from convmem_graph._copies import (
     text_fallback_round,
 )
 from convmem_graph.models import Message
+from convmem_graph.store._driver import driver_execute
 from convmem_graph.store._rounds import (
     label_welcome_turns,
     mark_batch_rounds,
@@ -298,7 +299,7 @@ def _rows_in(
         sql += f"%s AND {key} = ANY(%s::{_LOOKUP_TYPES[key]}[])"
         if between is not None:
             sql += " AND timestamp_ms BETWEEN %s AND %s"
-        return conn.exec_driver_sql(sql, (memory_id, list(values), *span))
+        return driver_execute(conn, sql, (memory_id, list(values), *span))
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     sql += f"{mark} AND {key} IN ({', '.join([mark] * len(values))})"
     if between is not None:

@@ -39,7 +39,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool, StaticPool
 from sqlalchemy.sql.dml import Insert
 
-from convmem_graph.store._driver import driver_execute
+from convmem_graph.store._driver import driver_execute, driver_safe, execute_rows
 from convmem_graph.store.urls import is_memory_sqlite
 from convmem_graph.store.write_gate import WriteTimeout, remaining_wait, write_timeout
 
@@ -318,17 +318,21 @@ def _install_postgres_hooks(engine: Engine) -> None:
         left = remaining_wait()
         conn.info[_LOCK_TIMEOUT_KEY] = None if left is None else f"{max(1, int(left * 1000))}ms"
 
-    @event.listens_for(engine, "before_cursor_execute")
+    # Driver-safe: the store's statements sent on psycopg's connection directly
+    # (convmem_graph.store._driver) call it themselves, with the cursor they use.
+    @event.listens_for(engine, "before_cursor_execute", retval=True)
+    @driver_safe
     def _before_execute(
-        conn: Connection, cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
-    ) -> None:
+        conn: Connection, cursor: Any, statement: str, params: Any, _context: Any, _many: bool
+    ) -> tuple[str, Any]:
         timeout = conn.info.get(_LOCK_TIMEOUT_KEY)
         if timeout is None or not _may_wait_for_a_lock(statement):
-            return
+            return statement, params
         conn.info[_LOCK_TIMEOUT_KEY] = None
         # SET LOCAL (set_config(..., true)): it ends with this transaction, and the pooled
         # connection, shared with the unbounded worker, keeps no timeout. Same cursor, run first.
         cursor.execute("SELECT set_config('lock_timeout', %s, true)", (timeout,))
+        return statement, params
 
     @event.listens_for(engine, "handle_error")
     def _on_error(context: ExceptionContext) -> BaseException | None:
@@ -496,4 +500,4 @@ def upsert(dialect: str, table: Table, keys: tuple[str, ...], columns: tuple[str
 
 def execute_upsert(conn: Connection, table: Table, keys: tuple[str, ...], row: Mapping[str, Any]) -> None:
     """Insert ``row`` into ``table`` or update the non-key columns of the row with the same ``keys``."""
-    conn.execute(upsert(conn.dialect.name, table, keys, tuple(row)), dict(row))
+    execute_rows(conn, upsert(conn.dialect.name, table, keys, tuple(row)), row)

@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from convmem_graph._query_dates import date_spans
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
-from convmem_graph.store._driver import DriverOpener, ReadOpener
+from convmem_graph.store._driver import DriverOpener, ReadOpener, driver_execute, execute_rows, select_rows
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, bucket, collect
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
 from convmem_graph.store._snapshot_revisions import SnapshotRow
@@ -270,7 +270,7 @@ class PostgresBackend:
     def lock_memory(self, conn: Connection, memory_id: str) -> None:
         """Take the memory's ``pg_advisory_xact_lock`` in the current transaction."""
         hi, lo = int32_pair(advisory_key(memory_id))
-        conn.execute(_XACT_LOCK, {"a": hi, "b": lo})
+        execute_rows(conn, _XACT_LOCK, {"a": hi, "b": lo})
 
     @staticmethod
     def message_writer(*, now_ms: int, index: bool, stamped: list[PgStamp] | None = None) -> RowWriter:
@@ -294,7 +294,7 @@ class PostgresBackend:
                     # The turn's index terms, made here: stemming is then no work for the server.
                     terms = follow.index_terms
                     params["ep"] = dumps({row[1]: terms(row[3]) for row in rows})
-            answer = conn.exec_driver_sql(sql, params).first()
+            answer = driver_execute(conn, sql, params).fetchone()
             if follow is not None and follow.stamped is not None and answer is not None:
                 top, extracted, summarized, dirty, prior, seqs = answer
                 cursors = (int(top), int(extracted), int(summarized), int(dirty))
@@ -306,11 +306,11 @@ class PostgresBackend:
     @staticmethod
     def ensure_memory_row(conn: Connection, row: dict[str, Any]) -> bool:
         """Insert the memory's row unless it exists; whether it was inserted."""
-        return bool(conn.execute(insert_ignore("postgresql", memories), row).rowcount == 1)
+        return execute_rows(conn, insert_ignore("postgresql", memories), row) == 1
 
     def touch(self, conn: Connection, params: dict[str, Any]) -> None:
         """Drop the cached snapshot and move ``updated_at``: one statement (a round trip each counts)."""
-        conn.execute(Q.PG_TOUCH, params)
+        execute_rows(conn, Q.PG_TOUCH, params)
 
     def related_fact_rows(
         self, conn: Connection, memory_id: str, ckeys: Sequence[str], hashes: Sequence[int]
@@ -320,7 +320,7 @@ class PostgresBackend:
         One round trip for both index lookups (each arm is still one).
         """
         params = {"mid": memory_id, "ckeys": list(ckeys), "hashes": list(hashes)}
-        return list(conn.execute(FQ.PG_RELATED, params))
+        return select_rows(conn, FQ.PG_RELATED, params)
 
     def context_fact_rows(
         self, conn: Connection, memory_id: str, limit: int, ranges: Sequence[tuple[str, str]], per_prefix: int
@@ -336,14 +336,14 @@ class PostgresBackend:
         for k, ((lo, hi), family) in enumerate(zip(ranges, families, strict=True), start=1):
             if family is None:  # a family's arm names its keys in the statement
                 params[f"lo{k}"], params[f"hi{k}"] = lo, hi
-        return list(conn.execute(FQ.pg_context(limit > 0, families), params))
+        return select_rows(conn, FQ.pg_context(limit > 0, families), params)
 
     def advance_extracted(
         self, conn: Connection, memory_id: str, upto_seq: int, now_ms: int, *, changed: bool, facts: bool
     ) -> None:
         """Move the extraction cursor and touch the memory when facts changed: one statement."""
         params = {"mid": memory_id, "upto": upto_seq, "now": now_ms, "changed": changed}
-        conn.execute(Q.PG_EXTRACTED, params | {"dirty": 1 if changed and facts else None})
+        execute_rows(conn, Q.PG_EXTRACTED, params | {"dirty": 1 if changed and facts else None})
 
     def search_episodes(
         self, read: ReadOpener, driver: DriverOpener, memory_id: str, query: str, *, limit: int
@@ -365,11 +365,11 @@ class PostgresBackend:
     def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:
         """The summary's strongest durable, then temporary, facts in one round trip."""
         with read() as conn:
-            return list(conn.execute(STRONGEST_BOTH, params))
+            return select_rows(conn, STRONGEST_BOTH, params)
 
     def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
         """Write the summary row, move the summary cursor and touch the memory: one statement."""
-        conn.execute(Q.PG_SUMMARIZED, {"mid": row["memory_id"], "upto": upto_seq, **row})
+        execute_rows(conn, Q.PG_SUMMARIZED, {"mid": row["memory_id"], "upto": upto_seq, **row})
 
     @contextmanager
     def deleting(self, conn: Connection) -> Iterator[None]:

@@ -21,7 +21,7 @@ from convmem_graph.models import (
 from convmem_graph.store import _queries as Q
 from convmem_graph.store import _variables as var
 from convmem_graph.store._audit import audit_row, write_audit
-from convmem_graph.store._driver import select_rows
+from convmem_graph.store._driver import execute_rows, select_rows
 from convmem_graph.store.core import (
     SAME_MESSAGES,
     Cursors,
@@ -299,7 +299,7 @@ class VariableRecords(StoreCore):
             if upserts:
                 # One statement for all of them (executemany: one round trip on PostgreSQL).
                 keys = ("memory_id", "name", "origin")
-                conn.execute(upsert(self.dialect, variables, keys, tuple(upserts[0])), upserts)
+                execute_rows(conn, upsert(self.dialect, variables, keys, tuple(upserts[0])), upserts)
             for name in sorted(set(inferable) - set(guesses)):
                 old = stored.get((name, "inferred"))
                 if old is None:
@@ -327,7 +327,7 @@ class VariableRecords(StoreCore):
             if changed:
                 self._touch(conn, memory_id, now_ms, facts_dirty=dirty)
             else:
-                conn.execute(Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": dirty})
+                execute_rows(conn, Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": dirty})
         if after is not None:
             self._remember("variables", memory_id, after)
         if before is not None:
