@@ -597,12 +597,33 @@ _EN_HOME_GATE = re.compile(
 _EN_OUR_PET_GATE = re.compile(rf"\b[Oo]ur (?:{alternation(EN_SPECIES)}) [A-Z]")
 
 
+#: Words every match of ``_EN_HOME_GATE`` holds one of ("live" also in "lived"), case as written.
+_HOME_WORDS = ("live", "moved", "settled", "relocated", "living")
+
+
+def _may_home(text: str) -> bool:
+    """Whether ``text`` may hold a match of ``_EN_HOME_GATE`` (a gate: a plain substring test).
+
+    ``_EN_HOME_GATE`` and ``_EN_OUR_PET_GATE`` start with a word boundary, which no scan can skip
+    to: tried at every character, they cost more than the rules of the sentences they let through.
+    """
+    for word in _HOME_WORDS:
+        if word in text:
+            return True
+    return False
+
+
+def _may_our_pet(text: str) -> bool:
+    """Whether ``text`` may hold a match of ``_EN_OUR_PET_GATE`` ("our " or "Our ")."""
+    return "our " in text or "Our " in text
+
+
 def could_state_family(text: str) -> bool:
     """Cheap gate for English text the sentence rules' first-person gate misses ("We adopted ...")."""
     return (
         _EN_PET_GATE.search(text) is not None
-        or _EN_HOME_GATE.search(text) is not None
-        or _EN_OUR_PET_GATE.search(text) is not None
+        or (_may_home(text) and _EN_HOME_GATE.search(text) is not None)
+        or (_may_our_pet(text) and _EN_OUR_PET_GATE.search(text) is not None)
     )
 
 
