@@ -1019,12 +1019,18 @@ def test_messages_after_on_sqlite_reads_ids_only_when_the_caller_holds_every_row
     statements: list[str] = []
     listener = lambda _c, _cur, sql, *_: statements.append(sql)  # noqa: E731
     event.listen(store.engine, "before_cursor_execute", listener)
-    covered = store.messages_after("ids", 0, known=known)
+    covered = store.messages_after("ids", 0, limit=6, known=known)
     reads_covered = list(statements)
     statements.clear()
-    uncovered = store.messages_after("ids", 0, known={k: v for k, v in known.items() if k != "m3"})
+    uncovered = store.messages_after("ids", 0, limit=5, known={k: v for k, v in known.items() if k != "m3"})
+    reads_uncovered = list(statements)
+    statements.clear()
+    store.messages_after("ids", 0, limit=6, known={"m0": batch[0]})  # fewer held than a page: one read
+    few = list(statements)
     event.remove(store.engine, "before_cursor_execute", listener)
-    assert [x.id for _, x in covered] == [x.id for _, x in uncovered] == [f"m{i}" for i in range(6)]
+    assert [x.id for _, x in covered] == [f"m{i}" for i in range(6)]
+    assert [x.id for _, x in uncovered] == [f"m{i}" for i in range(5)]
     assert len(reads_covered) == 1 and "content" not in reads_covered[0], reads_covered
-    assert len(statements) == 2 and "content" in statements[1], statements  # ids, then the rows
+    assert len(reads_uncovered) == 2 and "content" in reads_uncovered[1], reads_uncovered  # ids, rows
+    assert len(few) == 1 and "content" in few[0], few
     store.close()
