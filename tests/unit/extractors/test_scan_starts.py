@@ -3,8 +3,9 @@
 ``_EN_PERIOD`` looks behind for titles from after the period instead of before it; ``_EN_TAIL``
 opens with a look-ahead for the space or comma every branch starts with; ``_EN_HOME_GATE``,
 ``_EN_OUR_PET_GATE`` and ``_EN_RELATIVE_IS`` are tried only when a substring every match holds is
-there. Each is checked against its earlier form (written out here) on texts built from the
-patterns' own words and odd characters, and on LoCoMo's real lines.
+there; ``_en_family``'s eleven ``^I`` patterns only on a clause opening with what ``^I`` matches.
+Each is checked against its earlier form (written out here, or the gate held open) on texts built
+from the patterns' own words and odd characters, and on LoCoMo's real lines.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from re import _constants, _parser  # type: ignore[attr-defined]
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -182,3 +185,82 @@ def test_real_lines_match_as_before() -> None:
     for line in lines:
         for part in [line, *scripts._EN_CLAUSE.split(line), *line.split(". ")]:
             _same(part)
+
+
+class _Every:
+    """A set holding every character: ``_en_family`` with its first-character gate open."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def _opens_with_caret_i(items: list[tuple[Any, Any]]) -> bool:
+    """Whether every way through a parsed pattern starts with ``^`` then ``I``."""
+    if not items:
+        return False
+    op, av = items[0]
+    if op is _constants.BRANCH:
+        return all(_opens_with_caret_i(list(branch)) for branch in av[1])
+    if op is _constants.SUBPATTERN:
+        return _opens_with_caret_i(list(av[3]))
+    return (
+        op is _constants.AT
+        and av is _constants.AT_BEGINNING
+        and len(items) > 1
+        and items[1] == (_constants.LITERAL, ord("I"))
+    )
+
+
+def test_every_family_pattern_opens_with_caret_i() -> None:
+    assert len(_families.EN_I_PATTERNS) == 11
+    for pattern in _families.EN_I_PATTERNS:
+        assert _opens_with_caret_i(list(_parser.parse(pattern.pattern, pattern.flags))), pattern.pattern[:60]
+    folded = {chr(c) for c in range(0x110000) if re.match("I", chr(c), re.IGNORECASE)}
+    assert folded == set(_families._I_FIRST)
+
+
+STATED = st.tuples(
+    st.sampled_from(["I", "i", "ı", "İ", " I", "We", "My", "", "ſ"]),
+    st.sampled_from(
+        [
+            "'m lactose intolerant",
+            " quit smoking",
+            " play the guitar",
+            " go hiking on weekends",
+            "'ve gotten really into bouldering",
+            " am vegan",
+            " have a severe peanut allergy",
+            " eat meat again",
+            "'m on a local soccer team",
+        ]
+    ),
+).map("".join)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(joined, glued, STATED))
+def test_the_family_gate_refuses_no_clause_a_pattern_reads(text: str) -> None:
+    gated = _families._en_family(text)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_families, "_I_FIRST", _Every())
+        assert _families._en_family(text) == gated
+
+
+def test_the_family_gate_on_real_clauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not LOCOMO.is_file():
+        pytest.skip(f"LoCoMo data not found at {LOCOMO}")
+    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
+    clauses = [
+        c.text
+        for sample in data
+        for key, session in sample["conversation"].items()
+        if key.startswith("session_") and isinstance(session, list)
+        for turn in session
+        for c in scripts.split_clauses(scripts.clean_text(turn["text"]))
+    ]
+    gated = [_families._en_family(c) for c in clauses]
+    refused = sum(1 for c in clauses if c.strip()[:1] not in _families._I_FIRST)
+    monkeypatch.setattr(_families, "_I_FIRST", _Every())
+    assert [_families._en_family(c) for c in clauses] == gated
+    assert sum(1 for facts in gated if facts) >= 3  # real clauses the patterns read
+    assert refused > 10_000  # and the many the gate refuses
