@@ -112,7 +112,10 @@ _EN_SEVERITY = {
     "slight": "mildly ",
 }
 # Tails that add no fact: a relative clause on the whole statement, when the user has time.
+# Every branch starts at a space or a comma: the leading look-ahead says so, and the scan skips
+# the other positions at once instead of trying each branch there (same matches, half the time).
 _EN_TAIL = re.compile(
+    r"(?=[\s,])(?:"
     r"\s*,\s*which (?:is|was|makes|means) .*$|\s*,\s*(?:to be honest|honestly|tbh|though|haha|lol)$"
     # A closing discourse adverb says how the statement relates to the last one, not what it is about.
     r"|\s*,?\s+(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well|by the way|btw)$"
@@ -131,7 +134,8 @@ _EN_TAIL = re.compile(
     r"|\s*,\s*(?:going on|coming up on|for (?:about |almost |over |nearly )?)[\w -]{1,20}? (?:years?|months?)"
     r"(?: now)?$"
     # An intensifier closing a negation: "I don't drink alcohol at all".
-    r"|\s+at all$",
+    r"|\s+at all$"
+    r")",
     re.IGNORECASE,
 )
 # When the user has time: the rules' likes do not expect it ("I like to hike on weekends"); the
@@ -360,7 +364,8 @@ def normalize_clause(text: str, *, zh: bool) -> str:
     if _may_called_name(out):
         out = _EN_CALLED_NAME.sub(lambda m: f"{m['sp']} named {m['n']}", out)
     out = _EN_ADVERB.sub("I ", out)
-    out = _EN_RELATIVE_IS.sub(r"\1 is ", out)
+    if out.startswith(("My ", "my ")):  # the pattern's own start (a template sub costs a call)
+        out = _EN_RELATIVE_IS.sub(r"\1 is ", out)
     if _may_now(out):
         out = _EN_NOW_TAIL.sub("", out)
     out = _EN_OUR_PET.sub("My ", out)

@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from convmem_graph.extractors._clauses import mark_discourse, normalize_clause
 from convmem_graph.extractors._facts import DAY_MS, Fact, PlanInfo, RuleContext, plan_action_from_content
@@ -91,7 +91,6 @@ from convmem_graph.extractors._families import (
 from convmem_graph.extractors._noise import looks_like_noise
 from convmem_graph.extractors._precision import carries_fact
 from convmem_graph.extractors._rules_en import CONDITION_CLAUSE, could_state, extract_en_clause
-from convmem_graph.extractors._rules_zh import extract_zh_sentence
 from convmem_graph.models import (
     FRAGMENT_MAX_CHARS,
     ExtractionResult,
@@ -243,6 +242,17 @@ def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
     return split_allergy_lists(merge_family_facts(_rule_facts(clauses, ctx, cjk), extra))
 
 
+def _zh_rules() -> Callable[[list[Clause], RuleContext], list[Fact]]:
+    """The Chinese sentence rules, imported at the first Chinese sentence.
+
+    Compiling their patterns is ~60 ms of CPU, a sixth of a fresh process's fixed cost of a
+    replay (issue 24): a process that only ever reads English text never needs them.
+    """
+    from convmem_graph.extractors._rules_zh import extract_zh_sentence
+
+    return extract_zh_sentence
+
+
 def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact]:
     facts: list[Fact] = []
     if not cjk:  # fast path: every clause is English
@@ -260,7 +270,7 @@ def _rule_facts(clauses: list[Clause], ctx: RuleContext, cjk: bool) -> list[Fact
         sentence = clauses[i:j]
         zh: list[Clause] = [c for c in sentence if c.zh]
         if zh:
-            facts.extend(extract_zh_sentence(zh, ctx))
+            facts.extend(_zh_rules()(zh, ctx))
         for clause in sentence:
             if not clause.zh:
                 facts.extend(extract_en_clause(clause, ctx))

@@ -74,22 +74,40 @@ def check_item_counts(source: str, data: Any, *, depth: int = 4) -> None:
     Raises:
         SourceFormatError: Naming the list's JSON path and the limit.
     """
-    stack: list[tuple[Any, str, int]] = [(data, "$", 0)]
+    # A container's path is written out only for the error: (parent, key, is index) until then
+    # (formatting every message's path cost a replay more than the walk).
+    stack: list[tuple[Any, _Where, int]] = [(data, "$", 0)]
     while stack:
-        node, path, level = stack.pop()
+        node, where, level = stack.pop()
         if isinstance(node, list):
             if len(node) > MAX_ITEMS_PER_PAYLOAD:
                 fail(
-                    source, path, f"{len(node)} items exceed the limit of {MAX_ITEMS_PER_PAYLOAD} per payload"
+                    source,
+                    _where_path(where),
+                    f"{len(node)} items exceed the limit of {MAX_ITEMS_PER_PAYLOAD} per payload",
                 )
             if level < depth:
                 stack.extend(
-                    (v, f"{path}[{i}]", level + 1) for i, v in enumerate(node) if isinstance(v, (list, dict))
+                    (v, (where, i, True), level + 1)
+                    for i, v in enumerate(node)
+                    if isinstance(v, (list, dict))
                 )
         elif isinstance(node, dict) and level < depth:
             stack.extend(
-                (v, f"{path}.{k}", level + 1) for k, v in node.items() if isinstance(v, (list, dict))
+                (v, (where, k, False), level + 1) for k, v in node.items() if isinstance(v, (list, dict))
             )
+
+
+#: Where :func:`check_item_counts` found a container: ``"$"``, or (parent, key, whether an index).
+_Where = str | tuple[Any, object, bool]
+
+
+def _where_path(where: _Where) -> str:
+    """The JSON path of a :data:`_Where`: ``$.messages[3]``."""
+    if isinstance(where, str):
+        return where
+    parent, key, index = where
+    return f"{_where_path(parent)}[{key}]" if index else f"{_where_path(parent)}.{key}"
 
 
 def join(base: str, key: object) -> str:

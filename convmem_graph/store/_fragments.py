@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Row, inspect, select, update
+from sqlalchemy import Connection, Row, Update, bindparam, inspect, select, update
 
 from convmem_graph._ids import stable_id
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
@@ -207,6 +207,21 @@ def fragments_once(rows: Iterable[Row[Any]]) -> list[Fragment]:
         if r.id not in found:
             found[r.id] = row_to_fragment(r)
     return list(found.values())
+
+
+_UPDATES: dict[tuple[str, ...], Update] = {}
+
+
+def _update_statement(names: tuple[str, ...]) -> Update:
+    """``UPDATE`` of one fragment's columns ``names`` (binds ``w_memory_id``, ``w_id``, ``v_<name>``)."""
+    stmt = _UPDATES.get(names)
+    if stmt is None:
+        stmt = _UPDATES[names] = (
+            update(fragments)
+            .where(fragments.c.memory_id == bindparam("w_memory_id"), fragments.c.id == bindparam("w_id"))
+            .values({name: bindparam(f"v_{name}") for name in names})
+        )
+    return stmt
 
 
 def _to_row(f: Fragment) -> dict[str, Any]:
@@ -500,14 +515,21 @@ class FragmentWriter:
         """Write new and changed fragments and the audit rows."""
         if self._new:
             execute_rows(self._conn, INSERT_FRAGMENTS, [_to_row(self._state[i]) for i in sorted(self._new)])
+        # One statement per row shape, run once for all the changed rows (in id order): building
+        # and compiling an UPDATE per row cost more than SQLite's own work for it.
+        run: list[dict[str, Any]] = []
+        shape: tuple[str, ...] = ()
         for fid in sorted(self._dirty):
             row = _to_row(self._state[fid])
             del row["memory_id"], row["id"]
-            self._conn.execute(
-                update(fragments)
-                .where(fragments.c.memory_id == self._memory_id, fragments.c.id == fid)
-                .values(**row)
-            )
+            names = tuple(row)
+            if names != shape and run:
+                execute_rows(self._conn, _update_statement(shape), run)
+                run = []
+            shape = names
+            run.append({"w_memory_id": self._memory_id, "w_id": fid, **{f"v_{k}": v for k, v in row.items()}})
+        if run:
+            execute_rows(self._conn, _update_statement(shape), run)
         write_audit(self._conn, self._audit)
         if self._unembedded:
             # In the transaction that changes the facts: no reader pairs them with an old vector.

@@ -289,8 +289,9 @@ def _rows_in(
 
     ``between``: only rows whose ``timestamp_ms`` lies in this closed range.
 
-    Driver-level SQL: compiling expanding IN lists per chunk cost more than the lookups. On
-    PostgreSQL one array parameter: a query text of its own per list length cost psycopg about a
+    Driver-level SQL (:func:`~convmem_graph.store._driver.driver_execute`): compiling expanding
+    IN lists per chunk cost more than the lookups. On PostgreSQL one array
+    parameter: a query text of its own per list length cost psycopg about a
     millisecond to parse each time.
     """
     sql = f"SELECT {columns} FROM {messages.name} WHERE memory_id = "
@@ -300,11 +301,12 @@ def _rows_in(
         if between is not None:
             sql += " AND timestamp_ms BETWEEN %s AND %s"
         return driver_execute(conn, sql, (memory_id, list(values), *span))
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    sql += f"{mark} AND {key} IN ({', '.join([mark] * len(values))})"
+    sql += f"? AND {key} IN ({', '.join('?' * len(values))})"
     if between is not None:
-        sql += f" AND timestamp_ms BETWEEN {mark} AND {mark}"
-    return conn.exec_driver_sql(sql, (memory_id, *values, *span))
+        sql += " AND timestamp_ms BETWEEN ? AND ?"
+    # On SQLite's own cursor: SQLAlchemy's result fetched the rows one call each (a replay's
+    # duplicate lookups read thousands of rows per batch).
+    return driver_execute(conn, sql, (memory_id, *values, *span))
 
 
 def _absorb_proxy_copies(

@@ -193,6 +193,15 @@ class MessageRecords(StoreCore):
                 return [(seq, known[mid]) for seq, mid in picked]
         params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
+            if known and tail is None and not self._backend.returns_rows and limit <= len(known):
+                # On SQLite (its insert returns no rows to stamp the run's with), when the caller
+                # holds a page's worth: ids first, the full rows only when one is not the caller's
+                # (a replay's extraction batches, 200 of the run's 1,000 rows each, whose reading
+                # and metadata decoding cost more than the read of ids). A live turn holds fewer
+                # than a page and reads the rows at once, one statement as before.
+                ids = select_rows(conn, Q.MESSAGE_IDS_AFTER, params)
+                if all(row.id in known for row in ids):
+                    return [(int(row.seq), known[row.id]) for row in ids]
             rows = select_rows(conn, Q.MESSAGES_AFTER, params)
             if not known:
                 return [(int(row[0]), row_to_message(row)) for row in rows]

@@ -154,3 +154,33 @@ def test_a_closed_output_pipe_ends_quietly(tmp_path: Path) -> None:
         err = proc.stderr.read().decode()
         code = proc.wait(timeout=120)
     assert (code, err) == (141, "")
+
+
+#: An English replay, then a Chinese line: the Chinese sentence rules load only for the latter.
+_ZH_RULES_CODE = """
+import json, sys
+from convmem_graph.memory import ConvMemory
+loaded = []
+with ConvMemory.open(sys.argv[1]) as mem:
+    mem.ingest("m1", [{"role": "user", "content": "I moved to Leeds last year and I'm allergic to peanuts."}],
+               source="openai")
+    loaded.append("convmem_graph.extractors._rules_zh" in sys.modules)
+    mem.ingest("m1", [{"role": "user", "content": "我住在杭州，我对芒果过敏。"}], source="openai")
+    loaded.append("convmem_graph.extractors._rules_zh" in sys.modules)
+    facts = sorted(f.key for f in mem.fragments("m1"))
+print(json.dumps([loaded, facts]))
+"""
+
+
+def test_chinese_rules_load_at_the_first_chinese_line(tmp_path: Path) -> None:
+    # Compiling their patterns is ~60 ms of a fresh process's fixed cost (issue 24 item 3).
+    out = subprocess.run(
+        [sys.executable, "-c", _ZH_RULES_CODE, str(tmp_path / "m.db")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    loaded, facts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == [False, True]
+    assert {"allergy:peanuts", "allergy:芒果"} <= set(facts), facts  # both languages' rules ran

@@ -273,6 +273,27 @@ class StoreContract:
         assert store.extracted_seq(m) == page[-1][0]
         assert store.extracted_seq(mid("unknown")) == 0 and store.max_seq(mid("unknown")) == 0
 
+    def test_messages_after_gives_the_callers_messages_and_rebuilds_the_rest(
+        self, store: MemoryStore, mid: Callable[[str], str]
+    ) -> None:
+        # A run's fresh messages come back as the run's own objects (on SQLite after a read of
+        # ids only); a row the caller does not hold is read and rebuilt in the same place.
+        m = mid("known")
+        batch = [msg(f"k{i}", f"text {i}", T0 + i, metadata={"n": i}) for i in range(5)]
+        store.add_messages(m, batch)
+        stored = store.messages_after(m, 0)
+        known = {x.id: x for x in batch}
+        every = store.messages_after(m, 0, known=known)
+        assert [s for s, _ in every] == [s for s, _ in stored]
+        assert all(x is known[x.id] for _, x in every)
+        partial = {k: v for k, v in known.items() if k != "k2"}
+        mixed = store.messages_after(m, 0, known=partial)
+        assert [(s, x.id) for s, x in mixed] == [(s, x.id) for s, x in stored]
+        assert [x is partial.get(x.id) for _, x in mixed] == [True, True, False, True, True]
+        assert mixed[2][1] == stored[2][1] and mixed[2][1].metadata == {"n": 2}
+        page = store.messages_after(m, stored[0][0], limit=2, known=known)
+        assert [x.id for _, x in page] == ["k1", "k2"]
+
     def test_purge_keeps_recent_and_unprocessed(self, store: MemoryStore, mid: Callable[[str], str]) -> None:
         m = mid("purge")
         store.add_messages(m, [msg(f"m{i}", f"text {i}", T0 + i * 1000) for i in range(10)])
@@ -1002,4 +1023,30 @@ def test_a_line_repeated_on_one_channel_still_meets_its_copy_from_another(tmp_pa
         msg("im9", "好的", T0 + 4 * 60_000 + 6_000, role="assistant"),
     ]
     assert store.add_messages("m", later, dedupe_window_ms=10_000) == ["im9"]
+    store.close()
+
+
+def test_messages_after_on_sqlite_reads_ids_only_when_the_caller_holds_every_row(tmp_path: Path) -> None:
+    """A replay's extraction batches (200 rows it just stored) skip reading and decoding the rows."""
+    store = MemoryStore.from_url(str(tmp_path / "ids.db"))
+    batch = [msg(f"m{i}", f"text {i}", T0 + i, metadata={"n": i}) for i in range(6)]
+    store.add_messages("ids", batch)
+    known = {m.id: m for m in batch}
+    statements: list[str] = []
+    listener = lambda _c, _cur, sql, *_: statements.append(sql)  # noqa: E731
+    event.listen(store.engine, "before_cursor_execute", listener)
+    covered = store.messages_after("ids", 0, limit=6, known=known)
+    reads_covered = list(statements)
+    statements.clear()
+    uncovered = store.messages_after("ids", 0, limit=5, known={k: v for k, v in known.items() if k != "m3"})
+    reads_uncovered = list(statements)
+    statements.clear()
+    store.messages_after("ids", 0, limit=6, known={"m0": batch[0]})  # fewer held than a page: one read
+    few = list(statements)
+    event.remove(store.engine, "before_cursor_execute", listener)
+    assert [x.id for _, x in covered] == [f"m{i}" for i in range(6)]
+    assert [x.id for _, x in uncovered] == [f"m{i}" for i in range(5)]
+    assert len(reads_covered) == 1 and "content" not in reads_covered[0], reads_covered
+    assert len(reads_uncovered) == 2 and "content" in reads_uncovered[1], reads_uncovered  # ids, rows
+    assert len(few) == 1 and "content" in few[0], few
     store.close()
