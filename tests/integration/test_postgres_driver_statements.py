@@ -19,9 +19,6 @@ from sqlalchemy import Connection, event, select
 from sqlalchemy.engine import Connection as SAConnection
 from sqlalchemy.exc import IntegrityError
 
-from convmem_graph.models import Message, VariableSpec
-from convmem_graph.runner import Lifecycle
-from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
@@ -29,10 +26,10 @@ from convmem_graph.store._driver import execute_rows, select_rows
 from convmem_graph.store._summary_facts import STRONGEST_BOTH
 from convmem_graph.store.engine import insert_ignore
 from convmem_graph.store.schema import audit, memories
+from tests.unit.store.driver_fill import T0
+from tests.unit.store.driver_fill import fill_memory as _fill
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
-
-T0 = 1_767_268_800_000
 
 
 @pytest.fixture
@@ -40,44 +37,6 @@ def store(fresh_pg_url: str) -> Iterator[MemoryStore]:
     s = MemoryStore.from_url(fresh_pg_url)
     yield s
     s.close()
-
-
-def _fill(store: MemoryStore) -> None:
-    store.define_variables(
-        "m1",
-        [
-            VariableSpec(name="city", description="where", infer=False, allowed_values=["北京", "上海"]),
-            VariableSpec(name="hobbies", type="list"),
-        ],
-    )
-    store.set_manual_variable("m1", "city", "北京")
-    store.set_manual_variable("m1", "hobbies", ["围棋", "chess"])
-    store.commit_summary(
-        "m1", "用户画像：北京。", tokens=7, covers_until_ms=T0, upto_seq=0, now_ms=T0, origin="extractive"
-    )
-    store.add_messages(
-        "m1",
-        [
-            Message(
-                id="u1",
-                role="user",
-                content="我住在北京，喜欢围棋。",
-                channel="voice",
-                source="asr",
-                timestamp_ms=T0,
-            ),
-            Message(
-                id="a1",
-                role="assistant",
-                content="好的。",
-                channel="voice",
-                source="asr",
-                timestamp_ms=T0 + 1,
-            ),
-        ],
-    )
-    turns = [f"我喜欢{thing}。" for thing in ("围棋", "爵士乐", "徒步")]
-    Lifecycle(store, clock=lambda: T0).run("m1", [RawInput([{"role": "user", "content": t} for t in turns])])
 
 
 @pytest.fixture

@@ -8,15 +8,13 @@ matching folds onto ASCII letters (``ſ``, ``K``, ``İ``, ``ı``), and on LoCoMo
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem_graph.extractors import _clauses
 from convmem_graph.extractors._clauses import GATED, mark_discourse, normalize_clause, strip_tails
+from tests.unit.extractors.locomo_lines import locomo_lines
 
 #: Pieces the gated patterns are made of, in several cases, and what sits around them.
 WORDS = [
@@ -198,20 +196,8 @@ def test_documented_rewrites_hold() -> None:
     assert normalize_clause("I go bouldering on weekends", zh=False) == "I go bouldering"
 
 
-LOCOMO = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "locomo" / "locomo10.json"
-
-
 def test_no_gate_refuses_a_real_line_its_pattern_matches(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not LOCOMO.is_file():
-        pytest.skip(f"LoCoMo data not found at {LOCOMO}")
-    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
-    lines = [
-        turn["text"]
-        for sample in data
-        for key, session in sample["conversation"].items()
-        if key.startswith("session_") and isinstance(session, list)
-        for turn in session
-    ]
+    lines = locomo_lines()
     assert len(lines) > 5000
     parts = [p for line in lines for p in [line, *line.replace("!", ".").replace("?", ".").split(".")]]
     matched = 0

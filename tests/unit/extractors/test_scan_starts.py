@@ -10,9 +10,7 @@ from the patterns' own words and odd characters, and on LoCoMo's real lines.
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from re import _constants, _parser  # type: ignore[attr-defined]
 from typing import Any
 
@@ -22,6 +20,7 @@ from hypothesis import strategies as st
 
 from convmem_graph.extractors import _clauses, _families
 from convmem_graph.text import scripts
+from tests.unit.extractors.locomo_lines import locomo_lines
 
 #: ``_EN_PERIOD`` as it was: the eight look-behinds tried before the period, at every character.
 OLD_EN_PERIOD = re.compile(
@@ -167,20 +166,8 @@ def test_the_gated_patterns_still_match_their_examples() -> None:
     assert scripts._EN_PERIOD.split("I saw Dr. Lee. Then we left.") == ["I saw Dr. Lee", "Then we left."]
 
 
-LOCOMO = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "locomo" / "locomo10.json"
-
-
 def test_real_lines_match_as_before() -> None:
-    if not LOCOMO.is_file():
-        pytest.skip(f"LoCoMo data not found at {LOCOMO}")
-    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
-    lines = [
-        turn["text"]
-        for sample in data
-        for key, session in sample["conversation"].items()
-        if key.startswith("session_") and isinstance(session, list)
-        for turn in session
-    ]
+    lines = locomo_lines()
     assert len(lines) > 5000
     for line in lines:
         for part in [line, *scripts._EN_CLAUSE.split(line), *line.split(". ")]:
@@ -247,17 +234,7 @@ def test_the_family_gate_refuses_no_clause_a_pattern_reads(text: str) -> None:
 
 
 def test_the_family_gate_on_real_clauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not LOCOMO.is_file():
-        pytest.skip(f"LoCoMo data not found at {LOCOMO}")
-    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
-    clauses = [
-        c.text
-        for sample in data
-        for key, session in sample["conversation"].items()
-        if key.startswith("session_") and isinstance(session, list)
-        for turn in session
-        for c in scripts.split_clauses(scripts.clean_text(turn["text"]))
-    ]
+    clauses = [c.text for line in locomo_lines() for c in scripts.split_clauses(scripts.clean_text(line))]
     gated = [_families._en_family(c) for c in clauses]
     refused = sum(1 for c in clauses if c.strip()[:1] not in _families._I_FIRST)
     monkeypatch.setattr(_families, "_I_FIRST", _Every())

@@ -13,10 +13,7 @@ import pytest
 from sqlalchemy import Connection, event, literal, select
 from sqlalchemy.exc import IntegrityError
 
-from convmem_graph.models import Message, VariableSpec
 from convmem_graph.nodes._inference import _NEWEST_PAGE
-from convmem_graph.runner import Lifecycle
-from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _lang_counts as L
@@ -25,8 +22,8 @@ from convmem_graph.store._driver import driver_execute, select_rows
 from convmem_graph.store.engine import insert_ignore
 from convmem_graph.store.schema import memories, snapshots
 from convmem_graph.store.sqlite import SqliteBackend
-
-T0 = 1_767_268_800_000
+from tests.unit.store.driver_fill import T0
+from tests.unit.store.driver_fill import fill_memory as _fill
 
 
 @pytest.fixture(params=["file", "memory"])
@@ -35,53 +32,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryStore:
     s = MemoryStore.from_url(url)
     yield s  # type: ignore[misc]
     s.close()
-
-
-def _fill(store: MemoryStore) -> None:
-    store.define_variables(
-        "m1",
-        [
-            VariableSpec(name="city", description="where", infer=False, allowed_values=["北京", "上海"]),
-            VariableSpec(name="hobbies", type="list"),
-            VariableSpec(name="age", type="integer", allowed_values=None),
-        ],
-    )
-    store.set_manual_variable("m1", "city", "北京")
-    store.set_manual_variable("m1", "hobbies", ["围棋", "chess"])
-    store.commit_summary(
-        "m1", "用户画像：北京。", tokens=7, covers_until_ms=T0, upto_seq=0, now_ms=T0, origin="extractive"
-    )
-    store.add_messages(
-        "m1",
-        [
-            Message(
-                id="u1", role="user", content="我住在北京。", channel="voice", source="asr", timestamp_ms=T0
-            ),
-            Message(
-                id="a1",
-                role="assistant",
-                content="好的。",
-                channel="voice",
-                source="llm",
-                timestamp_ms=T0 + 1,
-                turn_id=4,
-                round_id="r1",
-                interrupted=True,
-                original="好的，我记住了",
-                metadata={"k": [1, "二"]},
-            ),
-        ],
-    )
-    store.ensure_memory("m2")
-    # Facts of several families (durable, temporary), stated through the lifecycle.
-    turns = [
-        "I'm allergic to mango.",
-        "我喜欢围棋。",
-        "I love hiking and jazz.",
-        "我明天要去上海出差。",
-        "My dog is Rex.",
-    ]
-    Lifecycle(store, clock=lambda: T0).run("m1", [RawInput([{"role": "user", "content": t} for t in turns])])
 
 
 #: The selects the turn reads through ``select_rows``, with the parameters beside the memory's id.
