@@ -380,6 +380,12 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
             # The timeout first; then WAL, which a new file shared with other processes may refuse
             # for a moment while one of them switches it (see _enable_wal).
             cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            # A new (empty) file only: it can then give back the pages the episodic index's
+            # merge frees (MemoryStore.compact_episodes), which would otherwise stay in it as free
+            # pages. On a file with tables the pragma changes nothing, yet waits for the write
+            # lock another process may hold.
+            if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+                cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
             if wal:
                 _enable_wal(cursor)
             cursor.execute("PRAGMA foreign_keys=ON")

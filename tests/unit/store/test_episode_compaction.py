@@ -127,3 +127,59 @@ def test_a_replay_ends_with_one_segment(tmp_path: Path, compact: bool) -> None:
         assert again.new_messages == 0 and again.compact_seconds == 0
     finally:
         store.close()
+
+
+def _pages(db: Path) -> tuple[int, int, int]:
+    """``auto_vacuum`` mode, page count and free pages of the file (read with a connection of its own)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    try:
+        return tuple(
+            conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("auto_vacuum", "page_count", "freelist_count")
+        )  # type: ignore[return-value]
+    finally:
+        conn.close()
+
+
+def _fill_in_many_transactions(store: MemoryStore, n: int = 60) -> None:
+    for k in range(n):  # one transaction each: one segment each, merged by FTS5 as they come
+        words = " ".join(WORDS[(k + j) % len(WORDS)] for j in range(6)) + f" word{k} 第{k}次"
+        store.add_messages("mem_0", [_message(k, words * 4)])
+
+
+def test_a_new_file_gives_the_merge_s_free_pages_back(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    store = MemoryStore.from_url(str(db))
+    try:
+        _fill_in_many_transactions(store)
+        assert _segments(store) > 1
+        before = _found(store, "mem_0", "chess 成都")
+        store.compact_episodes()
+        assert _segments(store) == 1
+        T._LAST[0] = None
+        assert _found(store, "mem_0", "chess 成都") == before
+    finally:
+        store.close()
+    mode, _, free = _pages(db)
+    assert mode == 2  # incremental: set when the store made the file
+    assert free == 0
+
+
+def test_a_file_made_without_auto_vacuum_keeps_its_free_pages(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)  # a file with a table already: auto_vacuum can no longer change
+    conn.execute("CREATE TABLE mine (k TEXT)")
+    conn.close()
+    store = MemoryStore.from_url(str(db))
+    try:
+        _fill_in_many_transactions(store)
+        store.compact_episodes()
+        assert _segments(store) == 1
+    finally:
+        store.close()
+    mode, _, free = _pages(db)
+    assert mode == 0
+    assert free > 0  # the merge's old segments, kept for later writes
