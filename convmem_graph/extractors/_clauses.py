@@ -222,21 +222,52 @@ _NOW_END = re.compile(r"(?:now|days)\n?\Z")
 _BECAUSE_WORD = re.compile(r"since|cause", re.IGNORECASE)
 
 
+#: What ``re.IGNORECASE`` matches to an ASCII letter beyond ``str.lower``'s folds: ``ſ`` (U+017F) to
+#: ``s``, ``ı`` and ``İ`` (U+0131, U+0130) to ``i`` (tests/unit/extractors/test_clause_gates.py
+#: checks every code point).
+_FOLDS = str.maketrans({"\u017f": "s", "\u0131": "i", "\u0130": "i"})
+
+
+def fold_lower(text: str) -> str:
+    """``text`` lower-cased so that a word ``re.IGNORECASE`` finds in it is found by ``in``."""
+    return (text if text.isascii() else text.translate(_FOLDS)).lower()
+
+
+#: The last two letters of ``_TAIL_END``'s and ``_LEISURE_END``'s words, lower case: a clause
+#: ending otherwise (before one optional newline) cannot end in one of them, so the search is
+#: skipped.
+_TAIL_LAST_TWO = frozenset({"ay", "ys", "ss", "gh", "oo", "ll", "tw"})
+_LEISURE_LAST_TWO = frozenset({"ff", "nd", "ds", "me", "an"})
+
+
+def _last_two(text: str) -> str:
+    """The two characters before the end or a final newline, folded (:func:`fold_lower`)."""
+    return fold_lower(text[-3:-1] if text[-1:] == "\n" else text[-2:])
+
+
 def _may_tail(text: str) -> bool:
     # Every branch but two needs a comma; those two end in a closing word ("anyway", "at all").
-    return "," in text or _TAIL_END.search(text[-14:]) is not None
+    if "," in text:
+        return True
+    return _last_two(text) in _TAIL_LAST_TWO and _TAIL_END.search(text[-14:]) is not None
 
 
 def _may_leisure(text: str) -> bool:
-    return _LEISURE_END.search(text[-10:]) is not None
+    return _last_two(text) in _LEISURE_LAST_TWO and _LEISURE_END.search(text[-10:]) is not None
 
 
 def _may_now(text: str) -> bool:
-    return _NOW_END.search(text[-6:]) is not None
+    # ``_NOW_END`` is case-sensitive: its words as written, before one optional newline.
+    return text.endswith(_NOW_ENDS)
+
+
+_NOW_ENDS = ("now", "days", "now\n", "days\n")
 
 
 def _may_because(text: str) -> bool:
-    return _BECAUSE_WORD.search(text) is not None
+    # ``_BECAUSE_WORD`` ignores case: its words in the folded text.
+    low = fold_lower(text)
+    return "since" in low or "cause" in low
 
 
 def _may_call(text: str) -> bool:

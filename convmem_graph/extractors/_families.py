@@ -18,7 +18,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from convmem_graph.extractors._clauses import ZH_LEISURE, move_lead_time, strip_fillers, strip_tails
+from convmem_graph.extractors._clauses import (
+    ZH_LEISURE,
+    fold_lower,
+    move_lead_time,
+    strip_fillers,
+    strip_tails,
+)
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS, EN_SPECIES, ZH_FOODS, ZH_RELATIONS
 from convmem_graph.extractors._taxonomy import (
@@ -356,6 +362,17 @@ _EN_USED_TO = re.compile(
     r"|(?:a|one|two|three|half a|\d+) [\w ]{1,20}? (?:a|per|every) (?:day|night|week)))?$",
     re.IGNORECASE,
 )
+
+
+def _may_used_to(text: str) -> bool:
+    """Whether ``text`` may hold ``_EN_USED_TO``'s "used to" (case folded as ``re.IGNORECASE`` does).
+
+    Stripping fillers and tails and moving a leading time, as the reader does first, adds no
+    words, so the raw clause holds the words of any match.
+    """
+    return "used to" in fold_lower(text)
+
+
 _EN_STOPPED_IT = re.compile(
     r"^(?:but\s+|and\s+)?(?:now\s+)?I(?:'ve| have)?\s+(?:finally\s+|already\s+)?"
     r"(?:stopped|quit|gave up|given up|gave (?:it|that) up|given (?:it|that) up|kicked the habit)"
@@ -681,6 +698,11 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
     for n, clause in enumerate(clauses):
         if clause.sentence != sentence:
             sentence, owner = clause.sentence, ""
+        if clause.question and not clause.zh and not _may_used_to(clause.text):
+            # An English question changes nothing below but ``used_to`` (a family reads no
+            # question, and ``_EN_STOPPED_IT`` is taken only outside one): without "used to" it
+            # is passed by before its fillers and tails are stripped (issue 24).
+            continue
         text = strip_fillers(clause.text, zh=clause.zh)
         if not clause.zh:
             text = move_lead_time(strip_tails(text))

@@ -238,7 +238,12 @@ def _facts_of(text: str, ctx: RuleContext, cjk: bool) -> list[Fact]:
     clauses = split_clauses(text, lambda s: could_state(s, ctx) or could_state_family(s), cjk=cjk)
     extra = clause_family_facts(clauses, ctx)
     for n, clause in enumerate(clauses):
-        clauses[n] = clause._replace(text=normalize_clause(clause.text, zh=clause.zh))
+        # An English question yields nothing (extract_en_clause returns at its flag) and no other
+        # clause reads it (``_conditional`` reads the clause before in the same sentence, and a
+        # question is its sentence's last clause): its normalized text is never looked at, so it
+        # is not computed (issue 24; a third of LoCoMo's clauses).
+        if clause.zh or not clause.question:
+            clauses[n] = clause._replace(text=normalize_clause(clause.text, zh=clause.zh))
     return split_allergy_lists(merge_family_facts(_rule_facts(clauses, ctx, cjk), extra))
 
 

@@ -8,12 +8,14 @@ matching folds onto ASCII letters (``ſ``, ``K``, ``İ``, ``ı``), and on LoCoMo
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem_graph.extractors import _clauses
-from convmem_graph.extractors._clauses import GATED, mark_discourse, normalize_clause, strip_tails
+from convmem_graph.extractors._clauses import GATED, fold_lower, mark_discourse, normalize_clause, strip_tails
 from tests.unit.extractors.locomo_lines import locomo_lines
 
 #: Pieces the gated patterns are made of, in several cases, and what sits around them.
@@ -206,3 +208,39 @@ def test_no_gate_refuses_a_real_line_its_pattern_matches(monkeypatch: pytest.Mon
         matched += any(p.search(part) is not None for p, _ in GATED)
     assert matched > 100  # the real lines exercise the patterns, not only the refusals
     assert [_outputs(p) for p in parts] == _ungated(monkeypatch, parts)
+
+
+#: The letters the case-insensitive end and word gates read through ``str.lower``.
+_FOLDED_LETTERS = sorted(
+    set("anywaysregardlessnonethelessneverthelessthoughtooaswellbythewaybtwatall")
+    | set("offweekendstimecan")
+    | set("sincecause")
+    | set("usedto")
+)
+
+
+def test_lower_case_reads_every_letter_as_case_insensitive_matching_does() -> None:
+    # Soundness of ``_last_two``, ``_may_because`` and ``_may_used_to``: every code point that
+    # ``re.IGNORECASE`` matches to one of their letters folds to it (``ſ``, ``ı``, ``İ`` included).
+    every = "".join(map(chr, range(0x110000)))
+    for letter in _FOLDED_LETTERS:
+        matched = {m.group(0) for m in re.finditer(letter, every, re.IGNORECASE)}
+        assert letter.upper() in matched  # the search itself works
+        for ch in matched:
+            assert fold_lower(ch) == letter, (letter, hex(ord(ch)))
+
+
+@pytest.mark.parametrize("gate", ["_may_tail", "_may_leisure", "_may_now", "_may_because"])
+def test_end_and_word_gates_pass_every_closing_word_in_every_case(gate: str) -> None:
+    pattern = dict((g.__name__, p) for p, g in GATED)[gate]
+    for word in WORDS:
+        for variant in (
+            word,
+            word.upper(),
+            word.title(),
+            word.replace("s", "\u017f"),
+            word.replace("i", "\u0130"),
+        ):
+            for text in (f"I like it {variant}", f"I like it, {variant}\n", variant, f"{variant}\n\n"):
+                if pattern.search(text) is not None:
+                    assert getattr(_clauses, gate)(text), (gate, text)
