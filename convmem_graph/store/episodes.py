@@ -78,7 +78,9 @@ def episode_text(content: str) -> str:
         >>> episode_text("我在杭州 running")
         '我在 在杭 杭州  running'
     """
-    if not CJK_RUN.search(content):
+    # Every script of ``CJK_RUN`` lies above ASCII: an ASCII text (most of an English replay's)
+    # is its own index text without a scan (``isascii`` reads a flag of the string).
+    if content.isascii() or not CJK_RUN.search(content):
         return content
     return CJK_RUN.sub(lambda m: " ".join(bigrams(m.group(0))) + " ", content)
 

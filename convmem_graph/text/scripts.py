@@ -78,7 +78,8 @@ def contains_any(text: str, words: tuple[str, ...] | str) -> bool:
 
 def has_cjk(text: str) -> bool:
     """Return whether ``text`` contains at least one CJK ideograph."""
-    return _CJK.search(text) is not None
+    # The ideographs lie above ASCII: an ASCII text holds none, known without a scan.
+    return not text.isascii() and _CJK.search(text) is not None
 
 
 def is_cjk_text(text: str) -> bool:
