@@ -247,11 +247,16 @@ class Lifecycle:
         inject_options: Mapping[str, dict[str, Any]] | None = None,
         session_ended: bool = False,
         strict_inputs: bool = False,
+        flush_commit: bool = True,
     ) -> RunResult:
         """Run the whole lifecycle for ``memory_id`` on ``inputs`` (may be empty: just catch up).
 
         ``strict_inputs`` raises :class:`~convmem_graph.errors.SourceFormatError` for a payload
         that cannot be read, before anything is stored, instead of quarantining it.
+
+        ``flush_commit=False`` lets the run commit on PostgreSQL without waiting for the server's
+        WAL flush (see :meth:`~convmem_graph.store.MemoryStore.run`): for callers that redo a run
+        a database crash lost, as a replay does.
 
         Raises:
             ExtractionError: A model kept failing; everything stored before the failing step stays
@@ -272,7 +277,7 @@ class Lifecycle:
         # nodes make their store calls on it (ctx.store). A saver of ours on the store's database
         # writes the run's checkpoints in that transaction too (see convmem_graph.checkpoints.postgres).
         with (
-            self.store.run(memory_id) as run,
+            self.store.run(memory_id, flush_commit=flush_commit) as run,
             bind_run_connection(saver, self.store.url, run.run_connection()) as in_run,
         ):
             ctx.store = run

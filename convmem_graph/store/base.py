@@ -78,8 +78,11 @@ class StoreScopes(Protocol):
         """The store bound to one connection until the block ends."""
         ...
 
-    def run(self, memory_id: str) -> AbstractContextManager[Self]:
-        """Serialize work on one memory; the yielded :class:`StoreRun` is the run's view of the store."""
+    def run(self, memory_id: str, *, flush_commit: bool = True) -> AbstractContextManager[Self]:
+        """Serialize work on one memory; the yielded :class:`StoreRun` is the run's view of the store.
+
+        ``flush_commit=False``: on PostgreSQL the run commits without waiting for the WAL flush.
+        """
         ...
 
     def transaction(self, memory_id: str | None = None) -> AbstractContextManager[Connection]:

@@ -233,7 +233,7 @@ class StoreCore:
         """The earlier name of :meth:`session` (calls share the connection only when made on its value)."""
         return self.session()
 
-    def run(self, memory_id: str) -> AbstractContextManager[Self]:
+    def run(self, memory_id: str, *, flush_commit: bool = True) -> AbstractContextManager[Self]:
         """Serialize work on one memory; the yielded :class:`StoreRun` is the run's view of the store.
 
         The run owns the memory's lock (re-entrant in-process; across processes the memory's lock
@@ -254,6 +254,14 @@ class StoreCore:
         made on a run whose transaction is open joins that transaction. Different memories never
         block each other.
 
+        ``flush_commit=False`` lets the run's PostgreSQL transaction commit without waiting for
+        the server's WAL flush (``synchronous_commit = off`` for that transaction only; a run
+        joining an open transaction keeps that one's setting). A crash of the database server can
+        then lose the run's commit (with later commits only, never part of one): for a caller that
+        redoes lost runs anyway, as a replay does for every file not yet marked done (the marks
+        commit with the flush, and a mark's flush covers every earlier commit). SQLite's commits
+        never sync a run anyway (``synchronous=NORMAL`` in WAL mode): there it changes nothing.
+
         Example:
             >>> from convmem_graph.store import MemoryStore
             >>> store = MemoryStore.from_url(":memory:")
@@ -265,10 +273,8 @@ class StoreCore:
         scope = self._scope
         if scope is not None and scope.writing:
             return self._join_run(scope, memory_id)
-        return cast(
-            "AbstractContextManager[Self]",
-            _memory_lock(self._lock_scope, memory_id, hold=self._open_run),
-        )
+        hold = self._open_run if flush_commit else self._open_run_unflushed
+        return cast("AbstractContextManager[Self]", _memory_lock(self._lock_scope, memory_id, hold=hold))
 
     def memory_lock(self, memory_id: str) -> AbstractContextManager[Self]:
         """The earlier name of :meth:`run` (store calls join the run only when made on its value)."""
@@ -282,8 +288,12 @@ class StoreCore:
                 self._lock_in(scope.conn, memory_id)
             yield self
 
+    def _open_run_unflushed(self, memory_id: str) -> AbstractContextManager[Self]:
+        """:meth:`_open_run` for ``run(..., flush_commit=False)``."""
+        return self._open_run(memory_id, flush_commit=False)
+
     @contextmanager
-    def _open_run(self, memory_id: str) -> Iterator[Self]:
+    def _open_run(self, memory_id: str, *, flush_commit: bool = True) -> Iterator[Self]:
         """The outermost hold of :meth:`run`: the cross-process lock, the session, the PG transaction."""
         # After the in-process lock (one thread of this process at a time reaches the lock file),
         # before any store call (no write gate is held while waiting for another process).
@@ -300,7 +310,7 @@ class StoreCore:
             scope.begun()
             scope.writing, scope.interrupted, scope.cache = True, False, {}
             try:
-                run._lock_in(conn, memory_id)
+                run._lock_in(conn, memory_id, flush=flush_commit)
                 yield run
             except BaseException:
                 scope.writing = False
@@ -472,12 +482,13 @@ class StoreCore:
                 raise
             end_read(conn)
 
-    def _lock_in(self, conn: Connection, memory_id: str) -> None:
+    def _lock_in(self, conn: Connection, memory_id: str, *, flush: bool = True) -> None:
         """Take the memory's ``pg_advisory_xact_lock`` in the current transaction, once per transaction.
 
         Writers of one memory take turns: concurrent inserts cannot both pass the duplicate check,
         and seqs commit in order. A run takes the same key, so its writes find it held already.
-        Two-int key space: never meets the one-bigint schema and setup locks.
+        Two-int key space: never meets the one-bigint schema and setup locks. ``flush=False``: the
+        transaction commits without waiting for its WAL flush (see :meth:`run`).
         """
         scope = self._scope
         if scope is None:
@@ -485,7 +496,7 @@ class StoreCore:
             return
         if memory_id in scope.locked:
             return
-        self._backend.lock_memory(conn, memory_id)
+        self._backend.lock_memory(conn, memory_id, flush=flush)
         scope.locked.add(memory_id)
 
     @contextmanager

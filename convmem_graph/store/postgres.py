@@ -48,6 +48,13 @@ SCHEMA_LOCK_KEY = 0x636D5F736368656D
 _SCHEMA_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 # Two-int key space for memories: never meets the one-bigint schema and setup locks.
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer))")
+# The same lock for a transaction whose commit need not wait for its WAL flush (``flush=False`` of
+# :meth:`PostgresBackend.lock_memory`): the setting joins the lock's round trip, and ``is_local``
+# ends it with the transaction.
+_XACT_LOCK_NO_FLUSH = text(
+    "SELECT pg_advisory_xact_lock(CAST(:a AS integer), CAST(:b AS integer)), "
+    "set_config('synchronous_commit', 'off', true)"
+)
 
 
 def int32_pair(key: int) -> tuple[int, int]:
@@ -267,10 +274,17 @@ class PostgresBackend:
         """Nothing beyond the run's transaction: its ``pg_advisory_xact_lock`` holds other processes off."""
         return nullcontext()
 
-    def lock_memory(self, conn: Connection, memory_id: str) -> None:
-        """Take the memory's ``pg_advisory_xact_lock`` in the current transaction."""
+    def lock_memory(self, conn: Connection, memory_id: str, *, flush: bool = True) -> None:
+        """Take the memory's ``pg_advisory_xact_lock`` in the current transaction.
+
+        With ``flush=False`` the transaction also commits without waiting for the server to flush
+        its WAL (``SET LOCAL synchronous_commit = off``, in the same statement): a server crash
+        can then lose it, and only it and later commits (WAL is flushed in order), never leave
+        it half-applied. For writers that redo lost work anyway (a replay's runs, see
+        :meth:`~convmem_graph.store.MemoryStore.run`).
+        """
         hi, lo = int32_pair(advisory_key(memory_id))
-        execute_rows(conn, _XACT_LOCK, {"a": hi, "b": lo})
+        execute_rows(conn, _XACT_LOCK if flush else _XACT_LOCK_NO_FLUSH, {"a": hi, "b": lo})
 
     @staticmethod
     def message_writer(*, now_ms: int, index: bool, stamped: list[PgStamp] | None = None) -> RowWriter:

@@ -222,8 +222,8 @@ class SqliteBackend:
     def schema_lock(self, conn: Connection) -> None:
         """Nothing to take: a write transaction on SQLite already excludes every other writer."""
 
-    def lock_memory(self, conn: Connection, memory_id: str) -> None:
-        """Nothing to take: see :attr:`locks_memories`."""
+    def lock_memory(self, conn: Connection, memory_id: str, *, flush: bool = True) -> None:
+        """Nothing to take: see :attr:`locks_memories` (``flush``: a commit here never syncs, see ``run``)."""
 
     @staticmethod
     def message_writer(*, now_ms: int, index: bool, stamped: list[Any] | None = None) -> RowWriter:
