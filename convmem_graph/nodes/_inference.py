@@ -30,12 +30,10 @@ With the set of canonical keys a run touched, only the variables depending on th
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from functools import lru_cache
 
 from sqlalchemy import bindparam
 
 from convmem_graph.extractors._field_match import generic_field
-from convmem_graph.extractors._precision import fits_variable
 from convmem_graph.extractors.reconcile import content_polarity
 
 # The rules themselves stay in one place (extractors/variables.py); this module only chooses what
@@ -43,7 +41,6 @@ from convmem_graph.extractors.reconcile import content_polarity
 from convmem_graph.extractors.variables import (
     _DEFAULT_NAMES,
     _DIET_PREFIXES,
-    _FAVORITE_PREFIXES,
     _HOBBY_PREFIXES,
     _LANG_WORDS,
     _MAX_LANGUAGE_SUPPORT,
@@ -62,6 +59,7 @@ from convmem_graph.extractors.variables import (
     _single,
     _string_reader,
     generic_sources,
+    hobby_item,
 )
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
@@ -82,7 +80,7 @@ from convmem_graph.store._lang_counts import (
     language_counts,
     move_expiry_mark,
 )
-from convmem_graph.text.keys import canonical_key, key_subject, normalize_key
+from convmem_graph.text.keys import canonical_key, normalize_key
 from convmem_graph.text.scripts import is_cjk_text
 
 __all__ = ["affected_specs", "infer_from_store"]
@@ -308,20 +306,7 @@ def _language(facts: _Facts) -> VariableGuess | None:
 
 def _hobby_item(f: Fragment, key: str | None = None) -> str | None:
     """The hobby item ``f`` counts towards, if any (``key``: its canonical key, when known)."""
-    return _item_of(canonical_key(f.key) if key is None else key, f.content)
-
-
-@lru_cache(maxsize=4096)
-def _item_of(key: str, content: str) -> str | None:
-    # A pure function of the fact's key and wording, asked again for the same facts on every turn
-    # (the walk starts from the newest each time): kept, its regexes run once per fact.
-    if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
-        return None
-    if content_polarity(content) < 0:
-        return None
-    item = key_subject(key)
-    # The same value guards as _hobbies: an instruction-like item or a food never counts towards the list.
-    return item if item and _is_value(item) and fits_variable("hobbies", item) else None
+    return hobby_item(canonical_key(f.key) if key is None else key, f.content)
 
 
 def _hobby_facts(facts: _Facts) -> list[Fragment]:
