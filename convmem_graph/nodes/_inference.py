@@ -29,7 +29,10 @@ With the set of canonical keys a run touched, only the variables depending on th
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import bindparam
 
@@ -67,6 +70,7 @@ from convmem_graph.store._driver import select_rows
 from convmem_graph.store._fact_queries import (
     ACTIVE_BY_CKEY,
     NEWEST_DURABLE,
+    NEWEST_DURABLE_IDS,
     NEWEST_OF_LANGUAGE,
     newest_hobby_rows,
     newest_key_family_rows,
@@ -152,6 +156,11 @@ def affected_specs(specs: Sequence[VariableSpec], touched: Collection[str] | Non
 _FEW = 32
 #: The newest usable durable facts, ``limit`` of them (the page :class:`_Facts` reads first).
 _NEWEST_PAGE = NEWEST_DURABLE.limit(bindparam("limit"))
+#: Memories whose last :class:`_Facts` held more than ``_FEW`` facts (a hint, by memory id: the next
+#: one asks for the ids first). Bounded; a wrong hint costs one statement, never a wrong answer.
+_LARGE: OrderedDict[str, None] = OrderedDict()
+_LARGE_MEMORIES = 4096
+_large_lock = threading.Lock()
 
 
 class _Facts:
@@ -165,9 +174,26 @@ class _Facts:
 
     def __init__(self, store: MemoryStore, memory_id: str, now_ms: int) -> None:
         self.store, self.memory_id, self.now_ms = store, memory_id, now_ms
+        params = {"mid": memory_id, "now": now_ms, "limit": _FEW + 1}
+        with _large_lock:
+            large = memory_id in _LARGE
         with store.read() as conn:
-            rows = select_rows(conn, _NEWEST_PAGE, {"mid": memory_id, "now": now_ms, "limit": _FEW + 1})
-        self.complete = len(rows) <= _FEW
+            # A memory that held more than _FEW last time mostly still does: its ids say so at a
+            # quarter of the cost of the decoded rows (which would then be thrown away).
+            if large and len(select_rows(conn, NEWEST_DURABLE_IDS, params)) > _FEW:
+                rows: list[Any] = []
+                self.complete = False
+            else:
+                rows = select_rows(conn, _NEWEST_PAGE, params)
+                self.complete = len(rows) <= _FEW
+        with _large_lock:
+            if self.complete:
+                _LARGE.pop(memory_id, None)
+            else:
+                _LARGE[memory_id] = None
+                _LARGE.move_to_end(memory_id)
+                while len(_LARGE) > _LARGE_MEMORIES:
+                    _LARGE.popitem(last=False)
         # A fact row costs ~3x more to make a Fragment of than to read: a page that only says "more
         # than _FEW" (every later question goes to the index reads then) is never made into any.
         self.page = [row_to_fragment(r) for r in rows] if self.complete else []
