@@ -282,7 +282,10 @@ class MemorySnapshot(_Model):
     current query (``ConvMemory.payload`` searches the episodic index and attaches them).
     """
 
-    _derived: _Derived = PrivateAttr(default_factory=_Derived)
+    # A default, not a default_factory: pydantic deep-copies a private default per instance (a
+    # new empty cache, by ``_Derived.__deepcopy__``), while a factory has its signature inspected
+    # on every instance (~25-40 us, twice each: most of what making a snapshot cost).
+    _derived: _Derived = PrivateAttr(default=_Derived())
 
     memory_id: str
     variables: dict[str, VariableValue] = Field(default_factory=dict)

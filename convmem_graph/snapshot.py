@@ -53,6 +53,19 @@ def select_fragments(fragments: list[Fragment], limit: int) -> list[Fragment]:
 
 #: The newest turns a snapshot carries.
 SNAPSHOT_RECENT = 30
+#: Facts of each kind the summary reads past a quarter of its budget: a fact sentence costs several
+#: tokens (a quarter of the budget in facts fills it), and the extractive summary stops after 64
+#: pieces in a row that do not fit; the margin also covers skipped ones (restated variables, repeats).
+_FACT_MARGIN = 128
+
+
+def summary_fact_limit(budget_tokens: int) -> int:
+    """How many of the strongest facts of each kind (durable, temporary) a summary of this budget reads.
+
+    ``inject`` reads the store's kept fact lists with the same limit when no summary was made in
+    its run, so both keep one list per memory current (another limit would read it all again).
+    """
+    return budget_tokens // 4 + _FACT_MARGIN
 
 
 def build_snapshot(
@@ -68,6 +81,16 @@ def build_snapshot(
     specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
     limit = config.snapshot_max_fragments
     fragments = held.strongest(limit, now_ms) if held is not None else None
+    if fragments is None and store.dialect == "sqlite":
+        # No summary made in this run (most turns): the strongest facts from the lists the store
+        # keeps current (``summary_facts``: only facts written since its last read are read, and
+        # an unchanged fact is the same model, whose JSON ``save_snapshot`` then reuses), cut as
+        # a summary's held rows are. Reading the 200 strongest rows again and making a model of
+        # each was most of such a turn's CPU.
+        reads = summary_fact_limit(config.summary_budget_tokens)
+        durable, transient = store.summary_facts(memory_id, limit=reads, now_ms=now_ms)
+        kept = HeldRows(writes=0, durable=durable, transient=transient, limit=reads, now_ms=now_ms)
+        fragments = kept.strongest(limit, now_ms)
     if fragments is None:
         # The database picks the strongest facts by index (the same order as select_fragments).
         fragments = store.strongest_fragments(memory_id, limit=limit, now_ms=now_ms)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from convmem_graph.extractors._field_match import generic_field
 from convmem_graph.extractors._precision import fits_variable
@@ -47,6 +48,7 @@ __all__ = [
     "FOOD_WINDOW",
     "MAX_LIST_ITEMS",
     "generic_sources",
+    "hobby_item",
     "infer_variables",
 ]
 
@@ -234,16 +236,27 @@ def _int_reader(name: str) -> Callable[[Fragment], int | None]:
     return read
 
 
+@lru_cache(maxsize=4096)
+def hobby_item(key: str, content: str) -> str | None:
+    """The hobby item a fact with canonical key ``key`` and wording ``content`` counts towards, if any.
+
+    A pure function of the two, asked again for the same facts on every turn (inference starts
+    from the newest facts each time): cached, so its regexes run once per fact.
+    """
+    if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
+        return None
+    if content_polarity(content) < 0:
+        return None
+    item = key_subject(key)
+    # An instruction-like item or a food never counts towards the list.
+    return item if item and _is_value(item) and fits_variable("hobbies", item) else None
+
+
 def _hobbies(fragments: Sequence[Fragment]) -> VariableGuess | None:
     items: dict[str, list[str]] = {}
     for f in _newest_first(fragments):
-        key = canonical_key(f.key)
-        if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
-            continue
-        if content_polarity(f.content) < 0:
-            continue
-        item = key_subject(key)
-        if not item or not _is_value(item) or not fits_variable("hobbies", item):
+        item = hobby_item(canonical_key(f.key), f.content)
+        if item is None:
             continue
         if item not in items and len(items) >= MAX_LIST_ITEMS:
             continue

@@ -29,13 +29,14 @@ With the set of canonical keys a run touched, only the variables depending on th
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import bindparam
 
 from convmem_graph.extractors._field_match import generic_field
-from convmem_graph.extractors._precision import fits_variable
 from convmem_graph.extractors.reconcile import content_polarity
 
 # The rules themselves stay in one place (extractors/variables.py); this module only chooses what
@@ -43,7 +44,6 @@ from convmem_graph.extractors.reconcile import content_polarity
 from convmem_graph.extractors.variables import (
     _DEFAULT_NAMES,
     _DIET_PREFIXES,
-    _FAVORITE_PREFIXES,
     _HOBBY_PREFIXES,
     _LANG_WORDS,
     _MAX_LANGUAGE_SUPPORT,
@@ -62,6 +62,7 @@ from convmem_graph.extractors.variables import (
     _single,
     _string_reader,
     generic_sources,
+    hobby_item,
 )
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.store import MemoryStore
@@ -69,6 +70,7 @@ from convmem_graph.store._driver import select_rows
 from convmem_graph.store._fact_queries import (
     ACTIVE_BY_CKEY,
     NEWEST_DURABLE,
+    NEWEST_DURABLE_IDS,
     NEWEST_OF_LANGUAGE,
     newest_hobby_rows,
     newest_key_family_rows,
@@ -82,7 +84,7 @@ from convmem_graph.store._lang_counts import (
     language_counts,
     move_expiry_mark,
 )
-from convmem_graph.text.keys import canonical_key, key_subject, normalize_key
+from convmem_graph.text.keys import canonical_key, normalize_key
 from convmem_graph.text.scripts import is_cjk_text
 
 __all__ = ["affected_specs", "infer_from_store"]
@@ -154,6 +156,11 @@ def affected_specs(specs: Sequence[VariableSpec], touched: Collection[str] | Non
 _FEW = 32
 #: The newest usable durable facts, ``limit`` of them (the page :class:`_Facts` reads first).
 _NEWEST_PAGE = NEWEST_DURABLE.limit(bindparam("limit"))
+#: Memories whose last :class:`_Facts` held more than ``_FEW`` facts (a hint, by memory id: the next
+#: one asks for the ids first). Bounded; a wrong hint costs one statement, never a wrong answer.
+_LARGE: OrderedDict[str, None] = OrderedDict()
+_LARGE_MEMORIES = 4096
+_large_lock = threading.Lock()
 
 
 class _Facts:
@@ -167,9 +174,26 @@ class _Facts:
 
     def __init__(self, store: MemoryStore, memory_id: str, now_ms: int) -> None:
         self.store, self.memory_id, self.now_ms = store, memory_id, now_ms
+        params = {"mid": memory_id, "now": now_ms, "limit": _FEW + 1}
+        with _large_lock:
+            large = memory_id in _LARGE
         with store.read() as conn:
-            rows = select_rows(conn, _NEWEST_PAGE, {"mid": memory_id, "now": now_ms, "limit": _FEW + 1})
-        self.complete = len(rows) <= _FEW
+            # A memory that held more than _FEW last time mostly still does: its ids say so at a
+            # quarter of the cost of the decoded rows (which would then be thrown away).
+            if large and len(select_rows(conn, NEWEST_DURABLE_IDS, params)) > _FEW:
+                rows: list[Any] = []
+                self.complete = False
+            else:
+                rows = select_rows(conn, _NEWEST_PAGE, params)
+                self.complete = len(rows) <= _FEW
+        with _large_lock:
+            if self.complete:
+                _LARGE.pop(memory_id, None)
+            else:
+                _LARGE[memory_id] = None
+                _LARGE.move_to_end(memory_id)
+                while len(_LARGE) > _LARGE_MEMORIES:
+                    _LARGE.popitem(last=False)
         # A fact row costs ~3x more to make a Fragment of than to read: a page that only says "more
         # than _FEW" (every later question goes to the index reads then) is never made into any.
         self.page = [row_to_fragment(r) for r in rows] if self.complete else []
@@ -308,20 +332,7 @@ def _language(facts: _Facts) -> VariableGuess | None:
 
 def _hobby_item(f: Fragment, key: str | None = None) -> str | None:
     """The hobby item ``f`` counts towards, if any (``key``: its canonical key, when known)."""
-    return _item_of(canonical_key(f.key) if key is None else key, f.content)
-
-
-@lru_cache(maxsize=4096)
-def _item_of(key: str, content: str) -> str | None:
-    # A pure function of the fact's key and wording, asked again for the same facts on every turn
-    # (the walk starts from the newest each time): kept, its regexes run once per fact.
-    if not key.startswith(_HOBBY_PREFIXES) or key.startswith(_FAVORITE_PREFIXES):
-        return None
-    if content_polarity(content) < 0:
-        return None
-    item = key_subject(key)
-    # The same value guards as _hobbies: an instruction-like item or a food never counts towards the list.
-    return item if item and _is_value(item) and fits_variable("hobbies", item) else None
+    return hobby_item(canonical_key(f.key) if key is None else key, f.content)
 
 
 def _hobby_facts(facts: _Facts) -> list[Fragment]:

@@ -15,17 +15,13 @@ from typing import Literal
 from langgraph.runtime import Runtime
 
 from convmem_graph.models import Message, Summary
-from convmem_graph.snapshot import SNAPSHOT_RECENT
+from convmem_graph.snapshot import SNAPSHOT_RECENT, summary_fact_limit
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["summarize"]
 
 _CHUNK = 200
 _RECENT = 20
-#: Facts handed to the summarizer of each kind: a fact sentence costs several tokens (a quarter
-#: of the budget in facts fills it), and the extractive summary stops after 64 pieces in a row
-#: that do not fit; the margin also covers skipped ones (restated variables, repeats).
-_FACT_MARGIN = 128
 
 
 def _commit(
@@ -40,7 +36,7 @@ def _commit(
     store = ctx.store
     now = ctx.clock()
     variables = store.get_variables(memory_id)
-    limit = budget // 4 + _FACT_MARGIN
+    limit = summary_fact_limit(budget)
     # Both kinds in one read; models of rows unchanged since the last refresh are reused.
     durable, transient = store.summary_facts(memory_id, limit=limit, now_ms=now)
     text = ctx.summarizer.summarize(

@@ -355,15 +355,19 @@ def _first_read(conn: Connection, stmt: Any, plan: _Plan, description: Sequence[
 def execute_rows(conn: Connection, stmt: Any, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> int:
     """Run a module-level write (Core DML or ``text``) with one row of ``params`` or a list of rows.
 
-    On PostgreSQL inside a run's transaction it goes on psycopg's connection, compiled once per
-    set of parameter names, with the binds' processors and the columns' scalar defaults applied
-    (JSON sent as SQLAlchemy sends it); a list of rows is psycopg's ``executemany`` (one round
-    trip, the statement prepared once). Anywhere else (SQLite, listeners, echo, no transaction,
-    a column default that is not a scalar) it is ``conn.execute``. The rows written are the
-    same. Returns the rowcount (summed over a list's rows on psycopg).
+    Inside the ``Connection``'s open transaction it goes on the driver's connection (psycopg's,
+    or SQLite's ``sqlite3``: a live turn's upserts, audit rows and fragment writes), compiled
+    once per set of parameter names, with the binds' processors and the columns' scalar defaults
+    applied (JSON sent as SQLAlchemy sends it); a list of rows is the driver's ``executemany``
+    (on psycopg one round trip, the statement prepared once). Anywhere else (listeners, echo,
+    no transaction, a column default that is not a scalar) it is ``conn.execute``. The rows
+    written are the same. Returns the rowcount (summed over a list's rows).
     """
     many = not isinstance(params, Mapping)
-    if conn.dialect.name == "sqlite" or not _on_driver(conn) or (many and not params):
+    sqlite = conn.dialect.name == "sqlite"
+    # SQLite: only inside the Connection's transaction (a store write's). Outside one SQLAlchemy
+    # autobegins and the caller's commit ends it; a driver write there would leave nothing to end.
+    if not _on_driver(conn) or (many and not params) or (sqlite and not conn.in_transaction()):
         return int(conn.execute(stmt, params if many else dict(params)).rowcount)  # type: ignore[arg-type]
     rows: Sequence[Mapping[str, Any]] = params if many else [params]  # type: ignore[assignment, list-item]
     keys = None if _is_text(stmt) else tuple(rows[0])
@@ -371,10 +375,28 @@ def execute_rows(conn: Connection, stmt: Any, params: Mapping[str, Any] | Sequen
     if any(b is None for b in bound) or len({b[1] for b in bound}) != 1:
         return int(conn.execute(stmt, params if many else dict(params)).rowcount)  # type: ignore[arg-type]
     sql = bound[0][1]
+    if sqlite:
+        return _sqlite_write(conn, sql, [b[2] for b in bound] if many else bound[0][2], many)
     if len(bound) == 1:
         cursor = _pg_execute(conn, sql, bound[0][2])
     else:
         cursor = _pg_execute_many(conn, sql, [b[2] for b in bound])
+    try:
+        return int(cursor.rowcount)
+    finally:
+        cursor.close()
+
+
+def _sqlite_write(conn: Connection, sql: str, values: Any, many: bool) -> int:
+    """One write on ``conn``'s ``sqlite3`` connection (``executemany`` for a list); its rowcount.
+
+    ``sqlite3`` sums an ``executemany``'s rowcount over its rows, as SQLAlchemy's result reports it.
+    """
+    driver = driver_of(conn)
+    try:
+        cursor = driver.executemany(sql, values) if many else driver.execute(sql, values)
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(sql, values, exc, sqlite3.Error) from exc
     try:
         return int(cursor.rowcount)
     finally:

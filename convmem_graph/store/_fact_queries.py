@@ -50,6 +50,7 @@ __all__ = [
     "ACTIVE_BY_HASH",
     "CJK_COUNTS",
     "NEWEST_DURABLE",
+    "NEWEST_DURABLE_IDS",
     "NEWEST_OF_LANGUAGE",
     "RECENTLY_UPDATED",
     "RECENTLY_UPDATED_IN_FAMILY",
@@ -140,6 +141,8 @@ _NEWEST_ORDER = (_F.observed_at.desc(), _F.updated_at.desc(), _F.created_at.desc
 
 #: Durable facts usable by inference, newest stated first (a walk that stops early).
 NEWEST_DURABLE = select(fragments).where(_USABLE).order_by(*_NEWEST_ORDER)
+#: Their ids, first ``limit`` (how many there are, up to a bound, without decoding the rows).
+NEWEST_DURABLE_IDS = select(_F.id).where(_USABLE).order_by(*_NEWEST_ORDER).limit(bindparam("limit"))
 
 
 def _newest_pages(family: Any) -> tuple[Any, Any]:

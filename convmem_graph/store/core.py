@@ -30,6 +30,7 @@ from convmem_graph.models import (
     MemorySnapshot,
 )
 from convmem_graph.store._driver import driver_of, driver_read
+from convmem_graph.store._snapshot_json import SnapshotJson
 from convmem_graph.store._summary_facts import KeptFacts, StrongestRows
 from convmem_graph.store.engine import (
     POOL_DEFAULTS,
@@ -134,6 +135,8 @@ class StoreCore:
         self._kept_facts = KeptFacts(PARSED_SNAPSHOTS)
         # SQLite: each memory's ranked summary fact rows, moved by the facts' revision.
         self._strongest = StrongestRows(PARSED_SNAPSHOTS)
+        # Each memory's snapshot facts' JSON from its last save (``save_snapshot``).
+        self._snapshot_json = SnapshotJson()
         # Where the two databases differ in what they must do: store/sqlite.py, store/postgres.py.
         self._backend: SqliteBackend | PostgresBackend = (
             SqliteBackend(self.url, memory=memory) if self.dialect == "sqlite" else PostgresBackend()

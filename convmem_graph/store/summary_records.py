@@ -120,7 +120,8 @@ class SummaryRecords(StoreCore):
         check_memory_id(memory_id)
         if snapshot.memory_id != memory_id:
             raise ValueError(f"snapshot of memory {snapshot.memory_id!r} cannot be saved under {memory_id!r}")
-        row = {"memory_id": memory_id, "data": snapshot.model_dump_json(), "updated_at": now_ms}
+        # ``snapshot.model_dump_json()``, with the facts unchanged since the last save not serialized again.
+        row = {"memory_id": memory_id, "data": self._snapshot_json.dumps(snapshot), "updated_at": now_ms}
         with self._write(memory_id, keeps=CACHED_KINDS) as conn:
             self._ensure(conn, memory_id, now_ms)
             execute_upsert(conn, snapshots, ("memory_id",), row)

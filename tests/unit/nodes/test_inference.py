@@ -194,3 +194,36 @@ def test_an_older_database_gains_the_family_index_and_loses_the_hobby_one_on_ope
         assert infer_from_store(store, "m", HOBBIES, now_ms=NOW) == before
     finally:
         store.close()
+
+
+def test_the_large_memory_hint_never_changes_what_facts_holds(store: MemoryStore) -> None:
+    """A memory last seen with more than ``_FEW`` facts is asked for ids first; same answer.
+
+    (Some generated facts are temporary: not all of the ten left are usable.)
+    """
+
+    def plain(memory_id: str, now: int) -> tuple[bool, list[str]]:
+        _inference._LARGE.pop(memory_id, None)  # no hint: the one full read of before
+        facts = _Facts(store, memory_id, now)
+        return facts.complete, [f.id for f in facts.page]
+
+    def hinted(memory_id: str, now: int) -> tuple[bool, list[str]]:
+        _inference._LARGE[memory_id] = None
+        facts = _Facts(store, memory_id, now)
+        return facts.complete, [f.id for f in facts.page]
+
+    ops = generated_ops(3, 60, {"pref": 1, "like": 1})
+    store.commit_extraction("h", ops[:20], upto_seq=0, now_ms=NOW - DAY)
+    assert hinted("h", NOW) == plain("h", NOW) and plain("h", NOW)[0]  # small: a wrong hint, one more read
+    assert "h" not in _inference._LARGE  # and it is dropped
+    store.commit_extraction("h", ops[20:], upto_seq=0, now_ms=NOW - DAY)
+    _Facts(store, "h", NOW)
+    assert "h" in _inference._LARGE  # large now: the next one reads ids first
+    assert hinted("h", NOW) == plain("h", NOW) == (False, [])
+    ids = [f.id for f in store.list_fragments("h", status="active")]
+    assert len(ids) > _inference._FEW
+    for fid in ids[: len(ids) - 10]:  # small again, the hint still set
+        store.delete_fragment("h", fid)
+    _inference._LARGE["h"] = None
+    assert hinted("h", NOW) == plain("h", NOW)
+    assert plain("h", NOW)[0] and 0 < len(plain("h", NOW)[1]) <= 10

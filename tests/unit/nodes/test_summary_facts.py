@@ -33,9 +33,9 @@ from sqlalchemy import update
 
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.extractive import ExtractiveSummarizer
-from convmem_graph.nodes.summarize import _FACT_MARGIN, _RECENT
+from convmem_graph.nodes.summarize import _RECENT
 from convmem_graph.runner import Lifecycle
-from convmem_graph.snapshot import SNAPSHOT_RECENT, build_snapshot
+from convmem_graph.snapshot import _FACT_MARGIN, SNAPSHOT_RECENT, build_snapshot
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _summary_facts as summary_facts_module
@@ -191,7 +191,12 @@ def check_history(steps: list[tuple[Any, ...]], budget: int, url: str | None = N
                 if "summarize" in result.node_ms and summary is not None and summary.updated_at == now:
                     assert summary.text == _old_text(store, limit, budget, now), step
                 # inject's snapshot, built from what summarize held, equals one from fresh reads.
-                assert store.load_snapshot(MID) == build_snapshot(store, MID, config, now_ms=now), step
+                fresh = build_snapshot(store, MID, config, now_ms=now)
+                assert store.load_snapshot(MID) == fresh, step
+                # Without held rows build_snapshot cuts the store's kept lists (SQLite): the facts the
+                # database's own strongest read gives.
+                cap = config.snapshot_max_fragments
+                assert fresh.fragments == store.strongest_fragments(MID, limit=cap, now_ms=now), step
         finally:
             store.close()
 

@@ -178,3 +178,140 @@ def test_listeners_and_echo_see_the_driver_statements(store: MemoryStore) -> Non
         event.remove(store.engine, "before_cursor_execute", record)
     assert heard == quiet  # the same rows through SQLAlchemy's path
     assert [s.split()[0] for s in seen] == ["SELECT", "DELETE", "UPDATE"]
+
+
+def _raw_rows(store: MemoryStore, table: str, mid: str) -> list[tuple[object, ...]]:
+    """The stored cells of ``mid``'s rows, as SQLite holds them (JSON as its text), minus the memory id."""
+    with store.engine.connect() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        names = [r[1] for r in driver.execute(f"PRAGMA table_info({table})")]
+        rows = driver.execute(f"SELECT * FROM {table} WHERE memory_id = ?", (mid,)).fetchall()
+    # The audit's ids count both memories' rows; facts_cut is random(), snap_rev a clock of all memories.
+    skip = {"memory_id", "id", "facts_cut", "snap_rev"}
+    if table not in ("cm_audit", "cm_memories"):
+        skip = {"memory_id"}
+    keep = [i for i, n in enumerate(names) if n not in skip]
+    return sorted(tuple(r[i] for i in keep) for r in rows)
+
+
+def test_execute_rows_on_sqlites_driver_writes_what_sqlalchemy_writes(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's upserts, audit rows and fragment writes: the driver path's stored bytes are SQLAlchemy's."""
+    from sqlalchemy.engine import Connection as SAConnection
+
+    from convmem_graph.models import Fragment
+    from convmem_graph.store._audit import audit_row
+    from convmem_graph.store._driver import execute_rows
+    from convmem_graph.store._fragments import _to_row, _update_statement
+    from convmem_graph.store._queries import INSERT_AUDIT, INSERT_FRAGMENTS
+    from convmem_graph.store.engine import execute_upsert, upsert
+    from convmem_graph.store.schema import summaries, variables
+
+    seen: list[str] = []
+    original = SAConnection._execute_context
+
+    def spy(
+        self: SAConnection, dialect: object, constructor: object, statement: object, *a: object, **k: object
+    ):  # type: ignore[no-untyped-def]
+        seen.append(str(statement)[:40])
+        return original(self, dialect, constructor, statement, *a, **k)  # type: ignore[arg-type]
+
+    def writes(conn: Connection, mid: str, n: int) -> list[int]:
+        counts = [execute_rows(conn, insert_ignore("sqlite", memories), _memory(mid)) for _ in range(2)]
+        values = [
+            {
+                "memory_id": mid,
+                "name": name,
+                "origin": "inferred",
+                "value": value,
+                "fragment_ids": ids,
+                "updated_at": T0 + n,
+            }
+            for name, value, ids in (
+                ("hobbies", ["围棋", "jazz"], ["f1"]),
+                ("city", "北京", None),
+                ("age", 3, []),
+            )
+        ]
+        stmt = upsert("sqlite", variables, ("memory_id", "name", "origin"), tuple(values[0]))
+        counts.append(execute_rows(conn, stmt, values))
+        summary = {
+            "memory_id": mid,
+            "text": f"用户画像：{n}",
+            "tokens": 5,
+            "covers_until_ms": T0,
+            "version": n,
+            "updated_at": T0,
+            "origin": "extractive",
+        }
+        execute_upsert(conn, summaries, ("memory_id",), summary)
+        execute_upsert(
+            conn, snapshots, ("memory_id",), {"memory_id": mid, "data": '{"a":"二"}', "updated_at": T0 + n}
+        )
+        facts = [
+            Fragment(id=f"f{i}-{n}", memory_id=mid, content=c, key=k, transient=i == 1, source_message_ids=s)
+            for i, (c, k, s) in enumerate(
+                (("用户喜欢围棋。", "hobby:围棋", ["u1"]), ("Off today.", "plan:off", []))
+            )
+        ]
+        counts.append(execute_rows(conn, INSERT_FRAGMENTS, [_to_row(f) for f in facts]))
+        change = {"w_memory_id": mid, "w_id": f"f0-{n}", "v_status": "superseded", "v_confidence": 0.5 + n}
+        counts.append(execute_rows(conn, _update_statement(("status", "confidence")), [change]))
+        entries = [
+            audit_row(
+                mid,
+                T0 + i,
+                "fact",
+                f"f{i}",
+                "add",
+                before=None if i else {"x": "旧"},
+                after={"i": [i, "二"]},
+                cause="c",
+            )
+            for i in range(3)
+        ]
+        counts.append(execute_rows(conn, INSERT_AUDIT, entries))
+        return counts
+
+    monkeypatch.setattr(SAConnection, "_execute_context", spy)
+    for n in (1, 2):  # the second round updates what the first inserted
+        with store.engine.begin() as conn:
+            seen.clear()
+            driven = writes(conn, "a", n)
+            assert seen == []  # every write on the sqlite3 connection
+            through = writes(_SQLAlchemyOnly(conn), "b", n)  # type: ignore[arg-type]
+            assert len(seen) >= 7
+        assert driven == through == [1 if n == 1 else 0, 0, 3, 2, 1, 3]
+    for table in ("cm_memories", "cm_variables", "cm_summaries", "cm_snapshots", "cm_fragments", "cm_audit"):
+        assert _raw_rows(store, table, "a") == _raw_rows(store, table, "b"), table
+        assert _raw_rows(store, table, "a"), table
+
+
+class _SQLAlchemyOnly:
+    """A ``Connection`` that sends every statement through SQLAlchemy (a listener-like fallback)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+    def in_transaction(self) -> bool:
+        return False  # execute_rows' SQLite driver path needs the Connection's transaction
+
+
+def _memory(mid: str) -> dict[str, object]:
+    return {"memory_id": mid, "description": "", "created_at": T0, "updated_at": T0}
+
+
+def test_execute_rows_outside_a_transaction_goes_through_sqlalchemy(store: MemoryStore) -> None:
+    from convmem_graph.store._driver import execute_rows
+
+    with store.engine.connect() as conn:
+        assert not conn.in_transaction()
+        assert execute_rows(conn, insert_ignore("sqlite", memories), _memory("c")) == 1
+        assert conn.in_transaction()  # SQLAlchemy's autobegin: the caller's commit ends it
+        conn.commit()
+    assert _raw_rows(store, "cm_memories", "c")
