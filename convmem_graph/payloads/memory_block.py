@@ -1263,7 +1263,7 @@ class MatchlessProof:
         facts = cast(_Facts, kept_facts[2])
         if (-1 if now_ms is None else bisect_right(facts.expiring_at, now_ms)) != self.expired:
             return False
-        if facts.order.ranking(query).matched:
+        if facts.order.matches(query):
             return False
         return not (query and not self.known.vocabulary.isdisjoint(query_tokens(query)))
 

@@ -185,13 +185,17 @@ def collect(
     Identical turns (same words, case and spacing aside) count once: the newest stands for them,
     so a user who restates something does not use up the candidates.
     """
-    result = EpisodeSearch(terms=[*terms, *(s.label for s in spans)])
     replies = limit // 3 if replies is None else replies
     if spans:
         postings = dict(postings)
         for span in spans:
             postings[span.label] = span_postings(run, mark, memory_id, span, per_term)
-    result.document_frequency = {t: len(p) for t, p in postings.items()}
+    # Both fields at construction: one validation (an assignment validates again, and most
+    # searches end here, finding nothing).
+    result = EpisodeSearch(
+        terms=[*terms, *(s.label for s in spans)],
+        document_frequency={t: len(p) for t, p in postings.items()},
+    )
     if not any(postings.values()):
         return result
     count = count_sql or (

@@ -229,3 +229,32 @@ def test_derived_values_are_shared_by_shallow_copies_only() -> None:
         assert snap.model_copy(deep=True).derived() == {}
         # Equal snapshots stay equal whatever their caches hold.
         assert MemorySnapshot(memory_id="m") == snap.model_copy(deep=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    contents=st.lists(
+        st.lists(
+            st.sampled_from(
+                ["jazz", "pottery123", "potter", "芒果", "饺子", " ", "User ", "likes ", "İ", "."]
+            )
+        ).map("".join),
+        max_size=6,
+    ),
+    query=st.one_of(
+        st.none(),
+        st.lists(st.sampled_from(["jazz", "pottery", "芒", "饺子 ", "zebra", " ", "likes", "i"])).map(
+            "".join
+        ),
+    ),
+)
+def test_fact_order_matches_says_whether_the_ranking_matched(contents: list[str], query: str | None) -> None:
+    from convmem_graph.models import Fragment
+    from convmem_graph.payloads.relevance import FactOrder
+
+    facts = [
+        Fragment(id=f"f{i}", memory_id="m", content=c or ".", key=f"k{i}", updated_at=i)
+        for i, c in enumerate(contents)
+    ]
+    order = FactOrder(facts)
+    assert order.matches(query) == bool(order.ranking(query).matched)
