@@ -61,6 +61,8 @@ _PATTERNS = [
     re.compile(r"(?<![0-9A-Za-z-])(?P<y>(?:19|20)\d\d)(?![0-9A-Za-z-])"),
 ]
 _CJK = re.compile(f"[{IDEOGRAPHS}]")
+#: The literal openings of :data:`_YEAR` (``(?:19|20)``), which every pattern holds.
+_CENTURIES = ("19", "20")
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,10 @@ def date_spans(query: str, *, utc_offset_minutes: int | None = None, limit: int 
         >>> [s.label for s in date_spans("我2023年8月19日去了成都")]
         ['@2023-08-19']
     """
+    if _CENTURIES[0] not in query and _CENTURIES[1] not in query:
+        # Every pattern's year starts with one of these two literal pairs: a query holding
+        # neither names no date (most queries), and the seven patterns need not run.
+        return []
     offset = utc_offset_minutes if utc_offset_minutes is not None else (480 if _CJK.search(query) else 0)
     taken: list[tuple[int, int]] = []  # character ranges already read as a date
     found: dict[str, DateSpan] = {}

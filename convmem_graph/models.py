@@ -308,4 +308,11 @@ class MemorySnapshot(_Model):
 
         Keyed by the builder's own names; its copies made with ``model_copy`` share it.
         """
-        return self._derived.values
+        # Read from pydantic's private slot: the attribute goes through ``BaseModel.__getattr__``
+        # (~2-5 us, several times per call start), the slot costs a dict look-up.
+        private = self.__pydantic_private__
+        kept = private.get("_derived") if private else None
+        if kept is None:
+            return self._derived.values  # pydantic's own path (and its error) for anything else
+        values: dict[str, Any] = kept.values
+        return values

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
 from convmem_graph.models import MemorySnapshot
-from convmem_graph.payloads.memory_block import matchless_key
+from convmem_graph.payloads.memory_block import MatchlessProof, matchless_proof
 from convmem_graph.payloads.render import VENDORS, block_options, render_payload
 
 __all__ = ["render_kept"]
@@ -31,6 +31,8 @@ __all__ = ["render_kept"]
 _KEPT = 16
 _SCALARS = (str, int, float, bool, type(None))
 _IMMUTABLE = frozenset(_SCALARS)
+#: The snapshot's cache entry of proofs that a query matched nothing, by (vendor, other options).
+_PROOFS = "matchless_proofs"
 
 
 @dataclass(frozen=True)
@@ -101,20 +103,59 @@ def _copier(value: Any) -> Callable[[Any], Any]:
     return _copy
 
 
-def _key(
+def _rest(options: Mapping[str, Any]) -> object:
+    """The options but the query, frozen (:func:`_freeze`; ``TypeError`` for data not plain)."""
+    return _freeze({k: v for k, v in options.items() if k != "query"})
+
+
+def _proof(
     vendor: str, snapshot: MemorySnapshot, options: Mapping[str, Any], now_ms: int
-) -> tuple[object, ...] | None:
-    """The kept payload's key for this call, or ``None`` when its query may match something."""
+) -> tuple[tuple[object, ...], MatchlessProof] | None:
+    """The kept payload's key for this call and its proof, or ``None`` when its query may match something."""
     if vendor not in VENDORS:
         return None  # render_payload raises the error
     try:
-        block = matchless_key(snapshot, block_options(vendor, options, now_ms))
-        if block is None:
+        proof = matchless_proof(snapshot, block_options(vendor, options, now_ms))
+        if proof is None:
             return None
-        rest = _freeze({k: v for k, v in options.items() if k != "query"})
+        rest = _rest(options)
     except (TypeError, ValueError, ValidationError):
         return None  # not plain data, or options render_payload rejects with a clear error
-    return (vendor, rest, block)
+    return (vendor, rest, proof.key), proof
+
+
+def _proved_again(
+    vendor: str, snapshot: MemorySnapshot, options: Mapping[str, Any], now_ms: int
+) -> tuple[object, ...] | None:
+    """The key of an earlier call's proof with these other options, when it holds for this query.
+
+    What a proof rests on besides the query and the clock is a function of the snapshot parts
+    it checks and of the options but the query (the key of :data:`_PROOFS`), so the block
+    options, the language and the key need not be made again: only the query's own checks
+    and the count of facts expired by now run. The query must be text and the clock a valid
+    one (otherwise the full path decides, and may raise).
+    """
+    query = options.get("query")
+    if type(query) is not str or not (now_ms is None or (type(now_ms) is int and now_ms >= 0)):
+        return None
+    proofs: dict[tuple[str, object], MatchlessProof] | None = snapshot.derived().get(_PROOFS)
+    if not proofs:
+        return None
+    try:
+        rest = _rest(options)
+    except TypeError:
+        return None
+    proof = proofs.get((vendor, rest))
+    if proof is None or not proof.holds(snapshot, query, now_ms):
+        return None
+    return (vendor, rest, proof.key)
+
+
+def _keep_proof(snapshot: MemorySnapshot, key: tuple[object, ...], proof: MatchlessProof) -> None:
+    proofs: dict[tuple[str, object], MatchlessProof] = snapshot.derived().setdefault(_PROOFS, {})
+    if len(proofs) >= _KEPT:
+        proofs.clear()
+    proofs[(cast(str, key[0]), key[1])] = proof
 
 
 def render_kept(vendor: str, snapshot: MemorySnapshot, options: Mapping[str, Any], *, now_ms: int) -> Any:
@@ -123,16 +164,25 @@ def render_kept(vendor: str, snapshot: MemorySnapshot, options: Mapping[str, Any
     The same payload (equal, a fresh copy), kept per snapshot when the query provably matches
     nothing (see the module docstring); rendered as usual otherwise.
     """
-    key = _key(vendor, snapshot, options, now_ms)
     kept: dict[tuple[object, ...], _Kept] = snapshot.derived().setdefault("kept_payloads", {})
+    key = _proved_again(vendor, snapshot, options, now_ms)
     if key is not None:
+        known = kept.get(key)
+        if known is not None and known.current(snapshot):
+            return known.copy(known.payload)
+    found = _proof(vendor, snapshot, options, now_ms)
+    if found is not None:
+        key, proof = found
+        _keep_proof(snapshot, key, proof)
         known = kept.get(key)
         if known is not None and known.current(snapshot):
             return known.copy(known.payload)
     payload = render_payload(vendor, snapshot, options, now_ms=now_ms)
     # The first such call builds the block that proves the next ones match nothing: ask again.
-    key = key or _key(vendor, snapshot, options, now_ms)
-    if key is not None and _plain(payload):
+    found = found or _proof(vendor, snapshot, options, now_ms)
+    if found is not None and _plain(payload):
+        key, proof = found
+        _keep_proof(snapshot, key, proof)
         if len(kept) >= _KEPT:
             kept.clear()
         kept[key] = _Kept(_parts(snapshot), _copy(payload), _copier(payload))

@@ -61,12 +61,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VARIABLE_LABELS",
+    "MatchlessProof",
     "MemoryBlock",
     "MemoryBlockOptions",
     "PartBudgets",
     "build_memory_block",
     "detect_language",
     "matchless_key",
+    "matchless_proof",
     "render_recent_turns",
     "select_recent_turns",
 ]
@@ -1217,20 +1219,59 @@ def _header_tokens(language: Language, counter: TokenCounter) -> int:
     return counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
 
 
-def matchless_key(
-    snapshot: MemorySnapshot, options: MemoryBlockOptions, counter: TokenCounter = count_tokens
-) -> tuple[object, ...] | None:
-    """The key of the block ``options`` get when their query provably matches nothing, else ``None``.
+@dataclass(frozen=True)
+class MatchlessProof:
+    """A proof that a query matched nothing, and what to check to reuse it for another query.
 
-    Not ``None`` only when :func:`build_memory_block` (ranking by words, no embeddings) would
-    return the block it kept for queries matching nothing on this snapshot, under this key: no
-    turn was found (``snapshot.episodes`` has no hit), the facts' lexical order matches nothing,
-    and none of the query's ranker terms is held by any text the block scores (the facts, the
-    inferred variables, the summary's sentences, the long facts' joined pieces: their terms
-    were recorded when that block was built). Everything else the block depends on is in the
-    key (see :func:`_matchless_key`), so two options with the same key get the same block. A
-    snapshot that has not built such a block yet gives ``None``: the caller builds it.
+    :func:`matchless_proof` makes it for one call; everything in it but the query's own checks
+    (no turn found, no fact in the lexical order, no term in the vocabulary) and the count of
+    facts expired by now is a function of the snapshot parts it names and of the block options
+    other than the query and the clock. A caller that keeps it per such options (the kept
+    payloads do) asks :meth:`holds` instead of building the options and the key again.
     """
+
+    #: The key :func:`matchless_key` returns.
+    key: tuple[object, ...]
+    #: The snapshot's kept facts entry and matchless memo the key was proved on.
+    kept_facts: tuple[object, ...]
+    memo: dict[tuple[object, ...], _Matchless]
+    known: _Matchless
+    #: How many facts had expired by the proof's ``now_ms`` (``-1``: no clock given).
+    expired: int
+
+    def holds(self, snapshot: MemorySnapshot, query: str | None, now_ms: int | None) -> bool:
+        """Whether :func:`matchless_key` gives :attr:`key` for these options with ``query`` and ``now_ms``.
+
+        The other options must be the proof's (the caller keys proofs by them); ``now_ms``
+        must be valid block options (``None`` or an int >= 0).
+        """
+        episodes = snapshot.episodes
+        if episodes is not None and (episodes.hits or episodes.dense):
+            return False
+        cache = snapshot.derived()
+        kept_facts = self.kept_facts
+        # The same kept facts (made for these very fragments) and memo entry, still current:
+        # the language, the header and the key were computed from these parts only.
+        if cache.get("facts") is not kept_facts or kept_facts[0] is not snapshot.fragments:
+            return False
+        if kept_facts[1] != snapshot.memory_id:
+            return False
+        if cache.get("matchless") is not self.memo or self.memo.get(self.key) is not self.known:
+            return False
+        if not self.known.current(snapshot):
+            return False
+        facts = cast(_Facts, kept_facts[2])
+        if (-1 if now_ms is None else bisect_right(facts.expiring_at, now_ms)) != self.expired:
+            return False
+        if facts.order.matches(query):
+            return False
+        return not (query and not self.known.vocabulary.isdisjoint(query_tokens(query)))
+
+
+def matchless_proof(
+    snapshot: MemorySnapshot, options: MemoryBlockOptions, counter: TokenCounter = count_tokens
+) -> MatchlessProof | None:
+    """:func:`matchless_key`'s proof (its key and what it was proved on), else ``None``."""
     episodes = snapshot.episodes
     if episodes is not None and (episodes.hits or episodes.dense):
         return None
@@ -1259,7 +1300,26 @@ def matchless_key(
     query = options.query
     if query and not known.vocabulary.isdisjoint(query_tokens(query)):
         return None
-    return key
+    expired = -1 if options.now_ms is None else bisect_right(facts.expiring_at, options.now_ms)
+    return MatchlessProof(key, kept_facts, memo, known, expired)
+
+
+def matchless_key(
+    snapshot: MemorySnapshot, options: MemoryBlockOptions, counter: TokenCounter = count_tokens
+) -> tuple[object, ...] | None:
+    """The key of the block ``options`` get when their query provably matches nothing, else ``None``.
+
+    Not ``None`` only when :func:`build_memory_block` (ranking by words, no embeddings) would
+    return the block it kept for queries matching nothing on this snapshot, under this key: no
+    turn was found (``snapshot.episodes`` has no hit), the facts' lexical order matches nothing,
+    and none of the query's ranker terms is held by any text the block scores (the facts, the
+    inferred variables, the summary's sentences, the long facts' joined pieces: their terms
+    were recorded when that block was built). Everything else the block depends on is in the
+    key (see :func:`_matchless_key`), so two options with the same key get the same block. A
+    snapshot that has not built such a block yet gives ``None``: the caller builds it.
+    """
+    proof = matchless_proof(snapshot, options, counter)
+    return None if proof is None else proof.key
 
 
 def _finish(

@@ -378,6 +378,10 @@ class FactOrder:
         for pos, i in enumerate(self.recency):
             self._recency_pos[i] = pos
 
+    def matches(self, query: str | None) -> bool:
+        """Whether :meth:`ranking` of ``query`` has a lexical match (without ordering anything)."""
+        return bool(self.index.scores(query)) if query and query.strip() else False
+
     def ranking(self, query: str | None) -> FactRanking:
         """The order of the fragments for ``query``: lexical matches best first, then newest first."""
         scores = self.index.scores(query) if query and query.strip() else {}

@@ -56,8 +56,10 @@ _CONTENT = MESSAGE_COLUMN_NAMES.index("content")
 Run = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
 
 
+@functools.lru_cache(maxsize=1024)
 def bucket(memory_id: str) -> int:
     """The memory's bucket: the high bits of its SQLite rowids and its PostgreSQL lexemes' prefix."""
+    # Cached: a call start asks for it every time (a hash, ~2 us warm, more after a cache flush).
     digest = hashlib.blake2b(memory_id.encode("utf-8"), digest_size=8, person=b"convmem-episode").digest()
     return int.from_bytes(digest, "big") >> (64 - _BUCKET_BITS)
 
@@ -183,13 +185,17 @@ def collect(
     Identical turns (same words, case and spacing aside) count once: the newest stands for them,
     so a user who restates something does not use up the candidates.
     """
-    result = EpisodeSearch(terms=[*terms, *(s.label for s in spans)])
     replies = limit // 3 if replies is None else replies
     if spans:
         postings = dict(postings)
         for span in spans:
             postings[span.label] = span_postings(run, mark, memory_id, span, per_term)
-    result.document_frequency = {t: len(p) for t, p in postings.items()}
+    # Both fields at construction: one validation (an assignment validates again, and most
+    # searches end here, finding nothing).
+    result = EpisodeSearch(
+        terms=[*terms, *(s.label for s in spans)],
+        document_frequency={t: len(p) for t, p in postings.items()},
+    )
     if not any(postings.values()):
         return result
     count = count_sql or (

@@ -132,7 +132,8 @@ def _dump(payload: Any) -> str:
 def _without_kept(reads: _Reads, snap: MemorySnapshot, vendor: str, options: dict[str, Any], now: int) -> Any:
     """The payload rendered in full on a fresh copy of the snapshot (nothing kept with it)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_kept_payloads, "_key", lambda *args: None)
+        patch.setattr(_kept_payloads, "_proof", lambda *args: None)
+        patch.setattr(_kept_payloads, "_proved_again", lambda *args: None)
         return render_call_start(
             reads, snap.model_copy(deep=True), vendor, options, config=CONFIG, now_ms=now
         )
