@@ -61,6 +61,9 @@ def sqlite_checkpointer(path_or_url: str | None = None) -> SqliteSaver:
         conn.execute("PRAGMA wal_autocheckpoint=0")
     # WAL with synchronous=NORMAL stays consistent after a crash and skips an fsync per checkpoint.
     conn.execute("PRAGMA synchronous=NORMAL")
+    # As the store's connections (store.engine): a deleted thread's checkpoints (its messages)
+    # leave zeroed free pages whatever the build's default.
+    conn.execute("PRAGMA secure_delete=ON")
     saver = GatedSqliteSaver(conn)
     saver.gate = None if path == ":memory:" else write_gate(path)
     return saver

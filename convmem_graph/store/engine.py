@@ -390,6 +390,10 @@ def _install_sqlite_hooks(engine: Engine, *, wal: bool) -> None:
                 _enable_wal(cursor)
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
+            # Freed cells zeroed on every connection, whatever the build's default (Debian's is
+            # ON, SQLite's own OFF): a purged message, a dropped snapshot or a deleted memory must
+            # not linger in free pages depending on which pooled connection did the work.
+            cursor.execute("PRAGMA secure_delete=ON")
             if wal:
                 # The store checkpoints the WAL itself, outside the write gate (see write_gate).
                 cursor.execute("PRAGMA wal_autocheckpoint=0")

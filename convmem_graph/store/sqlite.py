@@ -353,20 +353,19 @@ class SqliteBackend:
 
     @contextmanager
     def deleting(self, conn: Connection) -> Iterator[None]:
-        """Around a memory's delete: leave none of its bytes in free pages or the episodic index."""
-        # Freed cells are zeroed, so deleted text does not linger in free pages of the file.
-        conn.exec_driver_sql("PRAGMA secure_delete=ON")
-        try:
-            if FTS_SECURE_DELETE:
-                # FTS5 ``secure-delete``: a stored setting of the index.
-                conn.exec_driver_sql(
-                    f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rank) VALUES ('secure-delete', 1)"
-                )
-            yield
-            if not FTS_SECURE_DELETE:
-                _purge_deleted_terms(conn)
-        finally:
-            conn.exec_driver_sql("PRAGMA secure_delete=OFF")
+        """Around a memory's delete: leave none of its bytes in free pages or the episodic index.
+
+        Freed cells are zeroed on every connection (``PRAGMA secure_delete=ON`` at connect, see
+        ``store.engine``); what is left is the episodic index, whose entries a delete only marks.
+        """
+        if FTS_SECURE_DELETE:
+            # FTS5 ``secure-delete``: a stored setting of the index.
+            conn.exec_driver_sql(
+                f"INSERT INTO {EPISODE_TABLE} ({EPISODE_TABLE}, rank) VALUES ('secure-delete', 1)"
+            )
+        yield
+        if not FTS_SECURE_DELETE:
+            _purge_deleted_terms(conn)
 
 
 #: The live turn's fixed writes as the driver runs them (the same statements as
