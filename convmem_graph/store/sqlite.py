@@ -38,10 +38,6 @@ logger = logging.getLogger(__name__)
 #: FTS5 ``secure-delete`` (SQLite 3.42+) removes a deleted row's terms from the index pages at once.
 FTS_SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42)
 
-#: ``RETURNING`` (SQLite 3.35+): ``touch`` asks its update whether a snapshot row is there to drop.
-#: Older libraries send the drop every time, as before.
-TOUCH_RETURNING = sqlite3.sqlite_version_info >= (3, 35)
-
 
 class SqliteEpisodeIndex(EpisodeIndex):
     """The episodic index on SQLite: a contentless FTS5 table, one rowid range per memory.
@@ -265,28 +261,14 @@ class SqliteBackend:
     def touch(self, conn: Connection, params: dict[str, Any]) -> None:
         """Drop the memory's cached snapshot and move its ``updated_at`` (and ``facts_dirty``).
 
-        On the driver. The ``updated_at`` update answers whether a snapshot row exists; the
-        ``DELETE`` is sent only then, or when the memory row is missing (raw SQL with the foreign
-        keys off can leave a snapshot without one). A fact turn touches its memory four times and
-        only its first write finds a snapshot to drop: the other three sent a statement each that
-        deleted nothing. Read and delete run in the caller's write transaction, so nothing can
-        insert a row in between; the rows left are those of the delete-then-update order
-        (different columns; the snapshot triggers fire only on a deleted row, as before).
+        On the driver: each write of a live turn ends with these two statements.
         """
         mid = params["mid"]
-        if not TOUCH_RETURNING:
-            driver_execute(conn, _DROP_SNAPSHOT_SQL, (mid,))
-            if params["dirty"] is None:
-                driver_execute(conn, _SET_UPDATED_AT_SQL, (params["now"], mid))
-            else:
-                driver_execute(conn, _SET_UPDATED_AT_DIRTY_SQL, (params["now"], params["dirty"], mid))
-            return
+        driver_execute(conn, _DROP_SNAPSHOT_SQL, (mid,))
         if params["dirty"] is None:
-            found = driver_execute(conn, _TOUCH_SQL, (params["now"], mid)).fetchall()
+            driver_execute(conn, _SET_UPDATED_AT_SQL, (params["now"], mid))
         else:
-            found = driver_execute(conn, _TOUCH_DIRTY_SQL, (params["now"], params["dirty"], mid)).fetchall()
-        if not found or found[0][0]:
-            driver_execute(conn, _DROP_SNAPSHOT_SQL, (mid,))
+            driver_execute(conn, _SET_UPDATED_AT_DIRTY_SQL, (params["now"], params["dirty"], mid))
 
     def related_fact_rows(
         self, conn: Connection, memory_id: str, ckeys: Sequence[str], hashes: Sequence[int]
@@ -398,11 +380,6 @@ _ENSURE_SQL = (
 _DROP_SNAPSHOT_SQL = f"DELETE FROM {snapshots.name} WHERE memory_id = ?"
 _SET_UPDATED_AT_SQL = f"UPDATE {memories.name} SET updated_at = ? WHERE memory_id = ?"
 _SET_UPDATED_AT_DIRTY_SQL = f"UPDATE {memories.name} SET updated_at = ?, facts_dirty = ? WHERE memory_id = ?"
-# ``touch``: the update, answering whether the memory has a snapshot row to drop (no row at all
-# when the memory row is missing).
-_SNAPSHOT_EXISTS = f"EXISTS (SELECT 1 FROM {snapshots.name} WHERE memory_id = {memories.name}.memory_id)"
-_TOUCH_SQL = f"{_SET_UPDATED_AT_SQL} RETURNING {_SNAPSHOT_EXISTS}"
-_TOUCH_DIRTY_SQL = f"{_SET_UPDATED_AT_DIRTY_SQL} RETURNING {_SNAPSHOT_EXISTS}"
 _ADVANCE_SQL = {
     cursor: f"UPDATE {memories.name} SET {cursor} = ? WHERE memory_id = ? AND {cursor} < ?"
     for cursor in ("extracted_seq", "summarized_seq")

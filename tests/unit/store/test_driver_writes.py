@@ -18,7 +18,6 @@ from convmem_graph.store import MemoryStore
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _lang_counts as L
 from convmem_graph.store import _queries as Q
-from convmem_graph.store import sqlite as sqlite_backend
 from convmem_graph.store._driver import driver_execute, select_rows
 from convmem_graph.store.engine import insert_ignore
 from convmem_graph.store.schema import memories, snapshots
@@ -154,84 +153,6 @@ def test_driver_writes_equal_the_statements_they_stand_for(store: MemoryStore) -
             assert _row(conn, "a")[1:] == _row(conn, "b")[1:]
 
 
-def _memory_cells(conn: Connection) -> dict[str, dict[str, object]]:
-    """Every memory row by id, as column -> value."""
-    result = conn.exec_driver_sql("SELECT * FROM cm_memories")
-    names = list(result.keys())
-    return {row[0]: dict(zip(names, row, strict=True)) for row in result}
-
-
-@pytest.mark.parametrize("returning", [True, False])
-@pytest.mark.parametrize("dirty", [None, 1])
-def test_touch_drops_a_snapshot_only_where_one_is(
-    store: MemoryStore, dirty: int | None, returning: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # touch sends its DELETE only when the update says a snapshot row exists, or when the memory
-    # row is missing (a snapshot kept without one). The rows it leaves equal SQLAlchemy's
-    # DELETE-then-UPDATE's, and snap_rev moves exactly when a snapshot row was deleted.
-    sent: list[str] = []
-
-    def record(_c: object, _cur: object, sql: str, *_: object) -> None:
-        sent.append(sql.split()[0])
-
-    monkeypatch.setattr(sqlite_backend, "TOUCH_RETURNING", returning)
-    backend = SqliteBackend(str(store.url), memory=True)
-    cases = {"with": (True, True), "without": (True, False), "orphan": (False, True)}
-    with store.engine.begin() as conn:
-        for name, (memory_row, snapshot) in cases.items():
-            for side in ("a", "b"):
-                mid = f"{name}_{side}"
-                if memory_row:
-                    row = {"memory_id": mid, "description": "", "created_at": T0, "updated_at": T0}
-                    conn.execute(
-                        insert_ignore("sqlite", memories), {**row, "extracted_seq": 0, "summarized_seq": 0}
-                    )
-                if snapshot and memory_row:
-                    conn.execute(snapshots.insert().values(memory_id=mid, data="{}", updated_at=T0))
-    with store.engine.connect() as conn:
-        # A snapshot without its memory row: only raw SQL with the foreign keys off makes one.
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        raw.execute("PRAGMA foreign_keys=OFF")
-        for side in ("a", "b"):
-            raw.execute(
-                "INSERT INTO cm_snapshots (memory_id, data, updated_at) VALUES (?, '{}', ?)",
-                (f"orphan_{side}", T0),
-            )
-        raw.execute("PRAGMA foreign_keys=ON")
-        before = _memory_cells(conn)
-    params = {"now": T0 + 7, "dirty": dirty}
-    event.listen(store.engine, "before_cursor_execute", record)
-    try:
-        for name, (memory_row, snapshot) in cases.items():
-            sent.clear()
-            with store.engine.begin() as conn:
-                backend.touch(conn, {"mid": f"{name}_a", **params})
-            if not returning:  # a SQLite before 3.35: the drop every time, first, as before
-                assert sent == ["DELETE", "UPDATE"], name
-            else:
-                assert sent == (["UPDATE", "DELETE"] if snapshot or not memory_row else ["UPDATE"]), name
-            with store.engine.begin() as conn:
-                conn.execute(Q.DROP_SNAPSHOT, {"mid": f"{name}_b"})
-                set_at = Q.SET_UPDATED_AT if dirty is None else Q.SET_UPDATED_AT_DIRTY
-                conn.execute(set_at, {"mid": f"{name}_b", **params})
-    finally:
-        event.remove(store.engine, "before_cursor_execute", record)
-    with store.engine.connect() as conn:
-        assert conn.execute(select(snapshots.c.memory_id)).all() == []
-        after = _memory_cells(conn)
-    assert set(after) == set(before) == {f"{n}_{s}" for n in ("with", "without") for s in "ab"}
-    for name in ("with", "without"):
-        a, b = after[f"{name}_a"], after[f"{name}_b"]
-        # The id, its stamp, and facts_cut (random() at the row's insert) differ by design.
-        skip = {"memory_id", "snap_rev", "facts_cut"}
-        assert {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
-        assert a["updated_at"] == T0 + 7
-        for side in (a, b):
-            moved = side["snap_rev"] != before[str(side["memory_id"])]["snap_rev"]
-            assert moved is (name == "with")
-
-
 def test_a_driver_error_is_sqlalchemys(store: MemoryStore) -> None:
     # A row missing its NOT NULL columns: the driver's IntegrityError comes as SQLAlchemy's.
     sql = "INSERT INTO cm_memories (memory_id) VALUES (?)"
@@ -256,7 +177,7 @@ def test_listeners_and_echo_see_the_driver_statements(store: MemoryStore) -> Non
     finally:
         event.remove(store.engine, "before_cursor_execute", record)
     assert heard == quiet  # the same rows through SQLAlchemy's path
-    assert [s.split()[0] for s in seen] == ["SELECT", "UPDATE", "DELETE"]
+    assert [s.split()[0] for s in seen] == ["SELECT", "DELETE", "UPDATE"]
 
 
 def _raw_rows(store: MemoryStore, table: str, mid: str) -> list[tuple[object, ...]]:
