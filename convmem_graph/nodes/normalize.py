@@ -10,7 +10,6 @@ from collections import Counter
 from langgraph.runtime import Runtime
 
 from convmem_graph.models import Message
-from convmem_graph.nodes._fresh import messages_after
 from convmem_graph.state import MemoryContext, MemoryState
 
 __all__ = ["normalize", "summary_due"]
@@ -30,9 +29,10 @@ def summary_due(ctx: MemoryContext, memory_id: str, *, max_seq: int, summarized_
     tokens = 0
     # Stop reading as soon as the threshold is crossed: cost is bounded by the threshold.
     while True:
-        rows = messages_after(ctx, memory_id, after, _PAGE)
-        for seq, msg in rows:
-            tokens += ctx.counter(msg.content)
+        # The contents only: building the backlog's ``Message``s each turn cost more than counting.
+        rows = ctx.store.message_texts_after(memory_id, after, limit=_PAGE, known=ctx.fresh or None)
+        for seq, content in rows:
+            tokens += ctx.counter(content)
             if tokens >= threshold:
                 return True
             after = seq

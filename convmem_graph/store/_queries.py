@@ -35,6 +35,12 @@ MESSAGE_IDS_AFTER = (
     .order_by(messages.c.seq)
     .limit(bindparam("limit"))
 )
+MESSAGE_TEXTS_AFTER = (
+    select(messages.c.seq, messages.c.id, messages.c.content)
+    .where(messages.c.memory_id == _MEMORY, messages.c.seq > bindparam("after"))
+    .order_by(messages.c.seq)
+    .limit(bindparam("limit"))
+)
 RECENT_MESSAGES = (
     select(*MESSAGE_COLUMNS)
     .where(messages.c.memory_id == _MEMORY)

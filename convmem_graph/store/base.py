@@ -189,6 +189,12 @@ class MessageStore(Protocol):
         """Return up to ``limit`` messages with seq greater than ``after_seq``, in seq order."""
         ...
 
+    def message_texts_after(
+        self, memory_id: str, after_seq: int, *, limit: int = 500, known: Mapping[str, Message] | None = None
+    ) -> list[tuple[int, str]]:
+        """``(seq, content)`` of up to ``limit`` messages past ``after_seq``, in seq order."""
+        ...
+
     def message_ids_after(self, memory_id: str, after_seq: int, *, limit: int = 500) -> list[tuple[int, str]]:
         """``(seq, id)`` of up to ``limit`` messages with seq greater than ``after_seq``, in seq order."""
         ...

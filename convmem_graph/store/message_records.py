@@ -212,6 +212,28 @@ class MessageRecords(StoreCore):
                 return [(int(row[0]), row_to_message(row)) for row in rows]
             return [(int(row[0]), known.get(row.id) or row_to_message(row)) for row in rows]
 
+    def message_texts_after(
+        self, memory_id: str, after_seq: int, *, limit: int = 500, known: Mapping[str, Message] | None = None
+    ) -> list[tuple[int, str]]:
+        """``(seq, content)`` of up to ``limit`` messages with seq greater than ``after_seq``, in seq order.
+
+        What :meth:`messages_after` answers, the content only: no ``Message`` is built from a row
+        (``summary_due`` reads the whole unsummarized backlog each live turn for its token count).
+        ``known`` as there: a message the caller holds gives its own ``content``.
+        """
+        tail: PgStamp | None = self._peek("tail", memory_id) if known else None
+        if tail is not None and known is not None and after_seq >= tail.prior_max:
+            # In a PostgreSQL run that stored them: no statement, as in messages_after.
+            picked = [(seq, mid) for seq, mid in tail.rows if seq > after_seq][:limit]
+            if all(mid in known for _, mid in picked):
+                return [(seq, known[mid].content) for seq, mid in picked]
+        with self._read() as conn:
+            params = {"mid": memory_id, "after": after_seq, "limit": limit}
+            rows = select_rows(conn, Q.MESSAGE_TEXTS_AFTER, params)
+        if not known:
+            return [(int(row[0]), row[2]) for row in rows]
+        return [(int(row[0]), known[row[1]].content if row[1] in known else row[2]) for row in rows]
+
     def message_ids_after(self, memory_id: str, after_seq: int, *, limit: int = 500) -> list[tuple[int, str]]:
         """Return ``(seq, id)`` of up to ``limit`` messages with seq greater than ``after_seq``, in seq order.
 

@@ -258,6 +258,38 @@ class StoreContract:
         ]
         assert rows[-1][0] > first_seq  # a new seq: extraction sees the completed text
 
+    def test_message_texts_after_answers_as_messages_after(
+        self, store: MemoryStore, mid: Callable[[str], str]
+    ) -> None:
+        # summary_due counts the backlog's tokens from these: every cursor and page size, the
+        # caller's own messages (a run's fresh ones, also where a run holds its insert's rows)
+        # and a partial message replaced by its final text must read as messages_after's contents.
+        m = mid("texts")
+        store.add_messages(m, [msg(f"m{i}", f"文本 {i} text", T0 + i) for i in range(5)])
+        store.add_messages(m, [msg("p", "我最近", T0 + 9, role="assistant", partial=True)])
+        store.add_messages(m, [msg("p", "我最近在学做饭", T0 + 9, role="assistant")])
+
+        def same(reader: Any, known: dict[str, Message] | None) -> None:
+            seqs = [0] + [seq for seq, _ in reader.messages_after(m, 0)]
+            for after in seqs:
+                for limit in (1, 2, 3, 500):
+                    got = reader.messages_after(m, after, limit=limit, known=known)
+                    want = [(seq, x.content) for seq, x in got]
+                    assert reader.message_texts_after(m, after, limit=limit, known=known) == want
+
+        same(store, None)
+        same(store, {})
+        with store.run(m) as run:
+            fresh = [msg("r1", "run one", T0 + 20), msg("r2", "运行二", T0 + 21)]
+            ids = run.add_messages(m, fresh)
+            assert ids == ["r1", "r2"]
+            known = {x.id: x for x in fresh}
+            same(run, known)
+            # A held message is the caller's object: its content is what is counted.
+            held = {"r1": fresh[0].model_copy(update={"content": "held"})}
+            tail = run.message_texts_after(m, 0, known=held)
+            assert [c for _, c in tail][-2:] == ["held", "运行二"]
+
     def test_cursor_pages_and_extracted_seq(self, store: MemoryStore, mid: Callable[[str], str]) -> None:
         m = mid("cursor")
         store.add_messages(m, [msg(f"m{i}", f"text {i}", T0 + i) for i in range(5)])
