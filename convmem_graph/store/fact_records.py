@@ -289,9 +289,11 @@ class FactRecords(StoreCore):
         """
         check_memory_id(memory_id)
         before: Cursors | None = self._peek("cursors", memory_id)
+        # Read before the write, whose end drops it: a memory this run created has no fact to load.
+        empty = self.holds_no_facts(memory_id)
         with self._write(memory_id, keeps=CACHED_KINDS | SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
-            writer = FragmentWriter(conn, memory_id, now_ms)
+            writer = FragmentWriter(conn, memory_id, now_ms, empty=empty)
             counts = writer.apply(ops)
             changed = writer.changed
             writer.flush()
