@@ -59,7 +59,7 @@ CACHED_KINDS = frozenset({"specs", "summary", "variables"})
 #: What a write that leaves the memory's messages as they are keeps besides: the rows a run's insert
 #: stored past the memory's previous newest seq (see ``messages_after``).
 SAME_MESSAGES = frozenset({"tail"})
-#: The run's cache kind saying the memory has no fact yet (see :meth:`StoreCore.holds_no_facts`).
+#: The run's cache kind saying the memory has no fact yet (see ``MemoryStore.holds_no_facts``).
 NO_FACTS = "no_facts"
 #: What :meth:`MemoryStore._recall` answers for a kind the run's cache does not hold.
 UNKNOWN: Any = object()
@@ -708,21 +708,6 @@ class StoreCore:
             cache[("variables", memory_id)] = {}
             cache[("summary", memory_id)] = None
             cache[(NO_FACTS, memory_id)] = True
-
-    def holds_no_facts(self, memory_id: str) -> bool:
-        """Whether this run has proved that the memory has no fact (fragment) at all.
-
-        True only inside a PostgreSQL run whose write created the memory, until the run's next
-        write of it; a reader of facts may then answer empty without a statement. ``False`` means
-        unknown, never "has facts".
-
-        Example:
-            >>> from convmem_graph.store import MemoryStore
-            >>> store = MemoryStore.from_url(":memory:")
-            >>> store.holds_no_facts("mem_1")  # outside a PostgreSQL run: unknown
-            False
-        """
-        return self._recall(NO_FACTS, memory_id) is True
 
     def _recall(self, kind: str, memory_id: str) -> Any:
         """What the run's cache holds for ``kind`` of a memory, or ``UNKNOWN`` (``None`` is a value)."""

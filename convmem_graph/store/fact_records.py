@@ -35,6 +35,7 @@ from convmem_graph.store._fragments import (
 )
 from convmem_graph.store.core import (
     CACHED_KINDS,
+    NO_FACTS,
     SAME_MESSAGES,
     Cursors,
     StoreCore,
@@ -272,6 +273,21 @@ class FactRecords(StoreCore):
             if writer.set_status(fragment_id, "deleted", by=None, cause="deleted by hand"):
                 writer.flush()
                 self._touch(conn, memory_id, now, facts_dirty=1)
+
+    def holds_no_facts(self, memory_id: str) -> bool:
+        """Whether this run has proved that the memory has no fact (fragment) at all.
+
+        True only inside a PostgreSQL run whose write created the memory, until the run's next
+        write of it; a reader of facts may then answer empty without a statement. ``False`` means
+        unknown, never "has facts".
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> store.holds_no_facts("mem_1")  # outside a PostgreSQL run: unknown
+            False
+        """
+        return self._recall(NO_FACTS, memory_id) is True
 
     def commit_extraction(
         self, memory_id: str, ops: Sequence[FragmentOp], *, upto_seq: int, now_ms: int
