@@ -41,6 +41,8 @@ def known_facts(
     up known pets and plans), whatever the size of the memory; each fact once, newest first, then
     each family's own in its order.
     """
+    if store.holds_no_facts(memory_id):
+        return []  # a memory this run created, no fact written yet: nothing to read
     ranges = [key_range(p) for p in prefixes] if per_prefix > 0 else []
     with store.read() as conn:
         return fragments_once(store.backend.context_fact_rows(conn, memory_id, limit, ranges, per_prefix))
@@ -54,7 +56,7 @@ def related_facts(
     What reconciling candidates with these keys and contents needs: two index lookups, each fact
     once.
     """
-    if not keys and not contents:
+    if (not keys and not contents) or store.holds_no_facts(memory_id):
         return []
     ckeys = sorted({canonical_key(k) for k in keys})
     hashes = sorted({norm_hash(c) for c in contents})

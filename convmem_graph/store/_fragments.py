@@ -268,12 +268,16 @@ class FragmentWriter:
         conn: A connection inside a write transaction.
         memory_id: The memory every fragment belongs to.
         now_ms: Timestamp of the step.
+        empty: The memory is known to hold no fragment (see ``MemoryStore.holds_no_facts``):
+            loading reads nothing.
     """
 
-    def __init__(self, conn: Connection, memory_id: str, now_ms: int) -> None:
+    def __init__(self, conn: Connection, memory_id: str, now_ms: int, *, empty: bool = False) -> None:
         self._conn = conn
         self._memory_id = memory_id
         self._now = now_ms
+        # The caller proved the memory holds no fragment (a memory its run created): loads read nothing.
+        self._empty = empty
         self._state: dict[str, Fragment] = {}
         self._loaded: set[str] = set()
         self._new: set[str] = set()
@@ -287,6 +291,8 @@ class FragmentWriter:
         """Read the given fragments (those of this memory that exist) into the writer."""
         wanted = sorted({i for i in ids if i not in self._loaded})
         self._loaded.update(wanted)
+        if self._empty:
+            return
         for part in chunked(wanted):
             params = {"mid": self._memory_id, "ids": list(part)}
             for row in select_rows(self._conn, FRAGMENTS_BY_ID, params):

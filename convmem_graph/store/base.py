@@ -243,6 +243,10 @@ class FactStore(Protocol):
         """Return one fragment of a memory."""
         ...
 
+    def holds_no_facts(self, memory_id: str) -> bool:
+        """Whether this run proved the memory has no fact at all (``False``: unknown)."""
+        ...
+
     def strongest_fragments(
         self, memory_id: str, *, limit: int, now_ms: int, transient: bool | None = None
     ) -> list[Fragment]:

@@ -59,6 +59,8 @@ CACHED_KINDS = frozenset({"specs", "summary", "variables"})
 #: What a write that leaves the memory's messages as they are keeps besides: the rows a run's insert
 #: stored past the memory's previous newest seq (see ``messages_after``).
 SAME_MESSAGES = frozenset({"tail"})
+#: The run's cache kind saying the memory has no fact yet (see ``MemoryStore.holds_no_facts``).
+NO_FACTS = "no_facts"
 #: What :meth:`MemoryStore._recall` answers for a kind the run's cache does not hold.
 UNKNOWN: Any = object()
 
@@ -688,6 +690,24 @@ class StoreCore:
         cache = self._cache()
         if cache is not None:
             cache[(kind, memory_id)] = value
+
+    def _remember_new_memory(self, memory_id: str) -> None:
+        """Note in the run's cache that the run's last write created the memory (nothing outside a run).
+
+        For the end of a write that inserted the memory's row in the run's transaction and wrote
+        no fact: specs, variables, summary and facts all reference ``cm_memories`` (foreign keys),
+        so none of their rows can predate the row, and until the run commits no other writer can
+        add one (the memory's lock; a foreign key check on the uncommitted row would wait too).
+        The specs, variables and summary are cached empty, replaced or dropped by the run's own
+        later writes as any cached read; :data:`NO_FACTS` is dropped by the memory's next write of
+        any kind (no write keeps it). A replay's first run of a memory saves its reads.
+        """
+        cache = self._cache()
+        if cache is not None:
+            cache[("specs", memory_id)] = []
+            cache[("variables", memory_id)] = {}
+            cache[("summary", memory_id)] = None
+            cache[(NO_FACTS, memory_id)] = True
 
     def _recall(self, kind: str, memory_id: str) -> Any:
         """What the run's cache holds for ``kind`` of a memory, or ``UNKNOWN`` (``None`` is a value)."""

@@ -35,6 +35,7 @@ from convmem_graph.store._fragments import (
 )
 from convmem_graph.store.core import (
     CACHED_KINDS,
+    NO_FACTS,
     SAME_MESSAGES,
     Cursors,
     StoreCore,
@@ -273,6 +274,21 @@ class FactRecords(StoreCore):
                 writer.flush()
                 self._touch(conn, memory_id, now, facts_dirty=1)
 
+    def holds_no_facts(self, memory_id: str) -> bool:
+        """Whether this run has proved that the memory has no fact (fragment) at all.
+
+        True only inside a PostgreSQL run whose write created the memory, until the run's next
+        write of it; a reader of facts may then answer empty without a statement. ``False`` means
+        unknown, never "has facts".
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> store.holds_no_facts("mem_1")  # outside a PostgreSQL run: unknown
+            False
+        """
+        return self._recall(NO_FACTS, memory_id) is True
+
     def commit_extraction(
         self, memory_id: str, ops: Sequence[FragmentOp], *, upto_seq: int, now_ms: int
     ) -> dict[str, int]:
@@ -289,9 +305,11 @@ class FactRecords(StoreCore):
         """
         check_memory_id(memory_id)
         before: Cursors | None = self._peek("cursors", memory_id)
+        # Read before the write, whose end drops it: a memory this run created has no fact to load.
+        empty = self.holds_no_facts(memory_id)
         with self._write(memory_id, keeps=CACHED_KINDS | SAME_MESSAGES) as conn:
             self._ensure(conn, memory_id, now_ms)
-            writer = FragmentWriter(conn, memory_id, now_ms)
+            writer = FragmentWriter(conn, memory_id, now_ms, empty=empty)
             counts = writer.apply(ops)
             changed = writer.changed
             writer.flush()

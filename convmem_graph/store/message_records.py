@@ -130,6 +130,9 @@ class MessageRecords(StoreCore):
                     new_rows = select_rows(conn, Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
                     self._backend.episodes.add(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
                 self._touch(conn, memory_id, now)
+        if created:
+            # After the write: its end drops what it does not keep (see _write).
+            self._remember_new_memory(memory_id)
         if stamped:
             top, extracted, summarized, dirty = stamped[0].cursors
             self._remember("cursors", memory_id, Cursors(top, extracted, summarized, bool(dirty)))
