@@ -73,6 +73,14 @@ def fresh_pg_url(pg_base_url: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture
+def fresh_pg_store(fresh_pg_url: str) -> Iterator[MemoryStore]:
+    """A store on a schema of this test's own (``fresh_pg_url``), closed after the test."""
+    store = MemoryStore.from_url(fresh_pg_url)
+    yield store
+    store.close()
+
+
 @pytest.fixture(scope="module")
 def pg_store(pg_url: str) -> Iterator[MemoryStore]:
     """One store on the session's PostgreSQL schema, shared by a module's tests."""

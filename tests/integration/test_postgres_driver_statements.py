@@ -11,7 +11,6 @@ a listener, echo or no transaction is in the way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,10 +32,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
 @pytest.fixture
-def store(fresh_pg_url: str) -> Iterator[MemoryStore]:
-    s = MemoryStore.from_url(fresh_pg_url)
-    yield s
-    s.close()
+def store(fresh_pg_store: MemoryStore) -> MemoryStore:
+    """The module's store: on a schema of the test's own (``conftest.fresh_pg_store``)."""
+    return fresh_pg_store
 
 
 @pytest.fixture

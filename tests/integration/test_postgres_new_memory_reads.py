@@ -28,10 +28,9 @@ READ_TABLES = ("FROM cm_variable_specs", "FROM cm_variables", "FROM cm_summaries
 
 
 @pytest.fixture
-def store(fresh_pg_url: str) -> Iterator[MemoryStore]:
-    s = MemoryStore.from_url(fresh_pg_url)
-    yield s
-    s.close()
+def store(fresh_pg_store: MemoryStore) -> MemoryStore:
+    """The module's store: on a schema of the test's own (``conftest.fresh_pg_store``)."""
+    return fresh_pg_store
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ flush covers every earlier commit, so a database crash can only lose runs of fil
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
 @pytest.fixture
-def store(fresh_pg_url: str) -> Iterator[MemoryStore]:
-    s = MemoryStore.from_url(fresh_pg_url)
-    yield s
-    s.close()
+def store(fresh_pg_store: MemoryStore) -> MemoryStore:
+    """The module's store: on a schema of the test's own (``conftest.fresh_pg_store``)."""
+    return fresh_pg_store
 
 
 def _setting(conn: Any) -> str:
