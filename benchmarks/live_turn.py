@@ -37,7 +37,6 @@ import json
 import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,7 +49,7 @@ from _facts import SHAPES, generated_ops
 from _pg import scratch_schema
 from _synthetic import TOPICS
 from _synthetic import add_messages as add_synthetic_messages
-from _worker import read_reply
+from _worker import LineWorker
 
 import convmem_graph
 from convmem_graph.memory import ConvMemory
@@ -237,37 +236,25 @@ def _worker(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:
     return 0
 
 
-class Baseline:
+class Baseline(LineWorker):
     """A worker process timing the same cells on an earlier checkout (``--baseline DIR``)."""
 
     def __init__(self, root: Path, args: argparse.Namespace, workdir: Path) -> None:
         cmd = [sys.executable, __file__, "--worker", "--workdir", str(workdir), "--families", args.families]
         cmd += ["--postgres", args.postgres] if args.postgres else []
-        env = {**os.environ, "PYTHONPATH": str(root)}
-        # Started first: it fills its memories while this process fills its own.
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        # Started first: it fills its memories while this process fills its own. Closing waits
+        # longer: the worker also drops its schema.
+        super().__init__(cmd, {**os.environ, "PYTHONPATH": str(root)}, close_timeout=120)
 
     def ready(self) -> str:
         """Wait for the worker's fill; the code it runs."""
-        return str(self._read()["code"])
-
-    def _read(self) -> dict[str, Any]:
-        return read_reply(self.proc)
+        return str(self.read()["code"])
 
     def run(self, backend: str, memory_id: str, start: int, count: int) -> tuple[list[float], float]:
         """``count`` turns from ``start`` on the baseline's memory; (samples ms, CPU ms per turn)."""
-        assert self.proc.stdin is not None
         ask = {"backend": backend, "memory_id": memory_id, "start": start, "count": count}
-        self.proc.stdin.write(json.dumps(ask) + "\n")
-        self.proc.stdin.flush()
-        got = self._read()
+        got = self.request(json.dumps(ask))
         return list(got["samples"]), float(got["cpu"])
-
-    def close(self) -> None:
-        """Let the worker close its memories (and drop its schema) and exit."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=120)
 
 
 def _run(args: argparse.Namespace, workdir: Path, scratch: ExitStack) -> int:

@@ -14,13 +14,13 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from _worker import LineWorker
 
 _WORKER = r"""
 import json, sys, tempfile, time
@@ -53,36 +53,18 @@ mem.close()
 """
 
 
-class Side:
+class Side(LineWorker):
     """A worker process running turns on one checkout's code."""
 
     def __init__(self, root: Path, warm: int, kind: str) -> None:
         here = str(Path(__file__).resolve().parent)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(warm), kind, here],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(root)},
-            cwd=str(root),
-        )
-        self._read()
-
-    def _read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        return dict(json.loads(self.proc.stdout.readline()))
+        cmd = [sys.executable, "-c", _WORKER, str(warm), kind, here]
+        super().__init__(cmd, {**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+        self.read()
 
     def run(self, turns: int) -> dict[str, Any]:
         """``turns`` turns; their CPU and wall ms per turn."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{turns}\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        return self.request(str(turns))
 
 
 def main() -> int:

@@ -25,7 +25,6 @@ import inspect
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _worker import read_reply
+from _worker import LineWorker
 
 import convmem_graph
 from convmem_graph.memory import ConvMemory
@@ -162,33 +161,20 @@ def worker(workdir: Path, freeze: bool) -> int:
     return 0
 
 
-class Baseline:
+class Baseline(LineWorker):
     """A worker process running the same cells on an earlier checkout (``--baseline DIR``)."""
 
     def __init__(self, root: Path, workdir: Path, freeze: bool) -> None:
         cmd = [sys.executable, __file__, "--worker", "--workdir", str(workdir)] + (
             ["--freeze"] if freeze else []
         )
-        env = {**os.environ, "PYTHONPATH": str(root)}
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        hello = self._read()
+        super().__init__(cmd, {**os.environ, "PYTHONPATH": str(root)})
+        hello = self.read()
         self.code, self.default = hello["code"], hello.get("default", "sync")
-
-    def _read(self) -> dict[str, Any]:
-        return read_reply(self.proc)
 
     def run(self, durability: str, start: int, count: int) -> dict[str, Any]:
         """``count`` turns from ``start`` on the baseline's memory of ``durability``."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"durability": durability, "start": start, "count": count}) + "\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        """Let the worker close its memories and exit."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        return self.request(json.dumps({"durability": durability, "start": start, "count": count}))
 
 
 def main() -> int:
