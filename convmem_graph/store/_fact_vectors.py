@@ -82,6 +82,7 @@ fact_vector_stamps = Table(
     VECTOR_METADATA,
     Column("memory_id", String(256), primary_key=True),
     Column("token", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 #: Memories whose fact vectors a process keeps, and the rows one memory may hold (a memory whose

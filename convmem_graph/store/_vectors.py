@@ -130,6 +130,7 @@ turn_vector_stamps = Table(
     VECTOR_METADATA,
     Column("memory_id", String(256), primary_key=True),
     Column("token", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 #: Memories whose matrices stay in memory, and the bytes they may hold together (the most recently

@@ -50,6 +50,7 @@ from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
 __all__ = [
     "EPISODE_TABLE",
     "INDEX_VERSION",
+    "META_TABLE",
     "PG_VERSION",
     "TEXT_VERSION",
     "EpisodeHit",
@@ -61,7 +62,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_META_TABLE = "cm_episode_meta"
+#: The index's format versions, one row per key. Keyed by ``k`` alone: on SQLite ``WITHOUT
+#: ROWID`` (one B-tree instead of a table and its key's index; migration 15).
+META_TABLE = "cm_episode_meta"
 #: Bumped whenever :func:`episode_text` changes: the SQLite index is then rebuilt on open (its
 #: deletes must see the same text that was indexed).
 TEXT_VERSION = "1"
@@ -171,11 +174,12 @@ class EpisodeIndex(ABC):
     def rebuild_if_stale(self, conn: Connection) -> None:
         """Index every stored message once when the index is new or its format changed."""
         mark = self.mark
+        keyed = " WITHOUT ROWID" if conn.dialect.name == "sqlite" else ""
         conn.exec_driver_sql(
-            f"CREATE TABLE IF NOT EXISTS {_META_TABLE} (k TEXT PRIMARY KEY, v TEXT NOT NULL)"
+            f"CREATE TABLE IF NOT EXISTS {META_TABLE} (k TEXT PRIMARY KEY, v TEXT NOT NULL){keyed}"
         )
         found = conn.exec_driver_sql(
-            f"SELECT v FROM {_META_TABLE} WHERE k = {mark}", (self.version_key,)
+            f"SELECT v FROM {META_TABLE} WHERE k = {mark}", (self.version_key,)
         ).scalar()
         if found == self.version:
             return
@@ -190,7 +194,7 @@ class EpisodeIndex(ABC):
         for memory_id, items in by_memory.items():
             self.add(conn, memory_id, items)
         conn.exec_driver_sql(
-            f"INSERT INTO {_META_TABLE} (k, v) VALUES ({mark}, {mark}) "
+            f"INSERT INTO {META_TABLE} (k, v) VALUES ({mark}, {mark}) "
             "ON CONFLICT (k) DO UPDATE SET v = excluded.v",
             (self.version_key, self.version),
         )

@@ -36,6 +36,7 @@ from convmem_graph.store._lang_counts import ensure_language_counts, install_lan
 from convmem_graph.store._pgvector import enable_pgvector
 from convmem_graph.store._snapshot_revisions import ensure_snapshot_revisions
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
+from convmem_graph.store._without_rowid import rebuild_without_rowid
 from convmem_graph.store.episodes import INDEX_VERSION
 from convmem_graph.store.registry import SIDE_TABLES, node_meta, schema_migrations
 from convmem_graph.store.schema import (
@@ -284,6 +285,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "snapshot revisions", ensure_snapshot_revisions),
     Migration(13, "fact indexes stored oldest first", _ascending_fact_indexes),
     Migration(14, "unread inbox index dropped", _drop_unread_indexes),
+    Migration(15, "small keyed tables without rowid", rebuild_without_rowid),
 )
 
 

@@ -107,6 +107,7 @@ tasks_table = Table(
     Column("human_id", String(256), nullable=True),
     Column("bot_id", String(256), nullable=True),
     Column("updated_ms", _Seq, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 #: Files whose every batch committed: a rerun skips them (keyed by path, size, mtime, shard and grouping).
@@ -119,6 +120,7 @@ replay_progress = Table(
     Column("finished_at", Integer, nullable=False),
     # The memory the file fed when it fed exactly one (so deleting that memory forgets the row).
     Column("memory_id", String, nullable=True, index=True),
+    sqlite_with_rowid=False,
 )
 
 #: ``convmem pull im``: the newest message time pulled per (user, bot), and the memory it fed.
@@ -131,6 +133,7 @@ pull_cursors = Table(
     # A pull into another memory id than the user's: deleting that memory forgets the cursor.
     # Rows of older versions have none; the user id (a pull's default memory id) stands in.
     Column("memory_id", String(256), nullable=True, index=True),
+    sqlite_with_rowid=False,
 )
 
 #: Bailian profile schemas: one per workspace, shared by every user (no memory's data).
@@ -140,6 +143,7 @@ profile_schemas = Table(
     Column("id", String(64), primary_key=True),
     Column("body", Text, nullable=False),
     Column("created_at", Integer, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 #: Bailian memory-node ``meta_data`` keys convmem has no column for (``location_name`` ...), per fact.
@@ -150,6 +154,7 @@ node_meta = Table(
     Column("node_id", String(256), primary_key=True),
     Column("body", Text, nullable=False),
     Column("updated_at", _Seq, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 #: The side tables, in creation order.

@@ -344,6 +344,7 @@ variable_specs = Table(
     Column("infer", Boolean, nullable=False, default=True),
     Column("type", String(16), nullable=False),
     Column("allowed_values", _Json, nullable=True),
+    sqlite_with_rowid=False,
 )
 
 variables = Table(
@@ -418,6 +419,7 @@ round_interruptions = Table(
     Column("task_id", String, primary_key=True),
     Column("round_id", String, primary_key=True),
     Column("at", _Ms, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 #: The store's own tables holding rows of one memory, children first. The delete of a memory is
