@@ -162,7 +162,8 @@ def _latin_stemmed(text: str) -> list[str]:
         missing = [w for w, g in zip(unique, got, strict=True) if g is None]
         kept = [w for w in missing if len(w) >= 2 and w not in _EN_STOP]
         found = dict.fromkeys(missing, "")
-        found.update(zip(kept, stem(kept), strict=True))
+        if kept:
+            found.update(zip(kept, stem(kept), strict=True))
         if len(stems) + len(found) > _STEMS_MAX:
             stems.clear()
         stems.update(found)  # one call: a thread reading meanwhile sees each entry whole
