@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from typing import cast
 
 from convmem_graph.text.cjk import SCRIPTS
 
@@ -134,9 +135,7 @@ _STEMS_MAX = 200_000
 #: ASCII bytes -> themselves lower-cased when alphanumeric, else a space: for an ASCII text,
 #: ``text.encode().translate(_ASCII_WORDS).split()`` is ``_WORD.findall(text.lower())`` (a word
 #: character that is not ``_`` is exactly an ASCII letter or digit there), at a third of the cost.
-_ASCII_WORDS = bytes(
-    (ord(chr(c).lower()) if chr(c).isalnum() else 32) if c < 128 else c for c in range(256)
-)
+_ASCII_WORDS = bytes((ord(chr(c).lower()) if chr(c).isalnum() else 32) if c < 128 else c for c in range(256))
 
 
 def _latin_stemmed(text: str) -> list[str]:
@@ -157,7 +156,7 @@ def _latin_stemmed(text: str) -> list[str]:
     unique = list(dict.fromkeys(reversed(words)))
     unique.reverse()
     stems = _STEMS
-    got = list(map(stems.get, unique))
+    got: list[str | None] = list(map(stems.get, unique))
     if None in got:
         missing = [w for w, g in zip(unique, got, strict=True) if g is None]
         kept = [w for w in missing if len(w) >= 2 and w not in _EN_STOP]
@@ -169,5 +168,5 @@ def _latin_stemmed(text: str) -> list[str]:
         stems.update(found)  # one call: a thread reading meanwhile sees each entry whole
         got = [found[w] if g is None else g for w, g in zip(unique, got, strict=True)]
     kept_stems = dict.fromkeys(got)
-    kept_stems.pop("", None)  # the dropped words' mark
-    return list(kept_stems)
+    kept_stems.pop("", None)  # the dropped words' mark (no None is left: each was found above)
+    return cast("list[str]", list(kept_stems))
