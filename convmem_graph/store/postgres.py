@@ -93,8 +93,11 @@ def pg_index_terms(memory_id: str) -> Callable[[str], str]:
     """
     prefix = pg_index_prefix(memory_id)
 
+    glue = " " + prefix
+
     def terms(content: str) -> str:
-        return " ".join(prefix + t for t in stemmed_terms(content))
+        found = stemmed_terms(content)
+        return prefix + glue.join(found) if found else ""
 
     return terms
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from typing import cast
 
 from convmem_graph.text.cjk import SCRIPTS
 
@@ -121,4 +122,52 @@ def stemmed_terms(text: str, *, max_terms: int | None = None) -> list[str]:
         >>> stemmed_terms("Caroline went running in 成都")
         ['carolin', 'went', 'run', '成都']
     """
+    if max_terms is None and CJK_RUN.search(text) is None:
+        return _latin_stemmed(text)
     return list(dict.fromkeys(stem(search_terms(text, max_terms=max_terms))))
+
+
+#: Word (lower-cased) -> its stem, or ``""`` for a word :func:`search_terms` drops (a stop word or a
+#: single character). A conversation's words repeat, so nearly every word of a turn is found here.
+_STEMS: dict[str, str] = {}
+#: Entries kept before the cache starts over: about 6 MB at the cap (~290 bytes an entry); the ten
+#: LoCoMo conversations use 5,380 distinct words.
+_STEMS_MAX = 20_000
+#: ASCII bytes -> themselves lower-cased when alphanumeric, else a space: for an ASCII text,
+#: ``text.encode().translate(_ASCII_WORDS).split()`` is ``_WORD.findall(text.lower())`` (a word
+#: character that is not ``_`` is exactly an ASCII letter or digit there), at a third of the cost.
+_ASCII_WORDS = bytes((ord(chr(c).lower()) if chr(c).isalnum() else 32) if c < 128 else c for c in range(256))
+
+
+def _latin_stemmed(text: str) -> list[str]:
+    """:func:`stemmed_terms` of a text without CJK runs, with ``max_terms=None``: the same list.
+
+    What :func:`search_terms` and :func:`stem` do in three passes over a turn (its words in the
+    order of their last occurrence, stop words and single characters dropped, each stemmed, the
+    stems' first occurrences kept), done once per distinct word, with each word's stem remembered
+    across turns. The PostgreSQL replay stems every stored turn in the client (SQLite's FTS5 does
+    that work in C), and those passes were the biggest part of what it costs on the client beyond
+    SQLite's replay.
+    """
+    if text.isascii():
+        words = text.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
+    else:
+        words = _WORD.findall(text.lower())
+    # A word's last occurrence orders it (search_terms keeps the newest of repeated terms).
+    unique = list(dict.fromkeys(reversed(words)))
+    unique.reverse()
+    stems = _STEMS
+    got: list[str | None] = list(map(stems.get, unique))
+    if None in got:
+        missing = [w for w, g in zip(unique, got, strict=True) if g is None]
+        kept = [w for w in missing if len(w) >= 2 and w not in _EN_STOP]
+        found = dict.fromkeys(missing, "")
+        if kept:
+            found.update(zip(kept, stem(kept), strict=True))
+        if len(stems) + len(found) > _STEMS_MAX:
+            stems.clear()
+        stems.update(found)  # one call: a thread reading meanwhile sees each entry whole
+        got = [found[w] if g is None else g for w, g in zip(unique, got, strict=True)]
+    kept_stems = dict.fromkeys(got)
+    kept_stems.pop("", None)  # the dropped words' mark (no None is left: each was found above)
+    return cast("list[str]", list(kept_stems))
