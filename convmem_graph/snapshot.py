@@ -81,7 +81,7 @@ def build_snapshot(
     specs = store.get_specs(memory_id) or list(DEFAULT_VARIABLE_SPECS)
     limit = config.snapshot_max_fragments
     fragments = held.strongest(limit, now_ms) if held is not None else None
-    if fragments is None and store.dialect == "sqlite":
+    if fragments is None and store.keeps_summary_facts:
         # No summary made in this run (most turns): the strongest facts from the lists the store
         # keeps current (``summary_facts``: only facts written since its last read are read, and
         # an unchanged fact is the same model, whose JSON ``save_snapshot`` then reuses), cut as

@@ -382,6 +382,11 @@ class VariableStore(Protocol):
 class SummaryStore(Protocol):
     """The summary of a memory and its cached call-start snapshot."""
 
+    @property
+    def keeps_summary_facts(self) -> bool:
+        """Whether :meth:`summary_facts` reads only the facts written since its previous call."""
+        ...
+
     def summary_facts(
         self, memory_id: str, *, limit: int, now_ms: int
     ) -> tuple[list[Fragment], list[Fragment]]:

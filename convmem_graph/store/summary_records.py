@@ -46,6 +46,18 @@ class SummaryRecords(StoreCore):
     """Summaries and snapshots (see :class:`convmem_graph.store.base.SummaryStore`)."""
 
     # -- summary --------------------------------------------------------------------------------
+
+    @property
+    def keeps_summary_facts(self) -> bool:
+        """Whether :meth:`summary_facts` reads only the facts written since its previous call.
+
+        True on SQLite, where triggers keep a revision per fact (``store/_fact_revisions.py``):
+        a reader that needs the strongest facts (``inject`` building a snapshot) should then ask
+        :meth:`summary_facts` rather than read them all again. PostgreSQL has no such revisions:
+        there :meth:`summary_facts` reads both kinds' rows every time, more than the snapshot's
+        own read of the strongest ones.
+        """
+        return self.dialect == "sqlite"
     def summary_facts(
         self, memory_id: str, *, limit: int, now_ms: int
     ) -> tuple[list[Fragment], list[Fragment]]:
@@ -57,7 +69,7 @@ class SummaryRecords(StoreCore):
         :mod:`convmem_graph.store._summary_facts`). On SQLite the rows of the previous call are
         kept and only the facts written since are read. Treat the models as read-only.
         """
-        if self.dialect == "sqlite":
+        if self.keeps_summary_facts:
             # The kept rows moved by what was written since (store/_fact_revisions.py).
             with self._driver() as raw:
                 return self._strongest.read(raw, memory_id, limit=limit, now_ms=now_ms)

@@ -275,6 +275,31 @@ def test_a_live_turn_of_a_full_memory_reads_only_the_facts_it_wrote(tmp_path: Pa
     store.close()
 
 
+@pytest.mark.parametrize("keeps", [True, False])
+def test_the_snapshot_reads_the_kept_lists_only_where_the_store_keeps_them(
+    tmp_path: Path, monkeypatch: Any, keeps: bool
+) -> None:
+    """``build_snapshot`` asks the store which read to make, not the dialect: same facts either way."""
+    store = _full_memory(tmp_path / "m.db")
+    config = MemoryConfig()
+    assert store.keeps_summary_facts  # SQLite keeps revisions per fact
+    monkeypatch.setattr(type(store), "keeps_summary_facts", property(lambda self: keeps))
+    calls: list[str] = []
+    for name in ("summary_facts", "strongest_fragments"):
+        real = getattr(store, name)
+
+        def spy(*args: Any, _name: str = name, _real: Any = real, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, spy)
+    snap = build_snapshot(store, MID, config, now_ms=NOW)
+    assert calls == (["summary_facts"] if keeps else ["strongest_fragments"])
+    monkeypatch.undo()
+    assert snap.fragments == store.strongest_fragments(MID, limit=config.snapshot_max_fragments, now_ms=NOW)
+    store.close()
+
+
 def test_rows_read_inside_a_transaction_that_rolled_back_are_not_kept(tmp_path: Path) -> None:
     """The revision goes back with a rollback; a fact written after it must not pass for the kept one."""
     store = _full_memory(tmp_path / "m.db")
