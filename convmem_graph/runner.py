@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from convmem_graph._inline_background import inline_background
 from convmem_graph._time import now_ms
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.base import Extractor, Summarizer
@@ -292,26 +293,30 @@ class Lifecycle:
             # The end state's RESULT_KEYS are the last "values" chunk. ``invoke`` would stream
             # "updates" too (to collect interrupts, which this graph never raises) and every key.
             out: dict[str, Any] = {}
-            for out in graph.stream(  # noqa: B007  # the loop keeps the last chunk
-                {"memory_id": memory_id},
-                {
-                    # convmem's own thread: a checkpointer shared with an app keyed by user id stays
-                    # the app's.
-                    "configurable": {"thread_id": thread_id_for(memory_id)},
-                    # Every step of this graph runs one node, in this thread; LangGraph's pool (a new
-                    # one per run) then only carries the checkpoint writes, which a saver makes one at
-                    # a time anyway (its lock, or the run's one connection). One worker instead of two
-                    # or three started per run: ~1.2 ms less CPU per run (a 6-node graph on
-                    # SqliteSaver, "sync"). Not with "async", whose writes are meant to overlap the
-                    # next steps (its wall p50 was worse in two of two same-run comparisons).
-                    "max_concurrency": 1 if durability != "async" else None,
-                },
-                context=ctx,
-                durability=durability,
-                stream_mode="values",
-                output_keys=list(RESULT_KEYS),
-            ):
-                pass
+            # Its checkpoint writes in this thread, not in a pool started for the run: the run
+            # waits for each anyway (see convmem_graph._inline_background). Not with "async".
+            with inline_background(durability != "async"):
+                for out in graph.stream(  # noqa: B007  # the loop keeps the last chunk
+                    {"memory_id": memory_id},
+                    {
+                        # convmem's own thread: a checkpointer shared with an app keyed by user id
+                        # stays the app's.
+                        "configurable": {"thread_id": thread_id_for(memory_id)},
+                        # Every step of this graph runs one node, in this thread; LangGraph's pool (a
+                        # new one per run) then only carries the checkpoint writes, which a saver
+                        # makes one at a time anyway (its lock, or the run's one connection). Where
+                        # the pool is not made inline (another LangGraph), one worker instead of two
+                        # or three started per run: ~1.2 ms less CPU per run (a 6-node graph on
+                        # SqliteSaver, "sync"). Not with "async", whose writes are meant to overlap
+                        # the next steps (its wall p50 was worse in two of two same-run comparisons).
+                        "max_concurrency": 1 if durability != "async" else None,
+                    },
+                    context=ctx,
+                    durability=durability,
+                    stream_mode="values",
+                    output_keys=list(RESULT_KEYS),
+                ):
+                    pass
             keep = self.config.keep_checkpoints
             # A thread this run began holds only what the run wrote: nothing to prune then.
             if saver is not None and not (in_run and in_run.nothing_to_prune(thread_id_for(memory_id), keep)):

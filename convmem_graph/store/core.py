@@ -304,7 +304,16 @@ class StoreCore:
         # before any store call (no write gate is held while waiting for another process).
         with self._backend.hold_memory(memory_id), self.session() as run:
             if not self._backend.locks_memories:
-                yield run
+                scope = run._scope
+                assert scope is not None  # a session's view always has one
+                if scope.run_memory is not None:  # a run of another memory inside a run: the outer's
+                    yield run
+                    return
+                scope.run_memory, scope.run_row = memory_id, None
+                try:
+                    yield run
+                finally:
+                    scope.run_memory, scope.run_row = None, None
                 return
             scope = run._scope
             assert scope is not None  # a session's view always has one
@@ -556,6 +565,7 @@ class StoreCore:
                         if memory_id is not None and self._backend.locks_memories:
                             self._lock_in(conn, memory_id)
                         yield conn
+                    scope.committed()
                 finally:
                     scope.writing = False
                     conn.execution_options(**{WRITE_OPTION: False})
@@ -638,9 +648,11 @@ class StoreCore:
 
     def _ensure(self, conn: Connection, memory_id: str, now: int, description: str = "") -> bool:
         # Once per transaction: a run's steps all ensure their memory (one round trip each on PG).
+        # On SQLite, where each call of a run is its own transaction, once per run: see
+        # ``RunScope.run_row``.
         scope = self._scope
         in_txn = scope is not None and scope.writing and scope.conn is conn
-        if in_txn and memory_id in scope.ensured:  # type: ignore[union-attr]
+        if in_txn and (memory_id in scope.ensured or memory_id == scope.run_row):  # type: ignore[union-attr]
             return False
         row = {
             "memory_id": memory_id,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -44,6 +45,7 @@ from convmem_graph.store.engine import (
     chunked,
 )
 from convmem_graph.store.fact_records import FactRecords
+from convmem_graph.store.locks import memory_lock as _memory_lock
 from convmem_graph.store.message_records import MessageRecords
 from convmem_graph.store.registry import MEMORY_TABLES, MemoryTable
 from convmem_graph.store.schema import (
@@ -172,18 +174,39 @@ class MemoryStore(MessageRecords, FactRecords, VariableRecords, SummaryRecords, 
             raise ValueError("memory_id must be a non-empty string")
         # Not the identifier rule: ids stored by older versions (300 characters, NUL) must be deletable.
         deleted = 0
-        with self._write(memory_id) as conn:
-            with self._backend.deleting(conn):
-                # The episodic index first: its rows are found through the messages.
-                self._backend.episodes.remove_matching(conn, memory_id)
-                for entry in MEMORY_TABLES:
-                    deleted += self._delete_rows(conn, entry, memory_id)
-            if self._scope is not None:
-                self._scope.ensured.discard(memory_id)
+        with self._run_lock(memory_id) as held:
+            with self._write(memory_id) as conn:
+                with self._backend.deleting(conn):
+                    # The episodic index first: its rows are found through the messages.
+                    self._backend.episodes.remove_matching(conn, memory_id)
+                    for entry in MEMORY_TABLES:
+                        deleted += self._delete_rows(conn, entry, memory_id)
+                # This session, and this thread's run of the memory (the lock is re-entrant, and
+                # yields the run), must insert the memory's row again before writing to it.
+                for scope in (self._scope, getattr(held, "_scope", None)):
+                    if scope is not None:
+                        scope.ensured.discard(memory_id)
+                        if scope.run_row == memory_id:
+                            scope.run_row = None
         if checkpointer is not None:
             checkpointer.delete_thread(memory_id)
         logger.info("deleted memory %r (%d rows)", memory_id, deleted)
         return deleted > 0
+
+    def _run_lock(self, memory_id: str) -> AbstractContextManager[Any]:
+        """The memory's run lock for a delete on SQLite (a run's transactions never meet a delete).
+
+        On SQLite each call of a run is its own transaction: a delete between two of them left
+        the run's next transaction to make the memory's row again and write the rest of the run
+        into the "deleted" memory. Holding the lock a run holds (in-process, then the memory's
+        lock file) makes a delete wait for the run, as PostgreSQL's delete waits for the run's
+        ``pg_advisory_xact_lock``; a delete inside this thread's own run re-enters it and yields
+        that run (whose cursor of ensured rows it resets). On PostgreSQL the delete's transaction
+        takes the advisory lock itself: nothing here.
+        """
+        if self._backend.locks_memories:
+            return nullcontext()
+        return _memory_lock(self._lock_scope, memory_id, hold=self._backend.hold_memory)
 
     @staticmethod
     def _delete_rows(conn: Connection, entry: MemoryTable, memory_id: str) -> int:

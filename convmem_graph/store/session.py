@@ -25,9 +25,15 @@ class RunScope:
         locked: Memories whose ``pg_advisory_xact_lock`` the open transaction holds.
         ensured: Memories the open transaction has made sure exist (one insert each).
         cache: The run's read cache (``(kind, memory_id) -> value``); ``None`` outside a run.
+        run_memory: On SQLite, the memory a :meth:`~convmem_graph.store.MemoryStore.run` on this
+            session holds (its lock; ``None``: no run, or PostgreSQL, whose run is one transaction).
+        run_row: ``run_memory`` once a committed transaction of the run has made sure its row
+            exists (``None`` before). The row then stays for the rest of the run: the run holds the
+            memory's lock, which ``delete_memory`` takes too, and a delete made inside the run (the
+            lock is re-entrant) resets this. Later transactions of the run skip the insert.
     """
 
-    __slots__ = ("cache", "conn", "ensured", "interrupted", "locked", "writing")
+    __slots__ = ("cache", "conn", "ensured", "interrupted", "locked", "run_memory", "run_row", "writing")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -36,8 +42,15 @@ class RunScope:
         self.locked: set[str] = set()
         self.ensured: set[str] = set()
         self.cache: dict[tuple[str, str], Any] | None = None
+        self.run_memory: str | None = None
+        self.run_row: str | None = None
 
     def begun(self) -> None:
         """Forget the previous transaction's locks and ensured memories (a new one began)."""
         self.locked = set()
         self.ensured = set()
+
+    def committed(self) -> None:
+        """The open transaction committed: what it ensured of the run's memory now holds for the run."""
+        if self.run_memory is not None and self.run_memory in self.ensured:
+            self.run_row = self.run_memory

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_query_dates",
         "signatures",
         "_embedding_names",
+        "_inline_background",
     ),
     ("accounting", "tracing", "embeddings"),
     ("models", "config"),
