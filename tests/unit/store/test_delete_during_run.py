@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from convmem_graph.models import Message, VariableSpec
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import locks as locks_module
+from convmem_graph.store.transfer import export_memory, import_memory
 
 T0 = 1_767_268_800_000
 MID = "mem_del"
@@ -78,8 +79,12 @@ def _waiters(store: MemoryStore) -> int:
     return 0 if entry is None else entry.users
 
 
-def _run_with_delete(store: MemoryStore, at: int, existed: bool) -> None:
+def _run_with_delete(
+    store: MemoryStore, at: int, existed: bool, action: Callable[[MemoryStore], object] | None = None
+) -> None:
     """A run of ``STEPS`` write transactions; another thread deletes the memory after step ``at``.
+
+    ``action``: what the other thread does instead of the delete (an import replacing the memory).
 
     ``at == -1``: the delete is made (and done) before the run begins. Otherwise the run pauses
     after its step ``at`` until the delete is done or waits for the memory's lock.
@@ -93,7 +98,10 @@ def _run_with_delete(store: MemoryStore, at: int, existed: bool) -> None:
     def delete() -> None:
         go.wait()
         try:
-            store.delete_memory(MID)
+            if action is None:
+                store.delete_memory(MID)
+            else:
+                action(store)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
         done.set()
@@ -133,6 +141,52 @@ def test_a_delete_during_a_run_leaves_no_half_memory(at: int, existed: bool) -> 
     else:
         # The delete waited for the run: everything is gone, the run's writes too.
         assert held == dict.fromkeys(held, 0)
+
+
+def _imported_document() -> dict[str, Any]:
+    """An export of another memory: two messages and a fact of its own."""
+    store = MemoryStore.from_url(":memory:")
+    try:
+        store.add_messages("mem_src", [_message(200), _message(201)])
+        store.add_fragment(
+            "mem_src", "user likes coffee", category="preference", key="like:coffee", now_ms=T0
+        )
+        return export_memory(store, "mem_src")
+    finally:
+        store.close()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.integers(min_value=-1, max_value=STEPS - 1))
+def test_an_import_replacing_the_memory_during_a_run_leaves_none_of_the_run(at: int) -> None:
+    """The import waits for the run: the run's rest never lands in the imported memory."""
+    doc = _imported_document()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MemoryStore.from_url(str(Path(tmp) / "m.db"))
+        try:
+            _run_with_delete(
+                store, at, True, action=lambda s: import_memory(s, doc, memory_id=MID, replace=True)
+            )
+            held = _holdings(store)
+            with store.read() as conn:
+                texts = sorted(
+                    str(t)
+                    for (t,) in conn.exec_driver_sql(
+                        "SELECT content FROM cm_messages WHERE memory_id = ?", (MID,)
+                    )
+                )
+        finally:
+            store.close()
+    imported = sorted(m["content"] for m in doc["messages"])
+    run_texts = sorted(_message(k).content for k in range(STEPS) if k % 3 == 0)
+    if at == -1:
+        # The import came first: the run wrote all of itself on top of it.
+        assert texts == sorted(imported + run_texts)
+        assert held["cm_fragments"] == 1 + _full_run()["cm_fragments"]
+    else:
+        # The import waited for the run and replaced the memory: nothing of the run is left.
+        assert texts == imported
+        assert held["cm_fragments"] == 1
 
 
 def _count_ensures(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
