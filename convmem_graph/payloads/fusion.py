@@ -21,6 +21,14 @@ With turns embedded in context (the turn before, date and speaker; 2026-12-07) t
 is +1.0 / +1.4 points over lexical at 300 / 1,000 tokens on all 10 (+0.5 / +1.1 on the held-out
 half); with date and speaker alone, 0.2 and 0.8 did no better than 0.4 on both halves.
 
+A query of several lines (a conversation's lines: the call start's context query, MADial-Bench's
+"all user lines" and "whole context" queries) gives its turns' cosines :data:`DENSE_WEIGHT_LINES`
+(1.0) instead (:func:`dense_weight`). Its words are spread over many topics, so many turns match a
+few of them and the lexical order is flat; the query's one vector ranks by the whole of it.
+Chosen on MADial-Bench's even half among 0.4 / 0.7 / 1.0 / 1.5 (1.5 cost zh 4.6 points), held out
+on the odd half (``benchmarks/README.md``, ninth session); a one-line query (a question) keeps
+0.4, which LoCoMo's questions preferred to 0.55 / 0.7 / 1.0 at 300 tokens.
+
 The block's facts are fused by the same calibrated sum with weight 1.0 (``memory_block``): on
 MADial-Bench, whose links are by theme rather than words, that lifts recall@300 by 7-12 points
 over lexical, held-out half included (``benchmarks/README.md``).
@@ -32,11 +40,31 @@ import statistics
 from collections.abc import Mapping
 from typing import Literal
 
-__all__ = ["DENSE_WEIGHT", "RRF_K", "fuse"]
+__all__ = ["DENSE_WEIGHT", "DENSE_WEIGHT_LINES", "RRF_K", "dense_weight", "fuse"]
 
 RRF_K = 60
 #: Share of the best BM25 score the best cosine adds in the calibrated sum.
 DENSE_WEIGHT = 0.4
+#: The same share for a query of two or more non-blank lines.
+DENSE_WEIGHT_LINES = 1.0
+
+
+def dense_weight(query: str | None) -> float:
+    r"""The calibrated sum's weight of the turns' cosines for ``query``.
+
+    Example:
+        >>> dense_weight("What did Caroline paint?") == DENSE_WEIGHT
+        True
+        >>> dense_weight("我下周要去成都。\n\n那边冷吗？") == DENSE_WEIGHT_LINES
+        True
+    """
+    lines = 0
+    for line in (query or "").splitlines():
+        if line.strip():
+            lines += 1
+            if lines > 1:
+                return DENSE_WEIGHT_LINES
+    return DENSE_WEIGHT
 
 
 def _ranks(scores: Mapping[int, float]) -> dict[int, int]:

@@ -47,7 +47,7 @@ from convmem_graph.payloads._sanitize import (
     neutralize_label,
     wrap_flagged,
 )
-from convmem_graph.payloads.fusion import fuse
+from convmem_graph.payloads.fusion import dense_weight, fuse
 from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats, query_tokens
 from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked, ranked_with_cosines
 from convmem_graph.text.cjk import SCRIPTS
@@ -501,7 +501,7 @@ def _select(
                 score += _REPLY_SHARE * by_seq.get(hit.reply_to, 0.0)
             by_seq[hit.seq] = score
         if episodes.dense:
-            by_seq = fuse(by_seq, episodes.dense, method=_FUSION)
+            by_seq = fuse(by_seq, episodes.dense, method=_FUSION, weight=dense_weight(options.query))
         for hit in episodes.hits:
             msg = hit.message
             score = by_seq.get(hit.seq, 0.0)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convmem_graph.payloads.fusion import DENSE_WEIGHT, fuse
+from convmem_graph.payloads.fusion import DENSE_WEIGHT, DENSE_WEIGHT_LINES, dense_weight, fuse
 
 
 def test_without_dense_scores_the_lexical_ones_stand() -> None:
@@ -77,3 +77,75 @@ def test_fused_facts_do_not_depend_on_the_order_they_are_stored_in(order: list[i
     assert _facts_block(order, "Which fruit should I avoid?", 2) == _facts_block(
         [0, 1, 2, 3], "Which fruit should I avoid?", 2
     )
+
+
+@pytest.mark.parametrize(
+    ("query", "weight"),
+    [
+        ("What did Caroline paint last summer?", DENSE_WEIGHT),
+        ("上周六我们去哪儿吃的火锅？", DENSE_WEIGHT),
+        ("  \nWhat did Caroline paint?\n\n", DENSE_WEIGHT),  # blank lines are not lines
+        (None, DENSE_WEIGHT),
+        ("", DENSE_WEIGHT),
+        ("I'm going to a party tonight.\nWhat should I wear?", DENSE_WEIGHT_LINES),
+        ("user: 我下周要去成都出差。\nassistant: 听起来不错！\nuser: 那边冷吗？", DENSE_WEIGHT_LINES),
+    ],
+)
+def test_a_query_of_several_lines_gives_meaning_the_heavier_weight(query: str | None, weight: float) -> None:
+    assert dense_weight(query) == weight
+
+
+_TURNS = {
+    "en": (
+        "We adopted a puppy from the shelter last week.",  # no word of the query: found by meaning
+        "The party at the office was loud, I left early.",  # one word of the query: "party"
+        "Tonight's party will be loud!",  # two: "party", "tonight"
+        "I'm going to a party tonight.\nWhat pet should we get for the kids?",
+    ),
+    "zh": (
+        "上周我们从收容所领养了一只小狗。",
+        "公司的聚会太吵了，我早早就走了。",
+        "今晚的聚会会很热闹！",
+        "我今晚要去参加聚会。\n我们该给孩子们养什么宠物？",
+    ),
+}
+
+
+def _turn_order(lang: str, query: str) -> list[str]:
+    from convmem_graph.models import EpisodeHit, EpisodeSearch, MemorySnapshot, Message
+    from convmem_graph.payloads import MemoryBlockOptions, build_memory_block
+
+    meaning, words, more_words, _ = _TURNS[lang]
+    texts = {1: meaning, 2: words, 3: more_words, 4: "Noted." if lang == "en" else "好的。"}
+    hits = [
+        EpisodeHit(
+            seq=s,
+            message=Message(
+                id=f"t{s}",
+                memory_id="m",
+                role="user",
+                content=text,
+                channel="im",
+                source="message",
+                timestamp_ms=1_700_000_000_000 + s * 60_000,
+            ),
+        )
+        for s, text in texts.items()
+    ]
+    # By meaning the puppy turn is second to a turn not quoted (6): it adds 0.625 of the weight
+    # times the best lexical score; the party turns lie below the median cosine (0.55).
+    episodes = EpisodeSearch(
+        total=40, hits=hits, dense={1: 0.80, 2: 0.30, 3: 0.20, 4: 0.60, 5: 0.50, 6: 0.95}
+    )
+    snap = MemorySnapshot(memory_id="m", episodes=episodes)
+    block = build_memory_block(snap, MemoryBlockOptions(query=query, budget_tokens=400))
+    return [t for t in block.included_turn_ids if t in ("t1", "t2")]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_meaning_outranks_a_shared_word_for_a_query_of_several_lines(lang: str) -> None:
+    query = _TURNS[lang][3]
+    # Two lines: the turn found by meaning alone comes before the one sharing a word.
+    assert _turn_order(lang, query) == ["t1", "t2"]
+    # The same words on one line: the shared word still leads.
+    assert _turn_order(lang, " ".join(query.splitlines())) == ["t2", "t1"]
