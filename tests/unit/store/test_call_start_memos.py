@@ -76,7 +76,9 @@ class _Memory:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.sampled_from(OPS), min_size=1, max_size=7))
-def test_memoized_call_starts_equal_a_fresh_memorys(tmp_path_factory: pytest.TempPathFactory, steps: list[str]) -> None:
+def test_memoized_call_starts_equal_a_fresh_memorys(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[str]
+) -> None:
     url = str(tmp_path_factory.mktemp("memos") / "m.db")
     emb = HashedWords()
     mem = _open(url, emb)
@@ -103,7 +105,9 @@ def test_memoized_call_starts_equal_a_fresh_memorys(tmp_path_factory: pytest.Tem
         mem.close()
 
 
-def test_a_repeated_call_start_scans_and_digests_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeated_call_start_scans_and_digests_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The second call start with the same query scans no vector and digests no fact text."""
     emb = HashedWords()
     mem = _open(str(tmp_path / "m.db"), emb)
