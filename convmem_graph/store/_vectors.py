@@ -48,7 +48,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -157,6 +157,12 @@ class _Matrix:
     scale: np.ndarray  # float32, one per row: max |component| / 127
     # The first pass on the memory's leading principal axes (_vector_prefilter); None: scan all.
     prefilter: Prefilter | None = None
+    #: Answers of :func:`dense_search` on this very matrix, by (query vector bytes, k): a call
+    #: start with no user input searches its snapshot's context query at every call until the
+    #: memory changes, and any change of the vectors makes a new matrix (so a new, empty memo).
+    answers: dict[tuple[bytes, int], dict[int, float]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def nbytes(self) -> int:
@@ -643,7 +649,28 @@ def dense_search(
             _warm_later(conn.engine, memory_id, model)
             return pg_search(conn, schema, memory_id, model, _unit(query), k)
         matrix = cached
-    return _nearest(matrix, query, k)
+    return _remembered(matrix, query, k)
+
+
+#: Answers kept per matrix (each ~k seqs and cosines; queries past that start the memo over).
+_ANSWERS_KEPT = 32
+
+
+def _remembered(matrix: _Matrix, query: Sequence[float], k: int) -> dict[int, float]:
+    """:func:`_nearest`, answered from ``matrix``'s memo when this query vector was searched on it.
+
+    Keyed by the query's exact float32 bytes: the same vector makes the same scan (the answer is
+    a function of the matrix, the vector and ``k``), so the memo returns what the scan would.
+    """
+    np = _numpy()
+    key = (np.asarray(query, dtype=np.float32).tobytes(), k)
+    known = matrix.answers.get(key)
+    if known is None:
+        known = _nearest(matrix, query, k)
+        if len(matrix.answers) >= _ANSWERS_KEPT:
+            matrix.answers.clear()
+        matrix.answers[key] = known
+    return dict(known)
 
 
 def _nearest(matrix: _Matrix, query: Sequence[float], k: int) -> dict[int, float]:
