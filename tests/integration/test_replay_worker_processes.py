@@ -131,7 +131,8 @@ def test_one_worker_runs_in_this_process(tmp_path: Path, monkeypatch: pytest.Mon
     assert report.messages_read == report.new_messages == sum(progress) == 30
     assert files and files[-1] == report.files
     assert report.runs >= len(USERS) and report.compact_seconds > 0
-    assert gc.get_freeze_count() == frozen  # the replay's freeze of this heap is undone
+    # The replay's freeze of this heap is undone (objects frozen before may have been freed since).
+    assert gc.get_freeze_count() <= frozen
     replay_in_processes(
         str(tmp_path / "two.db"),
         [archive],
@@ -161,7 +162,7 @@ def test_one_worker_in_this_process_fails_as_a_worker_process(
     frozen = gc.get_freeze_count()
     with pytest.raises(ConvMemError, match="replay worker failed: ValueError: disk on fire"):
         replay_in_processes(str(tmp_path / "one.db"), [archive], processes=1, config=MemoryConfig())
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
 
     def interrupted(self: replay_read.Replayer, paths: Any) -> Any:
         raise KeyboardInterrupt
@@ -169,4 +170,4 @@ def test_one_worker_in_this_process_fails_as_a_worker_process(
     monkeypatch.setattr(replay_read.Replayer, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         replay_in_processes(str(tmp_path / "two.db"), [archive], processes=1, config=MemoryConfig())
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen
