@@ -1,6 +1,6 @@
 """The statements that set up a new SQLite store, generated: do not edit.
 
-Written by ``python -m convmem_graph.store._fresh_sqlite`` from the migrations' own scratch run
+Written by ``python -m convmem_graph.store._kept_script`` from the migrations' own scratch run
 (see :mod:`~convmem_graph.store._fresh_sqlite`); used only while :data:`STAMP` is the schema stamp.
 """
 

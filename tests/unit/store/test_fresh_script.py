@@ -19,9 +19,10 @@ import pytest
 from convmem_graph.store import MemoryStore
 from convmem_graph.store import _fresh_script as kept
 from convmem_graph.store import _fresh_sqlite as fresh
+from convmem_graph.store._kept_script import recorded_store_script
 from convmem_graph.store._stamp import SCHEMA_STAMP
 
-REGENERATE = "python -m convmem_graph.store._fresh_sqlite && ruff format convmem_graph/store/_fresh_script.py"
+REGENERATE = "python -m convmem_graph.store._kept_script && ruff format convmem_graph/store/_fresh_script.py"
 
 
 def _canonical(script: Sequence[tuple[str, Any]]) -> list[tuple[str, tuple[Any, ...]]]:
@@ -74,7 +75,7 @@ def _contents(path: Path) -> dict[str, Any]:
 
 def test_the_kept_script_is_what_the_migrations_record_now() -> None:
     assert kept.STAMP == SCHEMA_STAMP, f"the schema changed: regenerate the kept script ({REGENERATE})"
-    assert _canonical(kept.SCRIPT) == _canonical(fresh.recorded_store_script()), (
+    assert _canonical(kept.SCRIPT) == _canonical(recorded_store_script()), (
         f"the migrations record another script: regenerate the kept one ({REGENERATE})"
     )
 
