@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,9 +65,16 @@ def _worker(
     queue: Any,
     worker: int = 0,
     pools: PoolSettings | None = None,
+    inline: bool = False,
 ) -> None:
-    """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard."""
-    _exit_with_parent()
+    """Body of one replay process: its own store, checkpointer and lifecycle on its sub-shard.
+
+    ``inline``: run in the caller's process (one worker, see :func:`replay_in_processes`): no
+    watch of a parent, the collector's freeze undone at the end, and an interrupt (not an
+    ``Exception``) raised as it came after its report.
+    """
+    if not inline:
+        _exit_with_parent()
     from convmem_graph.assembly import open_lifecycle
     from convmem_graph.config import MemoryConfig
 
@@ -74,10 +82,13 @@ def _worker(
         lifecycle, close_checkpointer = open_lifecycle(
             db_url, model, MemoryConfig.model_validate(config), durability="exit", pools=pools
         )
+        # Everything imported so far lives as long as the worker: keep the collector off it (and
+        # off the pages a forked worker shares with its parent). Inline, only a heap nobody froze
+        # before, and only for the replay.
+        freeze = not inline or gc.get_freeze_count() == 0
         try:
-            # Everything imported so far lives as long as the worker: keep the collector off it
-            # (and off the pages a forked worker shares with its parent).
-            gc.freeze()
+            if freeze:
+                gc.freeze()
             progress = _ProgressSender(queue, worker=worker)
             # A model object does not cross a process boundary: each worker makes its own by name.
             named = options.pop("embeddings", None)
@@ -95,9 +106,45 @@ def _worker(
             if close_checkpointer is not None:
                 close_checkpointer()
             lifecycle.store.close()
+            if inline and freeze:
+                gc.unfreeze()
         queue.put(("done", report.as_dict() | {"memory_ids": sorted(report.memories), "worker": worker}))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         queue.put(("error", f"{type(exc).__name__}: {exc}"))
+        if inline and not isinstance(exc, Exception):
+            raise
+
+
+class _Inline:
+    """The queue of a worker run in the caller's process: progress straight to the callbacks.
+
+    The worker's end (``done`` or ``error``) is kept for :func:`replay_in_processes` to read as it
+    reads a process's.
+    """
+
+    def __init__(
+        self, on_progress: Callable[[int], None] | None, on_files: Callable[[int], None] | None
+    ) -> None:
+        self.on_progress = on_progress
+        self.on_files = on_files
+        self.ends: deque[tuple[str, Any]] = deque()
+
+    def put(self, item: tuple[str, Any]) -> None:
+        kind, value = item
+        if kind == "progress":
+            if self.on_progress is not None:
+                self.on_progress(int(value))
+        elif kind == "files":
+            if self.on_files is not None:
+                self.on_files(int(value[1]))
+        else:
+            self.ends.append(item)
+
+    def get(self, timeout: float | None = None) -> tuple[str, Any]:
+        return self.ends.popleft()
+
+    def empty(self) -> bool:
+        return not self.ends
 
 
 def _start_method() -> str:
@@ -133,7 +180,10 @@ def replay_in_processes(
     """Replay with ``processes`` worker processes, each owning a stable share of the memories.
 
     Python threads do not run the CPU-bound work of a replay in parallel; processes do (forked
-    from a single-threaded parent on Linux, spawned otherwise: see ``_start_method``). Process
+    from a single-threaded parent on Linux, spawned otherwise: see ``_start_method``). With
+    ``processes=1`` the one worker runs in this process, as ``convmem replay --concurrency 1``
+    runs its replay: a process of its own would add only its start, its copy-on-write page faults
+    and the queue (about 0.05 CPU-s per replay, a sixth of a 1,000-message one). Process
     ``k`` replays the memories with ``shard_of(memory_id, n * processes) == i + n * k`` for the
     caller's shard ``(i, n)``, so a memory's batches stay in one process and in order, and the
     shares of all processes make up exactly the caller's shard.
@@ -172,11 +222,26 @@ def replay_in_processes(
                 importlib.import_module(name)
             except ImportError:
                 pass  # a missing extra: the worker raises its own error, with the install hint
-    ctx: Any = mp.get_context(_start_method())  # typeshed types each method's context apart
-    queue = ctx.Queue()
     files = [str(p) for p in paths]
-    workers = []
-    for k in range(processes):
+    started = time.perf_counter()
+    workers: list[Any] = []
+    queue: Any
+    if processes == 1:
+        queue = _Inline(on_progress, on_files)
+        options = {
+            "source": source,
+            "group_by": group_by,
+            "memory_id": memory_id,
+            "shard": shard,
+            "batch_messages": batch_messages,
+            "pacing": shares[0],
+            "embeddings": embeddings,
+        }
+        _worker(db_url, files, config.model_dump(), model, options, queue, 0, pools, inline=True)
+    else:
+        ctx: Any = mp.get_context(_start_method())  # typeshed types each method's context apart
+        queue = ctx.Queue()
+    for k in range(processes if processes > 1 else 0):
         options = {
             "source": source,
             "group_by": group_by,
@@ -194,7 +259,6 @@ def replay_in_processes(
         proc.start()
         workers.append(proc)
     report = ReplayReport()
-    started = time.perf_counter()
     errors: list[str] = []
     finished = 0
     files_done = [0] * processes

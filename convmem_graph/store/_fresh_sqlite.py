@@ -9,6 +9,13 @@ database, records the statements that changed it (in order, with their parameter
 that script into each new empty database inside its set-up transaction. The script is made by the
 migrations themselves at run time, never written by hand, so it cannot drift from them; a file
 that holds anything at all takes the migrations' own path.
+
+The store's own script is also kept in :mod:`~convmem_graph.store._fresh_script`, written by
+``python -m convmem_graph.store._kept_script`` (then ``ruff format`` it) and stamped with the
+schema stamp it was made under: a process whose stamp it carries plays it without the scratch
+run (~50 ms of CPU in every new process that creates a store: each replay worker, each command on
+a new file). Under any other stamp (tables or migrations changed, the file not rewritten) the
+scratch run makes it as before, and a unit test fails until the file is written again.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.pool import StaticPool
 
 from convmem_graph._time import now_ms
+from convmem_graph.store._driver import driver_execute
 from convmem_graph.store.registry import schema_migrations
 
 __all__ = ["is_empty", "set_up_fresh"]
@@ -59,7 +67,9 @@ def _record(steps: tuple[Callable[[Connection], None], ...]) -> list[Statement]:
     return script
 
 
-def set_up_fresh(conn: Connection, *steps: Callable[[Connection], None]) -> int:
+def set_up_fresh(
+    conn: Connection, *steps: Callable[[Connection], None], kept: Sequence[Statement] | None = None
+) -> int:
     """Give the empty database ``conn`` is in what ``steps`` would, by replaying their recorded statements.
 
     ``steps`` (the migrations, the open-time steps, the index's set-up) run once per process on a
@@ -73,8 +83,9 @@ def set_up_fresh(conn: Connection, *steps: Callable[[Connection], None]) -> int:
     with _scripts_lock:
         script: Sequence[Statement] | None = _scripts.get(steps)
         if script is None:
-            script = _scripts[steps] = _record(steps)
+            # ``kept``: the generated script of these steps, when the caller knows it is current.
+            script = _scripts[steps] = list(kept) if kept else _record(steps)
     for statement, parameters in script:
-        conn.exec_driver_sql(statement, parameters if parameters else ())
+        driver_execute(conn, statement, parameters if parameters else ())
     conn.execute(schema_migrations.update().values(applied_at=now_ms()))
     return len(script)

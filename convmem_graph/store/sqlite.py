@@ -210,10 +210,27 @@ class SqliteBackend:
         fraction of the time (every test, every new file).
         """
         if is_empty(conn):
-            set_up_fresh(conn, steps, self.episodes.ensure)
+            set_up_fresh(conn, steps, self.episodes.ensure, kept=self._kept(steps))
         else:
             steps(conn)
             self.episodes.ensure(conn)
+
+    def _kept(self, steps: Callable[[Connection], None]) -> list[tuple[str, Any]] | None:
+        """The generated set-up script (``store/_fresh_script.py``) when it is these steps' and current.
+
+        Current: made under this version's schema stamp. Otherwise ``None``, and the steps run on a
+        scratch database first (see :mod:`~convmem_graph.store._fresh_sqlite`).
+        """
+        from convmem_graph.store import _fresh_script
+        from convmem_graph.store.migrations import set_up_schema
+
+        if (
+            _fresh_script.STAMP != SCHEMA_STAMP
+            or steps is not set_up_schema
+            or self.episodes is not SQLITE_EPISODES
+        ):
+            return None
+        return [(statement, tuple(parameters)) for statement, parameters in _fresh_script.SCRIPT]
 
     def end_setup(self, conn: Connection) -> None:
         """Stamp the file; part of the set-up's transaction, so there only if the set-up committed."""

@@ -1,17 +1,22 @@
 """Replay in worker processes.
 
-Forked and spawned workers store the same memories; bad documents are quarantined once.
+Forked and spawned workers store the same memories; bad documents are quarantined once; one
+worker runs in the caller's process and stores what two processes do.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from convmem_graph.config import MemoryConfig
+from convmem_graph.errors import ConvMemError
 from convmem_graph.replay import replay_in_processes
 from convmem_graph.store import MemoryStore
 from tests.unit.replay.test_replayer import USERS, stored, write_archive
@@ -93,3 +98,76 @@ def test_worker_processes_leave_one_episodic_segment(tmp_path: Path) -> None:
     assert report.new_messages == 40 and report.runs > 2 and report.compact_seconds > 0
     with MemoryStore.from_url(db) as store, store.read() as conn:
         assert SQLITE_EPISODES.segments(conn) == 1
+
+
+def test_one_worker_runs_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``processes=1`` replays here (as ``convmem replay --concurrency 1``), with what two processes store."""
+    from convmem_graph.replay import read as replay_read
+
+    pids = tmp_path / "pids"
+    run = replay_read.Replayer.run
+
+    def recorded(self: replay_read.Replayer, paths: Any) -> Any:
+        with pids.open("a", encoding="utf-8") as fh:  # a forked worker writes its own pid here too
+            fh.write(f"{os.getpid()}\n")
+        return run(self, paths)
+
+    monkeypatch.setattr(replay_read.Replayer, "run", recorded)
+    archive = write_archive(tmp_path / "archive", USERS)
+    progress: list[int] = []
+    files: list[int] = []
+    frozen = gc.get_freeze_count()
+    report = replay_in_processes(
+        str(tmp_path / "one.db"),
+        [archive],
+        processes=1,
+        config=MemoryConfig(),
+        group_by="user",
+        batch_messages=4,
+        on_progress=progress.append,
+        on_files=files.append,
+    )
+    assert pids.read_text(encoding="utf-8").split() == [str(os.getpid())]
+    assert report.messages_read == report.new_messages == sum(progress) == 30
+    assert files and files[-1] == report.files
+    assert report.runs >= len(USERS) and report.compact_seconds > 0
+    # The replay's freeze of this heap is undone (objects frozen before may have been freed since).
+    assert gc.get_freeze_count() <= frozen
+    replay_in_processes(
+        str(tmp_path / "two.db"),
+        [archive],
+        processes=2,
+        config=MemoryConfig(),
+        group_by="user",
+        batch_messages=4,
+    )
+    assert len(pids.read_text(encoding="utf-8").split()) == 3
+    results = []
+    for name in ("one", "two"):
+        with MemoryStore.from_url(str(tmp_path / f"{name}.db")) as store:
+            results.append(stored(store, USERS))
+    assert results[0] == results[1]
+
+
+def test_one_worker_in_this_process_fails_as_a_worker_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convmem_graph.replay import read as replay_read
+
+    def broken(self: replay_read.Replayer, paths: Any) -> Any:
+        raise ValueError("disk on fire")
+
+    monkeypatch.setattr(replay_read.Replayer, "run", broken)
+    archive = write_archive(tmp_path / "archive", USERS)
+    frozen = gc.get_freeze_count()
+    with pytest.raises(ConvMemError, match="replay worker failed: ValueError: disk on fire"):
+        replay_in_processes(str(tmp_path / "one.db"), [archive], processes=1, config=MemoryConfig())
+    assert gc.get_freeze_count() <= frozen
+
+    def interrupted(self: replay_read.Replayer, paths: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(replay_read.Replayer, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        replay_in_processes(str(tmp_path / "two.db"), [archive], processes=1, config=MemoryConfig())
+    assert gc.get_freeze_count() <= frozen
