@@ -7,7 +7,7 @@ Written by ``python -m convmem_graph.store._kept_script`` from the migrations' o
 from __future__ import annotations
 
 #: The schema stamp this script was recorded under.
-STAMP = 112010600
+STAMP = 1800901893
 
 #: (statement, parameters) in order; the migration records' ``applied_at`` is set at each open.
 SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
@@ -98,15 +98,15 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
+        ("CREATE INDEX ix_cm_messages_memory_id_seq ON cm_messages (memory_id, seq)"),
+        (),
+    ),
+    (
         ("CREATE INDEX ix_cm_messages_memory_id_timestamp_ms ON cm_messages (memory_id, timestamp_ms)"),
         (),
     ),
     (
         ("CREATE INDEX ix_cm_messages_memory_id_content_hash ON cm_messages (memory_id, content_hash)"),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_messages_memory_id_seq ON cm_messages (memory_id, seq)"),
         (),
     ),
     (
@@ -142,31 +142,9 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        ("CREATE INDEX ix_cm_fragments_memory_id_status_ckey ON cm_fragments (memory_id, status, ckey)"),
-        (),
-    ),
-    (
         (
             "CREATE INDEX ix_cm_fragments_newest ON cm_fragments (memory_id, status, "
             "transient, observed_at, cjk, expires_at)"
-        ),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_fragments_underived ON cm_fragments (memory_id) WHERE ckey IS NULL"),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_rank ON cm_fragments (memory_id, status, tr"
-            "ansient DESC, confidence, observed_at, updated_at, id DESC)"
-        ),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_expiring ON cm_fragments (memory_id, transi"
-            "ent, expires_at) WHERE expires_at IS NOT NULL"
         ),
         (),
     ),
@@ -179,17 +157,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        (
-            "CREATE INDEX ix_cm_fragments_lang ON cm_fragments (memory_id, status, tr"
-            "ansient, cjk, observed_at, updated_at, created_at, id)"
-        ),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_recent_pet ON cm_fragments (memory_id, stat"
-            "us, updated_at, created_at, id) WHERE substr(ckey, 1, 4) = 'pet:'"
-        ),
+        ("CREATE INDEX ix_cm_fragments_underived ON cm_fragments (memory_id) WHERE ckey IS NULL"),
         (),
     ),
     (
@@ -201,13 +169,45 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     ),
     (
         (
-            "CREATE INDEX ix_cm_fragments_memory_id_status_norm_hash ON cm_fragments "
-            "(memory_id, status, norm_hash)"
+            "CREATE INDEX ix_cm_fragments_lang ON cm_fragments (memory_id, status, tr"
+            "ansient, cjk, observed_at, updated_at, created_at, id)"
+        ),
+        (),
+    ),
+    (
+        ("CREATE INDEX ix_cm_fragments_memory_id_status_ckey ON cm_fragments (memory_id, status, ckey)"),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_recent_pet ON cm_fragments (memory_id, stat"
+            "us, updated_at, created_at, id) WHERE substr(ckey, 1, 4) = 'pet:'"
         ),
         (),
     ),
     (
         ("CREATE INDEX ix_cm_fragments_recent ON cm_fragments (memory_id, status, updated_at)"),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_expiring ON cm_fragments (memory_id, transi"
+            "ent, expires_at) WHERE expires_at IS NOT NULL"
+        ),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_rank ON cm_fragments (memory_id, status, tr"
+            "ansient DESC, confidence, observed_at, updated_at, id DESC)"
+        ),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_memory_id_status_norm_hash ON cm_fragments "
+            "(memory_id, status, norm_hash)"
+        ),
         (),
     ),
     (
@@ -225,6 +225,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\tCONSTRAINT fk_cm_variable_specs_memory_id FOREIGN KEY(memory_id) REFERE"
             "NCES cm_memories (memory_id) ON DELETE CASCADE\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -347,6 +348,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\tupdated_ms INTEGER NOT NULL, \n"
             "\tPRIMARY KEY (task_id)\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -362,6 +364,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\tmemory_id VARCHAR, \n"
             "\tPRIMARY KEY (file_key)\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -380,6 +383,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\tmemory_id VARCHAR(256), \n"
             "\tPRIMARY KEY (user_id, bot_id)\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -397,6 +401,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\tcreated_at INTEGER NOT NULL, \n"
             "\tPRIMARY KEY (id)\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -527,6 +532,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\tCONSTRAINT fk_cm_round_interruptions_memory_id FOREIGN KEY(memory_id) R"
             "EFERENCES cm_memories (memory_id) ON DELETE CASCADE\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -545,6 +551,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\tupdated_at INTEGER NOT NULL, \n"
             "\tPRIMARY KEY (memory_id, node_id)\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -561,6 +568,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\ttoken BIGINT NOT NULL, \n"
             "\tPRIMARY KEY (memory_id)\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -596,6 +604,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
             "\ttoken BIGINT NOT NULL, \n"
             "\tPRIMARY KEY (memory_id)\n"
             ")\n"
+            " WITHOUT ROWID\n"
             "\n"
         ),
         (),
@@ -821,6 +830,10 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (14, "unread inbox index dropped", 0),
     ),
     (
+        ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+        (15, "small keyed tables without rowid", 0),
+    ),
+    (
         (
             "CREATE VIRTUAL TABLE IF NOT EXISTS cm_episodes USING fts5(body, content="
             "'', detail=none, tokenize='porter unicode61 remove_diacritics 2')"
@@ -828,7 +841,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        ("CREATE TABLE IF NOT EXISTS cm_episode_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)"),
+        ("CREATE TABLE IF NOT EXISTS cm_episode_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID"),
         (),
     ),
     (
