@@ -58,6 +58,7 @@ class SummaryRecords(StoreCore):
         own read of the strongest ones.
         """
         return self.dialect == "sqlite"
+
     def summary_facts(
         self, memory_id: str, *, limit: int, now_ms: int
     ) -> tuple[list[Fragment], list[Fragment]]:
