@@ -141,7 +141,12 @@ def test_one_worker_runs_in_this_process(tmp_path: Path, monkeypatch: pytest.Mon
         group_by="user",
         batch_messages=4,
     )
-    assert len(pids.read_text(encoding="utf-8").split()) == 3
+    # Two processes replay elsewhere: this process's pid is still there once. (A forked worker
+    # inherits the patch and adds its own pid; a spawned one, used when this process already runs
+    # threads, as a long test session may, does not.)
+    lines = pids.read_text(encoding="utf-8").split()
+    assert lines.count(str(os.getpid())) == 1
+    assert len(lines) in (1, 3)
     results = []
     for name in ("one", "two"):
         with MemoryStore.from_url(str(tmp_path / f"{name}.db")) as store:
