@@ -146,6 +146,10 @@ class MemoryRecordStore(Protocol):
         """Delete every row of a memory in every store table, and its checkpoints."""
         ...
 
+    def excluding_runs(self, memory_id: str) -> AbstractContextManager[Any]:
+        """Hold a memory against its runs (a write inside never lands between a run's transactions)."""
+        ...
+
 
 @runtime_checkable
 class MessageStore(Protocol):

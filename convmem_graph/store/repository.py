@@ -174,7 +174,7 @@ class MemoryStore(MessageRecords, FactRecords, VariableRecords, SummaryRecords, 
             raise ValueError("memory_id must be a non-empty string")
         # Not the identifier rule: ids stored by older versions (300 characters, NUL) must be deletable.
         deleted = 0
-        with self._run_lock(memory_id) as held:
+        with self.excluding_runs(memory_id) as held:
             with self._write(memory_id) as conn:
                 with self._backend.deleting(conn):
                     # The episodic index first: its rows are found through the messages.
@@ -193,16 +193,24 @@ class MemoryStore(MessageRecords, FactRecords, VariableRecords, SummaryRecords, 
         logger.info("deleted memory %r (%d rows)", memory_id, deleted)
         return deleted > 0
 
-    def _run_lock(self, memory_id: str) -> AbstractContextManager[Any]:
-        """The memory's run lock for a delete on SQLite (a run's transactions never meet a delete).
+    def excluding_runs(self, memory_id: str) -> AbstractContextManager[Any]:
+        """Hold a memory against its runs: a write made inside never lands between a run's transactions.
+
+        What ``delete_memory`` and ``import_memory`` hold around their transaction on SQLite.
 
         On SQLite each call of a run is its own transaction: a delete between two of them left
         the run's next transaction to make the memory's row again and write the rest of the run
         into the "deleted" memory. Holding the lock a run holds (in-process, then the memory's
         lock file) makes a delete wait for the run, as PostgreSQL's delete waits for the run's
         ``pg_advisory_xact_lock``; a delete inside this thread's own run re-enters it and yields
-        that run (whose cursor of ensured rows it resets). On PostgreSQL the delete's transaction
+        that run (whose cursor of ensured rows it resets). On PostgreSQL the writer's transaction
         takes the advisory lock itself: nothing here.
+
+        Args:
+            memory_id: The memory to hold.
+
+        Returns:
+            A context manager; on SQLite it yields the run this thread holds, if any.
         """
         if self._backend.locks_memories:
             return nullcontext()

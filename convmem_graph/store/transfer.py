@@ -133,7 +133,7 @@ def import_memory(
         # On SQLite a run's calls are separate transactions: without the run's lock an import
         # landing between two of them would leave the rest of that run written into the imported
         # memory. It waits for the run, as on PostgreSQL (the transaction's advisory lock).
-        with store._run_lock(target), store.transaction(target) as conn:
+        with store.excluding_runs(target), store.transaction(target) as conn:
             exists = conn.execute(select(memories.c.memory_id).where(memories.c.memory_id == target)).first()
             if exists is not None:
                 if not replace:
