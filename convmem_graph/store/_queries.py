@@ -48,9 +48,6 @@ RECENT_MESSAGES = (
     .limit(bindparam("limit"))
 )
 MAX_SEQ = select(func.max(messages.c.seq)).where(messages.c.memory_id == _MEMORY)
-SEQ_CONTENT_AFTER = select(messages.c.seq, messages.c.content).where(
-    messages.c.memory_id == _MEMORY, messages.c.seq > bindparam("after")
-)
 CURSORS = select(
     MAX_SEQ.scalar_subquery(),
     memories.c.extracted_seq,

@@ -102,14 +102,16 @@ class MessageRecords(StoreCore):
             created = self._ensure(conn, memory_id, now)
             # PostgreSQL's insert returns the new rows' seqs; SQLite's executemany cannot.
             returns = self._backend.returns_rows
-            before = 0
-            if index and not returns and not created:
-                before = int(select_rows(conn, Q.MAX_SEQ, {"mid": memory_id})[0][0] or 0)
             replaced: list[tuple[int, str]] = []
             stamped: list[PgStamp] = []
+            # SQLite's writer hands back the new rows' (seq, content) for the index: reading them
+            # back cost a statement and a row object per message (4 % of a replay, issue 24).
+            written: list[tuple[int, str]] = []
             # On PostgreSQL the insert's own statement indexes the new rows and stamps the memory
             # (what it answers lands in ``stamped``); SQLite's does neither (see below).
-            writer = self._backend.message_writer(now_ms=now, index=index, stamped=stamped)
+            writer = self._backend.message_writer(
+                now_ms=now, index=index, stamped=stamped, written=written if index and not returns else None
+            )
             inserted = insert_messages(
                 conn,
                 memory_id,
@@ -125,10 +127,7 @@ class MessageRecords(StoreCore):
             self._backend.episodes.remove(conn, memory_id, replaced)
             if inserted and not returns:
                 if index:
-                    # This memory's writers take turns, so every seq above ``before`` is this batch's.
-                    # One fetch of all rows: iterating the result fetched them one call at a time.
-                    new_rows = select_rows(conn, Q.SEQ_CONTENT_AFTER, {"mid": memory_id, "after": before})
-                    self._backend.episodes.add(conn, memory_id, ((int(seq), c) for seq, c in new_rows))
+                    self._backend.episodes.add(conn, memory_id, written)
                 self._touch(conn, memory_id, now)
         if created:
             # After the write: its end drops what it does not keep (see _write).

@@ -290,7 +290,13 @@ class PostgresBackend:
         execute_rows(conn, _XACT_LOCK if flush else _XACT_LOCK_NO_FLUSH, {"a": hi, "b": lo})
 
     @staticmethod
-    def message_writer(*, now_ms: int, index: bool, stamped: list[PgStamp] | None = None) -> RowWriter:
+    def message_writer(
+        *,
+        now_ms: int,
+        index: bool,
+        stamped: list[PgStamp] | None = None,
+        written: list[tuple[int, str]] | None = None,
+    ) -> RowWriter:
         """The insert of a batch's new message rows, which also indexes them and stamps the memory.
 
         One statement for the whole batch, its rows sent as one JSON array: one round trip and one
@@ -298,6 +304,7 @@ class PostgresBackend:
         builds text arrays element by element in Python). The same statement indexes the new rows
         in the episodic index (``index``), drops the cached snapshot, moves ``updated_at`` to
         ``now_ms`` and answers the memory's cursors, appended to ``stamped`` (see :class:`PgStamp`).
+        ``written`` (SQLite's list of the rows to index) is not filled: this statement indexes them.
         """
 
         def write(conn: Connection, memory_id: str, rows: list[tuple[Any, ...]], ids: list[str]) -> None:

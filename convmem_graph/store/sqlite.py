@@ -243,17 +243,33 @@ class SqliteBackend:
         """Nothing to take: see :attr:`locks_memories` (``flush``: a commit here never syncs, see ``run``)."""
 
     @staticmethod
-    def message_writer(*, now_ms: int, index: bool, stamped: list[Any] | None = None) -> RowWriter:
+    def message_writer(
+        *,
+        now_ms: int,
+        index: bool,
+        stamped: list[Any] | None = None,
+        written: list[tuple[int, str]] | None = None,
+    ) -> RowWriter:
         """The insert of a batch's new message rows, and nothing else.
 
         Straight to the driver's ``executemany``: SQLAlchemy's per-row parameter processing cost
         more than SQLite's own insert work for large batches. ``executemany`` returns no rows, so
-        the caller reads the new seqs back, indexes them and touches the memory itself; the
-        arguments PostgreSQL's one statement uses for that are ignored here.
+        the caller indexes them and touches the memory itself; the arguments PostgreSQL's one
+        statement uses for that are ignored here. ``written``: the new rows' ``(seq, content)``,
+        in seq order, are appended to it (what the episodic index takes), known from the
+        connection's last rowid instead of read back.
         """
 
         def write(conn: Connection, memory_id: str, rows: list[tuple[Any, ...]], ids: list[str]) -> None:
             conn.exec_driver_sql(_INSERT_SQL, rows)
+            if written is not None and rows:
+                # ``seq`` is the rowid (INTEGER PRIMARY KEY AUTOINCREMENT): each row of the insert
+                # gets one more than the largest seq the table ever held, which the row before it
+                # just became, so the batch's seqs are consecutive and end at the last rowid.
+                # Asked now: a later insert on this connection (an FTS5 'delete') moves it.
+                last = int(driver_execute(conn, "SELECT last_insert_rowid()").fetchall()[0][0])
+                first = last - len(rows) + 1
+                written.extend(zip(range(first, last + 1), [row[_CONTENT_AT] for row in rows], strict=True))
 
         return write
 
@@ -403,6 +419,8 @@ _ADVANCE_SQL = {
 
 _MARKS = ", ".join("?" * len(INSERT_COLUMNS))
 _INSERT_SQL = f"INSERT INTO {messages.name} ({', '.join(INSERT_COLUMNS)}) VALUES ({_MARKS})"
+#: Where a message row of :data:`_INSERT_SQL` holds its content.
+_CONTENT_AT = INSERT_COLUMNS.index("content")
 
 
 def _purge_deleted_terms(conn: Connection) -> None:

@@ -60,7 +60,6 @@ SELECTS = [
     (_NEWEST_PAGE, {"now": T0, "limit": 9}),
     (FQ.NEWEST_OF_KEY_FAMILY[0], {"now": T0, "family": "hobby:", "limit": 2}),
     (Q.MAX_SEQ, {}),
-    (Q.SEQ_CONTENT_AFTER, {"after": 1}),
 ]
 
 
