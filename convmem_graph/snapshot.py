@@ -13,6 +13,7 @@ from convmem_graph._held import HeldRows
 from convmem_graph.config import MemoryConfig
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
 from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot
+from convmem_graph.payloads.fusion import meaning_query
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -172,7 +173,10 @@ def with_episodes(
         from convmem_graph.embeddings import model_name  # LangChain: only with a model given
 
         near = reads.dense_episodes(
-            snapshot.memory_id, model_name(embeddings), embeddings.embed_query(query), limit=limit
+            snapshot.memory_id,
+            model_name(embeddings),
+            embeddings.embed_query(meaning_query(query)),
+            limit=limit,
         )
         held = {h.seq for h in found.hits}
         found.hits.extend(h for h in near.hits if h.seq not in held)

@@ -35,6 +35,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from convmem_graph.models import Fragment
+from convmem_graph.payloads.fusion import meaning_query
 from convmem_graph.text.terms import CJK_RUN as _CJK_RUN
 
 if TYPE_CHECKING:
@@ -548,7 +549,7 @@ def _embedded_head(
     if not head:
         return head, {}
     if stored is not None:
-        qv = embeddings.embed_query(query) if any(f.id in stored for f in head) else []
+        qv = embeddings.embed_query(meaning_query(query)) if any(f.id in stored for f in head) else []
         # A vector of another dimension (a model changed under one name) counts as none.
         have = [f for f in head if f.id in stored and len(stored[f.id]) == len(qv)]
         cosine = dict(zip(map(id, have), _cosines(qv, [stored[f.id] for f in have]), strict=True))
@@ -558,7 +559,7 @@ def _embedded_head(
             raise ValueError(
                 f"embeddings.embed_documents returned {len(vectors)} vectors for {len(head)} fragments"
             )
-        qv = embeddings.embed_query(query)
+        qv = embeddings.embed_query(meaning_query(query))
         cosine = {id(f): _cosine(qv, v) for f, v in zip(head, vectors, strict=True)}
     if not cosine:
         return head, {}  # nothing embedded yet: the lexical order as it is

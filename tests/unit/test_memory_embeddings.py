@@ -228,3 +228,29 @@ def test_the_payload_ranks_facts_by_meaning_too(tmp_path: Path) -> None:
         assert "crowds" in lexical[0]["content"] and "mango" not in lexical[0]["content"]
     finally:
         m.close()
+
+
+def test_a_transcript_query_is_searched_by_meaning_through_the_users_lines(tmp_path: Path) -> None:
+    # The assistant's line talks of coffee: embedded whole, the transcript points at fruit and
+    # drink alike, so by meaning the mango turn and the tea turn tie and neither is quoted (no
+    # word of the query is in a turn). The user's lines alone point at fruit: the mango turn.
+    emb = ConceptEmbeddings()
+    m = ConvMemory.open(str(tmp_path / "t.db"), embeddings=emb, embed_in_background=False)
+    try:
+        m.ingest(
+            "u_1",
+            [
+                {"role": "user", "content": "I'm allergic to mango."},
+                {"role": "user", "content": "I drink green tea every morning."},
+                {"role": "user", "content": "I live in Hangzhou."},
+            ],
+            source="openai",
+        )
+        assert m.embed_turns("u_1") == 3
+        query = "Bart: Packing snacks for a trip.\nAssistant: Coffee keeps you up.\nBart: Any fruit to skip?"
+        block = m.memory_block("u_1", query, budget_tokens=200).text
+        assert "User: I'm allergic to mango." in block  # quoted
+        assert "User: I drink green tea" not in block
+        assert emb.queries[-1] == "Packing snacks for a trip.\nAny fruit to skip?"
+    finally:
+        m.close()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convmem_graph.payloads.fusion import DENSE_WEIGHT, DENSE_WEIGHT_LINES, dense_weight, fuse
+from convmem_graph.payloads.fusion import DENSE_WEIGHT, DENSE_WEIGHT_LINES, dense_weight, fuse, meaning_query
 
 
 def test_without_dense_scores_the_lexical_ones_stand() -> None:
@@ -149,3 +149,44 @@ def test_meaning_outranks_a_shared_word_for_a_query_of_several_lines(lang: str) 
     assert _turn_order(lang, query) == ["t1", "t2"]
     # The same words on one line: the shared word still leads.
     assert _turn_order(lang, " ".join(query.splitlines())) == ["t2", "t1"]
+
+
+@pytest.mark.parametrize(
+    ("query", "embedded"),
+    [
+        # A transcript: the other speakers' lines, one per line, without their names.
+        (
+            "Bart: I'm doing a magic trick!\nAssistant: Fantastic, good luck.\nBart: What should I wear?",
+            "I'm doing a magic trick!\nWhat should I wear?",
+        ),
+        ("用户：我下周去成都。\n助手：听起来不错！\n\n用户：那边冷吗？", "我下周去成都。\n那边冷吗？"),
+        ("Mary Ann Lee: Rain again.\nAI: Take an umbrella.", "Rain again."),
+    ],
+)
+def test_a_transcript_query_is_embedded_as_the_users_lines(query: str, embedded: str) -> None:
+    assert meaning_query(query) == embedded
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What did Caroline paint?",
+        "Assistant: Hello!",  # one line
+        "Bart: Hi.\nLisa: Hi, Bart.",  # no assistant line
+        "Assistant: Hi.\nAI: Hello.",  # only the assistant's
+        "Bart: Hi.\nwhat a day\nAssistant: Indeed.",  # a line with no name
+        "Note to self, buy milk: now\nAssistant: Ok.",  # not a name: a comma
+        "The plan for the day: rest\nAssistant: Ok.",  # not a name: five words
+        "I'm going to a party tonight.\nWhat should I wear?",
+    ],
+)
+def test_other_queries_are_embedded_as_they_are(query: str) -> None:
+    assert meaning_query(query) == query
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab :：\n助手Assistant"), max_size=40))
+def test_meaning_query_keeps_or_shortens_the_query(query: str) -> None:
+    # Never invents text: the query itself, or some of its lines' text in their order.
+    out = meaning_query(query)
+    assert out == query or all(line.strip() and line.strip() in query for line in out.splitlines())
