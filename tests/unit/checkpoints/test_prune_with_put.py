@@ -190,3 +190,41 @@ def test_the_runner_falls_back_when_no_write_took_the_prune(
         assert _count(db, thread_id_for("m")) == 1
     finally:
         _close(lc)
+
+
+def test_a_failing_run_prunes_with_its_checkpoint_and_stays_resumable(tmp_path: Path) -> None:
+    """A run that raises writes the failing step's checkpoint ("exit"); that write prunes too, and the
+    checkpoint kept newest is the failing one, from which the thread goes on."""
+    from convmem_graph.errors import ExtractionError
+    from convmem_graph.extractors.heuristic import HeuristicExtractor
+
+    class Failing(HeuristicExtractor):
+        fail = False
+
+        def extract(self, *args: Any, **kwargs: Any) -> Any:
+            if self.fail:
+                raise ExtractionError("model kept returning invalid output")
+            return super().extract(*args, **kwargs)
+
+    db = tmp_path / "m.db"
+    extractor = Failing()
+    store = MemoryStore.from_url(str(db))
+    lc = Lifecycle(
+        store, sqlite_checkpointer(str(db)), config=MemoryConfig(keep_checkpoints=2), extractor=extractor
+    )
+    thread = thread_id_for("m")
+    try:
+        for i in range(3):
+            lc.run("m", _turn(i))
+        extractor.fail = True
+        with pytest.raises(ExtractionError):
+            lc.run("m", _turn(3))
+        assert _count(db, thread) == 2
+        failed = lc.graph.get_state({"configurable": {"thread_id": thread}})
+        assert failed.next == ("extract",)  # the failing step's state, with its pending writes
+        extractor.fail = False
+        lc.run("m", _turn(4))
+        assert _count(db, thread) == 2
+        assert store.count_messages("m") == 5
+    finally:
+        _close(lc)
