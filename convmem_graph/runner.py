@@ -14,6 +14,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, Field
@@ -265,6 +266,7 @@ class Lifecycle:
         """
         from convmem_graph.checkpoints import prune_memory_checkpoints, thread_id_for
         from convmem_graph.checkpoints.postgres import bind_run_connection
+        from convmem_graph.checkpoints.sqlite import GatedSqliteSaver, PruneWithPut
 
         if not memory_id:
             raise ValueError("memory_id must be a non-empty string")
@@ -293,9 +295,17 @@ class Lifecycle:
             # The end state's RESULT_KEYS are the last "values" chunk. ``invoke`` would stream
             # "updates" too (to collect interrupts, which this graph never raises) and every key.
             out: dict[str, Any] = {}
+            keep = self.config.keep_checkpoints
+            # With "exit" on convmem's SQLite saver the run's one checkpoint write also prunes the
+            # thread, in its transaction (GatedSqliteSaver.pruning); otherwise pruning follows.
+            prune: AbstractContextManager[PruneWithPut | None] = (
+                saver.pruning(thread_id_for(memory_id), keep)
+                if isinstance(saver, GatedSqliteSaver) and durability == "exit"
+                else nullcontext(None)
+            )
             # Its checkpoint writes in this thread, not in a pool started for the run: the run
             # waits for each anyway (see convmem_graph._inline_background). Not with "async".
-            with inline_background(durability != "async"):
+            with inline_background(durability != "async"), prune as pruned:
                 for out in graph.stream(  # noqa: B007  # the loop keeps the last chunk
                     {"memory_id": memory_id},
                     {
@@ -317,9 +327,12 @@ class Lifecycle:
                     output_keys=list(RESULT_KEYS),
                 ):
                     pass
-            keep = self.config.keep_checkpoints
             # A thread this run began holds only what the run wrote: nothing to prune then.
-            if saver is not None and not (in_run and in_run.nothing_to_prune(thread_id_for(memory_id), keep)):
+            if (
+                saver is not None
+                and not (pruned is not None and pruned.done)
+                and not (in_run and in_run.nothing_to_prune(thread_id_for(memory_id), keep))
+            ):
                 prune_memory_checkpoints(saver, memory_id, keep=keep)
         return RunResult(
             memory_id=memory_id,

@@ -9,6 +9,7 @@ the remaining text as one token per four characters. An exact counter (e.g. a to
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -26,6 +27,10 @@ TokenCounter = Callable[[str], int]
 _WIDE = re.compile(f"[{WIDE}]")
 
 
+#: Texts up to this many characters are counted once per process (see :func:`_count_short`).
+_MEMO_CHARS = 256
+
+
 def count_tokens(text: str) -> int:
     """Approximate the number of tokens in ``text``, counting CJK characters one each.
 
@@ -37,9 +42,21 @@ def count_tokens(text: str) -> int:
     """
     if not text:
         return 0
+    if len(text) <= _MEMO_CHARS:
+        return _count_short(text)
+    return _count(text)
+
+
+def _count(text: str) -> int:
     wide = len(_WIDE.findall(text))
     rest = len(text) - wide
     return wide + math.ceil(rest / 4)
+
+
+# A live turn's extractive summary counts the same ~85 fact sentences again every turn (and the
+# CJK scan is ~1.3 us a sentence): short texts are answered from here. Bounded in entries and, by
+# _MEMO_CHARS, in size (at most ~2 MB of keys); the count is a pure function of the text.
+_count_short = functools.lru_cache(maxsize=8192)(_count)
 
 
 def count_message_tokens(messages: Sequence[BaseMessage], counter: TokenCounter = count_tokens) -> int:

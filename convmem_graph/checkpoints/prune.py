@@ -13,6 +13,7 @@ older checkpoints.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -121,38 +122,7 @@ def _prune_sqlite(saver: SqliteSaver, thread_id: str, keep: int) -> int:
             if not conn.in_transaction:
                 # Take the write lock first: the ids read below are the ids deleted.
                 cur.execute("BEGIN IMMEDIATE")
-            rows = cur.execute(
-                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?", (thread_id,)
-            ).fetchall()
-            doomed = _doomed(rows, keep)
-            if doomed:
-                newest = cur.execute(
-                    "SELECT metadata FROM checkpoints WHERE thread_id = ? "
-                    "ORDER BY checkpoint_id DESC LIMIT 1",
-                    (thread_id,),
-                ).fetchall()
-                _refuse_delta(thread_id, (r[0] for r in newest))
-            deleted = 0
-            for ns, ids in doomed.items():
-                for part in _chunks(ids):
-                    marks = ",".join("?" * len(part))
-                    params = (thread_id, ns, *part)
-                    cur.execute(
-                        "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
-                        f"AND checkpoint_id IN ({marks})",
-                        params,
-                    )
-                    cur.execute(
-                        "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-                        f"AND checkpoint_id IN ({marks})",
-                        params,
-                    )
-                    deleted += cur.rowcount
-                    cur.execute(
-                        "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = ? "
-                        f"AND checkpoint_ns = ? AND parent_checkpoint_id IN ({marks})",
-                        params,
-                    )
+            deleted = prune_sqlite_in(cur, thread_id, keep)
             conn.commit()
             return deleted
         except BaseException:
@@ -160,6 +130,47 @@ def _prune_sqlite(saver: SqliteSaver, thread_id: str, keep: int) -> int:
             raise
         finally:
             cur.close()
+
+
+def prune_sqlite_in(cur: sqlite3.Cursor, thread_id: str, keep: int) -> int:
+    """:func:`prune_checkpoints`' statements on a SQLite saver's cursor, in its open write transaction.
+
+    The caller holds the write lock (``BEGIN IMMEDIATE``, or a write already made in the
+    transaction), so the ids read here are the ids deleted, and commits (or rolls back).
+    Returns the number of checkpoints deleted.
+    """
+    rows = cur.execute(
+        "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?", (thread_id,)
+    ).fetchall()
+    doomed = _doomed(rows, keep)
+    if doomed:
+        newest = cur.execute(
+            "SELECT metadata FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT 1",
+            (thread_id,),
+        ).fetchall()
+        _refuse_delta(thread_id, (r[0] for r in newest))
+    deleted = 0
+    for ns, ids in doomed.items():
+        for part in _chunks(ids):
+            marks = ",".join("?" * len(part))
+            params = (thread_id, ns, *part)
+            cur.execute(
+                "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
+                f"AND checkpoint_id IN ({marks})",
+                params,
+            )
+            cur.execute(
+                "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+                f"AND checkpoint_id IN ({marks})",
+                params,
+            )
+            deleted += cur.rowcount
+            cur.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = ? "
+                f"AND checkpoint_ns = ? AND parent_checkpoint_id IN ({marks})",
+                params,
+            )
+    return deleted
 
 
 # -- in memory ----------------------------------------------------------------------------------
