@@ -21,6 +21,12 @@ skipped (the whole matrix is scanned as before); after the pass, if more than th
 the whole matrix is scanned too. So the pass never changes which rows can be returned beyond the
 stated bound, and costs nothing where it cannot help but the spectrum check.
 
+The first axis is the rows' mean direction, the others principal axes orthogonal to it
+(:func:`_axes`): a sentence model's query lies mostly along that mean, so the rows' small spread
+along it must be scored in the pass, not left in the residual (measured in ``benchmarks/README.md``,
+tenth session, H4: on LoCoMo conversations 5-8's spectrum the pass went from skipped for 39 of 40
+queries to ~2 % of the rows passed).
+
 The axes are fitted on a sample of the memory's rows when its matrix is read (memories of
 :data:`MIN_ROWS` rows or more), rows appended later are projected on the same axes, and the
 axes are fitted again once the memory has grown by :data:`REFIT_GROWTH` since (the cached
@@ -104,6 +110,33 @@ def _codes(
     return codes, scales
 
 
+def _axes(cov: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal axes as rows (the mean's direction first) and each one's variance under ``cov``.
+
+    A query of a sentence model points mostly along its vectors' mean (~0.9 of its squared norm on
+    LoCoMo turns by e5), so the rows' spread along that one direction, small as it is, weighs on a
+    score ~0.9 times; left among the trailing axes (where ``eigh`` can put it: unit vectors vary
+    little along their mean) it made the residual's deviation 5x the pass's on one conversation set
+    and the pass was skipped for every query. So the first axis is the mean's direction and the rest
+    are the principal axes of ``cov`` within the plane orthogonal to it, by decreasing variance:
+    the trailing block is still uncorrelated axis by axis (the residual's variance a diagonal sum).
+    """
+    import numpy as np
+
+    dim = len(mean)
+    norm = float(np.linalg.norm(mean))
+    if norm <= 1e-6:  # no mean direction to speak of (centred data): plain principal axes
+        variances, vectors = np.linalg.eigh(cov)  # ascending
+        return vectors[:, ::-1].T, np.clip(variances[::-1], 0.0, None)
+    along = mean / norm
+    flat = np.eye(dim) - np.outer(along, along)  # projection on the plane orthogonal to the mean
+    variances, vectors = np.linalg.eigh(flat @ cov @ flat)  # ascending; one ~0 value: `along` itself
+    keep = np.argsort(np.abs(vectors.T @ along))[: dim - 1]  # every eigenvector but `along`'s
+    keep = keep[np.argsort(-variances[keep], kind="stable")]
+    axes = np.vstack([along, vectors[:, keep].T])
+    return axes, np.clip(np.concatenate([[along @ cov @ along], variances[keep]]), 0.0, None)
+
+
 def fit(coarse: np.ndarray, fine: np.ndarray, scale: np.ndarray) -> Prefilter | None:
     """The memory's pass (axes fitted on a sample of its rows); ``None`` below :data:`MIN_ROWS`."""
     import numpy as np
@@ -115,9 +148,9 @@ def fit(coarse: np.ndarray, fine: np.ndarray, scale: np.ndarray) -> Prefilter | 
     x = _rows(coarse[sample], fine[sample], scale[sample]).astype(np.float64)
     mean = x.mean(axis=0)
     x -= mean
-    variances, vectors = np.linalg.eigh(x.T @ x / len(x))  # ascending
-    variances = np.clip(variances[::-1], 0.0, None).astype(np.float32)
-    axes = np.ascontiguousarray(vectors[:, ::-1].T).astype(np.float32)
+    axes64, variances64 = _axes(x.T @ x / len(x), mean)
+    variances = variances64.astype(np.float32)
+    axes = np.ascontiguousarray(axes64).astype(np.float32)
     mean32 = mean.astype(np.float32)
     codes, scales = _codes(coarse, fine, scale, mean32, axes[:LEAD])
     rounding = float(np.mean(scales.astype(np.float64) ** 2)) / 12.0

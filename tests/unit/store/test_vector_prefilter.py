@@ -91,6 +91,47 @@ def test_the_pass_keeps_the_exact_top_k_of_clustered_vectors_from_a_fraction_of_
     assert float(np.median(passed)) < 0.1  # the scan's second step sees a tenth of the rows or less
 
 
+def _along_the_mean(rng: np.random.Generator, n: int, dim: int = 384) -> np.ndarray:
+    """Unit vectors as a sentence model's: a common direction holding most of each vector, little
+    spread along it, a slowly decaying spectrum across it; queries are drawn alike, so they point
+    mostly along the mean too."""
+    spread = (np.arange(1, dim + 1, dtype=np.float32) ** -0.7) * 0.08
+    spread[0] = 0.01  # unit vectors vary little along their mean
+    rows = rng.standard_normal((n, dim)).astype(np.float32) * spread
+    rows[:, 0] += 1.0
+    basis, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((dim, dim)))  # rows' and queries'
+    rows = rows @ basis.T.astype(np.float32)
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_the_mean_direction_is_a_leading_axis_so_queries_along_it_are_filtered() -> None:
+    # Principal axes alone leave the mean's direction among the trailing ones (its spread is
+    # small), where a query's ~0.9 weight on it made the residual too wide to filter anything:
+    # the pass was skipped for every query, as on LoCoMo conversations 5-8's vectors.
+    rng = np.random.default_rng(23)
+    vectors = _along_the_mean(rng, 20_000)
+    queries = _along_the_mean(rng, 30)
+    first = _matrix(vectors)
+    assert first.prefilter is not None
+    bare = _vectors._Matrix(None, len(vectors), first.ids, first.coarse, first.fine, first.scale)
+    found = whole = 0
+    passed = []
+    for q in queries:
+        chosen = _vector_prefilter.candidates(first.prefilter, q, 48)
+        assert chosen is not None
+        passed.append(len(chosen) / len(vectors))
+        best = np.argsort(-(vectors @ q))[:48]
+        assert np.isin(best, chosen).all()  # the window holds the exact float32 top 48
+        found += len(set(best.tolist()) & set(_vectors._nearest(first, q.tolist(), 48)))
+        whole += len(set(best.tolist()) & set(_vectors._nearest(bare, q.tolist(), 48)))
+    # As good as the whole scan (these cosines are within float16's precision of each other near
+    # the 48th, so neither holds every exact float32 neighbour).
+    assert found >= 0.99 * whole
+    assert float(np.median(passed)) < 0.1
+    mean = vectors.astype(np.float64).mean(axis=0)
+    assert abs(float(first.prefilter.axes[0] @ mean)) / float(np.linalg.norm(mean)) > 0.999
+
+
 def test_a_flat_spectrum_skips_the_pass() -> None:
     # Random directions: the leading third of the axes holds about half the variance, the window
     # would keep most rows, so the whole matrix is scanned (the pass is not paid for).
