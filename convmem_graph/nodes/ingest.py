@@ -180,6 +180,7 @@ def ingest(state: IngestInput, runtime: Runtime[MemoryContext]) -> MemoryState:
         "summary_version": 0,
         "skipped": dict(skipped),
         "new_message_ids": [],
+        "new_messages": 0,
         "fragment_ops": {},
         "variable_guesses": {},
         "variables_changed": [],

@@ -84,6 +84,7 @@ def normalize(state: MemoryState, runtime: Runtime[MemoryContext]) -> MemoryStat
     max_seq, extracted, summarized, facts_dirty = store.cursors(memory_id)
     return {
         "new_message_ids": new_ids,
+        "new_messages": len(new_ids),
         "skipped": dict(skipped),
         "max_seq": max_seq,
         "extracted_seq": extracted,

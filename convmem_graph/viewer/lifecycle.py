@@ -28,7 +28,7 @@ _NODE_W, _NODE_H, _GAP, _LEFT, _TOP = 170, 34, 22, 20, 16
 _RUN_KEYS = (
     "ingested",
     "dead_letters",
-    "new_message_ids",
+    "new_messages",
     "fragment_ops",
     "variables_changed",
     "summary_version",
@@ -114,8 +114,14 @@ def last_run(mem: ConvMemory, memory_id: str) -> dict[str, Any]:
     run.reverse()
     final = run[-1].values or {}
     state = {k: final[k] for k in _RUN_KEYS if k in final}
-    if "new_message_ids" in state:
-        state["new_messages"] = len(state.pop("new_message_ids") or [])
+    if "new_messages" not in state:
+        # A run checkpointed before the ids left the checkpoint kept them, not their count; the
+        # graph's state no longer reads them back (an untracked channel), the checkpoint has them.
+        saver = mem.lifecycle.checkpointer
+        stored = saver.get_tuple(run[-1].config) if saver is not None else None
+        ids = stored.checkpoint["channel_values"].get("new_message_ids") if stored is not None else None
+        if isinstance(ids, list):
+            state["new_messages"] = len(ids)
     timed = final.get("node_ms")
     note = ""
     if isinstance(timed, dict) and timed:

@@ -492,7 +492,7 @@ def test_a_new_threads_first_run_skips_pruning_and_blobs_go_in_one_statement(
             assert len(saved) == min(i + 1, keep)
             states.append(saved[0].checkpoint["channel_values"])
         # The blobs written in one statement read back as the channels the run ended with.
-        assert states[-1]["memory_id"] == memory_id and states[-1]["new_message_ids"]
+        assert states[-1]["memory_id"] == memory_id and states[-1]["new_messages"] == 2
         assert mem.checkpointer.get_tuple(thread).checkpoint["channel_values"] == states[-1]  # type: ignore[union-attr]
         mem.delete(memory_id)
 
