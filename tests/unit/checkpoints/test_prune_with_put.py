@@ -102,7 +102,8 @@ def test_a_failed_prune_keeps_the_checkpoint_and_the_run(
         # Both checkpoints stand: the new one committed, the prune alone was undone.
         assert _count(db, thread_id_for("m")) == 2
         state = lc.graph.get_state({"configurable": {"thread_id": thread_id_for("m")}}).values
-        assert state["new_message_ids"] == [lc.store.recent_messages("m", 1)[-1].id]
+        # The newest checkpoint is this run's end state: one new message, the second stored.
+        assert (state["new_messages"], state["max_seq"]) == (1, 2)
         monkeypatch.undo()
         lc.run("m", _turn(2))
         assert _count(db, thread_id_for("m")) == 1
@@ -162,8 +163,9 @@ def test_any_order_of_durabilities_keeps_the_newest_end_states(
             assert _count(db, thread) <= keep
             state = lc.graph.get_state({"configurable": {"thread_id": thread}}).values
             assert state["node_ms"].keys() == result.node_ms.keys()
-            assert len(state["new_message_ids"]) == result.new_messages == 1
-            assert state["new_message_ids"][0] == lc.store.recent_messages("m", 1)[-1].id
+            # This run's end state: its one new message is the (i + 1)-th stored.
+            assert state["new_messages"] == result.new_messages == 1
+            assert state["max_seq"] == i + 1
         # What the old prune after the run would leave: nothing more to cut.
         assert prune_module.prune_checkpoints(lc.checkpointer, thread, keep=keep) == 0  # type: ignore[arg-type]
     finally:
