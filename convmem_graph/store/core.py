@@ -199,12 +199,19 @@ class StoreCore:
     def connection(self) -> Connection:
         """The connection of this session or run (inside a run's transaction on PostgreSQL, that one's).
 
+        On a PostgreSQL run the run's held-back changes of its memory's row (see
+        :mod:`convmem_graph.store._row_patch`) are sent first, so a statement of the caller's on it
+        reads what the run's calls wrote.
+
         Raises:
             ConvMemError: On the store itself, which has none (each call opens its own).
         """
-        if self._scope is None:
+        scope = self._scope
+        if scope is None:
             raise ConvMemError("the store itself has no connection; use store.session() or store.run()")
-        return self._scope.conn
+        if scope.pending and not scope.deferring:
+            self._flush_rows(scope.conn)
+        return scope.conn
 
     def _bind(self, scope: RunScope) -> Self:
         """This store as a :class:`StoreRun` whose calls go through ``scope`` (engine and caches shared)."""
