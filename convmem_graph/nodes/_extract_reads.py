@@ -44,7 +44,7 @@ def known_facts(
     if store.holds_no_facts(memory_id):
         return []  # a memory this run created, no fact written yet: nothing to read
     ranges = [key_range(p) for p in prefixes] if per_prefix > 0 else []
-    with store.read() as conn:
+    with store.read_facts() as conn:
         return fragments_once(store.backend.context_fact_rows(conn, memory_id, limit, ranges, per_prefix))
 
 
@@ -60,5 +60,5 @@ def related_facts(
         return []
     ckeys = sorted({canonical_key(k) for k in keys})
     hashes = sorted({norm_hash(c) for c in contents})
-    with store.read() as conn:
+    with store.read_facts() as conn:
         return fragments_once(store.backend.related_fact_rows(conn, memory_id, ckeys, hashes))

@@ -177,7 +177,7 @@ class _Facts:
         params = {"mid": memory_id, "now": now_ms, "limit": _FEW + 1}
         with _large_lock:
             large = memory_id in _LARGE
-        with store.read() as conn:
+        with store.read_facts() as conn:
             # A memory that held more than _FEW last time mostly still does: its ids say so at a
             # quarter of the cost of the decoded rows (which would then be thrown away).
             if large and len(select_rows(conn, NEWEST_DURABLE_IDS, params)) > _FEW:
@@ -208,7 +208,7 @@ class _Facts:
         """
         if not self.complete:
             # Index reads: the keys' rows, then each prefix's range (``usable`` filters in Python).
-            with self.store.read() as conn:
+            with self.store.read_facts() as conn:
                 rows = []
                 if keys:
                     by_key = select_rows(conn, ACTIVE_BY_CKEY, {"mid": self.memory_id, "ckeys": sorted(keys)})
@@ -248,7 +248,7 @@ class _Facts:
         if self.complete:
             return [f.id for f in self.page if is_cjk_text(f.content) == cjk][:limit]
         params = {"mid": self.memory_id, "now": self.now_ms, "cjk": cjk, "limit": limit}
-        with self.store.read() as conn:
+        with self.store.read_facts() as conn:
             return [str(row.id) for row in select_rows(conn, NEWEST_OF_LANGUAGE, params)]
 
     def newest_hobby_family(self) -> Iterator[tuple[Fragment, str]]:
@@ -265,7 +265,7 @@ class _Facts:
                     yield f, key
             return
         # Each page is one short read: nothing is held while the walk looks at it.
-        for row in newest_hobby_rows(self.store.read, self.memory_id, now_ms=self.now_ms):
+        for row in newest_hobby_rows(self.store.read_facts, self.memory_id, now_ms=self.now_ms):
             # ckey is canonical_key(key), written with the row (filled on open for older rows).
             yield row_to_fragment(row), str(row.ckey)
 
@@ -280,7 +280,7 @@ class _Facts:
                 if key.startswith(family):
                     yield f, key
             return
-        for row in newest_key_family_rows(self.store.read, self.memory_id, family, now_ms=self.now_ms):
+        for row in newest_key_family_rows(self.store.read_facts, self.memory_id, family, now_ms=self.now_ms):
             yield row_to_fragment(row), str(row.ckey)
 
     def diet_facts(self) -> list[Fragment]:
@@ -302,7 +302,7 @@ class _Facts:
             # that row is then on the page already read (a page of ``window`` rows would make the
             # walk read a second, larger page for it).
             for row in newest_key_family_rows(
-                self.store.read, self.memory_id, family, now_ms=self.now_ms, batch=window + 1
+                self.store.read_facts, self.memory_id, family, now_ms=self.now_ms, batch=window + 1
             ):
                 if row.ckey not in keys:
                     if len(keys) >= window:
@@ -312,7 +312,7 @@ class _Facts:
             met |= keys
         older = sorted(DIET_KEYS - met)
         if older:
-            with self.store.read() as conn:
+            with self.store.read_facts() as conn:
                 by_key = conn.execute(ACTIVE_BY_CKEY, {"mid": self.memory_id, "ckeys": older})
                 rows += [r for r in by_key if usable(r, self.now_ms)]
         return fragments_once(rows)

@@ -111,7 +111,8 @@ PG_EXTRACTED = text(
     "facts_dirty = COALESCE(CAST(:dirty AS INTEGER), facts_dirty) WHERE memory_id = :mid"
 )
 #: PostgreSQL: a committed summary in one round trip: the new version, the summary cursor moved
-#: (never back), the memory stamped and its call-start snapshot dropped.
+#: (never back), the memory stamped and its call-start snapshot dropped, with the run's held-back
+#: changes of the row (the extraction cursor, ``facts_dirty``; NULL: none).
 PG_SUMMARIZED = text(
     f"WITH up AS (INSERT INTO {summaries.name} "
     "(memory_id, text, tokens, covers_until_ms, version, updated_at, origin) "
@@ -121,7 +122,11 @@ PG_SUMMARIZED = text(
     "updated_at = excluded.updated_at, origin = excluded.origin), "
     f"gone AS (DELETE FROM {snapshots.name} WHERE memory_id = :mid) "
     f"UPDATE {memories.name} SET summarized_seq = GREATEST(summarized_seq, :upto), "
-    "updated_at = :updated_at WHERE memory_id = :mid"
+    "updated_at = :updated_at, "
+    # The run's held-back row changes (convmem_graph.store._row_patch), NULL when none: GREATEST
+    # ignores a NULL argument.
+    "extracted_seq = GREATEST(extracted_seq, CAST(:held_upto AS BIGINT)), "
+    "facts_dirty = COALESCE(CAST(:held_dirty AS INTEGER), facts_dirty) WHERE memory_id = :mid"
 )
 SET_FACTS_DIRTY = (
     update(memories).where(memories.c.memory_id == _MEMORY).values(facts_dirty=bindparam("dirty"))

@@ -93,6 +93,10 @@ class StoreScopes(Protocol):
         """A connection for reads of tables of your own beside the store's (replay progress)."""
         ...
 
+    def read_facts(self) -> AbstractContextManager[Connection]:
+        """:meth:`read` for reads of facts, messages and variables only (a run's row changes stay held)."""
+        ...
+
     def schema_transaction(self) -> AbstractContextManager[Connection]:
         """A :meth:`transaction` for creating or altering tables of your own beside the store's."""
         ...

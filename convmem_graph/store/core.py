@@ -29,7 +29,8 @@ from convmem_graph.errors import ConvMemError
 from convmem_graph.models import (
     MemorySnapshot,
 )
-from convmem_graph.store._driver import driver_of, driver_read
+from convmem_graph.store._driver import driver_of, driver_read, execute_rows
+from convmem_graph.store._row_patch import PG_ROW_PATCH, RowPatch
 from convmem_graph.store._snapshot_json import SnapshotJson
 from convmem_graph.store._summary_facts import KeptFacts, StrongestRows
 from convmem_graph.store.engine import (
@@ -198,12 +199,19 @@ class StoreCore:
     def connection(self) -> Connection:
         """The connection of this session or run (inside a run's transaction on PostgreSQL, that one's).
 
+        On a PostgreSQL run the run's held-back changes of its memory's row (see
+        :mod:`convmem_graph.store._row_patch`) are sent first, so a statement of the caller's on it
+        reads what the run's calls wrote.
+
         Raises:
             ConvMemError: On the store itself, which has none (each call opens its own).
         """
-        if self._scope is None:
+        scope = self._scope
+        if scope is None:
             raise ConvMemError("the store itself has no connection; use store.session() or store.run()")
-        return self._scope.conn
+        if scope.pending and not scope.deferring:
+            self._flush_rows(scope.conn)
+        return scope.conn
 
     def _bind(self, scope: RunScope) -> Self:
         """This store as a :class:`StoreRun` whose calls go through ``scope`` (engine and caches shared)."""
@@ -331,10 +339,13 @@ class StoreCore:
                 run._end_failed_run(conn, txn, memory_id)
                 raise
             else:
+                # The run's memory-row changes still held back go with its transaction.
+                run._flush_rows(conn)
                 scope.writing = False
                 txn.commit()
             finally:
                 scope.writing, scope.interrupted, scope.cache = False, False, None
+                scope.pending.clear()
                 scope.begun()
 
     def _end_failed_run(self, conn: Connection, txn: Any, memory_id: str) -> None:
@@ -344,6 +355,9 @@ class StoreCore:
         keep = not (self._scope is not None and self._scope.interrupted) and not _aborted(conn)
         try:
             if keep:
+                # What the completed calls changed of the memory's row is theirs too; a failure
+                # here rolls the whole run back (below), as a failed commit would.
+                self._flush_rows(conn)
                 txn.commit()
                 return
         except Exception:  # noqa: BLE001 - the block's own error is the one to raise
@@ -407,6 +421,25 @@ class StoreCore:
             0
         """
         with self._read() as conn:
+            yield conn
+
+    @contextmanager
+    def read_facts(self) -> Iterator[Connection]:
+        """:meth:`read` for reads of facts, messages and variables only, never of the memory's row.
+
+        The nodes' own fact reads (extraction's known and related facts, inference's) use it: on
+        a PostgreSQL run they leave the run's held-back memory-row changes unsent (see
+        :mod:`convmem_graph.store._row_patch`), where :meth:`read` sends them first, since a
+        caller's read may look at the row. Elsewhere it is :meth:`read`.
+
+        Example:
+            >>> from convmem_graph.store import MemoryStore
+            >>> store = MemoryStore.from_url(":memory:")
+            >>> with store.read_facts() as conn:
+            ...     conn.exec_driver_sql("SELECT count(*) FROM cm_fragments").scalar()
+            0
+        """
+        with self._read_keeping_row() as conn:
             yield conn
 
     @contextmanager
@@ -484,7 +517,10 @@ class StoreCore:
             return
         conn = scope.conn
         if conn.in_transaction():
-            # A read inside a write of this session: it belongs to that transaction.
+            # A read inside a write of this session: it belongs to that transaction, and sees
+            # the run's memory-row changes (unless a call that reads none of them holds them back).
+            if scope.pending and not scope.deferring:
+                self._flush_rows(conn)
             yield conn
             return
         with self._serial:
@@ -515,16 +551,20 @@ class StoreCore:
 
     @contextmanager
     def _write(
-        self, memory_id: str | None = None, *, keeps: frozenset[str] = frozenset()
+        self, memory_id: str | None = None, *, keeps: frozenset[str] = frozenset(), keeps_row: bool = False
     ) -> Iterator[Connection]:
         """A write transaction (or a part of this session's open one).
 
         ``keeps`` names the kinds of the run's read cache (see :meth:`_cached`) this write cannot
         change; every other kind cached for the memory (for all memories without one) is dropped.
+        ``keeps_row``: the write reads and sets no column of a memory's row that a held-back
+        change sets, nor the call-start snapshot, except through the steps that fold into that
+        change (:meth:`_held_row`); inside a PostgreSQL run it neither sends the run's held-back
+        changes first nor lets its reads do so.
         """
         self._writes += 1
         try:
-            with self._write_in(memory_id, keeps) as conn:
+            with self._write_in(memory_id, keeps, keeps_row) as conn:
                 yield conn
         except BaseException:
             # What a read inside this transaction saw may be rolled back: rows kept from it go.
@@ -532,7 +572,9 @@ class StoreCore:
             raise
 
     @contextmanager
-    def _write_in(self, memory_id: str | None, keeps: frozenset[str]) -> Iterator[Connection]:
+    def _write_in(
+        self, memory_id: str | None, keeps: frozenset[str], keeps_row: bool
+    ) -> Iterator[Connection]:
         """:meth:`_write`'s transaction: the call's own, or a part of this session's open one."""
         scope = self._scope
         if scope is None:
@@ -544,6 +586,10 @@ class StoreCore:
             # connection cannot be begun, and on another one would wait for this one forever).
             if memory_id is not None and self._backend.locks_memories:
                 self._lock_in(scope.conn, memory_id)
+            if keeps_row:
+                scope.deferring += 1
+            elif scope.pending and not scope.deferring:
+                self._flush_rows(scope.conn)
             try:
                 yield scope.conn
             except BaseException:
@@ -551,6 +597,8 @@ class StoreCore:
                 scope.interrupted = True
                 raise
             finally:
+                if keeps_row:
+                    scope.deferring -= 1
                 self._forget(memory_id, keeps)
             return
         conn = scope.conn
@@ -736,7 +784,60 @@ class StoreCore:
     def _touch(self, conn: Connection, memory_id: str, now: int, *, facts_dirty: int | None = None) -> None:
         # Any change makes the cached call-start snapshot stale: drop it, the next reader rebuilds
         # it. One statement on PostgreSQL (a round trip each counts); facts_dirty rides along.
+        held = self._held_row(memory_id)
+        if held is not None:
+            held.touched(now, dirty=facts_dirty)
+            return
         self._backend.touch(conn, {"mid": memory_id, "now": now, "dirty": facts_dirty})
+
+    def _held_row(self, memory_id: str) -> RowPatch | None:
+        """The held-back change of ``memory_id``'s row to fold a step into, or ``None``: send it now.
+
+        Only inside a PostgreSQL run's call that keeps the row (``_write(keeps_row=True)``): the
+        run's later calls that might read the row send it first (:meth:`_flush_rows`), and so
+        does its commit. Everywhere else the step is its own statement, as before.
+        """
+        scope = self._scope
+        if scope is None or not scope.deferring or scope.cache is None or not self._backend.locks_memories:
+            return None
+        held = scope.pending.get(memory_id)
+        if held is None:
+            held = scope.pending[memory_id] = RowPatch()
+        return held
+
+    def _take_held_row(self, memory_id: str) -> RowPatch | None:
+        """The held-back change of ``memory_id``'s row, taken to go inside a statement of the caller's."""
+        scope = self._scope
+        return None if scope is None else scope.pending.pop(memory_id, None)
+
+    def _flush_rows(self, conn: Connection) -> None:
+        """Send the run's held-back memory-row changes: one statement per memory (one in a run)."""
+        scope = self._scope
+        if scope is None or not scope.pending:
+            return
+        pending = list(scope.pending.items())
+        scope.pending.clear()
+        for memory_id, held in pending:
+            execute_rows(conn, PG_ROW_PATCH, held.params(memory_id))
+
+    @contextmanager
+    def _read_keeping_row(self) -> Iterator[Connection]:
+        """:meth:`_read` for rows other than the memories' own and their snapshots (facts, messages).
+
+        Inside a PostgreSQL run it leaves the run's held-back memory-row changes held back, so a
+        fact read between two extraction batches costs no statement of them.
+        """
+        scope = self._scope
+        if scope is None:
+            with self._read() as conn:
+                yield conn
+            return
+        scope.deferring += 1
+        try:
+            with self._read() as conn:
+                yield conn
+        finally:
+            scope.deferring -= 1
 
 
 def _aborted(conn: Connection) -> bool:

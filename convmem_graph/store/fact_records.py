@@ -307,14 +307,20 @@ class FactRecords(StoreCore):
         before: Cursors | None = self._peek("cursors", memory_id)
         # Read before the write, whose end drops it: a memory this run created has no fact to load.
         empty = self.holds_no_facts(memory_id)
-        with self._write(memory_id, keeps=CACHED_KINDS | SAME_MESSAGES) as conn:
+        with self._write(memory_id, keeps=CACHED_KINDS | SAME_MESSAGES, keeps_row=True) as conn:
             self._ensure(conn, memory_id, now_ms)
             writer = FragmentWriter(conn, memory_id, now_ms, empty=empty)
             counts = writer.apply(ops)
             changed = writer.changed
             writer.flush()
             facts = bool(counts["add"] or counts["update"] or counts["supersede"])
-            self._backend.advance_extracted(conn, memory_id, upto_seq, now_ms, changed=changed, facts=facts)
+            held = self._held_row(memory_id)
+            if held is not None:  # a PostgreSQL run: sent with the run's next change of the row
+                held.extracted(upto_seq, now_ms, changed=changed, dirty=1 if changed and facts else None)
+            else:
+                self._backend.advance_extracted(
+                    conn, memory_id, upto_seq, now_ms, changed=changed, facts=facts
+                )
         if before is not None:
             # The run's next cursor read needs no round trip: what PG_EXTRACTED did is known.
             moved = before._replace(extracted_seq=max(before.extracted_seq, upto_seq))

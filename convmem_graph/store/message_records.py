@@ -249,7 +249,8 @@ class MessageRecords(StoreCore):
         """Return the last ``n`` messages by (timestamp, seq), oldest first."""
         if n <= 0:
             return []
-        with self._read() as conn:
+        # Message rows only: a PostgreSQL run's held-back memory-row changes stay held back.
+        with self._read_keeping_row() as conn:
             rows = select_rows(conn, Q.RECENT_MESSAGES, {"mid": memory_id, "limit": n})
         return [row_to_message(r) for r in reversed(rows)]
 

@@ -10,7 +10,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Connection, Engine, Row, column, delete, select, table, text
 from sqlalchemy.exc import DBAPIError
@@ -27,6 +27,9 @@ from convmem_graph.store.engine import advisory_key, dumps, insert_ignore
 from convmem_graph.store.episodes import PG_VERSION, EpisodeIndex, EpisodeSearch
 from convmem_graph.store.schema import add_postgres_options, memories, messages, snapshots
 from convmem_graph.text.terms import search_terms, stem, stemmed_terms
+
+if TYPE_CHECKING:
+    from convmem_graph.store._row_patch import RowPatch
 
 __all__ = [
     "POSTGRES_EPISODES",
@@ -391,9 +394,24 @@ class PostgresBackend:
         with read() as conn:
             return select_rows(conn, STRONGEST_BOTH, params)
 
-    def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
-        """Write the summary row, move the summary cursor and touch the memory: one statement."""
-        execute_rows(conn, Q.PG_SUMMARIZED, {"mid": row["memory_id"], "upto": upto_seq, **row})
+    def store_summary(
+        self,
+        conn: Connection,
+        row: dict[str, Any],
+        *,
+        upto_seq: int,
+        now_ms: int,
+        held: RowPatch | None = None,
+    ) -> None:
+        """Write the summary row, move the summary cursor and touch the memory: one statement.
+
+        ``held``: the run's held-back changes of the memory's row (the extraction cursor,
+        ``facts_dirty``), applied by the same statement. Its stamp and snapshot drop need nothing
+        more: the summary stamps the row after them and drops the snapshot itself.
+        """
+        upto, dirty = (held.upto, held.dirty) if held is not None else (None, None)
+        params = {"mid": row["memory_id"], "upto": upto_seq, "held_upto": upto, "held_dirty": dirty}
+        execute_rows(conn, Q.PG_SUMMARIZED, params | row)
 
     @contextmanager
     def deleting(self, conn: Connection) -> Iterator[None]:

@@ -8,9 +8,12 @@ A plain ``MemoryStore`` has no scope: each of its calls opens its own connection
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
+
+if TYPE_CHECKING:
+    from convmem_graph.store._row_patch import RowPatch
 
 __all__ = ["RunScope"]
 
@@ -31,9 +34,24 @@ class RunScope:
             exists (``None`` before). The row then stays for the rest of the run: the run holds the
             memory's lock, which ``delete_memory`` takes too, and a delete made inside the run (the
             lock is re-entrant) resets this. Later transactions of the run skip the insert.
+        pending: On PostgreSQL, the run's changes of its memories' own rows not sent yet, by
+            memory (see :mod:`convmem_graph.store._row_patch`).
+        deferring: How many store calls under way keep ``pending`` pending (calls that touch no
+            column a pending change sets); every other call of the run sends it first.
     """
 
-    __slots__ = ("cache", "conn", "ensured", "interrupted", "locked", "run_memory", "run_row", "writing")
+    __slots__ = (
+        "cache",
+        "conn",
+        "deferring",
+        "ensured",
+        "interrupted",
+        "locked",
+        "pending",
+        "run_memory",
+        "run_row",
+        "writing",
+    )
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -44,6 +62,8 @@ class RunScope:
         self.cache: dict[tuple[str, str], Any] | None = None
         self.run_memory: str | None = None
         self.run_row: str | None = None
+        self.pending: dict[str, RowPatch] = {}
+        self.deferring = 0
 
     def begun(self) -> None:
         """Forget the previous transaction's locks and ensured memories (a new one began)."""

@@ -12,7 +12,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import ColumnElement, Connection, Engine, Row, select
 
@@ -30,6 +30,9 @@ from convmem_graph.store.locks import file_memory_lock
 from convmem_graph.store.schema import memories, messages, snapshots, summaries
 from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
+
+if TYPE_CHECKING:
+    from convmem_graph.store._row_patch import RowPatch
 
 __all__ = ["FTS_SECURE_DELETE", "SQLITE_EPISODES", "SqliteBackend", "SqliteEpisodeIndex"]
 
@@ -378,8 +381,20 @@ class SqliteBackend:
                 *raw.execute(STRONGEST_TEMPORARY, params).fetchall(),
             ]
 
-    def store_summary(self, conn: Connection, row: dict[str, Any], *, upto_seq: int, now_ms: int) -> None:
-        """Write the summary row, move the summary cursor and touch the memory."""
+    def store_summary(
+        self,
+        conn: Connection,
+        row: dict[str, Any],
+        *,
+        upto_seq: int,
+        now_ms: int,
+        held: RowPatch | None = None,
+    ) -> None:
+        """Write the summary row, move the summary cursor and touch the memory.
+
+        ``held`` is always ``None`` here: only a PostgreSQL run holds memory-row changes back.
+        """
+        assert held is None, "a SQLite store holds no memory-row change back"
         execute_upsert(conn, summaries, ("memory_id",), row)
         driver_execute(conn, _ADVANCE_SQL["summarized_seq"], (upto_seq, row["memory_id"], upto_seq))
         self.touch(conn, {"mid": row["memory_id"], "now": now_ms, "dirty": None})

@@ -75,7 +75,7 @@ class SummaryRecords(StoreCore):
             with self._driver() as raw:
                 return self._strongest.read(raw, memory_id, limit=limit, now_ms=now_ms)
         params = {"mid": memory_id, "limit": limit, "now": now_ms, "durable": False, "temporary": True}
-        rows = self._backend.summary_fact_rows(self._read, self._driver, params)
+        rows = self._backend.summary_fact_rows(self._read_keeping_row, self._driver, params)
         models = self._kept_facts.models(memory_id, rows)
         durable = [f for f in models if not f.transient]
         return durable, models[len(durable) :]
@@ -105,7 +105,9 @@ class SummaryRecords(StoreCore):
         check_memory_id(memory_id)
         before: Cursors | None = self._peek("cursors", memory_id)
         known = self._recall("summary", memory_id)
-        with self._write(memory_id, keeps=frozenset({"specs", "variables"}) | SAME_MESSAGES) as conn:
+        with self._write(
+            memory_id, keeps=frozenset({"specs", "variables"}) | SAME_MESSAGES, keeps_row=True
+        ) as conn:
             self._ensure(conn, memory_id, now_ms)
             old: Summary | None = _read_summary(conn, memory_id) if known is UNKNOWN else known
             version = 1 if old is None else (old.version if old.text == text else old.version + 1)
@@ -119,7 +121,9 @@ class SummaryRecords(StoreCore):
                 origin=origin,
             )
             row = {"memory_id": memory_id, **summary.model_dump()}
-            self._backend.store_summary(conn, row, upto_seq=upto_seq, now_ms=now_ms)
+            # The run's held-back changes of the row go inside the summary's own update of it.
+            held = self._take_held_row(memory_id)
+            self._backend.store_summary(conn, row, upto_seq=upto_seq, now_ms=now_ms, held=held)
         # What the run reads next (inject's snapshot, the next chunk's cursor) is known.
         self._remember("summary", memory_id, summary.model_copy())
         if before is not None:

@@ -246,7 +246,9 @@ class VariableRecords(StoreCore):
         # The values as they will be after this write, for the run's cache (a later read is free).
         after: dict[tuple[str, str], VariableValue] | None = None
         before: Cursors | None = self._peek("cursors", memory_id)
-        with self._write(memory_id, keeps=frozenset({"specs", "summary"}) | SAME_MESSAGES) as conn:
+        with self._write(
+            memory_id, keeps=frozenset({"specs", "summary"}) | SAME_MESSAGES, keeps_row=True
+        ) as conn:
             self._ensure(conn, memory_id, now_ms)
             in_run = self._cache() is not None
             stored = self._stored_values(memory_id) if in_run else var.read_values(conn, memory_id)
@@ -324,8 +326,11 @@ class VariableRecords(StoreCore):
             # Variables are inferred from the facts as they are now: the facts are not dirty any
             # more, unless a commit the caller still owes depends on this one's changes.
             dirty = int(any(name in changed for name in follow_up))
+            held = self._held_row(memory_id)
             if changed:
                 self._touch(conn, memory_id, now_ms, facts_dirty=dirty)
+            elif held is not None:  # a PostgreSQL run: sent with the run's next change of the row
+                held.set_dirty(dirty)
             else:
                 execute_rows(conn, Q.SET_FACTS_DIRTY, {"mid": memory_id, "dirty": dirty})
         if after is not None:
