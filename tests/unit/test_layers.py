@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
         "signatures",
         "_embedding_names",
         "_inline_background",
+        "_memory_state",
     ),
     ("accounting", "tracing", "embeddings"),
     ("models", "config"),
