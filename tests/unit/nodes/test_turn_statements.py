@@ -9,19 +9,17 @@ makes the older facts of its items into Fragments without those it already holds
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from convmem_graph.extractors.variables import DEFAULT_VARIABLE_SPECS
 from convmem_graph.nodes._inference import infer_from_store
 from convmem_graph.runner import Lifecycle
 from convmem_graph.state import RawInput
 from convmem_graph.store import MemoryStore
+from tests.statements import statements_from
 
 NOW = 1_767_312_000_000
 INFERRED = [s for s in DEFAULT_VARIABLE_SPECS if s.infer]
@@ -40,22 +38,6 @@ def _from_scratch(store: MemoryStore) -> dict[str, Any]:
     return {k: g.value for k, g in infer_from_store(store, "m", INFERRED, now_ms=NOW).items()}
 
 
-@contextmanager
-def _statements_from(store: MemoryStore, function: str) -> Iterator[list[str]]:
-    """The SQL statements executed while ``function`` (a convmem function's name) is on the stack."""
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if any(frame.name == function for frame in traceback.extract_stack()):
-            seen.append(statement)
-
-    event.listen(store.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(store.engine, "before_cursor_execute", record)
-
-
 @pytest.fixture
 def lc() -> Iterator[Lifecycle]:
     store = MemoryStore.from_url("sqlite://")
@@ -65,7 +47,7 @@ def lc() -> Iterator[Lifecycle]:
 
 def test_a_turn_that_keeps_its_language_reads_the_variables_once(lc: Lifecycle) -> None:
     _say(lc, "我对芒果过敏。", "我住在杭州。")
-    with _statements_from(lc.store, "update_variables") as seen:
+    with statements_from(lc.store, "update_variables") as seen:
         result = _say(lc, "我最近特别喜欢羽毛球。")
     assert "update_variables" in result.node_ms and "language" not in result.variables_changed
     reads = [s for s in seen if s.lstrip().startswith("SELECT") and "FROM cm_variables " in s]
@@ -115,7 +97,7 @@ def test_a_run_stopped_between_the_two_commits_is_completed_by_the_next(
 
 def test_summary_due_stops_at_a_short_page(lc: Lifecycle) -> None:
     _say(lc, "我对芒果过敏。")
-    with _statements_from(lc.store, "summary_due") as seen:
+    with statements_from(lc.store, "summary_due") as seen:
         result = _say(lc, "今天天气不错。")
     assert "summarize" not in result.node_ms  # too little new transcript: the read found it short
     assert len(seen) == 1, seen  # one page, shorter than a page: no second read

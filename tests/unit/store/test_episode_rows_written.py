@@ -14,20 +14,17 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import event
 
 from convmem_graph.models import Message
 from convmem_graph.store import MemoryStore
 from convmem_graph.store._episode_search import EPISODE_TABLE, rowid_range
 from convmem_graph.store.episodes import episode_text
+from tests.statements import statements_from
 
 T0 = 1_767_000_000_000
 WORDS = ["tea", "chess", "Lisbon", "running", "ok", "好的", "羽毛球", "pottery", "jazz", "!"]
@@ -101,22 +98,6 @@ def test_the_index_holds_every_stored_row_under_its_seq(tmp_path: Path, writes: 
             p.unlink()
 
 
-@contextmanager
-def _statements_in(store: MemoryStore, function: str) -> Iterator[list[str]]:
-    """The SQL statements executed while ``function`` is on the stack."""
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if any(frame.name == function for frame in traceback.extract_stack()):
-            seen.append(statement)
-
-    event.listen(store.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(store.engine, "before_cursor_execute", record)
-
-
 def test_a_batch_is_indexed_without_reading_its_rows_back(tmp_path: Path) -> None:
     store = MemoryStore.from_url(f"sqlite:///{tmp_path / 'm.db'}")
     try:
@@ -124,7 +105,7 @@ def test_a_batch_is_indexed_without_reading_its_rows_back(tmp_path: Path) -> Non
         batch = [
             _message("m", k, ["chess", str(k)], partial=False, channel="api", at=k) for k in range(2, 40)
         ]
-        with _statements_in(store, "add_messages") as seen:
+        with statements_from(store, "add_messages") as seen:
             store.add_messages("m", batch)
         reads = [
             s
