@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from convmem_graph._text_caches import holds_text
 from convmem_graph.text.cjk import WIDE
 
 if TYPE_CHECKING:  # LangChain is not imported at run time: a call start stays light
@@ -56,7 +57,7 @@ def _count(text: str) -> int:
 # A live turn's extractive summary counts the same ~85 fact sentences again every turn (and the
 # CJK scan is ~1.3 us a sentence): short texts are answered from here. Bounded in entries and, by
 # _MEMO_CHARS, in size (at most ~2 MB of keys); the count is a pure function of the text.
-_count_short = functools.lru_cache(maxsize=8192)(_count)
+_count_short = holds_text(functools.lru_cache(maxsize=8192)(_count))
 
 
 def count_message_tokens(messages: Sequence[BaseMessage], counter: TokenCounter = count_tokens) -> int:

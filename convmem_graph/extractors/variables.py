@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
+from convmem_graph._text_caches import holds_text
 from convmem_graph.extractors._field_match import generic_field
 from convmem_graph.extractors._precision import fits_variable
 from convmem_graph.extractors._taxonomy import DIETS_EN, DIETS_ZH
@@ -236,6 +237,7 @@ def _int_reader(name: str) -> Callable[[Fragment], int | None]:
     return read
 
 
+@holds_text
 @lru_cache(maxsize=4096)
 def hobby_item(key: str, content: str) -> str | None:
     """The hobby item a fact with canonical key ``key`` and wording ``content`` counts towards, if any.

@@ -27,6 +27,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from convmem_graph._text_caches import holds_text
 from convmem_graph.text.cjk import EAST_ASIAN
 
 __all__ = [
@@ -296,6 +297,7 @@ def _matches(text: str) -> bool:
     return any(t in low for t in _TRIGGERS) and _FLAG.search(text) is not None
 
 
+@holds_text
 @functools.lru_cache(maxsize=8192)  # call starts render the same stored texts again and again
 def looks_like_instruction(text: str) -> bool:
     """Return True when ``text`` or its skeleton matches one of :data:`INSTRUCTION_PATTERNS`.

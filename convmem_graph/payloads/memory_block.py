@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from convmem_graph._text_caches import holds_text
 from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot, Message, VariableValue
 from convmem_graph.payloads._clauses import clause_excerpt, question_clause
 from convmem_graph.payloads._quotes import format_date, local_date, resolve_relative_times, utc_offset_minutes
@@ -724,9 +725,10 @@ class _Pairs:
 
 #: :func:`question_clause` of found turns, cached: the next calls' queries find many of the same
 #: turns again (the function is pure; its answer is an immutable string or ``None``).
-_question_clause = functools.lru_cache(maxsize=16_384)(question_clause)
+_question_clause = holds_text(functools.lru_cache(maxsize=16_384)(question_clause))
 
 
+@holds_text
 @functools.lru_cache(maxsize=16_384)
 def _quoted_body(excerpt: str, day: date, language: Language) -> tuple[str, bool]:
     """A quote's excerpt with its relative times resolved, neutralized: cached as :data:`_question_clause`."""

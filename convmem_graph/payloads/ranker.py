@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from convmem_graph._text_caches import holds_text
 from convmem_graph.models import EpisodeSearch
 from convmem_graph.payloads.relevance import stem
 from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
@@ -110,6 +111,7 @@ def _holds_number(terms: tuple[str, ...]) -> bool:
 _KIND_ANSWERS = {"when": _holds_time, "count": _holds_number}
 
 
+@holds_text
 @functools.lru_cache(maxsize=16_384)
 def _holds(kind: QuestionKind, text: str) -> bool:
     # Cached: the same stored turns are found again by the next calls' queries.
@@ -159,6 +161,7 @@ def query_tokens(query: str) -> frozenset[str]:
     return frozenset(_tokens(search_terms(query, max_terms=_MAX_TERMS)))
 
 
+@holds_text
 @functools.lru_cache(maxsize=16_384)
 def _cached_terms(text: str) -> tuple[str, ...]:
     return tuple(text_terms(text))

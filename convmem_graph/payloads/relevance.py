@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from convmem_graph._text_caches import holds_text
 from convmem_graph.models import Fragment
 from convmem_graph.payloads.fusion import meaning_query
 from convmem_graph.text.terms import CJK_RUN as _CJK_RUN
@@ -95,6 +96,7 @@ def stem(word: str) -> str:
     return _stem(word)
 
 
+@holds_text
 @functools.lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
     # Cached: a conversation reuses a small vocabulary, and call start stems every candidate.

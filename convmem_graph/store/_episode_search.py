@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from convmem_graph._query_dates import DateSpan, date_spans
+from convmem_graph._text_caches import holds_text
 from convmem_graph.models import EpisodeHit, EpisodeSearch, Message
 from convmem_graph.store._rows import MESSAGE_COLUMN_NAMES, row_to_message
 from convmem_graph.text.terms import search_terms
@@ -56,6 +57,7 @@ _CONTENT = MESSAGE_COLUMN_NAMES.index("content")
 Run = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
 
 
+@holds_text
 @functools.lru_cache(maxsize=1024)
 def bucket(memory_id: str) -> int:
     """The memory's bucket: the high bits of its SQLite rowids and its PostgreSQL lexemes' prefix."""

@@ -57,6 +57,11 @@ class SnapshotJson:
         self.reused = 0
         self.serialized = 0
 
+    def forget(self, memory_id: str) -> None:
+        """Keep nothing of ``memory_id`` (it was deleted or purged)."""
+        with self._lock:
+            self._kept.pop(memory_id, None)
+
     def dumps(self, snapshot: MemorySnapshot) -> str:
         """The snapshot's JSON: what ``snapshot.model_dump_json()`` returns."""
         memory_id = snapshot.memory_id

@@ -83,6 +83,11 @@ class KeptFacts:
         self._kept: OrderedDict[str, dict[str, tuple[tuple[Any, ...], Fragment]]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def forget(self, memory_id: str) -> None:
+        """Keep nothing of ``memory_id`` (it was deleted or purged)."""
+        with self._lock:
+            self._kept.pop(memory_id, None)
+
     def models(self, memory_id: str, rows: Iterable[Sequence[Any]]) -> list[Fragment]:
         """A model for each row, in order: the one kept for an equal row, else a new one.
 
@@ -245,6 +250,11 @@ class StrongestRows:
         self._lock = threading.Lock()
         self.full_reads = 0
         self.delta_reads = 0
+
+    def forget(self, memory_id: str) -> None:
+        """Keep nothing of ``memory_id`` (it was deleted or purged)."""
+        with self._lock:
+            self._kept.pop(memory_id, None)
 
     def clear(self) -> None:
         """Keep nothing (a write failed: what was read inside its transaction may be gone)."""

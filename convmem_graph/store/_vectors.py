@@ -537,6 +537,13 @@ def _check(conn: Connection, memory_id: str, model: str) -> tuple[int | None, in
     return token, newest, cached, fresh
 
 
+def forget_matrices(memory_id: str) -> None:
+    """Drop this process's cached matrices of ``memory_id`` (every store and model): it was deleted."""
+    with _lock:
+        for key in [k for k in _cache if k[1] == memory_id]:
+            del _cache[key]
+
+
 def _matrix(conn: Connection, memory_id: str, model: str) -> _Matrix:
     """The memory's cached matrix, read (or extended by what was appended) first when stale."""
     token, newest, cached, fresh = _check(conn, memory_id, model)

@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import PoolProxiedConnection
 
 from convmem_graph._ids import check_identifier
+from convmem_graph._text_caches import forget_texts
 from convmem_graph.errors import ConvMemError
 from convmem_graph.models import (
     MemorySnapshot,
@@ -184,6 +185,24 @@ class StoreCore:
             for pooled, _ in spare:
                 pooled.close()
         self.engine.dispose()
+
+    def _forget_in_process(self, memory_id: str) -> None:
+        """Drop what this process keeps of ``memory_id``'s texts: it was deleted, or turns were purged.
+
+        The parsed snapshot and fact rows kept for call starts, the memory's cached vector
+        matrices, and the memos of stored text (:mod:`convmem_graph._text_caches`, shared by every
+        memory, so emptied whole). Other processes keep theirs until they read the memory again.
+        """
+        with self._parsed_lock:
+            self._parsed.pop(memory_id, None)
+        self._kept_facts.forget(memory_id)
+        self._strongest.forget(memory_id)
+        self._snapshot_json.forget(memory_id)
+        # Imported here: only a store that searched vectors has it loaded, and it needs NumPy.
+        from convmem_graph.store._vectors import forget_matrices
+
+        forget_matrices(memory_id)
+        forget_texts()
 
     @property
     def backend(self) -> SqliteBackend | PostgresBackend:

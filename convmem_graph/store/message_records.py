@@ -346,6 +346,7 @@ class MessageRecords(StoreCore):
                 )
                 self._touch(conn, memory_id, now)
         if count:
+            self._forget_in_process(memory_id)
             logger.info("purged %d messages of memory %r", count, memory_id)
         return count
 

@@ -188,6 +188,7 @@ class MemoryStore(MessageRecords, FactRecords, VariableRecords, SummaryRecords, 
                         scope.ensured.discard(memory_id)
                         if scope.run_row == memory_id:
                             scope.run_row = None
+        self._forget_in_process(memory_id)
         if checkpointer is not None:
             checkpointer.delete_thread(memory_id)
         logger.info("deleted memory %r (%d rows)", memory_id, deleted)

@@ -27,6 +27,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from convmem_graph._text_caches import holds_text
 from convmem_graph.text.cjk import IDEOGRAPHS
 
 __all__ = [
@@ -97,6 +98,7 @@ def normalize_key(key: str, default_prefix: str = "") -> str:
     return ":".join([subject_key(prefix), *(p for p in parts if p)])
 
 
+@holds_text
 @lru_cache(maxsize=8192)
 def canonical_key(key: str) -> str:
     """Return the key as compared on read: :func:`normalize_key` plus legacy prefixes mapped.

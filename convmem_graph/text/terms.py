@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import cast
 
+from convmem_graph._text_caches import holds_text
 from convmem_graph.text.cjk import SCRIPTS
 
 __all__ = ["CJK_RUN", "bigrams", "search_terms", "stem", "stemmed_terms"]
@@ -96,6 +97,8 @@ def _latin_terms(chunk: str) -> list[str]:
     return [w for w in _WORD.findall(chunk.lower()) if len(w) >= 2 and w not in _EN_STOP]
 
 
+# Registered: the stemmer keeps its own cache of the words it stemmed; a new one starts empty.
+@holds_text
 @functools.cache
 def _stem_words() -> Callable[[list[str]], list[str]]:
     try:

@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_embedding_names",
         "_inline_background",
         "_memory_state",
+        "_text_caches",
     ),
     ("accounting", "tracing", "embeddings"),
     ("models", "config"),
