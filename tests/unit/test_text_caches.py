@@ -24,7 +24,6 @@ T0 = 1_767_268_800_000
 
 #: Memos whose keys and answers never hold stored text (a user's words, a memory id), and why.
 HOLDS_NO_TEXT = {
-    "convmem_graph.text.sentences._drop_table": "no argument: a translation table of punctuation",
     "convmem_graph.payloads._sanitize._skeleton_table": "no argument: Unicode's confusables",
     "convmem_graph.store._episode_search._postings_sql": "keyed by a term count",
     "convmem_graph.payloads.memory_block._header_tokens": "keyed by language and token counter",
