@@ -215,15 +215,15 @@ def test_the_payload_ranks_facts_by_meaning_too(tmp_path: Path) -> None:
         # The block reads the facts' stored vectors (written off the request path): until they
         # are written the facts rank by their words, and the call start embeds only the query.
         before = m.payload(
-            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=40, recent_turns=0
+            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=33, recent_turns=0
         )
         assert "crowds" in before[0]["content"] and "mango" not in before[0]["content"]
         assert m.embed_facts("u_1") == 2
-        body = m.payload("u_1", "openai", query="any fruit I should avoid?", budget_tokens=40, recent_turns=0)
+        body = m.payload("u_1", "openai", query="any fruit I should avoid?", budget_tokens=33, recent_turns=0)
         assert "mango" in body[0]["content"]
         m.embeddings = None
         lexical = m.payload(
-            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=40, recent_turns=0
+            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=33, recent_turns=0
         )
         assert "crowds" in lexical[0]["content"] and "mango" not in lexical[0]["content"]
     finally:
@@ -249,8 +249,8 @@ def test_a_transcript_query_is_searched_by_meaning_through_the_users_lines(tmp_p
         assert m.embed_turns("u_1") == 3
         query = "Bart: Packing snacks for a trip.\nAssistant: Coffee keeps you up.\nBart: Any fruit to skip?"
         block = m.memory_block("u_1", query, budget_tokens=200).text
-        assert "User: I'm allergic to mango." in block  # quoted
-        assert "User: I drink green tea" not in block
+        assert "] I'm allergic to mango." in block  # quoted, under its date
+        assert "I drink green tea" not in block
         assert emb.queries[-1] == "Packing snacks for a trip.\nAny fruit to skip?"
     finally:
         m.close()

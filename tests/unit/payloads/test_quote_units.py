@@ -176,9 +176,10 @@ def test_quotes_of_one_day_share_its_date_and_the_budget_holds() -> None:
     text, ids = _block(hits, "kayak")
     assert sorted(ids) == ["a", "b", "c"]
     lines = text.splitlines()
-    assert lines[2] == "[8 May 2023] User: The kayak trip starts at the north pier."
-    assert lines[3] == "User: Bring a dry bag for the kayak."
-    assert lines[4] == "[11 May 2023] User: The kayak got a new paddle."
+    assert lines[1].endswith("Quotes with no speaker are the user's.")
+    assert lines[2] == "[8 May 2023] The kayak trip starts at the north pier."
+    assert lines[3] == "Bring a dry bag for the kayak."
+    assert lines[4] == "[11 May 2023] The kayak got a new paddle."
     for budget in range(30, 90, 3):
         _block(hits, "kayak", budget)  # a day's date is paid by its first quote: within budget
 

@@ -224,9 +224,7 @@ def test_quoted_turns_carry_their_date_and_compete_with_facts() -> None:
         fragments=[Fragment(id="f1", memory_id="m", content="User likes tea.", key="pref:tea", updated_at=1)],
     )
     block = build_memory_block(snap, MemoryBlockOptions(query="When was the pottery class?", language="en"))
-    assert (
-        "[8 May 2023] User: I went to the pottery class yesterday (7 May 2023) and made a bowl." in block.text
-    )
+    assert "[8 May 2023] I went to the pottery class yesterday (7 May 2023) and made a bowl." in block.text
     assert block.included_turn_ids == ["t1"]  # no query term in t2: never quoted
     lines = block.text.splitlines()
     # The matching turn outranks the unrelated fact, so a tight budget keeps the turn.
