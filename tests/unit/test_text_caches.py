@@ -27,6 +27,7 @@ HOLDS_NO_TEXT = {
     "convmem_graph.payloads._sanitize._skeleton_table": "no argument: Unicode's confusables",
     "convmem_graph.store._episode_search._postings_sql": "keyed by a term count",
     "convmem_graph.payloads.memory_block._header_tokens": "keyed by language and token counter",
+    "convmem_graph.payloads.memory_block._quote_note_tokens": "keyed by language and token counter",
     "convmem_graph.checkpoints.postgres._saver_class": "no argument: a class",
     "convmem_graph.checkpoints.namespace._channels": "no argument: the graph's channel names",
     "convmem_graph.store.postgres._pg_followed_sql": "keyed by a flag: SQL text",
