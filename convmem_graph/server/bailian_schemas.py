@@ -188,8 +188,9 @@ class ProfileSchemaStore:
     """
 
     def __init__(self, store: MemoryStore) -> None:
-        # The table is the store's (created by its migrations when it opened).
+        # The table is the store's registry's; an optional one, which a SQLite file gets here.
         self.store = store
+        store.ensure_tables(profile_schemas)
 
     def create(self, schema: ProfileSchema) -> str:
         """Store a schema and return its new id (``ps_`` + 24 hex digits)."""
