@@ -239,3 +239,33 @@ def test_two_connections_racing_the_first_writes_make_each_table_once(tmp_path: 
     finally:
         for s in stores:
             s.close()
+
+
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "store_v0_1_0.sqlite"
+
+
+def test_an_older_file_keeps_its_optional_tables_and_their_rows(tmp_path: Path) -> None:
+    """A v0.1.0 file: the optional tables it had stay with their rows; the ones it lacked wait for a write."""
+    path = tmp_path / "old.db"
+    path.write_bytes(FIXTURE.read_bytes())
+
+    def counts() -> dict[str, int]:
+        with closing(sqlite3.connect(path)) as conn:
+            names = _tables(path) & OPTIONAL_TABLE_NAMES
+            return {n: int(conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0]) for n in names}
+
+    before = counts()
+    assert set(before) >= {"cm_dead_letters", "cm_serve_inbox", "cm_im_pull_cursors"}
+    assert "cm_turn_vectors" not in before  # that version had no vectors
+    store = MemoryStore.from_url(str(path))
+    try:
+        assert counts() == before  # the open's migrations made none and dropped none
+        assert len(store.list_dead_letters("mem_fixture")) == before["cm_dead_letters"]
+        assert store.delete_memory("mem_fixture") is True
+        assert set(_rows_of(store, "mem_fixture").values()) <= {0}
+        _turn_vector(store, "mem_new", 1)  # the first vectors make their tables in the old file too
+    finally:
+        store.close()
+    assert {"cm_turn_vectors", "cm_turn_vector_stamps"} <= _tables(path)
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
