@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from convmem_graph.cli._common import add_db_argument, env_settings, open_memory, subcommand
+from convmem_graph.store._optional import ensure_tables, present
 from convmem_graph.store.registry import pull_cursors
 
 __all__ = ["pull_im", "register"]
@@ -92,11 +93,16 @@ def pull_im(
     now = int(time.time())
     if since is None:
         with store.read() as conn:
-            row = conn.execute(
-                select(pull_cursors.c.last_time).where(
-                    pull_cursors.c.user_id == user, pull_cursors.c.bot_id == bot
-                )
-            ).first()
+            # A SQLite file has the cursors' table from its first pull on (store._optional).
+            row = (
+                conn.execute(
+                    select(pull_cursors.c.last_time).where(
+                        pull_cursors.c.user_id == user, pull_cursors.c.bot_id == bot
+                    )
+                ).first()
+                if present(conn, pull_cursors)
+                else None
+            )
         # One second of overlap: several messages share a second; re-read ones are not stored twice.
         since = int(row[0]) - 1 if row is not None else now - _DEFAULT_LOOKBACK_S
     until = now if until is None else until
@@ -117,6 +123,7 @@ def pull_im(
         from convmem_graph.store.engine import execute_upsert
 
         with store.transaction() as conn:
+            ensure_tables(conn, pull_cursors)
             execute_upsert(
                 conn,
                 pull_cursors,

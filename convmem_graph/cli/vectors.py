@@ -93,23 +93,30 @@ def _status(mem: ConvMemory, memory_ids: list[str]) -> list[dict[str, object]]:
     from sqlalchemy import func, select
 
     from convmem_graph.store._fact_vectors import fact_vector_plan, fact_vectors
+    from convmem_graph.store._optional import present
     from convmem_graph.store._vectors import current_model, turn_vectors
     from convmem_graph.store.schema import fragments, messages
 
     rows: list[dict[str, object]] = []
     with mem.store.read() as conn:
+        # A SQLite file makes the vector tables with its first vectors (store._optional).
+        turns_embedded, facts_embedded = present(conn, turn_vectors), present(conn, fact_vectors)
         for memory_id in memory_ids:
             turns = conn.execute(
                 select(func.count())
                 .select_from(messages)
                 .where(messages.c.memory_id == memory_id, messages.c.content != "")
             ).scalar_one()
-            by_model = conn.execute(
-                select(turn_vectors.c.model, func.count())
-                .where(turn_vectors.c.memory_id == memory_id)
-                .group_by(turn_vectors.c.model)
-                .order_by(turn_vectors.c.model)
-            ).all()
+            by_model = (
+                conn.execute(
+                    select(turn_vectors.c.model, func.count())
+                    .where(turn_vectors.c.memory_id == memory_id)
+                    .group_by(turn_vectors.c.model)
+                    .order_by(turn_vectors.c.model)
+                ).all()
+                if turns_embedded
+                else []
+            )
             facts = [
                 str(text)
                 for (text,) in conn.execute(
@@ -119,12 +126,19 @@ def _status(mem: ConvMemory, memory_ids: list[str]) -> list[dict[str, object]]:
                 )
             ]
             embeddable = sum(1 for text in facts if text.strip())
-            fact_models = conn.execute(
-                select(fact_vectors.c.model)
-                .where(fact_vectors.c.memory_id == memory_id)
-                .distinct()
-                .order_by(fact_vectors.c.model)
-            ).scalars()
+            fact_models: list[str] = (
+                [
+                    str(m)
+                    for m in conn.execute(
+                        select(fact_vectors.c.model)
+                        .where(fact_vectors.c.memory_id == memory_id)
+                        .distinct()
+                        .order_by(fact_vectors.c.model)
+                    ).scalars()
+                ]
+                if facts_embedded
+                else []
+            )
             rows.append(
                 {
                     "memory_id": memory_id,

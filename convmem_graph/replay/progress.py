@@ -17,6 +17,7 @@ from sqlalchemy import or_
 
 from convmem_graph.state import MAX_DEAD_LETTERS_PER_RUN
 from convmem_graph.store import MemoryStore
+from convmem_graph.store._optional import present
 from convmem_graph.store.registry import replay_progress
 from convmem_graph.store.schema import dead_letters
 
@@ -88,6 +89,8 @@ def forget_replay_file(store: MemoryStore, path: str | Path) -> int:
     like = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     with store.transaction() as conn:
         deleted = int(conn.execute(replay_progress.delete().where(replay_progress.c.path == name)).rowcount)
+        if not present(conn, dead_letters):
+            return deleted  # a SQLite file that never kept a dead letter (store._optional)
         stmt = dead_letters.delete().where(
             dead_letters.c.memory_id.is_(None),
             or_(

@@ -37,7 +37,7 @@ MAX_META_BYTES = 4096
 
 
 class NodeMetaStore:
-    """Per-node free-form metadata in the store's database (its table comes with the store's migrations).
+    """Per-node free-form metadata in the store's database (an optional table of its registry).
 
     Args:
         store: The memory store whose database holds the table.
@@ -45,6 +45,7 @@ class NodeMetaStore:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
+        store.ensure_tables(node_meta)  # a SQLite file gets it here (store._optional)
 
     def get_many(self, memory_id: str, node_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Return the metadata of those of ``node_ids`` that have any."""

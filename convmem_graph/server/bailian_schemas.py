@@ -3,10 +3,10 @@
 A Bailian profile schema (``CreateProfileSchema``) is a named list of attributes that applies to
 every user of a workspace; a convmem variable schema belongs to one memory. A schema is therefore
 stored once here (table ``cm_bailian_profile_schemas``, declared in the store's registry and
-created by its migrations) and, when ``AddMemory`` names it, its attributes are added to that user's variable
-schema. Attribute names map to variable names: a label of the default schema (``城市``, ``City``)
-is that variable (``city``); another identifier-like name is kept; any other name becomes
-``attr_<digest>``.
+created by its migrations; on SQLite by this class's first use) and, when ``AddMemory`` names it,
+its attributes are added to that user's variable schema. Attribute names map to variable names:
+a label of the default schema (``城市``, ``City``) is that variable (``city``); another
+identifier-like name is kept; any other name becomes ``attr_<digest>``.
 
 Example:
     >>> variable_name("城市"), variable_name("favourite_team"), variable_name("口味偏好")
@@ -188,8 +188,9 @@ class ProfileSchemaStore:
     """
 
     def __init__(self, store: MemoryStore) -> None:
-        # The table is the store's (created by its migrations when it opened).
+        # The table is the store's registry's; an optional one, which a SQLite file gets here.
         self.store = store
+        store.ensure_tables(profile_schemas)
 
     def create(self, schema: ProfileSchema) -> str:
         """Store a schema and return its new id (``ps_`` + 24 hex digits)."""

@@ -81,8 +81,10 @@ class Inbox:
     """Durable delivery rows and TRTC task routing, in the memory store's database."""
 
     def __init__(self, store: MemoryStore) -> None:
-        # The tables are the store's (created and upgraded by its migrations when it opened).
+        # The tables are the store's registry's (upgraded by its migrations when it opened);
+        # optional ones, which a SQLite file gets here, before the first read of them.
         self.store = store
+        store.ensure_tables(inbox_table, tasks_table)
         self._lock = threading.Lock()
         self._pending = self._count_pending()
 

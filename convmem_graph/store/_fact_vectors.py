@@ -42,7 +42,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import BigInteger, Column, Connection, LargeBinary, String, Table, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError
 
+from convmem_graph.store._optional import ensure_tables, is_missing, present
 from convmem_graph.store._vectors import VECTOR_METADATA
 from convmem_graph.store.engine import chunked
 from convmem_graph.store.schema import fragments
@@ -157,6 +159,7 @@ def write_fact_vectors(
         }
         for fid in keep
     ]
+    ensure_tables(conn, fact_vectors, fact_vector_stamps)  # a SQLite file's first vectors make them
     for part in chunked(keep):
         conn.execute(
             delete(fact_vectors).where(
@@ -175,6 +178,8 @@ def delete_fact_vectors(
 ) -> int:
     """Delete the memory's fact vectors (of these facts; every model's unless ``model``); how many."""
     gone = 0
+    if not present(conn, fact_vectors):
+        return gone  # no vector was ever stored in this (SQLite) file
     where = [fact_vectors.c.memory_id == memory_id]
     if model is not None:
         where.append(fact_vectors.c.model == model)
@@ -218,11 +223,16 @@ def fact_vector_plan(conn: Connection, memory_id: str, model: str) -> FactVector
     }
     valid: set[str] = set()
     stale: list[tuple[str, str]] = []
-    for fid, row_model, digest in conn.execute(
-        select(fact_vectors.c.fragment_id, fact_vectors.c.model, fact_vectors.c.digest).where(
-            fact_vectors.c.memory_id == memory_id
-        )
-    ):
+    stored = (
+        conn.execute(
+            select(fact_vectors.c.fragment_id, fact_vectors.c.model, fact_vectors.c.digest).where(
+                fact_vectors.c.memory_id == memory_id
+            )
+        ).all()
+        if present(conn, fact_vectors)
+        else []  # a SQLite file with no vector yet
+    )
+    for fid, row_model, digest in stored:
         text = active.get(str(fid))
         if text is None or content_digest(text) != int(digest):
             stale.append((str(fid), str(row_model)))
@@ -276,7 +286,12 @@ def stored_fact_vectors(
     # Through the driver: SQLAlchemy's compile and result handling of a Core select cost more
     # than the primary-key seek itself (as for the turns' check in _vectors._check).
     mark = "%s" if conn.dialect.name == "postgresql" else "?"
-    stamp = conn.exec_driver_sql(_TOKEN_SQL.replace("?", mark), (memory_id,)).first()
+    try:
+        stamp = conn.exec_driver_sql(_TOKEN_SQL.replace("?", mark), (memory_id,)).first()
+    except DBAPIError as error:
+        if not is_missing(conn, error, fact_vector_stamps):
+            raise
+        return {}  # a SQLite file with no fact vector yet (the tables come with the first)
     token = None if stamp is None else int(stamp[0])
     key = (id(conn.engine), memory_id, model)
     with _lock:

@@ -7,7 +7,7 @@ Written by ``python -m convmem_graph.store._kept_script`` from the migrations' o
 from __future__ import annotations
 
 #: The schema stamp this script was recorded under.
-STAMP = 1800901893
+STAMP = 492845520
 
 #: (statement, parameters) in order; the migration records' ``applied_at`` is set at each open.
 SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
@@ -49,29 +49,6 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     (
         (
             "\n"
-            "CREATE TABLE cm_dead_letters (\n"
-            "\tid INTEGER NOT NULL, \n"
-            "\tmemory_id VARCHAR, \n"
-            "\titem_key VARCHAR(40) NOT NULL, \n"
-            "\tsource VARCHAR(64) NOT NULL, \n"
-            "\traw TEXT NOT NULL, \n"
-            "\terror TEXT NOT NULL, \n"
-            "\tpath TEXT NOT NULL, \n"
-            "\tcreated_at INTEGER NOT NULL, \n"
-            "\tCONSTRAINT pk_cm_dead_letters PRIMARY KEY (id), \n"
-            "\tCONSTRAINT uq_cm_dead_letters_item_key UNIQUE (item_key)\n"
-            ")\n"
-            "\n"
-        ),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_dead_letters_memory_id ON cm_dead_letters (memory_id)"),
-        (),
-    ),
-    (
-        (
-            "\n"
             "CREATE TABLE cm_messages (\n"
             "\tseq INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT, \n"
             "\tmemory_id VARCHAR NOT NULL, \n"
@@ -98,11 +75,11 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        ("CREATE INDEX ix_cm_messages_memory_id_seq ON cm_messages (memory_id, seq)"),
+        ("CREATE INDEX ix_cm_messages_memory_id_timestamp_ms ON cm_messages (memory_id, timestamp_ms)"),
         (),
     ),
     (
-        ("CREATE INDEX ix_cm_messages_memory_id_timestamp_ms ON cm_messages (memory_id, timestamp_ms)"),
+        ("CREATE INDEX ix_cm_messages_memory_id_seq ON cm_messages (memory_id, seq)"),
         (),
     ),
     (
@@ -149,6 +126,10 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
+        ("CREATE INDEX ix_cm_fragments_underived ON cm_fragments (memory_id) WHERE ckey IS NULL"),
+        (),
+    ),
+    (
         (
             "CREATE INDEX ix_cm_fragments_family ON cm_fragments (memory_id, status, "
             "transient, substr(ckey, 1, instr(ckey, ':')), observed_at, updated_at, c"
@@ -157,7 +138,10 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        ("CREATE INDEX ix_cm_fragments_underived ON cm_fragments (memory_id) WHERE ckey IS NULL"),
+        (
+            "CREATE INDEX ix_cm_fragments_recent_pet ON cm_fragments (memory_id, stat"
+            "us, updated_at, created_at, id) WHERE substr(ckey, 1, 4) = 'pet:'"
+        ),
         (),
     ),
     (
@@ -179,27 +163,20 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        (
-            "CREATE INDEX ix_cm_fragments_recent_pet ON cm_fragments (memory_id, stat"
-            "us, updated_at, created_at, id) WHERE substr(ckey, 1, 4) = 'pet:'"
-        ),
-        (),
-    ),
-    (
         ("CREATE INDEX ix_cm_fragments_recent ON cm_fragments (memory_id, status, updated_at)"),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_expiring ON cm_fragments (memory_id, transi"
-            "ent, expires_at) WHERE expires_at IS NOT NULL"
-        ),
         (),
     ),
     (
         (
             "CREATE INDEX ix_cm_fragments_rank ON cm_fragments (memory_id, status, tr"
             "ansient DESC, confidence, observed_at, updated_at, id DESC)"
+        ),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_expiring ON cm_fragments (memory_id, transi"
+            "ent, expires_at) WHERE expires_at IS NOT NULL"
         ),
         (),
     ),
@@ -310,52 +287,6 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     (
         (
             "\n"
-            "CREATE TABLE cm_serve_inbox (\n"
-            "\tseq INTEGER NOT NULL, \n"
-            "\tvendor VARCHAR(16) NOT NULL, \n"
-            "\tdelivery_key VARCHAR(128) NOT NULL, \n"
-            "\treceived_ms INTEGER NOT NULL, \n"
-            "\tevent INTEGER, \n"
-            "\ttask_id VARCHAR(256), \n"
-            "\tmemory_id VARCHAR(256), \n"
-            "\tstatus VARCHAR(16) NOT NULL, \n"
-            "\tnote TEXT, \n"
-            "\tbody TEXT NOT NULL, \n"
-            "\tround_id VARCHAR(256), \n"
-            "\tPRIMARY KEY (seq), \n"
-            "\tUNIQUE (delivery_key)\n"
-            ")\n"
-            "\n"
-        ),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_serve_inbox_task_id ON cm_serve_inbox (task_id)"),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_serve_inbox_status_seq ON cm_serve_inbox (status, seq)"),
-        (),
-    ),
-    (
-        (
-            "\n"
-            "CREATE TABLE cm_serve_tasks (\n"
-            "\ttask_id VARCHAR(256) NOT NULL, \n"
-            "\tmemory_id VARCHAR(256), \n"
-            "\thuman_id VARCHAR(256), \n"
-            "\tbot_id VARCHAR(256), \n"
-            "\tupdated_ms INTEGER NOT NULL, \n"
-            "\tPRIMARY KEY (task_id)\n"
-            ")\n"
-            " WITHOUT ROWID\n"
-            "\n"
-        ),
-        (),
-    ),
-    (
-        (
-            "\n"
             "CREATE TABLE cm_replay_progress (\n"
             "\tfile_key VARCHAR(64) NOT NULL, \n"
             "\tpath VARCHAR(1024) NOT NULL, \n"
@@ -371,39 +302,6 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     ),
     (
         ("CREATE INDEX ix_cm_replay_progress_memory_id ON cm_replay_progress (memory_id)"),
-        (),
-    ),
-    (
-        (
-            "\n"
-            "CREATE TABLE cm_im_pull_cursors (\n"
-            "\tuser_id VARCHAR(256) NOT NULL, \n"
-            "\tbot_id VARCHAR(256) NOT NULL, \n"
-            "\tlast_time INTEGER NOT NULL, \n"
-            "\tmemory_id VARCHAR(256), \n"
-            "\tPRIMARY KEY (user_id, bot_id)\n"
-            ")\n"
-            " WITHOUT ROWID\n"
-            "\n"
-        ),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_im_pull_cursors_memory_id ON cm_im_pull_cursors (memory_id)"),
-        (),
-    ),
-    (
-        (
-            "\n"
-            "CREATE TABLE cm_bailian_profile_schemas (\n"
-            "\tid VARCHAR(64) NOT NULL, \n"
-            "\tbody TEXT NOT NULL, \n"
-            "\tcreated_at INTEGER NOT NULL, \n"
-            "\tPRIMARY KEY (id)\n"
-            ")\n"
-            " WITHOUT ROWID\n"
-            "\n"
-        ),
         (),
     ),
     (
@@ -498,24 +396,6 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (2, "language counts", 0),
     ),
     (
-        (
-            "\n"
-            "CREATE TABLE cm_turn_vectors (\n"
-            "\tmemory_id VARCHAR(256) NOT NULL, \n"
-            "\tseq INTEGER NOT NULL, \n"
-            "\tmodel VARCHAR(128) NOT NULL, \n"
-            "\tvec BLOB NOT NULL, \n"
-            "\tPRIMARY KEY (memory_id, seq, model)\n"
-            ")\n"
-            "\n"
-        ),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_turn_vectors_model ON cm_turn_vectors (memory_id, model, seq)"),
-        (),
-    ),
-    (
         ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
         (3, "turn vectors", 0),
     ),
@@ -542,36 +422,8 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (4, "round interruptions", 0),
     ),
     (
-        (
-            "\n"
-            "CREATE TABLE cm_bailian_node_meta (\n"
-            "\tmemory_id VARCHAR(256) NOT NULL, \n"
-            "\tnode_id VARCHAR(256) NOT NULL, \n"
-            "\tbody TEXT NOT NULL, \n"
-            "\tupdated_at INTEGER NOT NULL, \n"
-            "\tPRIMARY KEY (memory_id, node_id)\n"
-            ")\n"
-            " WITHOUT ROWID\n"
-            "\n"
-        ),
-        (),
-    ),
-    (
         ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
         (5, "bailian node metadata", 0),
-    ),
-    (
-        (
-            "\n"
-            "CREATE TABLE cm_turn_vector_stamps (\n"
-            "\tmemory_id VARCHAR(256) NOT NULL, \n"
-            "\ttoken BIGINT NOT NULL, \n"
-            "\tPRIMARY KEY (memory_id)\n"
-            ")\n"
-            " WITHOUT ROWID\n"
-            "\n"
-        ),
-        (),
     ),
     (
         ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
@@ -580,34 +432,6 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     (
         ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
         (7, "pgvector turn vectors", 0),
-    ),
-    (
-        (
-            "\n"
-            "CREATE TABLE cm_fact_vectors (\n"
-            "\tmemory_id VARCHAR(256) NOT NULL, \n"
-            "\tfragment_id VARCHAR(256) NOT NULL, \n"
-            "\tmodel VARCHAR(128) NOT NULL, \n"
-            "\tdigest BIGINT NOT NULL, \n"
-            "\tvec BLOB NOT NULL, \n"
-            "\tPRIMARY KEY (memory_id, fragment_id, model)\n"
-            ")\n"
-            "\n"
-        ),
-        (),
-    ),
-    (
-        (
-            "\n"
-            "CREATE TABLE cm_fact_vector_stamps (\n"
-            "\tmemory_id VARCHAR(256) NOT NULL, \n"
-            "\ttoken BIGINT NOT NULL, \n"
-            "\tPRIMARY KEY (memory_id)\n"
-            ")\n"
-            " WITHOUT ROWID\n"
-            "\n"
-        ),
-        (),
     ),
     (
         ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),

@@ -66,12 +66,15 @@ from sqlalchemy import (
     Table,
     delete,
     select,
+    true,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError
 
 from convmem_graph.models import EpisodeHit, EpisodeSearch
 from convmem_graph.store._episode_search import read_messages
+from convmem_graph.store._optional import ensure_tables, is_missing, present
 from convmem_graph.store._pgvector import (
     pg_delete_matching,
     pg_delete_seqs,
@@ -286,6 +289,7 @@ def write_vectors(
     if not seqs:
         return 0
     values = [{"memory_id": memory_id, "seq": s, "model": model, "vec": _pack(wanted[s])} for s in seqs]
+    ensure_tables(conn, turn_vectors, turn_vector_stamps)  # a SQLite file's first vectors make them
     _set_token(conn, memory_id, renew=False)
     if min(seqs) <= _newest(conn, memory_id, model):
         # Not an append after the newest: caches cannot tell it from their copy, so they reload.
@@ -366,9 +370,12 @@ def missing_vectors(conn: Connection, memory_id: str, model: str, limit: int) ->
     speaker; a voice's own turn before is most often another subject, not this turn's context).
     A turn whose only vector by ``model`` was made from an older form of that text counts as missing.
     """
-    have = select(turn_vectors.c.seq).where(
-        turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == vector_key(model)
-    )
+    without: ColumnElement[bool] = true()  # a SQLite file with no vector yet: every turn lacks one
+    if present(conn, turn_vectors):
+        have = select(turn_vectors.c.seq).where(
+            turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == vector_key(model)
+        )
+        without = messages.c.seq.not_in(have)
     rows = conn.execute(
         select(
             messages.c.seq,
@@ -378,7 +385,7 @@ def missing_vectors(conn: Connection, memory_id: str, model: str, limit: int) ->
             messages.c.timestamp_ms,
             messages.c.metadata,
         )
-        .where(messages.c.memory_id == memory_id, messages.c.seq.not_in(have), messages.c.content != "")
+        .where(messages.c.memory_id == memory_id, without, messages.c.content != "")
         .order_by(messages.c.seq)
         .limit(limit)
     ).all()
@@ -426,6 +433,8 @@ def _adjacent(conn: Connection, memory_id: str, earlier: int, later: int) -> boo
 
 def delete_message_vectors(conn: Connection, memory_id: str, *where: ColumnElement[bool]) -> None:
     """Delete the vectors of the memory's messages matching ``where`` (all when none), before they go."""
+    if not present(conn, turn_vectors):
+        return  # no vector was ever stored in this (SQLite) file
     gone = delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id)
     if where:
         chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
@@ -438,7 +447,7 @@ def delete_message_vectors(conn: Connection, memory_id: str, *where: ColumnEleme
 
 def delete_seq_vectors(conn: Connection, memory_id: str, seqs: Sequence[int]) -> None:
     """Delete the vectors of the given seqs of one memory."""
-    if not seqs:
+    if not seqs or not present(conn, turn_vectors):
         return
     if pgvector_schema(conn) is not None:
         pg_delete_seqs(conn, memory_id, seqs)
@@ -474,6 +483,8 @@ def _quantize(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _read(conn: Connection, memory_id: str, model: str, after: int) -> tuple[list[int], list[bytes]]:
     seqs: list[int] = []
     blobs: list[bytes] = []
+    if not present(conn, turn_vectors):
+        return seqs, blobs  # a SQLite file with no vector yet
     query = select(turn_vectors.c.seq, turn_vectors.c.vec).where(
         turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == model, turn_vectors.c.seq > after
     )
@@ -525,7 +536,13 @@ def _check(conn: Connection, memory_id: str, model: str) -> tuple[int | None, in
     # One statement through the driver: the two seeks cost ~50 us, SQLAlchemy's compiling and
     # result handling of two Core statements ~1 ms of CPU per search (profile of a 100k call start).
     mark = "%s" if conn.dialect.name == "postgresql" else "?"
-    row = conn.exec_driver_sql(_CHECK_SQL.replace("?", mark), (memory_id, memory_id, model)).one()
+    row: tuple[Any, ...]
+    try:
+        row = tuple(conn.exec_driver_sql(_CHECK_SQL.replace("?", mark), (memory_id, memory_id, model)).one())
+    except DBAPIError as error:
+        if not is_missing(conn, error, turn_vectors, turn_vector_stamps):
+            raise
+        row = (None, None)  # a SQLite file with no vector yet: no stamp, no newest seq
     token = None if row[0] is None else int(row[0])
     newest = 0 if row[1] is None else int(row[1])
     key = (id(conn.engine), memory_id, model)

@@ -31,7 +31,7 @@ from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, runtime_checkable
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Table
 
 from convmem_graph.models import (
     EpisodeSearch,
@@ -99,6 +99,10 @@ class StoreScopes(Protocol):
 
     def schema_transaction(self) -> AbstractContextManager[Connection]:
         """A :meth:`transaction` for creating or altering tables of your own beside the store's."""
+        ...
+
+    def ensure_tables(self, *tables: Table) -> None:
+        """Make a feature's optional tables (SQLite makes them on first use) before it uses them."""
         ...
 
     def call_start_reads(self) -> AbstractContextManager[None]:

@@ -10,6 +10,7 @@ from sqlalchemy import (
 )
 
 from convmem_graph._time import now_ms as _now
+from convmem_graph.store._optional import ensure_tables, present
 from convmem_graph.store.core import (
     CACHED_KINDS,
     StoreCore,
@@ -56,6 +57,7 @@ class DeadLetterRecords(StoreCore):
             "created_at": _now(),
         }
         with self._write(memory_id, keeps=CACHED_KINDS) as conn:
+            ensure_tables(conn, dead_letters)  # a SQLite file's first dead letter makes the table
             inserted = conn.execute(insert_ignore(self.dialect, dead_letters), row).rowcount == 1
         if inserted:
             logger.warning("dead letter from %s at %s: %s", source, path or "$", error)
@@ -67,6 +69,8 @@ class DeadLetterRecords(StoreCore):
         if memory_id is not None:
             stmt = stmt.where(dead_letters.c.memory_id == memory_id)
         with self._read() as conn:
+            if not present(conn, dead_letters):
+                return []  # a SQLite file that never kept one (store._optional)
             return [
                 DeadLetter(
                     id=r.id,

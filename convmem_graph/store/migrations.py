@@ -16,6 +16,11 @@ a database where they already took effect (a newer file reopened by an older ver
 again, then by this one), which both helpers are. The schema stamp (:func:`schema_digest`) covers
 the tables and the migration list: a SQLite file stamped by this version opens without taking the
 write lock; any other stamp makes the open run the pending migrations.
+
+On SQLite the optional tables (:mod:`~convmem_graph.store._optional`: vectors, the server's inbox
+and task map, the IM pull's cursors, Bailian's) are not made by the migrations: both helpers skip
+them, and a step touching one must accept that it may not exist (its first write makes it as
+declared then). A file that has them keeps them.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from convmem_graph.store._fact_revisions import ensure_fact_revisions
 from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
 from convmem_graph.store._fragments import index_names, upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts, install_language_triggers
+from convmem_graph.store._optional import is_optional, present
 from convmem_graph.store._pgvector import enable_pgvector
 from convmem_graph.store._snapshot_revisions import ensure_snapshot_revisions
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
@@ -93,6 +99,8 @@ def add_missing_columns(conn: Connection, tables: Sequence[Table] | None = None)
     tables = list(tables) if tables is not None else METADATA.sorted_tables
     found = inspect(conn).get_multi_columns(filter_names=[t.name for t in tables])
     for table in tables:
+        if (None, table.name) not in found and is_optional(conn, table):
+            continue  # not made yet: its first write makes it as declared (store._optional)
         present = {c["name"] for c in found.get((None, table.name), [])}
         added = False
         for column in table.columns:
@@ -116,12 +124,18 @@ def add_missing_columns(conn: Connection, tables: Sequence[Table] | None = None)
 
 
 def create_tables(*tables: Table) -> Callable[[Connection], None]:
-    """A migration step creating ``tables`` (and their indexes) where they do not exist yet."""
+    """A migration step creating ``tables`` (and their indexes) where they do not exist yet.
+
+    On SQLite an optional table (:mod:`~convmem_graph.store._optional`) is skipped: its first
+    write makes it, with the definition of the version that writes.
+    """
 
     def step(conn: Connection) -> None:
         # One catalog read per metadata (a check per table cost a round trip each).
         by_metadata: dict[int, tuple[MetaData, list[Table]]] = {}
         for table in tables:
+            if is_optional(conn, table):
+                continue
             by_metadata.setdefault(id(table.metadata), (table.metadata, []))[1].append(table)
         for metadata, listed in by_metadata.values():
             metadata.create_all(conn, tables=listed, checkfirst=True)
@@ -249,6 +263,8 @@ def _turn_vectors_by_model(conn: Connection) -> None:
     from before holds every vector under another key, and the search's check of its newest
     vector must not walk them all.
     """
+    if not present(conn, turn_vectors):
+        return  # an optional table not made yet (SQLite): made with the index by its first write
     if "ix_cm_turn_vectors_model" not in index_names(conn, turn_vectors.name):
         next(i for i in turn_vectors.indexes if i.name == "ix_cm_turn_vectors_model").create(conn)
 
@@ -349,7 +365,9 @@ def stamp_of(tables: MetaData | Iterable[Table], *steps: str) -> int:
 
 
 #: Bump when what an open sets up changes in a way neither the tables nor the migrations show.
-SETUP_REVISION = 1
+#: 2: a new SQLite file no longer gets the optional tables (made by their first write, see
+#: :mod:`~convmem_graph.store._optional`).
+SETUP_REVISION = 2
 
 
 def schema_digest() -> int:

@@ -12,7 +12,9 @@ replay's progress, the IM pull's cursors, Bailian's profile schemas and node met
 definitions live here, on :data:`SIDE_METADATA`, so that the store can create and delete them
 without importing those layers (layers import downward). Every table, side tables included, is
 created by the store's numbered migrations (:mod:`convmem_graph.store.migrations`) when the store
-opens, and the applied migrations are recorded in :data:`schema_migrations`.
+opens, and the applied migrations are recorded in :data:`schema_migrations`; on SQLite but for the
+:data:`OPTIONAL_TABLES`, which the first write that needs one makes
+(:mod:`convmem_graph.store._optional`): the delete skips one that does not exist (it holds no row).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
 from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
+from convmem_graph.store._optional import OPTIONAL_TABLE_NAMES
 from convmem_graph.store._pgvector import PGVECTOR_TABLE
 from convmem_graph.store._vectors import turn_vector_stamps, turn_vectors
 from convmem_graph.store.schema import (
@@ -43,6 +46,7 @@ __all__ = [
     "SHARED_TABLES",
     "VECTOR_COPIES",
     "MIGRATIONS_METADATA",
+    "OPTIONAL_TABLES",
     "SIDE_METADATA",
     "SIDE_TABLES",
     "ExportPart",
@@ -166,6 +170,23 @@ SIDE_TABLES: tuple[Table, ...] = (
     profile_schemas,
     node_meta,
 )
+
+
+#: Tables a SQLite file has only once a feature wrote to them (vectors, the server's inbox and
+#: task map, the IM pull's cursors, Bailian's, dead letters): see :mod:`convmem_graph.store._optional`.
+OPTIONAL_TABLES: tuple[Table, ...] = (
+    turn_vectors,
+    turn_vector_stamps,
+    fact_vectors,
+    fact_vector_stamps,
+    inbox_table,
+    tasks_table,
+    pull_cursors,
+    profile_schemas,
+    node_meta,
+    dead_letters,
+)
+assert {t.name for t in OPTIONAL_TABLES} == OPTIONAL_TABLE_NAMES, "store._optional lists other tables"
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from convmem_graph.errors import ConvMemError, MemoryNotFoundError
 from convmem_graph.models import (
     MemoryInfo,
 )
+from convmem_graph.store._optional import ensure_tables, present
 from convmem_graph.store.core import Cursors, check_memory_id
 from convmem_graph.store.dead_letter_records import DeadLetterRecords
 from convmem_graph.store.engine import (
@@ -160,6 +161,19 @@ class MemoryStore(MessageRecords, FactRecords, VariableRecords, SummaryRecords, 
             fragment_count=counts.get((row.memory_id, "fragments"), 0),
         )
 
+    def ensure_tables(self, *tables: Table) -> None:
+        """Make a feature's optional tables before it reads or writes them (SQLite, see ``store._optional``).
+
+        What a feature's entry point calls (the server's inbox, Bailian's stores): a read of the
+        catalog when they exist, one write transaction when one is missing. Nothing on PostgreSQL,
+        whose migrations made them.
+        """
+        with self._read() as conn:
+            if all(present(conn, table) for table in tables):
+                return
+        with self.schema_transaction() as conn:
+            ensure_tables(conn, *tables)
+
     def delete_memory(self, memory_id: str, *, checkpointer: BaseCheckpointSaver[Any] | None = None) -> bool:
         """Delete every row of a memory in every store table, and its checkpoints.
 
@@ -219,13 +233,20 @@ class MemoryStore(MessageRecords, FactRecords, VariableRecords, SummaryRecords, 
 
     @staticmethod
     def _delete_rows(conn: Connection, entry: MemoryTable, memory_id: str) -> int:
-        """Delete one registered table's rows of a memory (the open's migrations made every table)."""
+        """Delete one registered table's rows of a memory.
+
+        The open's migrations made every table but the optional ones (SQLite,
+        :mod:`~convmem_graph.store._optional`): one not made yet holds no row. The check is in
+        the delete's write transaction, so no writer can make it and fill it in between.
+        """
         table = entry.table
+        if not present(conn, table):
+            return 0
         where = table.c[entry.column] == memory_id
         if entry.fallback is not None:
             # Rows of an older version, from before the table had its memory column.
             where = or_(where, and_(table.c[entry.column].is_(None), table.c[entry.fallback] == memory_id))
-        if entry.via is not None:
+        if entry.via is not None and present(conn, entry.via[1]):
             column, parent, key = entry.via
             owned = select(parent.c[key]).where(parent.c[_registered_column(parent)] == memory_id)
             where = or_(where, table.c[column].in_(owned))

@@ -21,6 +21,7 @@ from convmem_graph.store._derived import derived_columns
 from convmem_graph.store._export_schema import ExportFormatError, parse_export
 from convmem_graph.store._fact_vectors import delete_fact_vectors
 from convmem_graph.store._messages import content_hash
+from convmem_graph.store._optional import ensure_tables, present
 from convmem_graph.store.engine import insert_ignore
 from convmem_graph.store.records import dead_letter_key
 from convmem_graph.store.registry import MEMORY_TABLES
@@ -53,6 +54,8 @@ _PARTS: tuple[tuple[Table, str, tuple[str, ...], frozenset[str]], ...] = tuple(
 def _rows(
     conn: Any, table: Table, memory_id: str, order: tuple[str, ...], drop: frozenset[str]
 ) -> list[dict[str, Any]]:
+    if not present(conn, table):
+        return []  # an optional table a SQLite file does not have yet holds no row
     stmt = select(table).where(table.c.memory_id == memory_id)
     if order:
         stmt = stmt.order_by(*(table.c[c] for c in order))
@@ -142,7 +145,8 @@ def import_memory(
                 # Derived, not exported: the imported facts are embedded again (ids may repeat).
                 delete_fact_vectors(conn, target)
                 for table, *_ in reversed(_PARTS):
-                    conn.execute(delete(table).where(table.c.memory_id == target))
+                    if present(conn, table):  # an optional table not made yet holds no row
+                        conn.execute(delete(table).where(table.c.memory_id == target))
                 conn.execute(delete(memories).where(memories.c.memory_id == target))
             conn.execute(
                 insert(memories).values(
@@ -187,6 +191,7 @@ def import_memory(
                 for d in parsed.dead_letters
             ]
             if letters:
+                ensure_tables(conn, dead_letters)  # an optional table (store._optional)
                 conn.execute(insert_ignore(store.dialect, dead_letters), letters)
             stored = conn.execute(
                 select(messages.c.seq, messages.c.content)

@@ -194,6 +194,16 @@ def sqlite_table_digests(path: Path) -> dict[str, dict[str, Any]]:
             out[table] = _digest(cols, rows, seqs, position)
     finally:
         conn.close()
+    # An optional table the file does not have (SQLite makes one on its first write,
+    # store/_optional.py) holds no row: digested as the empty table it would be.
+    from convmem_graph.store.registry import OPTIONAL_TABLES
+
+    for declared in OPTIONAL_TABLES:
+        if declared.name not in out:
+            dropped = VOLATILE | SQLITE_VOLATILE | set(SERIALS.get(declared.name, ()))
+            out[declared.name] = _digest(
+                sorted(c.name for c in declared.columns if c.name not in dropped), [], [], {}
+            )
     return out
 
 

@@ -12,7 +12,6 @@ terms unless merged). :class:`DeleteRegistryContract` runs on PostgreSQL too
 
 from __future__ import annotations
 
-import gc
 import importlib
 import json
 import pkgutil
@@ -63,11 +62,24 @@ MEMORY_COLUMNS = frozenset({"memory_id", "user_id", "thread_id", "human_id", "me
 
 
 def declared_tables() -> list[Table]:
-    """Every SQLAlchemy table any module of the package declares (each module imported once)."""
+    """Every SQLAlchemy table any module of the package declares (each module imported once).
+
+    Found through the modules' names (tables, and every table of a ``MetaData``), not
+    ``gc.get_objects()``: the package freezes its import-time heap (``gc.freeze``), whose objects
+    that call does not list, and the scan found no table at all.
+    """
+    found: dict[str, Table] = {}
     for info in pkgutil.walk_packages(convmem_graph.__path__, convmem_graph.__name__ + "."):
-        if not info.name.endswith("__main__"):
-            importlib.import_module(info.name)
-    return [t for t in gc.get_objects() if isinstance(t, Table) and t.name.startswith("cm_")]
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            tables = value.tables.values() if isinstance(value, MetaData) else [value]
+            for table in tables:
+                if isinstance(table, Table) and table.name.startswith("cm_"):
+                    found.setdefault(table.name, table)
+    assert len(found) >= len(MEMORY_TABLES), "the scan found fewer tables than the registry lists"
+    return list(found.values())
 
 
 def create_every_table(store: MemoryStore) -> None:

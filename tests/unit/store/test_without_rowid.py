@@ -26,6 +26,7 @@ from convmem_graph.store._stamp import SCHEMA_STAMP
 from convmem_graph.store._without_rowid import KEYED_TABLES
 from convmem_graph.store.episodes import META_TABLE
 from convmem_graph.store.migrations import MIGRATIONS
+from convmem_graph.store.registry import OPTIONAL_TABLES
 
 _NAMES = [t.name for t in KEYED_TABLES] + [META_TABLE]
 _MEMORIES = ("m", "n")
@@ -174,7 +175,10 @@ def _dump(path: Path) -> dict[str, list[str]]:
 
 def test_a_new_file_keeps_the_keyed_tables_in_one_b_tree_each(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
-    MemoryStore.from_url(str(path)).close()
+    store = MemoryStore.from_url(str(path))
+    # The optional ones as their first write makes them (store._optional): as declared too.
+    store.ensure_tables(*OPTIONAL_TABLES)
+    store.close()
     with closing(sqlite3.connect(path)) as conn:
         tables = _schema(conn, "table")
         assert all(tables[name].rstrip().endswith("WITHOUT ROWID") for name in _NAMES)
@@ -200,6 +204,7 @@ def test_an_upgraded_file_keeps_every_row_and_answers_every_read_the_same(
     path = tmp_path_factory.mktemp("keyed") / "m.db"
     store = MemoryStore.from_url(str(path))
     try:
+        store.ensure_tables(*OPTIONAL_TABLES)  # as a file of an older version has them
         with store.transaction() as conn:
             _with_rowids(conn)
         with store.transaction() as conn:
