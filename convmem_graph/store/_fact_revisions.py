@@ -1,4 +1,4 @@
-"""A per-memory revision of its facts, moved by the database on every write (SQLite only).
+"""A per-memory revision of its facts, moved by the database on every write.
 
 The live turn of a memory with thousands of facts refreshes its summary, and that read the
 strongest ~400 facts again every turn (the summary's fact read, then ``inject``'s snapshot from
@@ -22,17 +22,32 @@ So triggers on ``cm_fragments`` keep, like the language counts (:mod:`._lang_cou
 
 Writers of a SQLite file take turns, so revisions follow commit order. A rolled-back write takes
 its revisions back with it: a reader that read inside a transaction that failed forgets what it
-kept (see ``StoreCore._write``). PostgreSQL has neither the columns nor the triggers: its
-summary read stays one statement (:data:`~convmem_graph.store._summary_facts.STRONGEST_BOTH`).
-The columns are not in the SQLAlchemy tables, which every dialect shares; only the SQLite reads
-of :class:`~convmem_graph.store._summary_facts.StrongestRows` name them.
+kept (see ``StoreCore._write``).
+
+PostgreSQL (migration 16, :func:`ensure_pg_fact_revisions`) keeps the same three columns. A fact
+row's ``rev`` is set by a ``BEFORE`` row trigger from the memory row's ``facts_rev``, which the
+same trigger moves with an ``UPDATE``: that row lock is held until the writer commits, so two
+transactions writing facts of one memory take their revisions in commit order (the second waits
+for the first, then reads its committed value), whoever writes (the store's runs hold the
+memory's advisory lock anyway). A delete moves ``facts_cut`` once per statement (a transition
+table names the memories). Before it the PostgreSQL summary read was the ~400 rows of
+:data:`~convmem_graph.store._summary_facts.STRONGEST_BOTH` every turn: on a 5k-fact memory
+several ms of a turn's client and server CPU that an empty memory did not pay.
+
+The columns are not in the SQLAlchemy tables, which every dialect shares; only the reads of
+:class:`~convmem_graph.store._summary_facts.StrongestRows` name them.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Connection
 
-__all__ = ["FACT_REVISION_TRIGGERS", "ensure_fact_revisions"]
+__all__ = [
+    "FACT_REVISION_TRIGGERS",
+    "PG_FACT_REVISION_TRIGGERS",
+    "ensure_fact_revisions",
+    "ensure_pg_fact_revisions",
+]
 
 #: The triggers (one per statement kind on the facts, one for a new memory row).
 FACT_REVISION_TRIGGERS = (
@@ -88,4 +103,65 @@ def ensure_fact_revisions(conn: Connection) -> None:
         if column not in present:
             conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
     for ddl in _DDL:
+        conn.exec_driver_sql(ddl)
+
+
+#: PostgreSQL's triggers (``cm_fragments``: the stamp of a written row and the cut of a delete;
+#: ``cm_memories``: a new memory row's random cut).
+PG_FACT_REVISION_TRIGGERS = ("cm_fragments_rev_stamp", "cm_fragments_rev_cut", "cm_memories_rev_new")
+
+_PG_DDL = (
+    "ALTER TABLE cm_memories ADD COLUMN IF NOT EXISTS facts_rev BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE cm_memories ADD COLUMN IF NOT EXISTS facts_cut BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE cm_fragments ADD COLUMN IF NOT EXISTS rev BIGINT NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS ix_cm_fragments_rev ON cm_fragments (memory_id, rev)",
+    # A row moved to another memory leaves the old one as a delete does. ``RETURNING``: the
+    # value this transaction's update wrote (after waiting for any other writer of the row).
+    # No memory row (no foreign key enforced): revision 0, so readers of it read every row.
+    """CREATE OR REPLACE FUNCTION cm_fragments_rev_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r BIGINT;
+BEGIN
+  IF TG_OP = 'UPDATE' AND OLD.memory_id IS DISTINCT FROM NEW.memory_id THEN
+    UPDATE cm_memories SET facts_rev = facts_rev + 1, facts_cut = facts_rev + 1
+     WHERE memory_id = OLD.memory_id;
+  END IF;
+  UPDATE cm_memories SET facts_rev = facts_rev + 1 WHERE memory_id = NEW.memory_id
+  RETURNING facts_rev INTO r;
+  NEW.rev := COALESCE(r, 0);
+  RETURN NEW;
+END $$""",
+    """CREATE OR REPLACE FUNCTION cm_fragments_rev_cut() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE cm_memories SET facts_rev = facts_rev + 1, facts_cut = facts_rev + 1
+   WHERE memory_id IN (SELECT DISTINCT memory_id FROM gone);
+  RETURN NULL;
+END $$""",
+    # Any 63-bit value: a memory made again under its id must not reuse a cut a reader kept.
+    """CREATE OR REPLACE FUNCTION cm_memories_rev_new() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.facts_cut := (random() * 9.2e18)::bigint;
+  RETURN NEW;
+END $$""",
+    "DROP TRIGGER IF EXISTS cm_fragments_rev_stamp ON cm_fragments",
+    "CREATE TRIGGER cm_fragments_rev_stamp BEFORE INSERT OR UPDATE ON cm_fragments "
+    "FOR EACH ROW EXECUTE FUNCTION cm_fragments_rev_stamp()",
+    "DROP TRIGGER IF EXISTS cm_fragments_rev_cut ON cm_fragments",
+    "CREATE TRIGGER cm_fragments_rev_cut AFTER DELETE ON cm_fragments REFERENCING OLD TABLE AS gone "
+    "FOR EACH STATEMENT EXECUTE FUNCTION cm_fragments_rev_cut()",
+    "DROP TRIGGER IF EXISTS cm_memories_rev_new ON cm_memories",
+    "CREATE TRIGGER cm_memories_rev_new BEFORE INSERT ON cm_memories "
+    "FOR EACH ROW EXECUTE FUNCTION cm_memories_rev_new()",
+    # Memories made before the triggers keep cut 0 and rows revision 0: a reader of a store
+    # upgraded while it ran reads every row again (it kept nothing under these columns).
+)
+
+
+def ensure_pg_fact_revisions(conn: Connection) -> None:
+    """Migration 16: the revision columns, their index and triggers on PostgreSQL (elsewhere nothing).
+
+    SQLite has had them since migration 9 (:func:`ensure_fact_revisions`). Safe to run again.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    for ddl in _PG_DDL:
         conn.exec_driver_sql(ddl)

@@ -8,17 +8,20 @@ thirds of the read's CPU (the rest is the database reading the rows), while from
 next all but the few facts the turn touched come back unchanged.
 
 So the rows are read as plain tuples (on SQLite by the driver's own cursor; no SQLAlchemy type
-processing: the JSON column stays text until a model is made), and :class:`KeptFacts` hands out
-the model it made for a row before when the row is equal in every column (not only in id and
+processing: the JSON column stays text until a model is made), and a full read hands out the
+model made for a row before when the row is equal in every column (not only in id and
 ``updated_at``: an edit in the same millisecond, or one behind the store's back, leaves those as
 they were). A new or changed row gets a new model. The models are shared between reads: treat
 them as read-only.
 
-On SQLite, :class:`StrongestRows` goes further: it keeps each memory's ranked rows, and a read
-first asks the memory's fact revision (:mod:`convmem_graph.store._fact_revisions`, kept by
-triggers whoever writes); when it moved, only the rows written since are read and merged into the
-kept lists, in the statements' order. A full memory's live turn then reads the one or two facts
-it wrote instead of ~400 rows.
+:class:`StrongestRows` goes further: it keeps each memory's ranked rows, and a read first asks
+the memory's fact revision (:mod:`convmem_graph.store._fact_revisions`, kept by triggers whoever
+writes); when it moved, only the rows written since are read and merged into the kept lists, in
+the statements' order. A full memory's live turn then reads the one or two facts it wrote instead
+of ~400 rows. SQLite since migration 9; PostgreSQL since migration 16 (:data:`PG_READS`), where
+the ids' order is the column's collation: unless that is bytewise (Python's string order), a
+merge that would place a row among rows equal to it in everything but the id reads the lists
+again instead (:attr:`FactReads.exact_ids`).
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ import sqlite3
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 
 from convmem_graph.models import Fragment
 from convmem_graph.store._fragments import FRAGMENT_COLUMNS, fragment_of
@@ -41,7 +44,9 @@ __all__ = [
     "STRONGEST_BOTH",
     "STRONGEST_DURABLE",
     "STRONGEST_TEMPORARY",
-    "KeptFacts",
+    "FactReads",
+    "PG_READS",
+    "SQLITE_READS",
     "StrongestRows",
     "fragment_of",
 ]
@@ -71,56 +76,7 @@ STRONGEST_BOTH = text(
 )
 
 
-class KeptFacts:
-    """The models made from each memory's last summary fact read, by fact id with their row.
-
-    Bounded: the rows of one read per memory (at most twice the read's limit), for the
-    ``memories`` most recently read.
-    """
-
-    def __init__(self, memories: int) -> None:
-        self._memories = memories
-        self._kept: OrderedDict[str, dict[str, tuple[tuple[Any, ...], Fragment]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def forget(self, memory_id: str) -> None:
-        """Keep nothing of ``memory_id`` (it was deleted or purged)."""
-        with self._lock:
-            self._kept.pop(memory_id, None)
-
-    def models(self, memory_id: str, rows: Iterable[Sequence[Any]]) -> list[Fragment]:
-        """A model for each row, in order: the one kept for an equal row, else a new one.
-
-        Example:
-            >>> kept = KeptFacts(memories=2)
-            >>> row = ("f1", "m", "用户喜欢茶。", "preference", "pref:茶", "active", 0, None, None,
-            ...        "extracted", None, 0.8, 5, 5, 5, None, None)
-            >>> first = kept.models("m", [row])
-            >>> kept.models("m", [row])[0] is first[0]
-            True
-            >>> edited = row[:2] + ("用户喜欢咖啡。",) + row[3:]  # same id and updated_at
-            >>> kept.models("m", [edited])[0].content
-            '用户喜欢咖啡。'
-        """
-        with self._lock:
-            before = self._kept.get(memory_id, {})
-        now: dict[str, tuple[tuple[Any, ...], Fragment]] = {}
-        out: list[Fragment] = []
-        for raw in rows:
-            row = tuple(raw)
-            hit = before.get(row[0])
-            model = hit[1] if hit is not None and hit[0] == row else fragment_of(row)
-            now[row[0]] = (row, model)
-            out.append(model)
-        with self._lock:
-            self._kept[memory_id] = now
-            self._kept.move_to_end(memory_id)
-            while len(self._kept) > self._memories:
-                self._kept.popitem(last=False)
-        return out
-
-
-# -- SQLite: the ranked rows kept between reads, moved by what changed ----------------------------
+# -- The ranked rows kept between reads, moved by what changed ----------------------------
 
 #: The memory's fact revision and the revision of its last deleted fact (``_fact_revisions``).
 _REVISION = "SELECT facts_rev, facts_cut FROM cm_memories WHERE memory_id = :mid"
@@ -133,6 +89,43 @@ _CHANGED = (
     + f" FROM cm_memories AS m LEFT JOIN {fragments.name} AS f"
     " ON f.memory_id = m.memory_id AND f.rev > :rev WHERE m.memory_id = :mid LIMIT :cap"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class FactReads:
+    """The statements :class:`StrongestRows` reads through, for one database.
+
+    Attributes:
+        revision: The memory's ``facts_rev, facts_cut`` (:data:`_REVISION`).
+        changed: Both, and the rows written since ``:rev`` (:data:`_CHANGED`).
+        kinds: The full read: one statement per kind (durable, temporary), or one of both kinds,
+            durable rows first (:data:`STRONGEST_BOTH`).
+        exact_ids: Whether the database orders ids as Python orders strings (SQLite: bytewise;
+            PostgreSQL: a ``C``-like collation of ``cm_fragments.id``). When not, a merge never
+            decides between rows that differ only in id (:class:`_Ties`).
+    """
+
+    revision: Any
+    changed: Any
+    kinds: tuple[Any, ...]
+    exact_ids: bool = True
+
+
+#: SQLite's statements: plain SQL for its driver (``sqlite3`` takes the ``:name`` parameters).
+SQLITE_READS = FactReads(_REVISION, _CHANGED, (STRONGEST_DURABLE, STRONGEST_TEMPORARY))
+#: PostgreSQL's: long-lived ``text`` statements for ``select_rows`` (compiled once each). The
+#: full read is one round trip; ``exact_ids`` is set per database from its collation
+#: (``PostgresBackend.fact_reads``).
+PG_READS = FactReads(text(_REVISION), text(_CHANGED), (STRONGEST_BOTH,), exact_ids=False)
+
+#: How :class:`StrongestRows` runs a statement of its :class:`FactReads`: its rows as sequences.
+Fetch = Callable[[str | TextClause, dict[str, Any]], Sequence[Sequence[Any]]]
+
+
+class _Ties(Exception):
+    """A merge met a row it cannot order: equal to a neighbour in all but the id (see ``exact_ids``)."""
+
+
 #: Rows read past the limit of each kind: a kept fact that leaves the list (demoted, expired)
 #: is replaced from them without reading the list again.
 MARGIN = 16
@@ -176,8 +169,14 @@ class _Ranked:
     models: list[Fragment]
     bound: Rank | None
 
-    def merged(self, changed: set[str], rows: list[tuple[Any, ...]], cap: int) -> _Ranked:
-        """Without the rows of ``changed`` ids, with ``rows`` (their new versions of this kind) in place."""
+    def merged(
+        self, changed: set[str], rows: list[tuple[Any, ...]], cap: int, *, exact_ids: bool = True
+    ) -> _Ranked:
+        """Without the rows of ``changed`` ids, with ``rows`` (their new versions of this kind) in place.
+
+        ``exact_ids`` False: raises :class:`_Ties` where a row's place would depend on how the
+        database orders ids (a neighbour or the bound equal to it in all but the id).
+        """
         keep = [i for i, row in enumerate(self.rows) if row[_ID] not in changed]
         ranks = [self.ranks[i] for i in keep]
         kept_rows = [self.rows[i] for i in keep]
@@ -185,9 +184,13 @@ class _Ranked:
         bound = self.bound
         for row in rows:
             rank = _rank(row)
+            if not exact_ids and bound is not None and rank[:3] == bound[:3]:
+                raise _Ties
             if bound is not None and rank > bound:
                 continue  # past the rows read: unknown rows may rank before it
             at = bisect_right(ranks, rank)
+            if not exact_ids and any(0 <= i < len(ranks) and ranks[i][:3] == rank[:3] for i in (at - 1, at)):
+                raise _Ties
             ranks.insert(at, rank)
             kept_rows.insert(at, row)
             models.insert(at, fragment_of(row))
@@ -228,7 +231,7 @@ class _Lists:
 
 
 class StrongestRows:
-    """Each SQLite memory's strongest durable and temporary fact rows, kept current by revision.
+    """Each memory's strongest durable and temporary fact rows, kept current by revision.
 
     :meth:`read` answers what the two ``LIMIT`` statements (:data:`STRONGEST_DURABLE`,
     :data:`STRONGEST_TEMPORARY`) return, with the model made before for every row that did not
@@ -262,35 +265,47 @@ class StrongestRows:
             self._kept.clear()
 
     def read(
-        self, raw: sqlite3.Connection, memory_id: str, *, limit: int, now_ms: int
+        self,
+        raw: sqlite3.Connection | Fetch,
+        memory_id: str,
+        *,
+        limit: int,
+        now_ms: int,
+        reads: FactReads = SQLITE_READS,
     ) -> tuple[list[Fragment], list[Fragment]]:
         """The ``limit`` strongest live durable facts and the ``limit`` strongest temporary ones.
+
+        ``raw``: SQLite's driver connection, or a function running ``reads``' statements.
 
         A full read reads the revision first: rows written after it are read again next time
         (merging a row twice is the same as once), while a row written before it and missed would
         be missed for good.
         """
+        fetch = _fetch_of(raw)
         with self._lock:
             kept = self._kept.get(memory_id)
         lists = None
         if kept is None:
-            found = raw.execute(_REVISION, {"mid": memory_id}).fetchone()
+            revisions = fetch(reads.revision, {"mid": memory_id})
+            found = revisions[0] if revisions else None
         else:
             params = {"mid": memory_id, "rev": kept.rev, "cap": _MAX_CHANGED + 1}
-            rows = raw.execute(_CHANGED, params).fetchall()
+            rows = fetch(reads.changed, params)
             found = rows[0][:2] if rows else None
             if found is not None and len(rows) <= _MAX_CHANGED:
                 changed = [tuple(row[2:]) for row in rows if row[2] is not None]
                 revision = (int(found[0]), int(found[1]))
-                lists = self._moved(kept, revision, changed, limit, limit + self._margin, now_ms)
+                lists = self._moved(
+                    kept, revision, changed, limit, limit + self._margin, now_ms, exact_ids=reads.exact_ids
+                )
         answer = None if lists is None else self._answer(lists, limit)
         if lists is None or answer is None:
             cap = limit + self._margin
             try:
-                lists = self._full(raw, memory_id, kept, found, limit, cap, now_ms)
+                lists = self._full(fetch, reads, memory_id, kept, found, limit, cap, now_ms)
             except TypeError:
                 found = None  # a value raw SQL stored that Python cannot order: read, keep nothing
-                lists = self._full(raw, memory_id, None, None, limit, cap, now_ms, ranked=False)
+                lists = self._full(fetch, reads, memory_id, None, None, limit, cap, now_ms, ranked=False)
             answer = self._answer(lists, limit)
             assert answer is not None  # a full read knows its first ``limit`` rows
             self.full_reads += 1
@@ -317,6 +332,8 @@ class StrongestRows:
         limit: int,
         cap: int,
         now_ms: int,
+        *,
+        exact_ids: bool = True,
     ) -> _Lists | None:
         """``kept`` brought to ``revision`` (``changed``: the rows written since) and ``now_ms``.
 
@@ -333,15 +350,16 @@ class StrongestRows:
                 # SQLite stores the flag as 0 / 1: the statements' ``transient = :durable`` / ``:temporary``.
                 stays = [r for r in active if r[_TRANSIENT] == 0]
                 lasts = [r for r in active if r[_TRANSIENT] == 1 and _live(r, now_ms)]
-                durable = durable.merged(ids, stays, cap)
-                temporary = temporary.merged(ids, lasts, cap)
+                durable = durable.merged(ids, stays, cap, exact_ids=exact_ids)
+                temporary = temporary.merged(ids, lasts, cap, exact_ids=exact_ids)
             return _Lists(rev, cut, now_ms, limit, durable, temporary.live(now_ms))
-        except TypeError:
-            return None  # a value raw SQL stored that Python cannot order as SQLite does
+        except (TypeError, _Ties):
+            return None  # a value raw SQL stored that Python cannot order as the database does
 
     @staticmethod
     def _full(
-        raw: sqlite3.Connection,
+        fetch: Fetch,
+        reads: FactReads,
         memory_id: str,
         kept: _Lists | None,
         found: Sequence[Any] | None,
@@ -361,9 +379,14 @@ class StrongestRows:
                 pairs = zip(kind.rows, kind.models, strict=True)
                 before.update((row[_ID], (row, model)) for row, model in pairs)
         params = {"mid": memory_id, "limit": cap, "now": now_ms, "durable": False, "temporary": True}
+        if len(reads.kinds) == 2:
+            by_kind = [[tuple(row) for row in fetch(statement, params)] for statement in reads.kinds]
+        else:
+            both = [tuple(row) for row in fetch(reads.kinds[0], params)]
+            durable = [row for row in both if not row[_TRANSIENT]]
+            by_kind = [durable, both[len(durable) :]]
         kinds = []
-        for statement in (STRONGEST_DURABLE, STRONGEST_TEMPORARY):
-            rows = [tuple(row) for row in raw.execute(statement, params).fetchall()]
+        for rows in by_kind:
             models = []
             for row in rows:
                 hit = before.get(row[_ID])
@@ -372,3 +395,16 @@ class StrongestRows:
             kinds.append(_Ranked(ranks, rows, models, ranks[-1] if ranked and len(rows) >= cap else None))
         rev, cut = (int(found[0]), int(found[1])) if found is not None else (0, 0)
         return _Lists(rev, cut, now_ms, limit, kinds[0], kinds[1])
+
+
+def _fetch_of(raw: sqlite3.Connection | Fetch) -> Fetch:
+    """``raw`` as a :data:`Fetch`: a SQLite driver connection runs the plain SQL itself."""
+    if isinstance(raw, sqlite3.Connection):
+        conn = raw
+        return lambda statement, params: conn.execute(str(statement), params).fetchall()
+    return raw
+
+
+def pg_reads(exact_ids: bool) -> FactReads:
+    """:data:`PG_READS` for a database whose ``cm_fragments.id`` orders as Python does (or not)."""
+    return PG_READS if not exact_ids else replace(PG_READS, exact_ids=True)

@@ -33,7 +33,7 @@ from convmem_graph.models import (
 from convmem_graph.store._driver import driver_of, driver_read, execute_rows
 from convmem_graph.store._row_patch import PG_ROW_PATCH, RowPatch
 from convmem_graph.store._snapshot_json import SnapshotJson
-from convmem_graph.store._summary_facts import KeptFacts, StrongestRows
+from convmem_graph.store._summary_facts import StrongestRows
 from convmem_graph.store.engine import (
     POOL_DEFAULTS,
     WRITE_OPTION,
@@ -135,9 +135,8 @@ class StoreCore:
         self._pins = self.dialect == "sqlite" and not memory
         self._spare: list[tuple[PoolProxiedConnection, sqlite3.Connection]] = []
         self._spare_pid = os.getpid()
-        # Fragment models of each memory's last summary fact read (shared by the store's run views).
-        self._kept_facts = KeptFacts(PARSED_SNAPSHOTS)
-        # SQLite: each memory's ranked summary fact rows, moved by the facts' revision.
+        # Each memory's ranked summary fact rows, moved by the facts' revision (shared by the
+        # store's run views).
         self._strongest = StrongestRows(PARSED_SNAPSHOTS)
         # Each memory's snapshot facts' JSON from its last save (``save_snapshot``).
         self._snapshot_json = SnapshotJson()
@@ -195,7 +194,6 @@ class StoreCore:
         """
         with self._parsed_lock:
             self._parsed.pop(memory_id, None)
-        self._kept_facts.forget(memory_id)
         self._strongest.forget(memory_id)
         self._snapshot_json.forget(memory_id)
         # Imported here: only a store that searched vectors has it loaded, and it needs NumPy.
@@ -359,9 +357,13 @@ class StoreCore:
                 raise
             else:
                 # The run's memory-row changes still held back go with its transaction.
-                run._flush_rows(conn)
-                scope.writing = False
-                txn.commit()
+                try:
+                    run._flush_rows(conn)
+                    scope.writing = False
+                    txn.commit()
+                except BaseException:
+                    self._strongest.clear()  # what the run's reads saw may be rolled back
+                    raise
             finally:
                 scope.writing, scope.interrupted, scope.cache = False, False, None
                 scope.pending.clear()
@@ -381,6 +383,9 @@ class StoreCore:
                 return
         except Exception:  # noqa: BLE001 - the block's own error is the one to raise
             logger.warning("commit after a failed run of memory %r failed", memory_id, exc_info=True)
+        # The summary's kept rows may hold what the run wrote (``_write`` clears them when its
+        # own block fails; a run can fail between its store calls).
+        self._strongest.clear()
         if txn.is_active:
             try:
                 txn.rollback()

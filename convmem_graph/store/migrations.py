@@ -34,7 +34,7 @@ from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 from sqlalchemy.schema import CreateIndex
 
 from convmem_graph._time import now_ms
-from convmem_graph.store._fact_revisions import ensure_fact_revisions
+from convmem_graph.store._fact_revisions import ensure_fact_revisions, ensure_pg_fact_revisions
 from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
 from convmem_graph.store._fragments import index_names, upgrade_fragments
 from convmem_graph.store._lang_counts import ensure_language_counts, install_language_triggers
@@ -302,6 +302,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(13, "fact indexes stored oldest first", _ascending_fact_indexes),
     Migration(14, "unread inbox index dropped", _drop_unread_indexes),
     Migration(15, "small keyed tables without rowid", rebuild_without_rowid),
+    Migration(16, "fact revisions on postgresql", ensure_pg_fact_revisions),
 )
 
 

@@ -22,13 +22,14 @@ from convmem_graph.store._driver import DriverOpener, ReadOpener, driver_execute
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, bucket, collect
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
 from convmem_graph.store._snapshot_revisions import SnapshotRow
-from convmem_graph.store._summary_facts import STRONGEST_BOTH
+from convmem_graph.store._summary_facts import FactReads, StrongestRows, pg_reads
 from convmem_graph.store.engine import advisory_key, dumps, insert_ignore
 from convmem_graph.store.episodes import PG_VERSION, EpisodeIndex, EpisodeSearch
 from convmem_graph.store.schema import add_postgres_options, memories, messages, snapshots
 from convmem_graph.text.terms import search_terms, stem, stemmed_terms
 
 if TYPE_CHECKING:
+    from convmem_graph.models import Fragment
     from convmem_graph.store._row_patch import RowPatch
 
 __all__ = [
@@ -255,6 +256,11 @@ class PostgresBackend:
     #: No write gate: the server orders writers.
     gate = None
 
+    def __init__(self) -> None:
+        # The summary's fact statements, with whether the ids' collation is Python's order
+        # (asked of the database at the first read).
+        self._fact_reads: FactReads | None = None
+
     def is_set_up(self, engine: Engine) -> bool:
         """Always set up on open, under the schema lock: the pending migrations are read there."""
         return False
@@ -388,11 +394,30 @@ class PostgresBackend:
             data = conn.execute(Q.SNAPSHOT_DATA, {"mid": memory_id}).scalar()
         return None if data is None else SnapshotRow(None, str(data), committed=False)
 
-    @staticmethod
-    def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:
-        """The summary's strongest durable, then temporary, facts in one round trip."""
+    def summary_facts(
+        self,
+        strongest: StrongestRows,
+        read: ReadOpener,
+        driver: DriverOpener,
+        memory_id: str,
+        *,
+        limit: int,
+        now_ms: int,
+    ) -> tuple[list[Fragment], list[Fragment]]:
+        """The summary's strongest facts of each kind: the kept lists moved by the facts written since.
+
+        Migration 16's revisions (``store/_fact_revisions.py``): one statement reads the memory's
+        revision and the rows written since; the ~400 rows of both lists only on a full read.
+        """
         with read() as conn:
-            return select_rows(conn, STRONGEST_BOTH, params)
+            reads = self._fact_reads
+            if reads is None:
+                reads = self._fact_reads = pg_reads(_ids_bytewise(conn))
+
+            def fetch(statement: Any, params: dict[str, Any]) -> list[Any]:
+                return select_rows(conn, statement, params)
+
+            return strongest.read(fetch, memory_id, limit=limit, now_ms=now_ms, reads=reads)
 
     def store_summary(
         self,
@@ -485,3 +510,26 @@ def _pg_followed_sql(index: bool) -> str:
         "(SELECT array_agg(seq ORDER BY seq) FROM ins) FROM stamp s"
     )
     return "".join(parts)
+
+
+#: The collation ``cm_fragments.id`` sorts by (its own, else the database's) and its provider.
+_ID_COLLATION = """
+SELECT CASE WHEN c.collname = 'default' THEN d.datcollate ELSE c.collcollate END,
+       CASE WHEN c.collname = 'default' THEN d.datlocprovider ELSE c.collprovider END
+  FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+  JOIN pg_database d ON d.datname = current_database()
+ WHERE a.attrelid = 'cm_fragments'::regclass AND a.attname = 'id'
+"""
+
+
+def _ids_bytewise(conn: Connection) -> bool:
+    """Whether the server orders fact ids as Python orders strings (by code point).
+
+    A libc ``C`` / ``POSIX`` locale compares bytes, and UTF-8's byte order is code point order;
+    glibc's ``C.UTF-8`` sorts by code point too. Any other locale (or ICU) may not.
+    """
+    found = conn.exec_driver_sql(_ID_COLLATION).first()
+    if found is None or found[0] is None:
+        return False
+    name, provider = str(found[0]), str(found[1])
+    return provider == "c" and (name in ("C", "POSIX") or name.lower() in ("c.utf-8", "c.utf8"))

@@ -23,7 +23,7 @@ from convmem_graph.store._fresh_sqlite import is_empty, set_up_fresh
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
 from convmem_graph.store._snapshot_revisions import SnapshotRow, read_snapshot_row
 from convmem_graph.store._stamp import SCHEMA_STAMP
-from convmem_graph.store._summary_facts import STRONGEST_DURABLE, STRONGEST_TEMPORARY
+from convmem_graph.store._summary_facts import StrongestRows
 from convmem_graph.store.engine import execute_upsert
 from convmem_graph.store.episodes import TEXT_VERSION, EpisodeIndex, EpisodeSearch, episode_text
 from convmem_graph.store.locks import file_memory_lock
@@ -32,6 +32,7 @@ from convmem_graph.store.urls import sqlite_path
 from convmem_graph.store.write_gate import WriteGate, write_gate
 
 if TYPE_CHECKING:
+    from convmem_graph.models import Fragment
     from convmem_graph.store._row_patch import RowPatch
 
 __all__ = ["FTS_SECURE_DELETE", "SQLITE_EPISODES", "SqliteBackend", "SqliteEpisodeIndex"]
@@ -368,18 +369,21 @@ class SqliteBackend:
             return read_snapshot_row(raw, memory_id, kept_rev)
 
     @staticmethod
-    def summary_fact_rows(read: ReadOpener, driver: DriverOpener, params: dict[str, Any]) -> list[Any]:
-        """The summary's strongest durable, then temporary, facts, one statement per kind.
+    def summary_facts(
+        strongest: StrongestRows,
+        read: ReadOpener,
+        driver: DriverOpener,
+        memory_id: str,
+        *,
+        limit: int,
+        now_ms: int,
+    ) -> tuple[list[Fragment], list[Fragment]]:
+        """The summary's strongest facts of each kind: the kept lists moved by the facts written since.
 
-        Cheaper here than the union (its order is a temporary B-tree sort of each arm). On the
-        driver's cursor: the rows are plain tuples either way (the statements carry no column
-        types), and SQLAlchemy's result handling of ~400 rows was a third of the read's CPU.
+        On the driver's connection (``store/_fact_revisions.py``, migration 9).
         """
         with driver() as raw:
-            return [
-                *raw.execute(STRONGEST_DURABLE, params).fetchall(),
-                *raw.execute(STRONGEST_TEMPORARY, params).fetchall(),
-            ]
+            return strongest.read(raw, memory_id, limit=limit, now_ms=now_ms)
 
     def store_summary(
         self,

@@ -51,13 +51,12 @@ class SummaryRecords(StoreCore):
     def keeps_summary_facts(self) -> bool:
         """Whether :meth:`summary_facts` reads only the facts written since its previous call.
 
-        True on SQLite, where triggers keep a revision per fact (``store/_fact_revisions.py``):
-        a reader that needs the strongest facts (``inject`` building a snapshot) should then ask
-        :meth:`summary_facts` rather than read them all again. PostgreSQL has no such revisions:
-        there :meth:`summary_facts` reads both kinds' rows every time, more than the snapshot's
-        own read of the strongest ones.
+        True on both databases, where triggers keep a revision per fact
+        (``store/_fact_revisions.py``: SQLite since migration 9, PostgreSQL since 16): a reader
+        that needs the strongest facts (``inject`` building a snapshot) should then ask
+        :meth:`summary_facts` rather than read them all again.
         """
-        return self.dialect == "sqlite"
+        return True
 
     def summary_facts(
         self, memory_id: str, *, limit: int, now_ms: int
@@ -65,20 +64,13 @@ class SummaryRecords(StoreCore):
         """The ``limit`` strongest live durable facts and the ``limit`` strongest temporary ones.
 
         What ``strongest_fragments(memory_id, limit=limit, now_ms=now_ms, transient=kind)`` returns
-        for ``kind`` False and True (one statement on PostgreSQL); a row equal in every column to one the
-        previous call for this memory returned gives the same model back (see
-        :mod:`convmem_graph.store._summary_facts`). On SQLite the rows of the previous call are
-        kept and only the facts written since are read. Treat the models as read-only.
+        for ``kind`` False and True. The rows of the previous call are kept and only the facts
+        written since are read (:class:`~convmem_graph.store._summary_facts.StrongestRows`); an
+        unchanged row gives the same model back. Treat the models as read-only.
         """
-        if self.keeps_summary_facts:
-            # The kept rows moved by what was written since (store/_fact_revisions.py).
-            with self._driver() as raw:
-                return self._strongest.read(raw, memory_id, limit=limit, now_ms=now_ms)
-        params = {"mid": memory_id, "limit": limit, "now": now_ms, "durable": False, "temporary": True}
-        rows = self._backend.summary_fact_rows(self._read_keeping_row, self._driver, params)
-        models = self._kept_facts.models(memory_id, rows)
-        durable = [f for f in models if not f.transient]
-        return durable, models[len(durable) :]
+        return self._backend.summary_facts(
+            self._strongest, self._read_keeping_row, self._driver, memory_id, limit=limit, now_ms=now_ms
+        )
 
     def get_summary(self, memory_id: str) -> Summary | None:
         """Return the current summary of a memory, if any."""

@@ -92,7 +92,7 @@ def test_delete_forgets_the_memory_in_this_process(tmp_path: Path) -> None:
         assert _memo_sizes() > 0
         assert mem.delete("gone")
         assert "gone" not in store._parsed
-        assert "gone" not in store._kept_facts._kept and "gone" not in store._strongest._kept
+        assert "gone" not in store._strongest._kept
         assert "gone" not in store._snapshot_json._kept
         assert _memo_sizes() == 0
         # The other memory answers as before (its memos fill again).

@@ -332,6 +332,6 @@ def test_a_memory_deleted_and_made_again_by_another_store_is_read_again(tmp_path
 
 def test_the_equivalence_checks_fail_when_the_merge_ignores_what_changed(monkeypatch: Any) -> None:
     """A deliberately broken variant (the kept lists never move) must fail the history check."""
-    monkeypatch.setattr(summary_facts_module._Ranked, "merged", lambda self, changed, rows, cap: self)
+    monkeypatch.setattr(summary_facts_module._Ranked, "merged", lambda self, changed, rows, cap, **kw: self)
     with pytest.raises(AssertionError):
         check_history([("bulk", "only-plan", 700, 7), *FULL_MEMORY_STEPS], 300)

@@ -17,6 +17,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -121,3 +122,20 @@ def test_a_new_file_has_the_revision_triggers(tmp_path: Path) -> None:
         names = set(conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'").scalars())
     store.close()
     assert set(FACT_REVISION_TRIGGERS) <= names
+
+
+def test_a_merge_without_the_ids_order_never_places_a_row_among_its_ties() -> None:
+    """``exact_ids=False`` (a PostgreSQL collation Python cannot follow): a tie reads the lists again."""
+    from convmem_graph.store._summary_facts import _rank, _Ranked, _Ties
+
+    def row(fid: str, confidence: float, observed: int) -> tuple[Any, ...]:
+        return (fid, "m", "c", "preference", "like:x", "active", 0, None, None, "extracted", None,
+                confidence, 1, 1, observed, None, None)  # fmt: skip
+
+    rows = [row("a", 0.9, 5), row("b", 0.8, 5)]
+    kept = _Ranked([_rank(r) for r in rows], rows, [None, None], None)  # type: ignore[list-item]
+    assert [r[0] for r in kept.merged(set(), [row("c", 0.85, 5)], 8, exact_ids=False).rows] == ["a", "c", "b"]
+    with pytest.raises(_Ties):
+        kept.merged(set(), [row("B", 0.8, 5)], 8, exact_ids=False)  # ties with "b" in all but the id
+    # With the ids' order known it is placed by id, as SQLite orders it.
+    assert [r[0] for r in kept.merged(set(), [row("B", 0.8, 5)], 8).rows] == ["a", "B", "b"]
