@@ -7,7 +7,7 @@ Written by ``python -m convmem_graph.store._kept_script`` from the migrations' o
 from __future__ import annotations
 
 #: The schema stamp this script was recorded under.
-STAMP = 1416724337
+STAMP = 1581032529
 
 #: (statement, parameters) in order; the migration records' ``applied_at`` is set at each open.
 SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
@@ -75,15 +75,15 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
+        ("CREATE INDEX ix_cm_messages_memory_id_seq ON cm_messages (memory_id, seq)"),
+        (),
+    ),
+    (
         ("CREATE INDEX ix_cm_messages_memory_id_timestamp_ms ON cm_messages (memory_id, timestamp_ms)"),
         (),
     ),
     (
         ("CREATE INDEX ix_cm_messages_memory_id_content_hash ON cm_messages (memory_id, content_hash)"),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_messages_memory_id_seq ON cm_messages (memory_id, seq)"),
         (),
     ),
     (
@@ -119,9 +119,35 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
+        ("CREATE INDEX ix_cm_fragments_recent ON cm_fragments (memory_id, status, updated_at)"),
+        (),
+    ),
+    (
         (
-            "CREATE INDEX ix_cm_fragments_memory_id_status_norm_hash ON cm_fragments "
-            "(memory_id, status, norm_hash)"
+            "CREATE INDEX ix_cm_fragments_recent_pet ON cm_fragments (memory_id, stat"
+            "us, updated_at, created_at, id) WHERE substr(ckey, 1, 4) = 'pet:'"
+        ),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_family ON cm_fragments (memory_id, status, "
+            "transient, substr(ckey, 1, instr(ckey, ':')), observed_at, updated_at, c"
+            "reated_at, id)"
+        ),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_rank ON cm_fragments (memory_id, status, tr"
+            "ansient DESC, confidence, observed_at, updated_at, id DESC)"
+        ),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_recent_plan ON cm_fragments (memory_id, sta"
+            "tus, updated_at, created_at, id) WHERE substr(ckey, 1, 5) = 'plan:'"
         ),
         (),
     ),
@@ -140,30 +166,14 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
+        (
+            "CREATE INDEX ix_cm_fragments_memory_id_status_norm_hash ON cm_fragments "
+            "(memory_id, status, norm_hash)"
+        ),
+        (),
+    ),
+    (
         ("CREATE INDEX ix_cm_fragments_underived ON cm_fragments (memory_id) WHERE ckey IS NULL"),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_fragments_memory_id_status_ckey ON cm_fragments (memory_id, status, ckey)"),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_family ON cm_fragments (memory_id, status, "
-            "transient, substr(ckey, 1, instr(ckey, ':')), observed_at, updated_at, c"
-            "reated_at, id)"
-        ),
-        (),
-    ),
-    (
-        ("CREATE INDEX ix_cm_fragments_recent ON cm_fragments (memory_id, status, updated_at)"),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_recent_plan ON cm_fragments (memory_id, sta"
-            "tus, updated_at, created_at, id) WHERE substr(ckey, 1, 5) = 'plan:'"
-        ),
         (),
     ),
     (
@@ -174,17 +184,7 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        (
-            "CREATE INDEX ix_cm_fragments_rank ON cm_fragments (memory_id, status, tr"
-            "ansient DESC, confidence, observed_at, updated_at, id DESC)"
-        ),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_recent_pet ON cm_fragments (memory_id, stat"
-            "us, updated_at, created_at, id) WHERE substr(ckey, 1, 4) = 'pet:'"
-        ),
+        ("CREATE INDEX ix_cm_fragments_memory_id_status_ckey ON cm_fragments (memory_id, status, ckey)"),
         (),
     ),
     (
@@ -660,6 +660,10 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     (
         ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
         (16, "fact revisions on postgresql", 0),
+    ),
+    (
+        ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+        (17, "snapshots compressed with lz4 on PostgreSQL", 0),
     ),
     (
         (

@@ -285,6 +285,26 @@ def _drop_unread_indexes(conn: Connection) -> None:
             conn.exec_driver_sql(f"DROP INDEX {name}")
 
 
+def _snapshots_lz4(conn: Connection) -> None:
+    """Migration 17: on PostgreSQL, ``cm_snapshots.data`` compressed with lz4 instead of pglz.
+
+    A run writes its memory's snapshot (13-18 kB of JSON after a replay run, ~90 kB on a memory
+    with 200 facts, every live turn), and the server compresses it before storing it out of line:
+    pglz cost 0.17-0.23 ms of server CPU more than lz4 per 15 kB upsert and 1.2-1.9 ms more per
+    90 kB one, and stored them in no fewer pages (``benchmarks/README.md``, issue 24, eleventh
+    session). Only the compression of values written from now on changes: what a read returns is
+    the same text. A server built without lz4, or older than PostgreSQL 14, keeps pglz (the
+    migration is recorded having changed nothing); so does SQLite, which compresses nothing.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    has_lz4 = conn.exec_driver_sql(
+        "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+    ).scalar()
+    if has_lz4:
+        conn.exec_driver_sql("ALTER TABLE cm_snapshots ALTER COLUMN data SET COMPRESSION lz4")
+
+
 #: Every migration, in order. Append only; never renumber or edit an applied one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
@@ -303,6 +323,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "unread inbox index dropped", _drop_unread_indexes),
     Migration(15, "small keyed tables without rowid", rebuild_without_rowid),
     Migration(16, "fact revisions on postgresql", ensure_pg_fact_revisions),
+    Migration(17, "snapshots compressed with lz4 on PostgreSQL", _snapshots_lz4),
 )
 
 
