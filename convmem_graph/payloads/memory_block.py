@@ -142,6 +142,11 @@ _TEXT: dict[Language, dict[str, str]] = {
         "quote_assistant": "Assistant: ",
     },
 }
+# The default estimate's parts (see :class:`_Charge`) of the header and of the note's quote sentence.
+_HEADER_PARTS = {
+    lang: token_parts(t["open"] + "\n" + t["note"] + "\n" + t["close"]) for lang, t in _TEXT.items()
+}
+_QUOTE_NOTE_PARTS = {lang: token_parts(t["quote_note"]) for lang, t in _TEXT.items()}
 _KV = ": "
 _SEP = "; "
 _RECENT_CATEGORIES = frozenset({"plan"})
@@ -297,16 +302,19 @@ class _Charge:
         self.counter = counter
         self.language = language
         self.exact = counter is count_tokens
-        self.rest = _header_rest(language) if self.exact else 0
+        self.rest = _HEADER_PARTS[language][1] if self.exact else 0
 
-    def __call__(self, *texts: str, noted: bool = False) -> tuple[int, int]:
-        """The cost of adding ``texts`` (and, if ``noted``, the note's sentence on quotes), and its rest."""
+    def __call__(self, text: str, extra: str = "", noted: bool = False) -> tuple[int, int]:
+        """The cost of adding ``text``, ``extra`` and, if ``noted``, the note's quote sentence; their rest."""
         if not self.exact:
-            cost = sum(map(self.counter, texts))
+            cost = self.counter(text) + (self.counter(extra) if extra else 0)
             return cost + _quote_note_tokens(self.language, self.counter) if noted else cost, 0
-        wide = rest = 0
-        for text in (*texts, _TEXT[self.language]["quote_note"]) if noted else texts:
-            w, r = token_parts(text)
+        wide, rest = token_parts(text)
+        if extra:
+            w, r = token_parts(extra)
+            wide, rest = wide + w, rest + r
+        if noted:
+            w, r = _QUOTE_NOTE_PARTS[self.language]
             wide, rest = wide + w, rest + r
         before = self.rest
         return wide + (before + rest + 3) // 4 - (before + 3) // 4, rest
@@ -636,7 +644,7 @@ def _select(
             if cost > allowed:
                 # A sentence too long for what is left is cut at a clause, if one fits (each
                 # piece counted alone is an upper bound of its share, the cut is charged whole).
-                prefix = charge(prefix_text)[0]
+                prefix = charge(prefix_text)[0] if prefix_text else 0
                 cut = _truncate(body, lambda t: t, allowed - prefix, counter)
                 if cut is not None:
                     line = cut[0]
@@ -1360,12 +1368,6 @@ def _header_tokens(language: Language, counter: TokenCounter) -> int:
     if counter is count_tokens:
         return count_tokens(texts["open"] + "\n" + texts["note"] + "\n" + texts["close"])
     return counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
-
-
-def _header_rest(language: Language) -> int:
-    """The non-wide characters of the block's opening, note and closing lines (see :class:`_Charge`)."""
-    texts = _TEXT[language]
-    return token_parts(texts["open"] + "\n" + texts["note"] + "\n" + texts["close"])[1]
 
 
 @functools.lru_cache(maxsize=64)

@@ -205,9 +205,10 @@ def test_a_memory_dropped_without_close_stops_its_worker(tmp_path: Path) -> None
 
 
 def test_the_payload_ranks_facts_by_meaning_too(tmp_path: Path) -> None:
-    # Only one fact fits (the block with both counts 32 tokens whole); "any fruit I should avoid?" shares no word with the mango allergy and
-    # "avoid" with the crowds fact. Before the payload handed the model to the block, the call
-    # start's facts were ranked by words alone and the crowds fact came first.
+    # Only one fact fits (the block with both counts 32 tokens whole); "any fruit I should
+    # avoid?" shares no word with the mango allergy and "avoid" with the crowds fact. Before the
+    # payload handed the model to the block, the call start's facts were ranked by words alone and
+    # the crowds fact came first.
     m = ConvMemory.open(str(tmp_path / "p.db"), embeddings=ConceptEmbeddings(), embed_in_background=False)
     try:
         m.add_fragment("u_1", "User is allergic to mango.")
