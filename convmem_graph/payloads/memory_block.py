@@ -289,10 +289,10 @@ class _Charge:
     """What an item costs on the block: its exact marginal tokens with the default estimate.
 
     :func:`~convmem_graph.tokens.count_tokens` rounds its four-characters-a-token part up per
-    call, so lines counted one by one add up to ~6 % more than the block counted whole. Its two
-    parts add up over text, so with that counter the block's running total of non-wide
-    characters (``rest``, everything committed: header, prefixes, lines, newlines) makes each
-    item's cost exactly what it adds to the whole block's count. Any other counter is charged
+    call, so lines counted one by one add up to more than the block counted whole (~0.4 token a
+    line). Its two parts add up over text, so with that counter the block's running total of
+    non-wide characters (``rest``, everything committed: header, prefixes, lines, newlines) makes
+    each item's cost exactly what it adds to the whole block's count. Any other counter is charged
     per text and summed, as before: not every tokenizer is additive, and the sum is safe.
     """
 
