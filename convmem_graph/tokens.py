@@ -21,7 +21,7 @@ from convmem_graph.text.cjk import WIDE
 if TYPE_CHECKING:  # LangChain is not imported at run time: a call start stays light
     from langchain_core.messages import BaseMessage
 
-__all__ = ["TokenCounter", "count_message_tokens", "count_tokens"]
+__all__ = ["TokenCounter", "count_message_tokens", "count_tokens", "token_parts"]
 
 TokenCounter = Callable[[str], int]
 
@@ -54,10 +54,35 @@ def _count(text: str) -> int:
     return wide + math.ceil(rest / 4)
 
 
+def token_parts(text: str) -> tuple[int, int]:
+    """The two parts :func:`count_tokens` estimates ``text`` from: (wide characters, the rest).
+
+    ``count_tokens(text) == wide + ceil(rest / 4)``. Both parts add up over concatenation, so a
+    text built from pieces is counted exactly from its pieces' parts (the memory block charges
+    each line its marginal cost on the whole block this way, not a rounded-up count per line).
+
+    Example:
+        >>> token_parts("用户 likes 芒果")
+        (4, 7)
+    """
+    if not text:
+        return 0, 0
+    if len(text) <= _MEMO_CHARS:
+        return _parts_short(text)
+    return _parts(text)
+
+
+def _parts(text: str) -> tuple[int, int]:
+    wide = len(_WIDE.findall(text))
+    return wide, len(text) - wide
+
+
 # A live turn's extractive summary counts the same ~85 fact sentences again every turn (and the
 # CJK scan is ~1.3 us a sentence): short texts are answered from here. Bounded in entries and, by
 # _MEMO_CHARS, in size (at most ~2 MB of keys); the count is a pure function of the text.
 _count_short = holds_text(functools.lru_cache(maxsize=8192)(_count))
+# The memory block's lines, answered from here as :data:`_count_short` answers counts.
+_parts_short = holds_text(functools.lru_cache(maxsize=8192)(_parts))
 
 
 def count_message_tokens(messages: Sequence[BaseMessage], counter: TokenCounter = count_tokens) -> int:

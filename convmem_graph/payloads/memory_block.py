@@ -15,9 +15,11 @@ Layout (Chinese; the English block uses ``[profile]``, ``[fact]``, ``[recent]``,
 Selection follows the precedence of design section 7: manual variables, inferred variables, the
 summary (cut at a sentence boundary when it does not fit), then fragments by relevance to the
 query and recency. Every part has its own cap and the whole text, delimiters included, stays within
-``budget_tokens`` as counted by ``counter``. Per-line costs are added up instead of recounting the
-block per line (for :func:`~convmem_graph.tokens.count_tokens` the sum is an upper bound); one final
-count of the finished text guards counters for which it is not, dropping the lowest-priority items.
+``budget_tokens`` as counted by ``counter``. With the default
+:func:`~convmem_graph.tokens.count_tokens` each item is charged exactly what it adds to the block
+counted whole (its parts add up over text: see :class:`_Charge`), so the block fills its budget;
+any other counter is charged per line and the costs added up. One final count of the finished text
+guards counters for which that sum is not an upper bound, dropping the lowest-priority items.
 
 Rendering order differs from precedence: profile line (variables in the snapshot's order), facts,
 recent (transient) facts, quoted turns (in the order they were said, each day's date before its
@@ -59,7 +61,7 @@ from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats, query_t
 from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked, ranked_with_cosines
 from convmem_graph.text.cjk import SCRIPTS
 from convmem_graph.text.sentences import join_sentences
-from convmem_graph.tokens import TokenCounter, count_tokens
+from convmem_graph.tokens import TokenCounter, count_tokens, token_parts
 
 if TYPE_CHECKING:
     from datetime import date
@@ -140,6 +142,11 @@ _TEXT: dict[Language, dict[str, str]] = {
         "quote_assistant": "Assistant: ",
     },
 }
+# The default estimate's parts (see :class:`_Charge`) of the header and of the note's quote sentence.
+_HEADER_PARTS = {
+    lang: token_parts(t["open"] + "\n" + t["note"] + "\n" + t["close"]) for lang, t in _TEXT.items()
+}
+_QUOTE_NOTE_PARTS = {lang: token_parts(t["quote_note"]) for lang, t in _TEXT.items()}
 _KV = ": "
 _SEP = "; "
 _RECENT_CATEGORIES = frozenset({"plan"})
@@ -242,7 +249,9 @@ class MemoryBlock(BaseModel):
             ``summary``.
         language: ``zh`` or ``en``.
         part_tokens: Tokens charged to each part (``header``, ``manual_variables``,
-            ``inferred_variables``, ``summary``, ``fragments``, ``turns``), as summed per line.
+            ``inferred_variables``, ``summary``, ``fragments``, ``turns``): with the default
+            counter what each added to the block counted whole (they add up to ``tokens``, or
+            one more), with any other counter as summed per line.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -272,6 +281,43 @@ class _Item:
     day: str = ""
     #: A quote line opening with the user's words, unlabelled: the note then says whose they are.
     bare: bool = False
+    #: The non-wide characters the item adds to the block (see :class:`_Charge`).
+    rest: int = 0
+
+
+class _Charge:
+    """What an item costs on the block: its exact marginal tokens with the default estimate.
+
+    :func:`~convmem_graph.tokens.count_tokens` rounds its four-characters-a-token part up per
+    call, so lines counted one by one add up to more than the block counted whole (~0.4 token a
+    line). Its two parts add up over text, so with that counter the block's running total of
+    non-wide characters (``rest``, everything committed: header, prefixes, lines, newlines) makes
+    each item's cost exactly what it adds to the whole block's count. Any other counter is charged
+    per text and summed, as before: not every tokenizer is additive, and the sum is safe.
+    """
+
+    __slots__ = ("counter", "exact", "language", "rest")
+
+    def __init__(self, counter: TokenCounter, language: Language) -> None:
+        self.counter = counter
+        self.language = language
+        self.exact = counter is count_tokens
+        self.rest = _HEADER_PARTS[language][1] if self.exact else 0
+
+    def __call__(self, text: str, extra: str = "", noted: bool = False) -> tuple[int, int]:
+        """The cost of adding ``text``, ``extra`` and, if ``noted``, the note's quote sentence; their rest."""
+        if not self.exact:
+            cost = self.counter(text) + (self.counter(extra) if extra else 0)
+            return cost + _quote_note_tokens(self.language, self.counter) if noted else cost, 0
+        wide, rest = token_parts(text)
+        if extra:
+            w, r = token_parts(extra)
+            wide, rest = wide + w, rest + r
+        if noted:
+            w, r = _QUOTE_NOTE_PARTS[self.language]
+            wide, rest = wide + w, rest + r
+        before = self.rest
+        return wide + (before + rest + 3) // 4 - (before + 3) // 4, rest
 
 
 @dataclass
@@ -407,21 +453,21 @@ def _select(
     neutral = _kept(snapshot, "neutralized", _Neutralized)
 
     # Manual variables first, always: a hand-set value is what the operator wants the model to see.
-    prefix_cost = counter(texts["profile"])
+    charge = _Charge(counter, language)
     prefix_paid = False
     indexed = list(enumerate(snapshot.variables.items()))
     for order, (name, value) in indexed:
         if value.origin != "manual":
             continue
         manual = _var_item(
-            name, value, order, "manual_variables", language, counter, left, remaining, neutral
+            name, value, order, "manual_variables", language, charge, left, remaining, neutral, prefix_paid
         )
         if manual is not None:
-            manual.cost += 0 if prefix_paid else prefix_cost
             if manual.cost <= min(left["manual_variables"], remaining):
                 sel.items.append(manual)
                 left["manual_variables"] -= manual.cost
                 remaining -= manual.cost
+                charge.rest += manual.rest
                 prefix_paid = True
 
     # Everything else competes by relevance to the query.
@@ -569,10 +615,18 @@ def _select(
         if cand.kind == "var":
             value = snapshot.variables[cand.key]
             item = _var_item(
-                cand.key, value, int(cand.sub), cand.part, language, counter, left, remaining, neutral
+                cand.key,
+                value,
+                int(cand.sub),
+                cand.part,
+                language,
+                charge,
+                left,
+                remaining,
+                neutral,
+                prefix_paid,
             )
             if item is not None:
-                item.cost += 0 if prefix_paid else prefix_cost
                 if item.cost <= allowed:
                     prefix_paid = True
                     covered.update(value.fragment_ids)
@@ -581,18 +635,24 @@ def _select(
         elif cand.kind == "summary":
             body = str(cand.payload)
             # The line's prefix (and the flag marker, wrapped once around the whole summary).
-            prefix = 0
+            prefix_text = ""
             if not summary_prefix_paid:
                 marker = wrap_flagged("", language) if summary_flagged else ""
-                prefix = counter(texts["summary"] + marker + "\n")
+                prefix_text = texts["summary"] + marker + "\n"
             line = body
-            cost = counter(line + texts["join"]) + prefix
+            cost, rest = charge(line + texts["join"], prefix_text)
             if cost > allowed:
-                # A sentence too long for what is left is cut at a clause, if one fits.
+                # A sentence too long for what is left is cut at a clause, if one fits (each
+                # piece counted alone is an upper bound of its share, the cut is charged whole).
+                prefix = charge(prefix_text)[0] if prefix_text else 0
                 cut = _truncate(body, lambda t: t, allowed - prefix, counter)
-                line, cost = (cut[0], cut[1] + prefix) if cut is not None else (line, cost)
+                if cut is not None:
+                    line = cut[0]
+                    cost, rest = charge(line + texts["join"], prefix_text)
             if cost <= allowed:
-                item = _Item("summary", "summary", cand.key, line, cost, summary_flagged, int(cand.sub))
+                item = _Item(
+                    "summary", "summary", cand.key, line, cost, summary_flagged, int(cand.sub), rest=rest
+                )
                 summary_prefix_paid = True
         elif cand.kind == "fact":
             payload = cand.payload if isinstance(cand.payload, list) else [cand.payload]
@@ -616,11 +676,11 @@ def _select(
                 continue
             recent = fact.transient or fact.category in _RECENT_CATEGORIES
             line = (texts["recent"] if recent else texts["fact"]) + body
-            cost = counter(line + "\n")
+            cost, rest = charge(line + "\n")
             if cost <= allowed:
                 seen_bodies.add(body)
                 kind: Literal["fact", "recent"] = "recent" if recent else "fact"
-                item = _Item("fragments", kind, fact.id, line, cost, flagged, also=tuple(ids[1:]))
+                item = _Item("fragments", kind, fact.id, line, cost, flagged, also=tuple(ids[1:]), rest=rest)
                 for f in group:
                     cited.update(f.source_message_ids)
                 included += 1
@@ -633,7 +693,7 @@ def _select(
             if turn.id in cited or turn.id in shown:
                 continue
             cap = min(quote_cap, allowed)
-            item = _quote(turn, pairs, shown, scorer, cap, allowed, language, counter, seen_bodies, marks)
+            item = _quote(turn, pairs, shown, scorer, cap, allowed, language, charge, seen_bodies, marks)
             if item is not None:
                 shown.update((item.key, *item.also))
         if item is None:
@@ -642,6 +702,7 @@ def _select(
         sel.items.append(item)
         left[item.part] -= item.cost
         remaining -= item.cost
+        charge.rest += item.rest
     if memo is not None:
         if len(memo) >= _MATCHLESS_KEPT:
             memo.clear()
@@ -793,7 +854,7 @@ def _quote(
     cap: int,
     allowed: int,
     language: Language,
-    counter: TokenCounter,
+    charge: _Charge,
     seen_bodies: set[str],
     marks: _QuoteMarks,
 ) -> _Item | None:
@@ -808,6 +869,7 @@ def _quote(
     the note's sentence saying so); every other speaker, and the user after another speaker on
     the same line, is labelled.
     """
+    counter = charge.counter
     own = clause_excerpt(turn.content, scorer.score, cap, counter)
     unit: list[tuple[Message, str]] = [(turn, own)]
     reply = pairs.reply.get(turn.id)
@@ -844,9 +906,8 @@ def _quote(
                 line += texts["join"] + label + body
             prefix = f"[{format_date(day, language)}] "
             # Counted whole when the line carries its date: as the block renders it.
-            cost = counter(line + "\n") if prefix in marks.days else counter(prefix + line + "\n")
-            if bare and not marks.noted:
-                cost += _quote_note_tokens(language, counter)
+            text = line + "\n" if prefix in marks.days else prefix + line + "\n"
+            cost, rest = charge(text, noted=bare and not marks.noted)
             if cost <= allowed:
                 seen_bodies.update(parts)
                 marks.days.add(prefix)
@@ -863,6 +924,7 @@ def _quote(
                     tuple(ids[1:]),
                     prefix,
                     bare,
+                    rest,
                 )
         if len(unit) == 1:
             return None
@@ -1052,11 +1114,13 @@ def _var_item(
     order: int,
     part: str,
     language: Language,
-    counter: TokenCounter,
+    charge: _Charge,
     left: dict[str, int],
     remaining: int,
     neutral: _Neutralized,
+    prefix_paid: bool,
 ) -> _Item | None:
+    """The profile segment of a variable, charged with the profile line's prefix unless paid."""
     raw = _value_text(value, language)
     if not raw.strip() or len(raw) > _CHARS_PER_TOKEN_BOUND * min(left[part], remaining) + 64:
         return None
@@ -1066,7 +1130,12 @@ def _var_item(
     # Names come from imports and schemas too: a label can never close the block or start a line.
     label = neutralize_label(VARIABLE_LABELS.get(name, {}).get(language, name), language)
     segment = f"{label}{_KV}{body}"
-    return _Item(part, "var", name, segment, counter(segment + _SEP), flagged, order)
+    # Charged with its separator: the last segment's newline is one character shorter.
+    if prefix_paid:
+        cost, rest = charge(segment + _SEP)
+    else:
+        cost, rest = charge(segment + _SEP, _TEXT[language]["profile"])
+    return _Item(part, "var", name, segment, cost, flagged, order, rest=rest)
 
 
 def _flag_name(item: _Item) -> str:
@@ -1290,8 +1359,14 @@ def _matchless_language(
 
 @functools.lru_cache(maxsize=64)
 def _header_tokens(language: Language, counter: TokenCounter) -> int:
-    """Tokens of the block's opening, note and closing lines in ``language`` (the counter is pure)."""
+    """Tokens of the block's opening, note and closing lines in ``language`` (the counter is pure).
+
+    Counted together with the default estimate (the block's items are charged on top of it, see
+    :class:`_Charge`), line by line with any other counter.
+    """
     texts = _TEXT[language]
+    if counter is count_tokens:
+        return count_tokens(texts["open"] + "\n" + texts["note"] + "\n" + texts["close"])
     return counter(texts["open"] + "\n") + counter(texts["note"] + "\n") + counter(texts["close"])
 
 

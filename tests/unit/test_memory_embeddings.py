@@ -205,9 +205,10 @@ def test_a_memory_dropped_without_close_stops_its_worker(tmp_path: Path) -> None
 
 
 def test_the_payload_ranks_facts_by_meaning_too(tmp_path: Path) -> None:
-    # Only one fact fits; "any fruit I should avoid?" shares no word with the mango allergy and
-    # "avoid" with the crowds fact. Before the payload handed the model to the block, the call
-    # start's facts were ranked by words alone and the crowds fact came first.
+    # Only one fact fits (the block with both counts 32 tokens whole); "any fruit I should
+    # avoid?" shares no word with the mango allergy and "avoid" with the crowds fact. Before the
+    # payload handed the model to the block, the call start's facts were ranked by words alone and
+    # the crowds fact came first.
     m = ConvMemory.open(str(tmp_path / "p.db"), embeddings=ConceptEmbeddings(), embed_in_background=False)
     try:
         m.add_fragment("u_1", "User is allergic to mango.")
@@ -215,15 +216,15 @@ def test_the_payload_ranks_facts_by_meaning_too(tmp_path: Path) -> None:
         # The block reads the facts' stored vectors (written off the request path): until they
         # are written the facts rank by their words, and the call start embeds only the query.
         before = m.payload(
-            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=33, recent_turns=0
+            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=31, recent_turns=0
         )
         assert "crowds" in before[0]["content"] and "mango" not in before[0]["content"]
         assert m.embed_facts("u_1") == 2
-        body = m.payload("u_1", "openai", query="any fruit I should avoid?", budget_tokens=33, recent_turns=0)
+        body = m.payload("u_1", "openai", query="any fruit I should avoid?", budget_tokens=31, recent_turns=0)
         assert "mango" in body[0]["content"]
         m.embeddings = None
         lexical = m.payload(
-            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=33, recent_turns=0
+            "u_1", "openai", query="any fruit I should avoid?", budget_tokens=31, recent_turns=0
         )
         assert "crowds" in lexical[0]["content"] and "mango" not in lexical[0]["content"]
     finally:
