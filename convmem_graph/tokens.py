@@ -21,7 +21,7 @@ from convmem_graph.text.cjk import WIDE
 if TYPE_CHECKING:  # LangChain is not imported at run time: a call start stays light
     from langchain_core.messages import BaseMessage
 
-__all__ = ["TokenCounter", "count_message_tokens", "count_tokens", "token_parts"]
+__all__ = ["TokenCounter", "count_message_tokens", "count_tokens", "token_parts", "tokens_from_parts"]
 
 TokenCounter = Callable[[str], int]
 
@@ -49,8 +49,16 @@ def count_tokens(text: str) -> int:
 
 
 def _count(text: str) -> int:
-    wide = len(_WIDE.findall(text))
-    rest = len(text) - wide
+    return tokens_from_parts(*_parts(text))
+
+
+def tokens_from_parts(wide: int, rest: int) -> int:
+    """:func:`count_tokens` of a text whose :func:`token_parts` are ``(wide, rest)``.
+
+    Example:
+        >>> tokens_from_parts(*token_parts("用户 likes 芒果")) == count_tokens("用户 likes 芒果")
+        True
+    """
     return wide + math.ceil(rest / 4)
 
 

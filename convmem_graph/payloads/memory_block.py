@@ -61,7 +61,7 @@ from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats, query_t
 from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked, ranked_with_cosines
 from convmem_graph.text.cjk import SCRIPTS
 from convmem_graph.text.sentences import join_sentences
-from convmem_graph.tokens import TokenCounter, count_tokens, token_parts
+from convmem_graph.tokens import TokenCounter, count_tokens, token_parts, tokens_from_parts
 
 if TYPE_CHECKING:
     from datetime import date
@@ -317,7 +317,7 @@ class _Charge:
             w, r = _QUOTE_NOTE_PARTS[self.language]
             wide, rest = wide + w, rest + r
         before = self.rest
-        return wide + (before + rest + 3) // 4 - (before + 3) // 4, rest
+        return wide + tokens_from_parts(0, before + rest) - tokens_from_parts(0, before), rest
 
 
 @dataclass

@@ -34,6 +34,7 @@ from convmem_graph.store._driver import driver_of, driver_read, execute_rows
 from convmem_graph.store._row_patch import PG_ROW_PATCH, RowPatch
 from convmem_graph.store._snapshot_json import SnapshotJson
 from convmem_graph.store._summary_facts import StrongestRows
+from convmem_graph.store._vectors import forget_matrices
 from convmem_graph.store.engine import (
     POOL_DEFAULTS,
     WRITE_OPTION,
@@ -196,9 +197,6 @@ class StoreCore:
             self._parsed.pop(memory_id, None)
         self._strongest.forget(memory_id)
         self._snapshot_json.forget(memory_id)
-        # Imported here: only a store that searched vectors has it loaded, and it needs NumPy.
-        from convmem_graph.store._vectors import forget_matrices
-
         forget_matrices(memory_id)
         forget_texts()
 
