@@ -22,7 +22,9 @@ as ``2`` or ``yes`` is held by unrelated turns too, so its state is an upper bou
 
 A question takes the best state among its missing parts (in the order above); a question missing
 two or more parts is also counted as ``several parts``. Prints the counts overall and per category,
-and ``--examples N`` questions of each cause with their answer and missing parts.
+and ``--examples N`` questions of each cause with their answer and missing parts; with ``--blocks``
+each "candidate, ranked out" example also prints the candidates holding the missing part (their
+rank in the search, normalized opening) and the block they lost to.
 
 Usage:
     python benchmarks/locomo_misses.py ../shared/data/locomo/locomo10.json --conversations 0,1,2,3,4 \
@@ -36,7 +38,7 @@ import collections
 import logging
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
@@ -75,6 +77,9 @@ class Miss:
     answer: str
     cause: str
     parts: list[tuple[str, str]]  # (missing part, its state)
+    block: str = ""  # the block as rendered (printed with ``--blocks``)
+    #: The candidates holding a missing part: (rank in the search, the turn's opening).
+    holders: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _part_state(part: str, holders: list[str], ranked: dict[str, int], block: str, candidates: int) -> str:
@@ -100,6 +105,11 @@ def main() -> int:
         "--candidates", type=int, help="candidate turns the block reads (default: the call start's)"
     )
     p.add_argument("--examples", type=int, default=3, help="questions printed per cause")
+    p.add_argument(
+        "--blocks",
+        action="store_true",
+        help="with each 'candidate, ranked out' example, the block it lost to and its candidates' ranks",
+    )
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     candidates = args.candidates or default_candidates(args.budget)
@@ -122,7 +132,8 @@ def main() -> int:
                 messages = mem.payload(
                     mid, "openai", query=q.question, budget_tokens=args.budget, recent_turns=0
                 )
-                block = normalize(str(messages[0]["content"])) if messages else ""
+                raw = str(messages[0]["content"]) if messages else ""
+                block = normalize(raw)
                 if answer_in_context(q.answer, q.category, block):
                     cause = "found"
                 elif not answer_in_context(q.answer, q.category, full):
@@ -133,11 +144,18 @@ def main() -> int:
                     for rank, hit in enumerate(wide.hits):
                         ranked.setdefault(normalize(hit.message.content), rank)
                     parts = []
+                    holding: list[tuple[int, str]] = []
                     for part in answer_parts(q.answer, q.category):
                         if contains(part, block):
                             continue
                         holders = [t for t in turns if contains(part, t)]
                         state = _part_state(part, holders, ranked, block, candidates)
+                        if state == CAUSES[1]:
+                            holding += sorted(
+                                (ranked[t], t[: _OPENING * 3])
+                                for t in holders
+                                if ranked.get(t, candidates) < candidates
+                            )
                         parts.append((part, state))
                         part_counts[state] += 1
                     # A part found only across a turn boundary (or in a caption) has no holder turn.
@@ -146,7 +164,7 @@ def main() -> int:
                     if len(parts) > 1:
                         counts["several parts"] += 1
                         by_cat[q.category]["several parts"] += 1
-                    misses.append(Miss(q.category, q.question, str(q.answer), cause, parts))
+                    misses.append(Miss(q.category, q.question, str(q.answer), cause, parts, raw, holding))
                 counts[cause] += 1
                 by_cat[q.category][cause] += 1
     finally:
@@ -166,6 +184,11 @@ def main() -> int:
             for m in shown:
                 missing = "; ".join(f"{part!r}: {state}" for part, state in m.parts)
                 print(f"  [cat {m.category}] {m.question} -> {m.answer!r}  ({missing})")
+                if args.blocks and m.holders:
+                    for rank, opening in m.holders:
+                        print(f"      candidate #{rank}: {opening}")
+                    print("      block:")
+                    print("\n".join("        " + line for line in m.block.splitlines()))
     return 0
 
 
