@@ -13,7 +13,6 @@ import hashlib
 import itertools
 import json
 import math
-import re
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -53,15 +52,6 @@ _IN_CHUNK = 500
 
 _ROLE = MESSAGE_COLUMN_NAMES.index("role")
 _CONTENT = MESSAGE_COLUMN_NAMES.index("content")
-_SPEAKER = MESSAGE_COLUMN_NAMES.index("speaker_id")
-#: When the query names a speaker of the best candidates, the best ``SPEAKER_WINDOW * limit``
-#: candidates are ranked again by who said them (see :func:`_by_speaker`). Chosen on LoCoMo's
-#: even conversations: 1x, 2x, 3x, 4x and 8x gave +0.2 / -0.4, +0.3 / +0.1 and +0.7 / +0.1 (the
-#: last three alike) points at 300 / 1,000 tokens; the smallest of the level ones was kept.
-SPEAKER_WINDOW = 3
-#: A speaker given as a name: letters (any script) in up to four words, as the block's ranker
-#: reads it (an id with digits or ``_`` never names anyone).
-_NAME = re.compile(r"[^\W\d_]+(?:[ .'-][^\W\d_]+){0,3}")
 
 #: A driver-level statement runner: SQL with the driver's parameter marks, then its parameters.
 Run = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
@@ -228,8 +218,6 @@ def collect(
 
     scores = _idf_sums(postings, n)
     ranked = sorted(scores, key=lambda s: (-scores[s], -s))
-    if len(ranked) > limit:
-        ranked = _by_speaker(run, mark, memory_id, terms, postings, scores, ranked, limit, replies, n, found)
     # Which terms a turn holds is asked of the hits only (a few dozen of up to 128 per term).
     holding = {term: set(seqs) for term, seqs in postings.items() if seqs}
 
@@ -247,9 +235,7 @@ def collect(
         # The next two seqs after the best hits: usually the same memory's next turn (a batch
         # gets consecutive seqs); the read below keeps only this memory's.
         follow = {s + k for s in best[:replies] for k in (1, 2)} - set(best)
-        wanted = [*(q for q in best if q not in found), *sorted(follow - found.keys())]
-        if wanted:
-            found.update(read_rows(run, mark, memory_id, wanted))
+        found.update(read_rows(run, mark, memory_id, [*best, *sorted(follow - found.keys())]))
         for seq in best:
             row = found.get(seq)
             if row is None:
@@ -272,77 +258,6 @@ def collect(
                     result.hits.append(EpisodeHit(seq=nxt, message=message(nxt), reply_to=hit.seq))
                 break
     return result
-
-
-def _speaker_words(speaker: object) -> tuple[str, ...]:
-    """The search terms a speaker given as a name holds (none for an opaque id or no speaker)."""
-    if not isinstance(speaker, str) or not _NAME.fullmatch(speaker):
-        return ()
-    return tuple(search_terms(speaker, max_terms=None))
-
-
-def _by_speaker(
-    run: Run,
-    mark: str,
-    memory_id: str,
-    terms: list[str],
-    postings: dict[str, list[int]],
-    scores: dict[int, float],
-    ranked: list[int],
-    limit: int,
-    replies: int,
-    n: int,
-    found: dict[int, list[Any]],
-) -> list[int]:
-    """``ranked`` with its head ordered by who said each turn, when the query names a speaker.
-
-    "What did Caroline paint?" is about Caroline's own turns, which rarely say her name; the
-    turns that do are mostly the other speaker addressing her ("Thanks, Caroline!"). The block's
-    ranker counts such a term by who said a turn (``Scorer.turn_score`` and ``name_bonus``); the
-    candidates are chosen the same way here, or the turns it would rank first never reach it:
-    among the best :data:`SPEAKER_WINDOW` ``* limit`` candidates, a query term naming a speaker
-    adds its IDF to that speaker's turns instead of to the turns that say it. Which terms name a
-    speaker is read from the best ``limit`` candidates (rows the search reads anyway, kept in
-    ``found``, with the next turns the search reads for replies); a query naming none of their
-    speakers costs nothing more, and the order is then the IDF sums' as before.
-    """
-    head = ranked[: limit + 4]
-    follow = {s + k for s in head[:replies] for k in (1, 2)} - set(head)
-    found.update(read_rows(run, mark, memory_id, [*head, *sorted(follow)]))
-    speakers = {row[_SPEAKER] for row in found.values()}
-    wanted = set(terms)
-    names = {sp: hit for sp in speakers if (hit := wanted.intersection(_speaker_words(sp)))}
-    if not names:
-        return ranked
-    window = ranked[: SPEAKER_WINDOW * limit + 4]
-    missing = [q for q in window if q not in found]
-    who = {q: row[_SPEAKER] for q, row in found.items()}
-    who.update(read_speakers(run, mark, memory_id, missing))
-    named = set().union(*names.values())
-    idf = {t: _idf(len(postings.get(t, ())), n) for t in named}
-    holding = {t: set(postings.get(t, ())) for t in named}
-    adjusted: dict[int, float] = {}
-    for seq in window:
-        score = scores[seq] - sum(idf[t] for t in named if seq in holding[t])
-        adjusted[seq] = score + sum(idf[t] for t in names.get(who.get(seq), ()))
-    window.sort(key=lambda s: (-adjusted[s], -s))
-    return window + ranked[len(window) :]
-
-
-def read_speakers(run: Run, mark: str, memory_id: str, seqs: Sequence[int]) -> dict[int, str | None]:
-    """Who said each of the memory's turns ``seqs`` (those still stored), by seq."""
-    found: dict[int, str | None] = {}
-    for start in range(0, len(seqs), _IN_CHUNK):
-        part = seqs[start : start + _IN_CHUNK]
-        marks = ", ".join([mark] * len(part))
-        sql = f"SELECT seq, speaker_id FROM {_MESSAGES} WHERE memory_id = {mark} AND seq IN ({marks})"
-        for seq, speaker in run(sql, (memory_id, *part)):
-            found[int(seq)] = speaker
-    return found
-
-
-def _idf(df: int, n: int) -> float:
-    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 def _idf_sums(postings: dict[str, list[int]], n: int) -> dict[int, float]:
