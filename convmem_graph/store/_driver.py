@@ -426,7 +426,7 @@ def _pg_execute_many(conn: Connection, sql: str, seq: list[Any]) -> Any:
 _NAMED = re.compile(r"%\((\w+)\)s")
 _INSERT_HEAD = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\)")
 # One row of placeholders and nothing after it (no ``ON CONFLICT``, no ``RETURNING``).
-_ONE_VALUE = r"%\(\w+\)s(?:::[\w ]+(?:\(\d+\))?)?"
+_ONE_VALUE = r'%\(\w+\)s(?:::[\w ]+(?:\(\d+\))?)?(?: COLLATE "[\w.-]+")?'
 _ONE_ROW = re.compile(rf"\({_ONE_VALUE}(?:, {_ONE_VALUE})*\)")
 _JSON_SCALARS = (str, int, float, bool, type(None))
 

@@ -91,18 +91,23 @@ _PG_ROWS = (
     "SELECT memory_id, COALESCE(cjk, false) AS zh, expires_at, {sign} AS s FROM {table} "
     "WHERE status = 'active' AND NOT transient"
 )
-_PG_APPLY = """
+# The mark is read from the updated row itself (not a join): when the update waits for a
+# concurrent move of the mark (``move_expiry_mark`` holds the row), PostgreSQL evaluates the
+# SET list and the condition again on the row as that move left it, as the row trigger did.
+_PG_DELTA = (
+    "SELECT sum(CASE WHEN r.zh THEN r.s ELSE 0 END) AS zh, sum(CASE WHEN r.zh THEN 0 ELSE r.s END) AS other,"
+    " sum(CASE WHEN r.zh AND r.expires_at <= m.expired_through THEN r.s ELSE 0 END) AS ezh,"
+    " sum(CASE WHEN NOT r.zh AND r.expires_at <= m.expired_through THEN r.s ELSE 0 END) AS eother"
+    " FROM r WHERE r.memory_id = m.memory_id"
+)
+_PG_APPLY = f"""
+  WITH r AS ({{rows}})
   UPDATE cm_memories m
-     SET facts_zh = m.facts_zh + d.zh, facts_other = m.facts_other + d.other,
-         expired_zh = m.expired_zh + d.ezh, expired_other = m.expired_other + d.eother
-    FROM (SELECT r.memory_id,
-                 sum(CASE WHEN r.zh THEN r.s ELSE 0 END) AS zh,
-                 sum(CASE WHEN r.zh THEN 0 ELSE r.s END) AS other,
-                 sum(CASE WHEN r.zh AND r.expires_at <= k.expired_through THEN r.s ELSE 0 END) AS ezh,
-                 sum(CASE WHEN NOT r.zh AND r.expires_at <= k.expired_through THEN r.s ELSE 0 END) AS eother
-            FROM ({rows}) r JOIN cm_memories k ON k.memory_id = r.memory_id
-           GROUP BY r.memory_id) d
-   WHERE m.memory_id = d.memory_id AND (d.zh, d.other, d.ezh, d.eother) <> (0, 0, 0, 0);"""
+     SET (facts_zh, facts_other, expired_zh, expired_other) = (
+         SELECT m.facts_zh + d.zh, m.facts_other + d.other, m.expired_zh + d.ezh, m.expired_other + d.eother
+           FROM ({_PG_DELTA}) d)
+   WHERE m.memory_id IN (SELECT memory_id FROM r)
+     AND (SELECT (d.zh, d.other, d.ezh, d.eother) <> (0, 0, 0, 0) FROM ({_PG_DELTA}) d);"""
 _PG_ADDED = _PG_ROWS.format(sign="1", table="added")
 _PG_GONE = _PG_ROWS.format(sign="-1", table="gone")
 #: PostgreSQL's triggers, one per statement kind (a transition table needs one trigger per event).
