@@ -30,7 +30,10 @@ same trigger moves with an ``UPDATE``: that row lock is held until the writer co
 transactions writing facts of one memory take their revisions in commit order (the second waits
 for the first, then reads its committed value), whoever writes (the store's runs hold the
 memory's advisory lock anyway). A delete moves ``facts_cut`` once per statement (a transition
-table names the memories). Before it the PostgreSQL summary read was the ~400 rows of
+table names the memories). Since migration 18 (:func:`pg_fact_revisions_per_statement`) the row
+trigger only reads ``facts_rev + 1`` under that lock and statement triggers move ``facts_rev``
+once per memory and statement: the rows of one statement share a revision, and a bulk write no
+longer updates the memory row once per fact. Before it the PostgreSQL summary read was the ~400 rows of
 :data:`~convmem_graph.store._summary_facts.STRONGEST_BOTH` every turn: on a 5k-fact memory
 several ms of a turn's client and server CPU that an empty memory did not pay.
 
