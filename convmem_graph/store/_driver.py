@@ -15,6 +15,8 @@ result wrapping) cost more client CPU than psycopg's own.
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
 import threading
 from collections import namedtuple
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import CompoundSelect, Connection, Engine, Select, TextClause
+from sqlalchemy import CompoundSelect, Connection, Engine, Insert, Select, TextClause
 from sqlalchemy.exc import DBAPIError
 
 from convmem_graph.store.session import RunScope
@@ -380,7 +382,12 @@ def execute_rows(conn: Connection, stmt: Any, params: Mapping[str, Any] | Sequen
     if len(bound) == 1:
         cursor = _pg_execute(conn, sql, bound[0][2])
     else:
-        cursor = _pg_execute_many(conn, sql, [b[2] for b in bound])
+        values = [b[2] for b in bound]
+        if _is_insert(stmt):
+            written = _pg_insert_rows(conn, sql, values)
+            if written is not None:
+                return written
+        cursor = _pg_execute_many(conn, sql, values)
     try:
         return int(cursor.rowcount)
     finally:
@@ -414,6 +421,77 @@ def _pg_execute_many(conn: Connection, sql: str, seq: list[Any]) -> Any:
         conn._handle_dbapi_exception(exc, sql, seq, cursor, None)
         raise  # not reached: the call above raises SQLAlchemy's exception
     return cursor
+
+
+_NAMED = re.compile(r"%\((\w+)\)s")
+_INSERT_HEAD = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\)")
+# One row of placeholders and nothing after it (no ``ON CONFLICT``, no ``RETURNING``).
+_ONE_VALUE = r'%\(\w+\)s(?:::[\w ]+(?:\(\d+\))?)?(?: COLLATE "[\w.-]+")?'
+_ONE_ROW = re.compile(rf"\({_ONE_VALUE}(?:, {_ONE_VALUE})*\)")
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _compact(value: Any, *, allow_nan: bool = True) -> str:
+    """JSON compactly, non-ASCII text kept as is: the engines' ``json_serializer``."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=allow_nan)
+
+
+def _pg_insert_rows(conn: Connection, sql: str, seq: list[dict[str, Any]]) -> int | None:
+    """A module-level plain ``INSERT`` of many rows as one statement; its rowcount.
+
+    psycopg's ``executemany`` sends one statement per row (one round trip, but each row its own
+    statement): a ``FOR EACH STATEMENT`` trigger fires once per row, and the facts' triggers
+    (migration 18) move the memory row once per statement. Here the rows go as one JSON array
+    read by ``json_populate_recordset`` with the table's row type: one parameter and one text
+    whatever the number of rows, so psycopg parses and prepares it once (a multi-row
+    ``VALUES`` of n rows is a new text for each n, and psycopg's Python parse of its
+    placeholders cost more than the statements it saved). The rows are written in the same
+    order with the same values: JSON columns carry the text the engine's serializer makes
+    (:func:`~convmem_graph.store.engine.dumps`, compact, which is what a nested value in a
+    compact document reads as), and every other value here is a string, number, boolean or
+    NULL. None when the statement or a value is not of that kind: the caller runs it as before.
+    """
+    head, values = sql.rsplit(" VALUES ", 1)
+    found = _INSERT_HEAD.fullmatch(head)
+    if found is None or _ONE_ROW.fullmatch(values) is None:
+        return None
+    names = _NAMED.findall(values)
+    table, columns = found.group(1), [c.strip() for c in found.group(2).split(",")]
+    if len(columns) != len(names):
+        return None
+    from psycopg.adapt import PyFormat  # noqa: PLC0415 (PostgreSQL only: psycopg is optional)
+    from psycopg.types.json import Json  # noqa: PLC0415
+
+    # The connection's serializer of JSON values (SQLAlchemy sets the engine's on each one).
+    serializer = getattr(_psycopg_of(conn).adapters.get_dumper(Json, PyFormat.AUTO), "_dumps", None)
+    rows = []
+    for row in seq:
+        out = {}
+        for column, name in zip(columns, names, strict=True):
+            value = row[name]
+            if type(value) is Json:
+                if (value.dumps or serializer) is not _compact:
+                    return None
+                value = value.obj
+            elif not isinstance(value, _JSON_SCALARS):
+                return None
+            out[column] = value
+        rows.append(out)
+    try:
+        document = _compact(rows, allow_nan=False)
+    except ValueError:
+        return None  # NaN or infinity: JSON has no spelling for them
+    listed = ", ".join(columns)
+    statement = f"{head} SELECT {listed} FROM json_populate_recordset(NULL::{table}, %s::json)"
+    cursor = _pg_execute(conn, statement, (document,))
+    try:
+        return int(cursor.rowcount)
+    finally:
+        cursor.close()
+
+
+def _is_insert(stmt: Any) -> bool:
+    return isinstance(stmt, Insert)
 
 
 def _is_text(stmt: Any) -> bool:

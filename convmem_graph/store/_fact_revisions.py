@@ -30,7 +30,10 @@ same trigger moves with an ``UPDATE``: that row lock is held until the writer co
 transactions writing facts of one memory take their revisions in commit order (the second waits
 for the first, then reads its committed value), whoever writes (the store's runs hold the
 memory's advisory lock anyway). A delete moves ``facts_cut`` once per statement (a transition
-table names the memories). Before it the PostgreSQL summary read was the ~400 rows of
+table names the memories). Since migration 18 (:func:`pg_fact_revisions_per_statement`) the row
+trigger only reads ``facts_rev + 1`` under that lock and statement triggers move ``facts_rev``
+once per memory and statement: the rows of one statement share a revision, and a bulk write no
+longer updates the memory row once per fact. Before it the PostgreSQL summary read was the ~400 rows of
 :data:`~convmem_graph.store._summary_facts.STRONGEST_BOTH` every turn: on a 5k-fact memory
 several ms of a turn's client and server CPU that an empty memory did not pay.
 
@@ -46,7 +49,9 @@ __all__ = [
     "FACT_REVISION_TRIGGERS",
     "PG_FACT_REVISION_TRIGGERS",
     "ensure_fact_revisions",
+    "PG_FACT_REVISION_BUMPS",
     "ensure_pg_fact_revisions",
+    "pg_fact_revisions_per_statement",
 ]
 
 #: The triggers (one per statement kind on the facts, one for a new memory row).
@@ -156,6 +161,44 @@ END $$""",
 )
 
 
+#: Migration 18's statement-level triggers: the memory row moves once per statement and memory.
+PG_FACT_REVISION_BUMPS = ("cm_fragments_rev_ins", "cm_fragments_rev_upd")
+
+# Migration 18: a written row takes ``facts_rev + 1`` under the memory row's lock (``FOR NO KEY
+# UPDATE``, the strength of the update it replaces: a message insert's foreign-key check, ``FOR
+# KEY SHARE``, does not wait for it), and the memory row moves once per statement, after it,
+# from the statement's transition table. Every row a statement writes to one memory shares one
+# revision, ``facts_rev`` after the statement equals it, and the next statement's rows take the
+# next one. Migration 16 moved the row once per fact: a statement writing n facts of one memory
+# left n versions of its row, each update walking the chain the earlier ones left (~n^2).
+_PG_STATEMENT_DDL = (
+    """CREATE OR REPLACE FUNCTION cm_fragments_rev_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r BIGINT;
+BEGIN
+  IF TG_OP = 'UPDATE' AND OLD.memory_id IS DISTINCT FROM NEW.memory_id THEN
+    UPDATE cm_memories SET facts_rev = facts_rev + 1, facts_cut = facts_rev + 1
+     WHERE memory_id = OLD.memory_id;
+  END IF;
+  SELECT facts_rev + 1 INTO r FROM cm_memories WHERE memory_id = NEW.memory_id FOR NO KEY UPDATE;
+  NEW.rev := COALESCE(r, 0);
+  RETURN NEW;
+END $$""",
+    """CREATE OR REPLACE FUNCTION cm_fragments_rev_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE cm_memories SET facts_rev = facts_rev + 1
+   WHERE memory_id IN (SELECT DISTINCT memory_id FROM written);
+  RETURN NULL;
+END $$""",
+    # A transition table needs one trigger per event.
+    "DROP TRIGGER IF EXISTS cm_fragments_rev_ins ON cm_fragments",
+    "CREATE TRIGGER cm_fragments_rev_ins AFTER INSERT ON cm_fragments REFERENCING NEW TABLE AS written "
+    "FOR EACH STATEMENT EXECUTE FUNCTION cm_fragments_rev_bump()",
+    "DROP TRIGGER IF EXISTS cm_fragments_rev_upd ON cm_fragments",
+    "CREATE TRIGGER cm_fragments_rev_upd AFTER UPDATE ON cm_fragments REFERENCING NEW TABLE AS written "
+    "FOR EACH STATEMENT EXECUTE FUNCTION cm_fragments_rev_bump()",
+)
+
+
 def ensure_pg_fact_revisions(conn: Connection) -> None:
     """Migration 16: the revision columns, their index and triggers on PostgreSQL (elsewhere nothing).
 
@@ -164,4 +207,16 @@ def ensure_pg_fact_revisions(conn: Connection) -> None:
     if conn.dialect.name != "postgresql":
         return
     for ddl in _PG_DDL:
+        conn.exec_driver_sql(ddl)
+
+
+def pg_fact_revisions_per_statement(conn: Connection) -> None:
+    """Migration 18's half for the revisions: the memory row moves once per statement (PostgreSQL only).
+
+    Replaces migration 16's stamp function (the row now reads the revision under the memory row's
+    lock instead of moving it) and adds the statement triggers that move it. Safe to run again.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    for ddl in _PG_STATEMENT_DDL:
         conn.exec_driver_sql(ddl)

@@ -7,7 +7,7 @@ Written by ``python -m convmem_graph.store._kept_script`` from the migrations' o
 from __future__ import annotations
 
 #: The schema stamp this script was recorded under.
-STAMP = 1581032529
+STAMP = 802030163
 
 #: (statement, parameters) in order; the migration records' ``applied_at`` is set at each open.
 SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
@@ -79,11 +79,11 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        ("CREATE INDEX ix_cm_messages_memory_id_timestamp_ms ON cm_messages (memory_id, timestamp_ms)"),
+        ("CREATE INDEX ix_cm_messages_memory_id_content_hash ON cm_messages (memory_id, content_hash)"),
         (),
     ),
     (
-        ("CREATE INDEX ix_cm_messages_memory_id_content_hash ON cm_messages (memory_id, content_hash)"),
+        ("CREATE INDEX ix_cm_messages_memory_id_timestamp_ms ON cm_messages (memory_id, timestamp_ms)"),
         (),
     ),
     (
@@ -119,35 +119,9 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
         (),
     ),
     (
-        ("CREATE INDEX ix_cm_fragments_recent ON cm_fragments (memory_id, status, updated_at)"),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_recent_pet ON cm_fragments (memory_id, stat"
-            "us, updated_at, created_at, id) WHERE substr(ckey, 1, 4) = 'pet:'"
-        ),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_family ON cm_fragments (memory_id, status, "
-            "transient, substr(ckey, 1, instr(ckey, ':')), observed_at, updated_at, c"
-            "reated_at, id)"
-        ),
-        (),
-    ),
-    (
         (
             "CREATE INDEX ix_cm_fragments_rank ON cm_fragments (memory_id, status, tr"
             "ansient DESC, confidence, observed_at, updated_at, id DESC)"
-        ),
-        (),
-    ),
-    (
-        (
-            "CREATE INDEX ix_cm_fragments_recent_plan ON cm_fragments (memory_id, sta"
-            "tus, updated_at, created_at, id) WHERE substr(ckey, 1, 5) = 'plan:'"
         ),
         (),
     ),
@@ -167,8 +141,34 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     ),
     (
         (
+            "CREATE INDEX ix_cm_fragments_family ON cm_fragments (memory_id, status, "
+            "transient, substr(ckey, 1, instr(ckey, ':')), observed_at, updated_at, c"
+            "reated_at, id)"
+        ),
+        (),
+    ),
+    (
+        ("CREATE INDEX ix_cm_fragments_recent ON cm_fragments (memory_id, status, updated_at)"),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_recent_plan ON cm_fragments (memory_id, sta"
+            "tus, updated_at, created_at, id) WHERE substr(ckey, 1, 5) = 'plan:'"
+        ),
+        (),
+    ),
+    (
+        (
             "CREATE INDEX ix_cm_fragments_memory_id_status_norm_hash ON cm_fragments "
             "(memory_id, status, norm_hash)"
+        ),
+        (),
+    ),
+    (
+        (
+            "CREATE INDEX ix_cm_fragments_expiring ON cm_fragments (memory_id, transi"
+            "ent, expires_at) WHERE expires_at IS NOT NULL"
         ),
         (),
     ),
@@ -178,8 +178,8 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     ),
     (
         (
-            "CREATE INDEX ix_cm_fragments_expiring ON cm_fragments (memory_id, transi"
-            "ent, expires_at) WHERE expires_at IS NOT NULL"
+            "CREATE INDEX ix_cm_fragments_recent_pet ON cm_fragments (memory_id, stat"
+            "us, updated_at, created_at, id) WHERE substr(ckey, 1, 4) = 'pet:'"
         ),
         (),
     ),
@@ -664,6 +664,10 @@ SCRIPT: tuple[tuple[str, tuple[object, ...]], ...] = (
     (
         ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
         (17, "snapshots compressed with lz4 on PostgreSQL", 0),
+    ),
+    (
+        ("INSERT INTO cm_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+        (18, "fact triggers once per statement on PostgreSQL", 0),
     ),
     (
         (

@@ -34,11 +34,13 @@ from convmem_graph.store.schema import fragments, memories
 __all__ = [
     "EXPIRY_BACKLOG",
     "LANGUAGE_TRIGGERS",
+    "PG_LANGUAGE_TRIGGERS",
     "bounded_language_counts",
     "ensure_language_counts",
     "install_language_triggers",
     "language_counts",
     "move_expiry_mark",
+    "pg_language_counts_per_statement",
     "recount_languages",
 ]
 
@@ -78,31 +80,61 @@ _SQLITE_DDL = (
     + f" AND {_SQLITE_COUNTED.format(row='NEW')}; END",
 )
 
-_PG_DELTA = """
-    UPDATE cm_memories
-       SET facts_zh = facts_zh {sign} (CASE WHEN COALESCE({row}.cjk, false) THEN 1 ELSE 0 END),
-           facts_other = facts_other {sign} (CASE WHEN COALESCE({row}.cjk, false) THEN 0 ELSE 1 END),
-           expired_zh = expired_zh {sign} (CASE WHEN COALESCE({row}.cjk, false)
-               AND {row}.expires_at <= expired_through THEN 1 ELSE 0 END),
-           expired_other = expired_other {sign} (CASE WHEN NOT COALESCE({row}.cjk, false)
-               AND {row}.expires_at <= expired_through THEN 1 ELSE 0 END)
-     WHERE memory_id = {row}.memory_id;"""
-
-_PG_OLD = _PG_DELTA.format(sign="-", row="OLD")
-_PG_NEW = _PG_DELTA.format(sign="+", row="NEW")
+# PostgreSQL: one update of each memory row a statement changed the counts of, from the
+# statement's transition tables (``added`` / ``gone``, a sign per row), instead of one per fact
+# row: a statement writing n facts of one memory left n versions of its row, each update walking
+# the chain the earlier ones left (~n^2 for a bulk write). An update's counted columns may not
+# change (its old and new rows cancel): a memory whose deltas are all 0 is not written. A fact
+# counts as expired against its memory's mark as the row's trigger counted it; a fact of a memory
+# without its row (no foreign key enforced) counts nowhere.
+_PG_ROWS = (
+    "SELECT memory_id, COALESCE(cjk, false) AS zh, expires_at, {sign} AS s FROM {table} "
+    "WHERE status = 'active' AND NOT transient"
+)
+# The mark is read from the updated row itself (not a join): when the update waits for a
+# concurrent move of the mark (``move_expiry_mark`` holds the row), PostgreSQL evaluates the
+# SET list and the condition again on the row as that move left it, as the row trigger did.
+_PG_DELTA = (
+    "SELECT sum(CASE WHEN r.zh THEN r.s ELSE 0 END) AS zh, sum(CASE WHEN r.zh THEN 0 ELSE r.s END) AS other,"
+    " sum(CASE WHEN r.zh AND r.expires_at <= m.expired_through THEN r.s ELSE 0 END) AS ezh,"
+    " sum(CASE WHEN NOT r.zh AND r.expires_at <= m.expired_through THEN r.s ELSE 0 END) AS eother"
+    " FROM r WHERE r.memory_id = m.memory_id"
+)
+_PG_APPLY = f"""
+  WITH r AS ({{rows}})
+  UPDATE cm_memories m
+     SET (facts_zh, facts_other, expired_zh, expired_other) = (
+         SELECT m.facts_zh + d.zh, m.facts_other + d.other, m.expired_zh + d.ezh, m.expired_other + d.eother
+           FROM ({_PG_DELTA}) d)
+   WHERE m.memory_id IN (SELECT memory_id FROM r)
+     AND (SELECT (d.zh, d.other, d.ezh, d.eother) <> (0, 0, 0, 0) FROM ({_PG_DELTA}) d);"""
+_PG_ADDED = _PG_ROWS.format(sign="1", table="added")
+_PG_GONE = _PG_ROWS.format(sign="-1", table="gone")
+#: PostgreSQL's triggers, one per statement kind (a transition table needs one trigger per event).
+#: The insert trigger keeps the name of the row trigger it replaced (migration 18), so an older
+#: version's open, which looks for that name, finds the counts kept and does not add its own.
+PG_LANGUAGE_TRIGGERS = (_PG_TRIGGER, "cm_fragments_lang_del", "cm_fragments_lang_upd")
+_PG_FUNCTIONS = (
+    ("cm_fragments_lang_added", _PG_ADDED),
+    ("cm_fragments_lang_gone", _PG_GONE),
+    ("cm_fragments_lang_changed", f"{_PG_GONE} UNION ALL {_PG_ADDED}"),
+)
 _PG_DDL = (
-    f"""
-CREATE OR REPLACE FUNCTION {_PG_TRIGGER}() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF TG_OP <> 'INSERT' AND OLD.status = 'active' AND NOT OLD.transient THEN{_PG_OLD}
-  END IF;
-  IF TG_OP <> 'DELETE' AND NEW.status = 'active' AND NOT NEW.transient THEN{_PG_NEW}
-  END IF;
-  RETURN NULL;
-END $$""",
-    f"DROP TRIGGER IF EXISTS {_PG_TRIGGER} ON cm_fragments",
-    f"CREATE TRIGGER {_PG_TRIGGER} AFTER INSERT OR DELETE OR UPDATE OF status, transient, cjk, memory_id, "
-    f"expires_at ON cm_fragments FOR EACH ROW EXECUTE FUNCTION {_PG_TRIGGER}()",
+    *(
+        f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN"
+        f"{_PG_APPLY.format(rows=rows)}\n  RETURN NULL;\nEND $$"
+        for name, rows in _PG_FUNCTIONS
+    ),
+    *(f"DROP TRIGGER IF EXISTS {name} ON cm_fragments" for name in PG_LANGUAGE_TRIGGERS),
+    f"CREATE TRIGGER {_PG_TRIGGER} AFTER INSERT ON cm_fragments REFERENCING NEW TABLE AS added "
+    "FOR EACH STATEMENT EXECUTE FUNCTION cm_fragments_lang_added()",
+    "CREATE TRIGGER cm_fragments_lang_del AFTER DELETE ON cm_fragments REFERENCING OLD TABLE AS gone "
+    "FOR EACH STATEMENT EXECUTE FUNCTION cm_fragments_lang_gone()",
+    # Transition tables rule out a column list (``UPDATE OF``): every update statement fires it.
+    "CREATE TRIGGER cm_fragments_lang_upd AFTER UPDATE ON cm_fragments "
+    "REFERENCING OLD TABLE AS gone NEW TABLE AS added "
+    "FOR EACH STATEMENT EXECUTE FUNCTION cm_fragments_lang_changed()",
+    f"DROP FUNCTION IF EXISTS {_PG_TRIGGER}()",
 )
 
 _COUNTED = and_(_F.memory_id == memories.c.memory_id, _F.status == "active", _F.transient == false())
@@ -141,6 +173,17 @@ def _has_triggers(conn: Connection) -> bool:
         {"name": _PG_TRIGGER},
     ).scalar()
     return bool(found)
+
+
+def pg_language_counts_per_statement(conn: Connection) -> None:
+    """Migration 18's half for the counts: the row trigger replaced by statement triggers (PostgreSQL only).
+
+    The counts the row trigger kept stay: both count the same facts, so nothing is recounted.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    for ddl in _PG_DDL:
+        conn.exec_driver_sql(ddl)
 
 
 def install_language_triggers(conn: Connection) -> None:

@@ -8,4 +8,4 @@ __all__ = ["SCHEMA_STAMP"]
 #: (:func:`convmem_graph.store.migrations.schema_digest`); a SQLite file set up by this version
 #: carries it as ``PRAGMA user_version``. A unit test fails when the tables change and this is not
 #: updated, and prints the new value.
-SCHEMA_STAMP = 1581032529
+SCHEMA_STAMP = 802030163

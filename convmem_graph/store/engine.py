@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
 import math
 import sqlite3
@@ -39,7 +38,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool, StaticPool
 from sqlalchemy.sql.dml import Insert
 
-from convmem_graph.store._driver import driver_execute, driver_safe, execute_rows
+from convmem_graph.store._driver import _compact, driver_execute, driver_safe, execute_rows
 from convmem_graph.store.urls import is_memory_sqlite
 from convmem_graph.store.write_gate import WriteTimeout, remaining_wait, write_timeout
 
@@ -249,9 +248,9 @@ class _BoundedQueuePool(QueuePool):
             ) from exc
 
 
-def dumps(value: Any) -> str:
-    """Serialize JSON compactly and keep non-ASCII text as is (CJK would triple in size escaped)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+#: Serialize JSON compactly and keep non-ASCII text as is (CJK would triple in size escaped).
+#: The driver's multi-row insert relies on this being the one serializer of JSON columns.
+dumps = _compact
 
 
 def create_store_engine(url: str, *, echo: bool = False, pools: PoolSettings = POOL_DEFAULTS) -> Engine:

@@ -34,10 +34,18 @@ from sqlalchemy import Connection, MetaData, Table, insert, inspect, select
 from sqlalchemy.schema import CreateIndex
 
 from convmem_graph._time import now_ms
-from convmem_graph.store._fact_revisions import ensure_fact_revisions, ensure_pg_fact_revisions
+from convmem_graph.store._fact_revisions import (
+    ensure_fact_revisions,
+    ensure_pg_fact_revisions,
+    pg_fact_revisions_per_statement,
+)
 from convmem_graph.store._fact_vectors import fact_vector_stamps, fact_vectors
 from convmem_graph.store._fragments import index_names, upgrade_fragments
-from convmem_graph.store._lang_counts import ensure_language_counts, install_language_triggers
+from convmem_graph.store._lang_counts import (
+    ensure_language_counts,
+    install_language_triggers,
+    pg_language_counts_per_statement,
+)
 from convmem_graph.store._optional import is_optional, present
 from convmem_graph.store._pgvector import enable_pgvector
 from convmem_graph.store._snapshot_revisions import ensure_snapshot_revisions
@@ -305,6 +313,23 @@ def _snapshots_lz4(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE cm_snapshots ALTER COLUMN data SET COMPRESSION lz4")
 
 
+def _fact_triggers_per_statement(conn: Connection) -> None:
+    """Migration 18: PostgreSQL's fact triggers move the memory row once per statement, not per fact.
+
+    Migration 16's revision stamp and migration 10's language counts each updated the memory's
+    row once for every fact row written (the counts also for every one deleted): a commit of n
+    facts to one memory left 2n versions of that row in its transaction, each update walking the
+    chain the earlier ones left (+~0.5 ms of server CPU a fact at 5k facts, ``benchmarks/README.md``,
+    issue 24, eleventh session). Now statement triggers apply each statement's changes from its
+    transition tables: one update per memory per statement for each (the stamp reads the revision
+    under the row's lock). What the columns hold is unchanged but for one thing: rows one
+    statement writes to one memory share a revision (readers need only ``rev`` > what they read,
+    :mod:`~convmem_graph.store._fact_revisions`). SQLite's triggers are per row by nature and stay.
+    """
+    pg_fact_revisions_per_statement(conn)
+    pg_language_counts_per_statement(conn)
+
+
 #: Every migration, in order. Append only; never renumber or edit an applied one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial_schema),
@@ -324,6 +349,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(15, "small keyed tables without rowid", rebuild_without_rowid),
     Migration(16, "fact revisions on postgresql", ensure_pg_fact_revisions),
     Migration(17, "snapshots compressed with lz4 on PostgreSQL", _snapshots_lz4),
+    Migration(18, "fact triggers once per statement on PostgreSQL", _fact_triggers_per_statement),
 )
 
 
