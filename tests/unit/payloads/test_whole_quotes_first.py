@@ -78,13 +78,19 @@ def test_a_waiting_turn_fills_only_what_is_left() -> None:
             assert LONG in line or ELLIPSIS in line
 
 
-_WORDS = ["lake", "pier", "paddle", "dawn", "heron", "shore", "rain", "club", "north", "trip", "dock"]
+_SENTENCES = [
+    "We met at dawn.",
+    "Rain fell.",
+    "The kayak tipped.",
+    "We paddled the kayak on.",
+    "A heron flew by.",
+]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     turns=st.lists(
-        st.tuples(st.lists(st.sampled_from(_WORDS), min_size=0, max_size=24), st.integers(0, 3)),
+        st.tuples(st.lists(st.sampled_from(_SENTENCES), min_size=0, max_size=6), st.integers(0, 3)),
         min_size=1,
         max_size=7,
     ),
@@ -93,8 +99,11 @@ _WORDS = ["lake", "pier", "paddle", "dawn", "heron", "shore", "rain", "club", "n
 def test_no_turn_left_out_would_have_fit_whole_in_place_of_the_cut_ones(
     turns: list[tuple[list[str], int]], budget: int
 ) -> None:
-    # Mixed lengths over several days; every turn holds the query once, so they rank by order.
-    said = [(f"kayak {i} " + " ".join(words) + ".", day) for i, (words, day) in enumerate(turns)]
+    # Turns of one to seven sentences over several days naming the kayak once or more (the longer
+    # ones tend to rank first).
+    said = [
+        (" ".join([f"The kayak {i} is here.", *sentences]), day) for i, (sentences, day) in enumerate(turns)
+    ]
     block = _block(said, "kayak", budget)
     lines = block.text.splitlines() or ["<user_memory>", NOTE, "</user_memory>"]
     quotes = lines[2:-1]
