@@ -7,15 +7,16 @@ Layout (Chinese; the English block uses ``[profile]``, ``[fact]``, ``[recent]``,
     [资料] 姓名: 林晓; 城市: 杭州; 职业: 产品经理; 出生年份: 1996
     [事实] 用户对芒果过敏。
     [近期] 用户 2026-02-10 至 02-14 去成都出差。
-    [2026-02-08] 我周末去西湖边跑了十公里。
+    2026-02-08 我周末去西湖边跑了十公里。
     助手：跑完累吗？用户：还好，就是膝盖有点酸。
     [摘要] 最近一周用户经常加班到很晚……
     </user_memory>
 
 Selection follows the precedence of design section 7: manual variables, inferred variables, the
 summary (cut at a sentence boundary when it does not fit), then fragments by relevance to the
-query and recency. Every part has its own cap and the whole text, delimiters included, stays within
-``budget_tokens`` as counted by ``counter``. With the default
+query and recency; a quoted turn that no longer fits whole waits while the turns below it go in
+whole, and fills what they leave cut to fit. Every part has its own cap and the whole text,
+delimiters included, stays within ``budget_tokens`` as counted by ``counter``. With the default
 :func:`~convmem_graph.tokens.count_tokens` each item is charged exactly what it adds to the block
 counted whole (its parts add up over text: see :class:`_Charge`), so the block fills its budget;
 any other counter is charged per line and the costs added up. One final count of the finished text
@@ -47,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from convmem_graph._text_caches import holds_text
 from convmem_graph.models import EpisodeSearch, Fragment, MemorySnapshot, Message, VariableValue
 from convmem_graph.payloads._clauses import clause_excerpt, question_clause
-from convmem_graph.payloads._quotes import format_date, local_date, resolve_relative_times, utc_offset_minutes
+from convmem_graph.payloads._quotes import local_date, resolve_relative_times, utc_offset_minutes
 from convmem_graph.payloads._sanitize import (
     Language,
     clean_text,
@@ -173,9 +174,12 @@ _FACT_DENSE_WEIGHT = 1.0
 _REPLY_SHARE = 0.6
 _ID = attrgetter("id")
 # A user's quote that could pass for another line of the block without its label: one opening
-# with a bracket (``[fact] ...``, a flag marker) or with what reads as a speaker's name and a colon
-# (``Assistant: ...``, ``助手：...``). It keeps the ``User:`` label.
-_LABEL_LIKE = re.compile(r"\[|[^\s:：\[\]]{1,24}(?:\s[^\s:：\[\]]{1,24}){0,2}\s?[:：]")
+# with a bracket (``[fact] ...``, a flag marker), with what reads as a speaker's name and a colon
+# (``Assistant: ...``, ``助手：...``) or with a date as the day prefixes write it (``2023-05-09 ...``,
+# which would read as another day's quote). It keeps the ``User:`` label.
+_LABEL_LIKE = re.compile(
+    r"\[|\d{4}-\d{1,2}-\d{1,2}(?!\d)|[^\s:：\[\]]{1,24}(?:\s[^\s:：\[\]]{1,24}){0,2}\s?[:：]"
+)
 _LANGUAGE_SAMPLE_FRAGMENTS = 8
 _PART_NAMES = ("manual_variables", "inferred_variables", "summary", "fragments", "turns")
 
@@ -277,7 +281,7 @@ class _Item:
     order: int = 0
     #: The other pieces of a long fact shown on this line (``key`` is its first piece).
     also: tuple[str, ...] = ()
-    #: A quote's date prefix (``[8 May 2023] ``), written once before the first quote of its day.
+    #: A quote's date prefix (``2023-05-08 ``), written once before the first quote of its day.
     day: str = ""
     #: A quote line opening with the user's words, unlabelled: the note then says whose they are.
     bare: bool = False
@@ -605,6 +609,7 @@ def _select(
     min_cost = counter(texts["fact"]) + 1
     skips = included = 0
     facts_full = False
+    waiting: list[Message] = []  # turns that did not fit whole (see below)
     for cand in itertools.chain(pool, zero):
         if remaining < min_cost or skips >= _MAX_BUDGET_SKIPS:
             if cand.kind == "fact":
@@ -692,13 +697,36 @@ def _select(
                 continue
             if turn.id in cited or turn.id in shown:
                 continue
-            cap = min(quote_cap, allowed)
-            item = _quote(turn, pairs, shown, scorer, cap, allowed, language, charge, seen_bodies, marks)
+            # Whole quotes first: a turn whose excerpt at its own cap does not fit what is left
+            # waits, so the shorter turns further down go in whole; what they leave is then
+            # filled with the waiting turns cut to fit, best first.
+            item = _quote(
+                turn, pairs, shown, scorer, quote_cap, allowed, language, charge, seen_bodies, marks
+            )
             if item is not None:
                 shown.update((item.key, *item.also))
+            elif allowed < quote_cap:
+                waiting.append(turn)
         if item is None:
             skips += 1
             continue
+        sel.items.append(item)
+        left[item.part] -= item.cost
+        remaining -= item.cost
+        charge.rest += item.rest
+    for turn in waiting:
+        allowed = min(left["turns"], remaining)
+        if allowed < min_cost:
+            break
+        if turn.id in cited or turn.id in shown:
+            continue
+        cap = min(quote_cap, allowed)
+        item = _quote(
+            turn, pairs, shown, scorer, cap, allowed, language, charge, seen_bodies, marks, fill=True
+        )
+        if item is None:
+            continue
+        shown.update((item.key, *item.also))
         sel.items.append(item)
         left[item.part] -= item.cost
         remaining -= item.cost
@@ -857,6 +885,7 @@ def _quote(
     charge: _Charge,
     seen_bodies: set[str],
     marks: _QuoteMarks,
+    fill: bool = False,
 ) -> _Item | None:
     """The line quoting ``turn`` (with its question or its answer as one unit), or ``None``.
 
@@ -867,10 +896,14 @@ def _quote(
     tokens, the line within ``allowed``; when the unit does not fit, the turn is quoted alone.
     The user's words opening the line are unlabelled (the first such line in the block pays for
     the note's sentence saying so); every other speaker, and the user after another speaker on
-    the same line, is labelled.
+    the same line, is labelled. With ``fill`` (what is left is filled with a turn cut to fit), a
+    turn alone whose line goes over ``allowed`` by its date and label is cut again by that much,
+    up to twice, and a cut that no longer holds a query term is not quoted (``The…``).
     """
     counter = charge.counter
     own = clause_excerpt(turn.content, scorer.score, cap, counter)
+    if fill and own != turn.content and scorer.score(own) <= 0:
+        return None
     unit: list[tuple[Message, str]] = [(turn, own)]
     reply = pairs.reply.get(turn.id)
     asked = pairs.asked.get(turn.id)
@@ -881,6 +914,8 @@ def _quote(
         asks = _question_clause(asked.content) or ""
         unit.insert(0, (asked, clause_excerpt(asks, scorer.score, cap, counter)))
     texts = _TEXT[language]
+    over = 0
+    shrinks = 2 if fill else 0
     while unit:
         first = unit[0][0]
         day = local_date(first.timestamp_ms, utc_offset_minutes(first.content, first.metadata))
@@ -904,7 +939,7 @@ def _quote(
             for (msg, _), body in zip(unit[1:], parts[1:], strict=True):
                 label = texts["quote_user_joined"] if msg.role == "user" else texts["quote_" + msg.role]
                 line += texts["join"] + label + body
-            prefix = f"[{format_date(day, language)}] "
+            prefix = _day_prefix(day)
             # Counted whole when the line carries its date: as the block renders it.
             text = line + "\n" if prefix in marks.days else prefix + line + "\n"
             cost, rest = charge(text, noted=bare and not marks.noted)
@@ -926,10 +961,33 @@ def _quote(
                     bare,
                     rest,
                 )
+            over = cost - allowed
         if len(unit) == 1:
-            return None
+            if shrinks <= 0 or over <= 0 or cap - over < 1:
+                return None
+            shrinks -= 1
+            cap -= over
+            own = clause_excerpt(turn.content, scorer.score, cap, counter)
+            if scorer.score(own) <= 0:
+                return None
         unit = [(turn, own)]  # the unit does not fit: the turn alone
     return None
+
+
+def _day_prefix(day: date) -> str:
+    """The prefix of a day's first quote: its ISO date and a space, in either language.
+
+    The shortest full date: 11 characters, where ``[14 September 2022] `` took 20 (5 tokens by the
+    default estimate against 2.75; one token fewer in GPT's cl100k and o200k vocabularies too). It
+    opens no label or bracket, and the user's words that open like it keep their label
+    (``_LABEL_LIKE``), so a line opening with a date is a new day's first quote.
+
+    Example:
+        >>> from datetime import date
+        >>> _day_prefix(date(2023, 5, 8))
+        '2023-05-08 '
+    """
+    return day.isoformat() + " "
 
 
 def _term_stats(snapshot: MemorySnapshot) -> TermStats:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -250,7 +251,8 @@ def test_a_transcript_query_is_searched_by_meaning_through_the_users_lines(tmp_p
         assert m.embed_turns("u_1") == 3
         query = "Bart: Packing snacks for a trip.\nAssistant: Coffee keeps you up.\nBart: Any fruit to skip?"
         block = m.memory_block("u_1", query, budget_tokens=200).text
-        assert "] I'm allergic to mango." in block  # quoted, under its date
+        # Quoted, under its date.
+        assert re.search(r"^\d{4}-\d{2}-\d{2} I'm allergic to mango\.$", block, re.MULTILINE)
         assert "I drink green tea" not in block
         assert emb.queries[-1] == "Packing snacks for a trip.\nAny fruit to skip?"
     finally:

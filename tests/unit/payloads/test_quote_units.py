@@ -124,7 +124,7 @@ def test_a_found_question_and_its_reply_are_one_line_under_one_date() -> None:
     )
     lines = [line for line in text.splitlines() if "bakery" in line]
     assert lines == [
-        "[8 May 2023] Assistant: That cake looks amazing! Which bakery in Porto made it? "
+        "2023-05-08 Assistant: That cake looks amazing! Which bakery in Porto made it? "
         "User: Oh, my aunt baked it, she runs a tiny place near the river."
     ]
     assert ids == ["q", "r"]
@@ -139,7 +139,7 @@ def test_a_found_answer_comes_with_the_question_it_answers() -> None:
     )
     assert "Assistant: How was the trip, what did you do there? User: We hiked up the volcano" in text
     assert "Long time no see" not in text  # the question only, not the small talk before it
-    assert text.count("[8 May 2023]") == 1 and sorted(ids) == ["q", "r"]
+    assert text.count("2023-05-08 ") == 1 and sorted(ids) == ["q", "r"]
 
 
 def test_turns_that_are_not_a_question_and_its_answer_stay_apart() -> None:
@@ -177,9 +177,9 @@ def test_quotes_of_one_day_share_its_date_and_the_budget_holds() -> None:
     assert sorted(ids) == ["a", "b", "c"]
     lines = text.splitlines()
     assert lines[1].endswith("Quotes with no speaker are the user's.")
-    assert lines[2] == "[8 May 2023] The kayak trip starts at the north pier."
+    assert lines[2] == "2023-05-08 The kayak trip starts at the north pier."
     assert lines[3] == "Bring a dry bag for the kayak."
-    assert lines[4] == "[11 May 2023] The kayak got a new paddle."
+    assert lines[4] == "2023-05-11 The kayak got a new paddle."
     for budget in range(30, 90, 3):
         _block(hits, "kayak", budget)  # a day's date is paid by its first quote: within budget
 

@@ -224,7 +224,7 @@ def test_quoted_turns_carry_their_date_and_compete_with_facts() -> None:
         fragments=[Fragment(id="f1", memory_id="m", content="User likes tea.", key="pref:tea", updated_at=1)],
     )
     block = build_memory_block(snap, MemoryBlockOptions(query="When was the pottery class?", language="en"))
-    assert "[8 May 2023] I went to the pottery class yesterday (7 May 2023) and made a bowl." in block.text
+    assert "2023-05-08 I went to the pottery class yesterday (7 May 2023) and made a bowl." in block.text
     assert block.included_turn_ids == ["t1"]  # no query term in t2: never quoted
     lines = block.text.splitlines()
     # The matching turn outranks the unrelated fact, so a tight budget keeps the turn.
@@ -285,7 +285,7 @@ def test_a_long_turn_is_cut_around_its_match() -> None:
     filler = " ".join(f"Sentence {i} says nothing much at all." for i in range(40))
     turn = msg("t1", f"{filler} The cello lesson moved to Tuesday. {filler}", memory_id="m")
     block = build_memory_block(_snapshot([turn]), MemoryBlockOptions(query="cello lesson", language="en"))
-    (line,) = [ln for ln in block.text.splitlines() if ln.startswith("[8 May 2023]")]
+    (line,) = [ln for ln in block.text.splitlines() if ln.startswith("2023-05-08 ")]
     assert "The cello lesson moved to Tuesday." in line and "…" in line
     assert count_tokens(line) <= 300 // 4 + 16
 
