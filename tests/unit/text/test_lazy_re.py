@@ -84,3 +84,25 @@ def test_an_attribute_a_pattern_lacks_fails_at_once() -> None:
     lazy = lazy_compile("a")
     with pytest.raises(AttributeError):
         lazy.scanner  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_compile_rebinds_the_module_names_that_held_the_stand_in() -> None:
+    namespace: dict[str, object] = {}
+    exec(  # a module's top level: its globals are the namespace
+        "from convmem_graph.text.lazy_re import lazy_compile\n"
+        "P = lazy_compile(r'a(b)')\n"
+        "ALIAS = P\n"
+        "PAIR = (P, 'kept in a tuple')\n"
+        "OTHER = lazy_compile(r'c')\n",
+        namespace,
+    )
+    stand_in = namespace["P"]
+    assert isinstance(stand_in, LazyPattern) and namespace["ALIAS"] is stand_in
+    found = stand_in.search("xab")
+    assert found is not None and found.span() == (1, 3)
+    assert namespace["P"] is found.re and namespace["ALIAS"] is found.re
+    assert isinstance(namespace["P"], re.Pattern)
+    pair = namespace["PAIR"]
+    assert isinstance(pair, tuple) and pair[0] is stand_in and stand_in.compiled  # a tuple keeps it
+    assert stand_in.sub("-", "abab") == "--"
+    assert isinstance(namespace["OTHER"], LazyPattern) and not namespace["OTHER"].compiled
