@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import IDEOGRAPHS
-from convmem_graph.text.lazy_re import lazy_compile
 
 __all__ = ["DateSpan", "date_spans"]
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from convmem_graph.extractors._lexicon import EN_RELATIONS, EN_SPECIES
 from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_VERBS_EN, PET_VERBS_ZH, alternation
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 from convmem_graph.text.cjk import UNIFIED
-from convmem_graph.text.lazy_re import LazyPattern, lazy_compile
 
 __all__ = [
     "ZH_LEISURE",

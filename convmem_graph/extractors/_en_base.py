@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from convmem_graph.extractors._facts import Fact, RuleContext
-from convmem_graph.text.lazy_re import lazy_compile
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import norm_key
 from convmem_graph.text.timeexpr import TimeMatch, render_en
 

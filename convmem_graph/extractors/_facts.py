@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 
-from convmem_graph.text.lazy_re import lazy_compile
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import has_cjk, norm_key
 from convmem_graph.text.timeexpr import Period, period_end_ms
 

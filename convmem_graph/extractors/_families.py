@@ -44,8 +44,8 @@ from convmem_graph.extractors._taxonomy import (
     SPORTS_ZH,
     alternation,
 )
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
-from convmem_graph.text.lazy_re import lazy_compile
 from convmem_graph.text.scripts import Clause, norm_key
 
 __all__ = [

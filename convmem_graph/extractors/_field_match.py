@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from convmem_graph.models import VariableSpec
-from convmem_graph.text.lazy_re import LazyPattern, lazy_compile
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 
 __all__ = ["GENERIC_FIELDS", "generic_field", "inference_source"]
 

@@ -8,8 +8,8 @@ lists is missed rather than guessed.
 from __future__ import annotations
 
 from convmem_graph.extractors._taxonomy import KINSHIP_EN, KINSHIP_ZH, PET_SPECIES_ZH, alternation
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
-from convmem_graph.text.lazy_re import lazy_compile
 
 __all__ = [
     "EN_FOODS",

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import IDEOGRAPHS
-from convmem_graph.text.lazy_re import lazy_compile
 
 __all__ = ["looks_like_noise"]
 

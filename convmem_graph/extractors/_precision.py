@@ -18,9 +18,9 @@ import re
 from convmem_graph.extractors._facts import Fact
 from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS
 from convmem_graph.payloads._sanitize import looks_like_instruction
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.keys import key_subject
-from convmem_graph.text.lazy_re import lazy_compile
 
 __all__ = ["carries_fact", "fits_variable"]
 

@@ -29,7 +29,7 @@ from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS
 from convmem_graph.extractors._rules_en_profile import health_food, identity, pets_family, work
 from convmem_graph.extractors._taxonomy import SPORT_ACTIVITIES_EN, alternation
-from convmem_graph.text.lazy_re import lazy_compile
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import Clause, contains_any, norm_key
 from convmem_graph.text.timeexpr import find_en
 

@@ -19,7 +19,7 @@ from convmem_graph.extractors._en_base import (
 )
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS, EN_JOB_NOUNS, EN_RELATIONS, EN_SPECIES, en_relation
-from convmem_graph.text.lazy_re import lazy_compile
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import norm_key
 from convmem_graph.text.timeexpr import past_date_en
 

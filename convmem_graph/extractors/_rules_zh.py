@@ -21,8 +21,8 @@ from convmem_graph.extractors._lexicon import (
     zh_relation,
 )
 from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_SPECIES_ZH, PET_VERBS_ZH, alternation
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
-from convmem_graph.text.lazy_re import lazy_compile
 from convmem_graph.text.scripts import Clause, has_cjk, norm_key
 from convmem_graph.text.timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
 

@@ -99,8 +99,8 @@ from convmem_graph.models import (
     Message,
     VariableSpec,
 )
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
-from convmem_graph.text.lazy_re import lazy_compile
 from convmem_graph.text.scripts import Clause, clean_text, has_cjk, split_clauses
 from convmem_graph.text.timeexpr import local_date
 

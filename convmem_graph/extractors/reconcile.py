@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.keys import canonical_key
-from convmem_graph.text.lazy_re import lazy_compile
 from convmem_graph.text.scripts import norm_text
 
 __all__ = ["content_polarity", "reconcile"]

@@ -39,8 +39,8 @@ from convmem_graph.extractors._taxonomy import DIETS_EN, DIETS_ZH
 from convmem_graph.extractors.reconcile import content_polarity
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.payloads._sanitize import looks_like_instruction
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 from convmem_graph.text.keys import canonical_key, key_subject, normalize_key
-from convmem_graph.text.lazy_re import LazyPattern, lazy_compile
 from convmem_graph.text.scripts import has_cjk, is_cjk_text
 
 __all__ = [

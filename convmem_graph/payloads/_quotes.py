@@ -14,8 +14,8 @@ from collections.abc import Callable
 from datetime import date, timedelta
 
 from convmem_graph.payloads._sanitize import Language
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import IDEOGRAPHS
-from convmem_graph.text.lazy_re import lazy_compile
 from convmem_graph.text.timeexpr import cn_int, local_date
 
 __all__ = ["format_date", "local_date", "resolve_relative_times", "utc_offset_minutes"]

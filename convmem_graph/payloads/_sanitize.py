@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from convmem_graph._text_caches import holds_text
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import EAST_ASIAN
-from convmem_graph.text.lazy_re import lazy_compile
 
 __all__ = [
     "INSTRUCTION_PATTERNS",

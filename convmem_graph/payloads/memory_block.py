@@ -58,8 +58,8 @@ from convmem_graph.payloads._sanitize import (
 from convmem_graph.payloads.fusion import dense_weight, fuse
 from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats, query_tokens
 from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked, ranked_with_cosines
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import SCRIPTS
-from convmem_graph.text.lazy_re import lazy_compile
 from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens, token_parts, tokens_from_parts
 

@@ -26,7 +26,7 @@ from typing import Literal
 from convmem_graph._text_caches import holds_text
 from convmem_graph.models import EpisodeSearch
 from convmem_graph.payloads.relevance import stem
-from convmem_graph.text.lazy_re import LazyPattern, lazy_compile
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
 
 __all__ = ["PoolCounts", "QuestionKind", "Scorer", "TermStats", "query_tokens", "question_kind", "text_terms"]

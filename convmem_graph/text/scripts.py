@@ -7,9 +7,9 @@ import unicodedata
 from collections.abc import Callable
 from typing import NamedTuple
 
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import IDEOGRAPHS
 from convmem_graph.text.keys import subject_key
-from convmem_graph.text.lazy_re import lazy_compile
 
 __all__ = [
     "Clause",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Literal
 
-from convmem_graph.text.lazy_re import lazy_compile
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import contains_any
 
 __all__ = [

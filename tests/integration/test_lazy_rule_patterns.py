@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = r"""
 import json, sys
-from convmem_graph.text.lazy_re import LazyPattern
+from convmem_graph.text._lazy_re import LazyPattern
 
 def found(key, value, depth=0):
     if isinstance(value, LazyPattern):

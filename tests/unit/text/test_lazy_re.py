@@ -1,4 +1,4 @@
-"""Rule patterns compiled on first use (``convmem_graph.text.lazy_re``): same answers as ``re.compile``.
+"""Rule patterns compiled on first use (``convmem_graph.text._lazy_re``): same answers as ``re.compile``.
 
 A pattern written with ``lazy_compile`` must answer every call exactly as ``re.compile`` of its
 source does, before its first use (the class's methods) and after it (the compiled pattern's own
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convmem_graph.text.lazy_re import LazyPattern, lazy_compile
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 
 _SOURCES = [
     (r"(?P<w>[A-Za-z]+)\s+(?P<n>\d+)", 0),
@@ -89,7 +89,7 @@ def test_an_attribute_a_pattern_lacks_fails_at_once() -> None:
 def test_the_compile_rebinds_the_module_names_that_held_the_stand_in() -> None:
     namespace: dict[str, object] = {}
     exec(  # a module's top level: its globals are the namespace
-        "from convmem_graph.text.lazy_re import lazy_compile\n"
+        "from convmem_graph.text._lazy_re import lazy_compile\n"
         "P = lazy_compile(r'a(b)')\n"
         "ALIAS = P\n"
         "PAIR = (P, 'kept in a tuple')\n"
