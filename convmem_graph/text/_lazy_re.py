@@ -11,9 +11,10 @@ rules' calls cost what they did with patterns compiled at import (a method found
 elsewhere (a tuple of patterns, a name imported into another module) keeps the stand-in, which
 from then on holds the compiled pattern's own bound methods.
 
-Plain Python: no private ``re`` or ``_sre`` API (the module is found with ``sys._getframe``, a
-documented function). ``pattern`` (the source) is there before any compile, so one pattern's
-source can be built into another's.
+Plain Python: no private ``re`` or ``_sre`` API (the making module's globals come from
+``sys._getframe(1)``, documented in :mod:`sys` as CPython's; a pattern the rules make inside a
+function would find no name of its own to rebind, and none is made there). ``pattern`` (the
+source) is there before any compile, so one pattern's source can be built into another's.
 
 Example:
     >>> rx = lazy_compile(r"(?P<n>\d+) cats?")
