@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import IDEOGRAPHS
 
 __all__ = ["DateSpan", "date_spans"]
@@ -44,23 +45,23 @@ _YEAR = r"(?P<{g}>(?:19|20)\d\d)"
 _DAY = r"(?P<{g}>[0-3]?\d)(?:st|nd|rd|th)?"
 _PATTERNS = [
     # 19 August 2023, 19 Aug, 2023
-    re.compile(
+    lazy_compile(
         rf"\b{_DAY.format(g='d')}\s+(?:of\s+)?{_MONTH.format(g='m')},?\s+{_YEAR.format(g='y')}\b", re.I
     ),
     # August 19, 2023 / August 19th 2023
-    re.compile(rf"\b{_MONTH.format(g='m')}\s+{_DAY.format(g='d')},?\s+{_YEAR.format(g='y')}\b", re.I),
+    lazy_compile(rf"\b{_MONTH.format(g='m')}\s+{_DAY.format(g='d')},?\s+{_YEAR.format(g='y')}\b", re.I),
     # 2023-08-19
-    re.compile(r"\b(?P<y>(?:19|20)\d\d)-(?P<m>[01]?\d)-(?P<d>[0-3]?\d)\b"),
+    lazy_compile(r"\b(?P<y>(?:19|20)\d\d)-(?P<m>[01]?\d)-(?P<d>[0-3]?\d)\b"),
     # 2023年8月19日 / 2023年8月19号
-    re.compile(r"(?P<y>(?:19|20)\d\d)\s*年\s*(?P<m>[01]?\d)\s*月\s*(?P<d>[0-3]?\d)\s*[日号]"),
+    lazy_compile(r"(?P<y>(?:19|20)\d\d)\s*年\s*(?P<m>[01]?\d)\s*月\s*(?P<d>[0-3]?\d)\s*[日号]"),
     # August 2023
-    re.compile(rf"\b{_MONTH.format(g='m')},?\s+{_YEAR.format(g='y')}\b", re.I),
+    lazy_compile(rf"\b{_MONTH.format(g='m')},?\s+{_YEAR.format(g='y')}\b", re.I),
     # 2023年8月
-    re.compile(r"(?P<y>(?:19|20)\d\d)\s*年\s*(?P<m>[01]?\d)\s*月"),
+    lazy_compile(r"(?P<y>(?:19|20)\d\d)\s*年\s*(?P<m>[01]?\d)\s*月"),
     # a year on its own
-    re.compile(r"(?<![0-9A-Za-z-])(?P<y>(?:19|20)\d\d)(?![0-9A-Za-z-])"),
+    lazy_compile(r"(?<![0-9A-Za-z-])(?P<y>(?:19|20)\d\d)(?![0-9A-Za-z-])"),
 ]
-_CJK = re.compile(f"[{IDEOGRAPHS}]")
+_CJK = lazy_compile(f"[{IDEOGRAPHS}]")
 #: The literal openings of :data:`_YEAR` (``(?:19|20)``), which every pattern holds.
 _CENTURIES = ("19", "20")
 

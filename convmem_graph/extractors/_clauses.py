@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from convmem_graph.extractors._lexicon import EN_RELATIONS, EN_SPECIES
 from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_VERBS_EN, PET_VERBS_ZH, alternation
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 from convmem_graph.text.cjk import UNIFIED
 
 __all__ = [
@@ -34,17 +35,17 @@ __all__ = [
 
 # Chinese markers glued to the previous clause ("我喜欢猫而且我对花生过敏"): a comma before them
 # when a first-person statement follows.
-_ZH_MARKERS = re.compile(
+_ZH_MARKERS = lazy_compile(
     rf"(?<=[{UNIFIED}])(然后|所以|不过|而且|但是|可是|并且|另外|同时|只是)(?=(?:现在|其实|也|还)?我(?!们))"
 )
 # English: a new first-person statement after a conjunction, also when "now" / "also" leads it.
 # The change word is dropped with the break: the clause splitter breaks before "but I", not "but now I".
-_EN_MARKERS = re.compile(
+_EN_MARKERS = lazy_compile(
     r"(?<=[a-z0-9)]),?\s+(and|but|so|also|plus|though)\s+(?:now|also|then|these days)\s+"
     r"(?=(?:I|I'm|I've|my|we)\b)"
 )
 
-_ZH_FILLERS = re.compile(
+_ZH_FILLERS = lazy_compile(
     r"^(?:(?:嗯+|呃+|额+|哦+|噢+|啊+|唉|诶|哎|那个|就是说|然后|所以|不过|而且|但是|可是|另外|其实|对了|话说|反正|总之"
     # Words that frame what follows as said frankly or told to the listener ("说实话", "跟你说"):
     # how it is said, not what. They may run straight into the statement ("说实话我不喝酒").
@@ -56,7 +57,7 @@ _ZH_FILLERS = re.compile(
 #: When the user has time, any way of saying it ("业余时间", "空闲的时候", "有空的话"): what they do
 #: then is what they like doing, so the rules read the clause without it.
 ZH_LEISURE = r"(?:业余|空闲|闲暇|休息|有空|没事|不忙)(?:时间|的时候|时候|时|的时间)?(?:里|的话)?"
-_ZH_CHANGE_AFTER_SUBJECT = re.compile(
+_ZH_CHANGE_AFTER_SUBJECT = lazy_compile(
     # "后来" too: "以前住在上海，后来搬去了成都" - what came after is what holds now.
     # "这个人" ("as a person") and hedges on a frequency ("基本上每天…") say how, not what.
     r"^(我?)(?:现在|如今|目前已经|现在已经|这会儿|还是|依然|仍然|依旧|后来|这个人|基本上|基本|差不多|"
@@ -65,28 +66,28 @@ _ZH_CHANGE_AFTER_SUBJECT = re.compile(
     rf"(?=[{UNIFIED}])"
 )
 # "我们去年搬到了昆明", "我们一家住在大连": where the household lives is where the user lives.
-_ZH_WE_HOME = re.compile(
+_ZH_WE_HOME = lazy_compile(
     rf"^我们(?:家|一家|全家|一家人)?(?={PAST_TIMES_ZH}?(?:从[{UNIFIED}]{{2,6}}?)?(?:搬|移居|迁居|住在|定居在))"
 )
 # "我们上周在小区门口捡了一只猫", "我们从朋友家领养了两只仓鼠", "我们家那只泰迪叫可可": the
 # household's pet is the user's too (when and where it was got may come between).
-_ZH_WE_PET = re.compile(
+_ZH_WE_PET = lazy_compile(
     rf"^(?P<t>{PAST_TIMES_ZH}*)我们(?=(?:家|家里)?{PAST_TIMES_ZH}*(?:(?:在|从)[{UNIFIED}]{{1,8}}?)?"
     rf"(?:{alternation(PET_VERBS_ZH)}))"
     r"|^(?P<t2>)我们(?=家(?:里)?的?(?:那|这)?(?:只|条|头))"
 )
 # "我从今年开始不吃红肉了", "我从小就不吃羊肉": since when the user stopped is when, not what.
-_ZH_SINCE_NOT = re.compile(
+_ZH_SINCE_NOT = lazy_compile(
     rf"^(我)从[{UNIFIED}]{{1,6}}?(?:就|起|开始|以后|之后)+(?=(?:就|也)?(?:不|再也不|不再)(?:吃|喝))"
 )
 # "大学毕业以后就一直在杭州生活": since an event of the user's life, what holds is what follows.
-_ZH_AFTER_EVENT = re.compile(
+_ZH_AFTER_EVENT = lazy_compile(
     rf"^[{UNIFIED}]{{2,8}}?(?:以后|之后|以来)(?:就|都)?(?=(?:一直|还|都)*(?:在|住在|生活在|定居在)[{UNIFIED}]{{2,6}}"
     r"(?:住|生活|定居|工作|上班))"
 )
 # "叫它团团", "给它起名叫X": the pronoun is the pet just mentioned, not part of its name.
-_ZH_CALL_IT = re.compile(rf"(叫|叫做|名叫)(?:它|他|她)(?=[{UNIFIED}A-Za-z])")
-_EN_FILLERS = re.compile(
+_ZH_CALL_IT = lazy_compile(rf"(叫|叫做|名叫)(?:它|他|她)(?=[{UNIFIED}A-Za-z])")
+_EN_FILLERS = lazy_compile(
     r"^(?:(?:well|um+|uh+|erm|hmm+|oh|ah|so|and|but|also|plus|anyway|anyways|actually|honestly|basically|"
     r"like|ok(?:ay)?|yeah|yes|right|you know|by the way|btw|fun fact|guess what|now|these days|nowadays|"
     # Frames of how something is said, not what ("to be honest", "I mean", "just so you know").
@@ -95,11 +96,11 @@ _EN_FILLERS = re.compile(
     r"then)\b[,\s]*)+",
     re.IGNORECASE,
 )
-_EN_NOT_ANY_MORE = re.compile(
+_EN_NOT_ANY_MORE = lazy_compile(
     r"^I (?:don't|do not) (eat|drink|smoke|play|live|work|own|have)\b(.*?)\s*,?\s*(?:any ?more|these days)$"
 )
 # "I have a severe peanut allergy" -> the allergy form the rules read, the severity kept.
-_EN_ALLERGY_NOUN = re.compile(
+_EN_ALLERGY_NOUN = lazy_compile(
     r"^I have (?:a|an)\s+(?:(?P<sev>severe|serious|mild|slight|bad)\s+)?"
     r"(?P<obj>[a-z][a-z -]{1,24}?)\s+allergy$",
     re.IGNORECASE,
@@ -114,7 +115,7 @@ _EN_SEVERITY = {
 # Tails that add no fact: a relative clause on the whole statement, when the user has time.
 # Every branch starts at a space or a comma: the leading look-ahead says so, and the scan skips
 # the other positions at once instead of trying each branch there (same matches, half the time).
-_EN_TAIL = re.compile(
+_EN_TAIL = lazy_compile(
     r"(?=[\s,])(?:"
     r"\s*,\s*which (?:is|was|makes|means) .*$|\s*,\s*(?:to be honest|honestly|tbh|though|haha|lol)$"
     # A closing discourse adverb says how the statement relates to the last one, not what it is about.
@@ -140,36 +141,36 @@ _EN_TAIL = re.compile(
 )
 # When the user has time: the rules' likes do not expect it ("I like to hike on weekends"); the
 # families keep it ("User goes bouldering on weekends"), so only normalize_clause drops it.
-_EN_LEISURE_TAIL = re.compile(
+_EN_LEISURE_TAIL = lazy_compile(
     r"\s+(?:on my days off|on (?:the )?weekends?|in my (?:free|spare) time|when I (?:have|get) (?:the )?time"
     r"|whenever I can)$",
     re.IGNORECASE,
 )
 # Adverbs after "I" that the rules' patterns do not expect and that change nothing.
-_EN_ADVERB = re.compile(r"^I (?:also|still|really|totally|absolutely|definitely) (?=\w)")
+_EN_ADVERB = lazy_compile(r"^I (?:also|still|really|totally|absolutely|definitely) (?=\w)")
 # "My wife's really into pottery", "My half-brother's a firefighter": the 's of a relative is "is"
 # when a predicate follows, not the possessive ("my wife's car").
-_EN_RELATIVE_IS = re.compile(
+_EN_RELATIVE_IS = lazy_compile(
     rf"^([Mm]y (?:{EN_RELATIONS}))'s (?=(?:really |so |very |super |totally |also |still |now |just )*"
     r"(?:into|a|an|from|in|at|allergic|vegan|vegetarian|retired|married|pregnant|[a-z]+ing)\b)"
 )
-_EN_NOW_TAIL = re.compile(r"\s*,?\s+(?:now|these days|nowadays)$")
+_EN_NOW_TAIL = lazy_compile(r"\s*,?\s+(?:now|these days|nowadays)$")
 # A species and its plural ("two dogs"), for "We have two dogs, ...".
 _EN_SPECIES_FORMS = EN_SPECIES | {f"{s}s" for s in EN_SPECIES} | {"puppies", "bunnies", "guinea pigs"}
 # "We adopted ...", "My daughter and I got ...", "We have two dogs": a pet of the household is the user's too.
-_EN_WE_GOT = re.compile(
+_EN_WE_GOT = lazy_compile(
     r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
     rf"(?=(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b)"
 )
 # "We moved to Leeds", "We live in Raleigh now": where the household lives is where the user lives.
-_EN_WE_LIVE = re.compile(
+_EN_WE_LIVE = lazy_compile(
     r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
     r"(?=(?:just\s+|recently\s+|finally\s+|now\s+|still\s+)?(?:moved|relocated|settled|live|lived|are living)"
     r"\s+(?:to|in)\s+[A-Z])"
 )
 # "our cat Pumpkin ...": the household's pet, named, is the user's.
-_EN_OUR_PET = re.compile(rf"^[Oo]ur (?=(?:{alternation(EN_SPECIES)}) [A-Z])")
-_EN_WE_HAVE = re.compile(
+_EN_OUR_PET = lazy_compile(rf"^[Oo]ur (?=(?:{alternation(EN_SPECIES)}) [A-Z])")
+_EN_WE_HAVE = lazy_compile(
     r"^(?:[Ww]e|[Mm]y [a-z-]+ and I)\s+(?:have|'ve got|have got)\s+"
     rf"(?=(?:a|an|one|two|three|four|\d+) (?:\w+ )?(?:{alternation(_EN_SPECIES_FORMS)})\b)"
 )
@@ -177,7 +178,7 @@ _EN_WE_HAVE = re.compile(
 # Pickles", "my son calls it Kiwi"); the name is the pet's whoever gave it.
 _NAMER = r"(?:we|I|he|she|they|the kids|our kids|the children|(?:my|our) (?:[a-z-]+ )?[a-z-]+)"
 # "..., we call him Biscuit", "and I named her Luna": the name of the pet just got, said after it.
-_EN_CALL_IT = re.compile(
+_EN_CALL_IT = lazy_compile(
     r"(?P<mid>\s+(?:last \w+|this \w+|recently|in [A-Z]\w+|(?:a|one|two|three|a few|\d+) \w+ ago"
     r"|(?:when|after) [\w' ]{2,40}?))?"
     r",?\s+(?:and\s+)?"
@@ -187,23 +188,23 @@ _EN_CALL_IT = re.compile(
 )
 # "a husky called Luna who howls at every siren": "called" names it as "named" does, and a relative
 # clause after the name is about the pet, not part of the statement that names it.
-_EN_CALLED_NAME = re.compile(
+_EN_CALLED_NAME = lazy_compile(
     rf"\b(?P<sp>{alternation(EN_SPECIES | {f'{s}s' for s in EN_SPECIES})}) (?:called|named) "
     r"(?P<n>[A-Z][\w'-]*)"
     r"(?:\s*,?\s+(?:who|that|which)\b.*)?$"
 )
-_EN_AND_CALL_IT = re.compile(
+_EN_AND_CALL_IT = lazy_compile(
     rf",?\s+and\s+{_NAMER}\s+(?:call|calls|called|named)\s+(?:him|her|it|them)\s+(?=[A-Z])"
 )
 # "Last year we rescued a greyhound": the time goes to the end, where the rules read it.
-_EN_LEAD_TIME = re.compile(
+_EN_LEAD_TIME = lazy_compile(
     r"^(?P<t>last (?:year|month|week|summer|winter|spring|fall|autumn|weekend)|this (?:year|month|week)"
     r"|(?:a|one|two|three|four|five|a few|\d+) (?:years?|months?|weeks?|days?) ago|recently|lately"
     r"|these days),?\s+(?=(?:we|I|my)\b)",
     re.IGNORECASE,
 )
 # "..., Miso and Tofu, last month": the trailing comma before a time word hides the names' end.
-_EN_COMMA_WHEN = re.compile(r",\s+(?=(?:last|this|a few|two|three|\d+)\s+\w+(?:\s+ago)?$|recently$)")
+_EN_COMMA_WHEN = lazy_compile(r",\s+(?=(?:last|this|a few|two|three|\d+)\s+\w+(?:\s+ago)?$|recently$)")
 
 
 # Gates (issue 24 item 3): each pattern below tries its leading ``\s*`` at every position of a
@@ -213,13 +214,13 @@ _EN_COMMA_WHEN = re.compile(r",\s+(?=(?:last|this|a few|two|three|\d+)\s+\w+(?:\
 # same by construction (tests/unit/extractors/test_clause_gates.py checks it on generated and
 # real clauses). An end-anchored gate reads the clause's last characters only: ``$`` matches at
 # the end or before a final newline, so the words sit within that many characters of the end.
-_TAIL_END = re.compile(
+_TAIL_END = lazy_compile(
     r"(?:anyway|anyways|regardless|nonetheless|nevertheless|though|too|as well|by the way|btw|at all)\n?\Z",
     re.IGNORECASE,
 )
-_LEISURE_END = re.compile(r"(?:off|weekends?|time|can)\n?\Z", re.IGNORECASE)
-_NOW_END = re.compile(r"(?:now|days)\n?\Z")
-_BECAUSE_WORD = re.compile(r"since|cause", re.IGNORECASE)
+_LEISURE_END = lazy_compile(r"(?:off|weekends?|time|can)\n?\Z", re.IGNORECASE)
+_NOW_END = lazy_compile(r"(?:now|days)\n?\Z")
+_BECAUSE_WORD = lazy_compile(r"since|cause", re.IGNORECASE)
 
 
 #: What ``re.IGNORECASE`` matches to an ASCII letter beyond ``str.lower``'s folds: ``ſ`` (U+017F) to
@@ -318,7 +319,7 @@ def strip_fillers(text: str, *, zh: bool) -> str:
 # A "because ..." after a statement the families read is why, not what: "I've been dairy-free for a
 # year because of my skin". The sentence rules keep it (a state's reason is worth keeping: "stressed
 # because of my tournament"), so only the families drop it.
-_EN_BECAUSE = re.compile(
+_EN_BECAUSE = lazy_compile(
     r"\s*,?\s+(?:(?:maybe|probably|mostly|partly|mainly|just)\s+)?(?:because|since|cause|'cause) (?:of )?"
     r"(?:my|the|a|an|it|I|I'm|I've) [\w' -]{1,40}$",
     re.IGNORECASE,
@@ -410,7 +411,7 @@ def normalize_clause(text: str, *, zh: bool) -> str:
 
 
 #: Each gated pattern and its gate: a text the gate refuses holds no match of the pattern.
-GATED: tuple[tuple[re.Pattern[str], Callable[[str], bool]], ...] = (
+GATED: tuple[tuple[LazyPattern, Callable[[str], bool]], ...] = (
     (_EN_TAIL, _may_tail),
     (_EN_LEISURE_TAIL, _may_leisure),
     (_EN_NOW_TAIL, _may_now),

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from convmem_graph.extractors._facts import Fact, RuleContext
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import norm_key
 from convmem_graph.text.timeexpr import TimeMatch, render_en
 
@@ -28,19 +29,19 @@ __all__ = [
 ]
 
 _PRONOUNS = (
-    (re.compile(r"\bmyself\b", re.I), "themselves"),
-    (re.compile(r"\bmy\b", re.I), "their"),
-    (re.compile(r"\bmine\b", re.I), "theirs"),
-    (re.compile(r"\bme\b(?!-)"), "them"),  # not "me-time"
-    (re.compile(r"\bI'm\b"), "they're"),
-    (re.compile(r"\bI've\b"), "they've"),
-    (re.compile(r"\bI\b"), "they"),
-    (re.compile(r"\bour\b", re.I), "their"),
-    (re.compile(r"\bus\b"), "them"),
-    (re.compile(r"\bwe\b", re.I), "they"),
+    (lazy_compile(r"\bmyself\b", re.I), "themselves"),
+    (lazy_compile(r"\bmy\b", re.I), "their"),
+    (lazy_compile(r"\bmine\b", re.I), "theirs"),
+    (lazy_compile(r"\bme\b(?!-)"), "them"),  # not "me-time"
+    (lazy_compile(r"\bI'm\b"), "they're"),
+    (lazy_compile(r"\bI've\b"), "they've"),
+    (lazy_compile(r"\bI\b"), "they"),
+    (lazy_compile(r"\bour\b", re.I), "their"),
+    (lazy_compile(r"\bus\b"), "them"),
+    (lazy_compile(r"\bwe\b", re.I), "they"),
 )
-YOU = re.compile(r"\byou\b|\byour\b|\byours\b", re.IGNORECASE)
-BAD_OBJECT_START = re.compile(
+YOU = lazy_compile(r"\byou\b|\byour\b|\byours\b", re.IGNORECASE)
+BAD_OBJECT_START = lazy_compile(
     r"^(?:it|that|this|those|these|them|him|her|how|what|when|where|why|which|"
     r"who|the way|the fact|to hear|to see|"
     r"hearing|seeing|being|having|doing|so|such|too|all of|everything|anything|"
@@ -108,10 +109,10 @@ def transient_fact(content: str, key: str, value: str, ctx: RuleContext, categor
     return Fact(content, category, key, value, transient=True, expires_at=ctx.ttl_expiry(), confidence=0.7)
 
 
-VAGUE = re.compile(
+VAGUE = lazy_compile(
     r"\b(?:him|her|them|it|its|these|those|he|she|they|this|that|there|here|one|ones)\b", re.IGNORECASE
 )
-_OBJECT_STOP = re.compile(
+_OBJECT_STOP = lazy_compile(
     r"^(?:but|so|because|cause|which|that|it|they|he|she|we|i|as|since|though|"
     r"although|especially|like|coming|"
     r"just|when|if|and (?:i|it|they|that|this|we|he|she))\b",
@@ -122,7 +123,7 @@ _OBJECT_STOP = re.compile(
 _TOO_VAGUE = frozenset("few lot bit little couple while few things stuff something more".split())
 
 
-_CLAUSE_TAIL = re.compile(
+_CLAUSE_TAIL = lazy_compile(
     # A hedge goes with the reason it hedges: "..., probably because the bed is too hard".
     r"(?:\s*,?\s+(?:probably|maybe|perhaps|possibly|partly|mostly|mainly|likely|just))?"
     # "as" opens a clause, but "such as" opens the list it names ("activities such as hiking, ...").
@@ -148,7 +149,7 @@ def trim_object(obj: str) -> str:
 
 
 # A time is not an object: "I quit drinking about two years ago".
-_TIME_ONLY = re.compile(r"^(?:about|around|almost|nearly|over|some)?\s*[\w ]{1,20}\bago$", re.IGNORECASE)
+_TIME_ONLY = lazy_compile(r"^(?:about|around|almost|nearly|over|some)?\s*[\w ]{1,20}\bago$", re.IGNORECASE)
 
 
 def ok_object(obj: str) -> bool:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import date
 
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import has_cjk, norm_key
 from convmem_graph.text.timeexpr import Period, period_end_ms
 
@@ -19,7 +19,9 @@ PLAN_GRACE_DAYS = 1
 _TRAVEL_TOPICS = frozenset(
     "trip travel journey flight vacation holiday visit 出差 旅行 旅游 行程 航班".split()
 )
-_TRAVEL_ACTION = re.compile(r"^(?:go|fly|travel|drive|visit|head|return|go back)\b|^(?:去|回|飞|到)|出差|旅")
+_TRAVEL_ACTION = lazy_compile(
+    r"^(?:go|fly|travel|drive|visit|head|return|go back)\b|^(?:去|回|飞|到)|出差|旅"
+)
 
 
 @dataclass(slots=True)
@@ -100,7 +102,7 @@ class RuleContext:
         return None
 
 
-_ZH_PLAN_CONTENT = re.compile(
+_ZH_PLAN_CONTENT = lazy_compile(
     r"^用户(?P<modal>计划|想|打算)(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?(?:至(?:\d{4}年)?(?:\d{1,2}月)?\d{1,2}日)?"
     r"(?:（周末）)?)?(?P<action>.+?)。?$"
 )
@@ -108,8 +110,8 @@ _EN_WHEN_TAIL = (
     r"(?:\s+(?:in|on|from) (?:the (?:week|weekend) of )?(?:\d{1,2}(?:-\d{1,2})? )?(?:[A-Z][a-z]+ )?"
     r"(?:\d{1,2} )?(?:to \d{1,2} )?(?:[A-Z][a-z]+ )?\d{4})?\.?$"
 )
-_EN_PLAN_CONTENT = re.compile(r"^User (?P<modal>plans|wants) to (?P<action>.+?)" + _EN_WHEN_TAIL)
-_EN_EVENT_CONTENT = re.compile(r"^User (?P<aux>is|has) (?P<action>.+?)" + _EN_WHEN_TAIL)
+_EN_PLAN_CONTENT = lazy_compile(r"^User (?P<modal>plans|wants) to (?P<action>.+?)" + _EN_WHEN_TAIL)
+_EN_EVENT_CONTENT = lazy_compile(r"^User (?P<aux>is|has) (?P<action>.+?)" + _EN_WHEN_TAIL)
 
 
 def plan_action_from_content(content: str) -> tuple[str, str] | None:

@@ -44,6 +44,7 @@ from convmem_graph.extractors._taxonomy import (
     SPORTS_ZH,
     alternation,
 )
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.scripts import Clause, norm_key
 
@@ -57,8 +58,8 @@ __all__ = [
 
 # ----------------------------------------------------------------- Chinese
 
-_ZH_SUBJECT = re.compile(r"^我(?!们)(?:自己)?")
-_ZH_LEISURE_LEAD = re.compile(rf"^(?:{ZH_LEISURE})+")
+_ZH_SUBJECT = lazy_compile(r"^我(?!们)(?:自己)?")
+_ZH_LEISURE_LEAD = lazy_compile(rf"^(?:{ZH_LEISURE})+")
 _ZH_ADV = r"(?:也|还|都|就|又|真的|确实|其实|早就|一直|本来|平时|平常|经常|很|挺|特别)*"
 _ZH_INSTR = alternation(INSTRUMENTS_ZH)
 _ZH_SPORT = alternation(SPORTS_ZH)
@@ -66,12 +67,12 @@ _ZH_DIET = alternation(DIETS_ZH)
 _ZH_QUIT_OBJ = alternation(QUIT_ZH)
 
 # "现在吃香菜了", "又开始吃肉了", "开始喝咖啡了": a food eaten now (after not eating it).
-_ZH_EATS_NOW = re.compile(
+_ZH_EATS_NOW = lazy_compile(
     rf"^{_ZH_ADV}(?P<mark>现在|如今|又|重新|开始|又开始|现在开始|现在也)+(?:也|又|能|敢|会|可以)?(?P<verb>吃|喝)"
     rf"(?P<obj>[{UNIFIED}]{{1,6}}?)(?:了|啦)$"
 )
 # "戒烟了", "戒了烟", "把酒戒了", "已经不抽烟了", "不再喝酒了": a habit given up.
-_ZH_QUIT = re.compile(
+_ZH_QUIT = lazy_compile(
     rf"^(?:现在|如今|后来)?{PAST_TIMES_ZH}*{_ZH_ADV}(?:已经|早就|终于|成功|刚刚|刚)?(?:戒了|戒掉了|戒)"
     rf"(?P<obj>{_ZH_QUIT_OBJ})"
     r"(?:(?:快|差不多|将近|有|都)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?)?(?:了|啦)?$"
@@ -79,66 +80,66 @@ _ZH_QUIT = re.compile(
     r"|^(?:已经|早就|现在)?(?:不再|不|没再)(?P<act>抽烟|吸烟|喝酒)了$"
 )
 # "已经两年没喝奶茶了", "好几个月没吃辣了": a food or drink not had for a long time, given up.
-_ZH_NOT_HAD = re.compile(
+_ZH_NOT_HAD = lazy_compile(
     r"^(?:已经|都)?(?:好|快)?(?:\d{1,2}|[一二两三四五六七八九十几半]{1,3})多?个?(?:年|月)多?(?:都)?没(?:再)?(?P<verb>吃|喝)"
     rf"(?:过)?(?P<obj>[{UNIFIED}]{{1,5}}?)了$"
 )
-_ZH_NOT_VEGETARIAN = re.compile(
+_ZH_NOT_VEGETARIAN = lazy_compile(
     r"^(?:现在|已经|早就)?(?:不再|不|没再)(?:吃素|是素食者?)了?$|^(?:现在|已经)?(?:开荤|破戒吃肉)了$"
 )
 _ZH_ACT_TO_QUIT = {"抽烟": "抽烟", "吸烟": "抽烟", "喝酒": "喝酒"}
 # "咖啡一口都不碰", "辣的一点也不吃": a food put first and then refused, not even a bit.
-_ZH_TOPIC_NOT = re.compile(
+_ZH_TOPIC_NOT = lazy_compile(
     rf"^(?:现在|如今|已经|现在已经)?(?P<obj>[{UNIFIED}]{{1,5}}?)的?(?:一口|一点|一滴|一点儿|再)?(?:都|也)(?:不|没)"
     r"(?:碰|吃|喝|沾)(?:了|过)?$"
 )
 # "自己开了家花店", "开了一间工作室": a business of the user's own is their work.
-_ZH_OWN_BUSINESS = re.compile(
+_ZH_OWN_BUSINESS = lazy_compile(
     rf"^(?:现在|后来|如今|[{UNIFIED}]{{2,6}}?(?:以后|之后))?(?:就)?(?:自己)?(?:在[{UNIFIED}]{{2,6}})?开了(?:一)?(?:家|个|间)"
     rf"(?P<biz>[{UNIFIED}]{{1,6}}?(?:店|馆|公司|工作室|诊所|超市|餐厅|饭店|厂|铺))$"
 )
 # "不再熬夜了", "再也不打游戏了", "已经不再喝可乐了": any activity given up. 不再 says a habit ended;
 # what follows is the activity (a food when it is eaten or drunk), never a state or a wish
 # ("不再是学生", "不再想他", "不再在北京" are other families' or nobody's).
-_ZH_NO_LONGER = re.compile(
+_ZH_NO_LONGER = lazy_compile(
     r"^(?:现在|如今|已经|早就|后来)*(?:不再|再也不|再不)(?P<act>(?!是|在|想|要|会|能|喜欢|爱|怕|相信|用|需要|去|来)"
     rf"[{UNIFIED}]{{2,5}}?)了?$"
 )
 # "会弹古筝", "在学拉小提琴" (learning is read by the ongoing rule), "喜欢打网球" (by the likes rule).
-_ZH_FREQUENCY = re.compile(r"平时|平常|经常|常常|每|周末|通常|一般|总是")
-_ZH_PLAYS = re.compile(
+_ZH_FREQUENCY = lazy_compile(r"平时|平常|经常|常常|每|周末|通常|一般|总是")
+_ZH_PLAYS = lazy_compile(
     rf"^{_ZH_ADV}(?P<mod>会|能)?(?P<verb>弹|拉|吹|打|踢|练)(?:一点|一些|点儿?)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
 )
 _ZH_SPAN = r"(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?(?:年|个月)(?:多)?的?"
 # "从小学钢琴", "学过五年小提琴", "弹了十年吉他": an instrument or sport learned or played for years.
-_ZH_LEARNED = re.compile(
+_ZH_LEARNED = lazy_compile(
     rf"^(?:[{UNIFIED}]{{1,4}}的时候)?{_ZH_ADV}(?P<how>从小就?学|小时候学过|学过|学了|弹了|拉了|吹了|打了|踢了|练了)(?P<span>{_ZH_SPAN})?"
     rf"(?P<verb>弹|拉|吹|打|踢|练)?(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})$"
 )
 # "从初中开始打乒乓球": an instrument or sport played since then.
-_ZH_SINCE_PLAYS = re.compile(
+_ZH_SINCE_PLAYS = lazy_compile(
     rf"^{_ZH_ADV}从(?P<since>[^开起就]{{1,8}}?)就?(?:开始|起)就?(?P<verb>弹|拉|吹|打|踢|练|学)(?P<obj>{_ZH_INSTR}|{_ZH_SPORT})了?$"
 )
 # "会游泳", "能滑雪": a sport the user can do.
-_ZH_CAN_SPORT = re.compile(rf"^{_ZH_ADV}(?:会|能)(?P<act>{alternation(SPORT_ACTIVITIES_ZH)})$")
+_ZH_CAN_SPORT = lazy_compile(rf"^{_ZH_ADV}(?:会|能)(?P<act>{alternation(SPORT_ACTIVITIES_ZH)})$")
 # "是校篮球队的", "在乐队里打鼓": a team or band the user plays in.
-_ZH_ON_TEAM = re.compile(
+_ZH_ON_TEAM = lazy_compile(
     rf"^(?:是|在)(?P<team>[{UNIFIED}]{{0,6}}?(?P<obj>{_ZH_SPORT})队)(?:的|里)?(?:队员|成员|一员)?$"
     rf"|^在(?P<band>[{UNIFIED}]{{1,6}}?)里?(?P<verb>弹|拉|吹|打)(?P<instr>{_ZH_INSTR})$"
 )
-_ZH_DIET_RX = re.compile(
+_ZH_DIET_RX = lazy_compile(
     rf"^{_ZH_ADV}(?:是|吃|在吃|坚持|坚持吃|只吃|保持|遵循)?(?P<diet>{_ZH_DIET})(?:饮食|的)?(?:者)?$"
 )
 # A severity said with an allergy ("严重过敏", "过敏很严重"): kept in the content so it updates the
 # plain allergy fact instead of repeating it.
-_ZH_SEVERE_ALLERGY = re.compile(
+_ZH_SEVERE_ALLERGY = lazy_compile(
     rf"^(?:对)?(?P<obj>[{UNIFIED}]{{1,6}}?)(?P<sev>严重|非常严重|特别严重|轻微|有点|有一点)过敏$"
     rf"|^(?:对)?(?P<obj2>[{UNIFIED}]{{1,6}}?)过敏(?:很|非常|特别|挺)?(?P<sev2>严重|厉害)$"
 )
 
 
 # "乳糖不耐受", "有乳糖不耐症", "对麸质不耐受": an intolerance is a lasting health fact.
-_ZH_INTOLERANT = re.compile(
+_ZH_INTOLERANT = lazy_compile(
     rf"^{_ZH_ADV}(?:有|是)?(?:对)?(?:轻微|严重|一点|点)?(?P<obj>{alternation(INTOLERANCES_ZH)})(?:有点|有些)?不耐(?:受|症)$"
 )
 
@@ -279,14 +280,14 @@ _ZH_GAVE_UP_OBJ = {act: obj for obj, act in QUIT_ZH.items()} | {"吸烟": "烟"}
 # Said with how much between the verb and what ("一天抽一包烟", "一天要喝两瓶啤酒", "嚼好几包槟榔"):
 # the verb of the class, a count and a measure word, then the thing (any kind of alcohol is 酒).
 _ZH_HOW_MUCH = r"(?:[\d一二两三四五六七八九十几半好]{1,3}[包根支盒条瓶杯斤两罐口颗局把个]多?|点儿?|不少|很多)"
-_ZH_USED_TO = re.compile(
+_ZH_USED_TO = lazy_compile(
     r"^我?(?:以前|之前|原来|过去|曾经|年轻的时候|年轻时)(?:[一-鿿]{0,6}?)"
     rf"(?:(?P<act>{alternation(_ZH_GAVE_UP_OBJ)})"
     rf"|(?P<verb>[抽吸喝嚼吃玩打]){_ZH_HOW_MUCH}(?P<obj>{alternation(QUIT_ZH)}|{alternation(ALCOHOL_ZH)}))"
     r"(?:[一-鿿]{0,6})$"
 )
 # The clause that gives it up without naming it: "后来身体不好就戒了", "现在不喝了", "去年戒掉了".
-_ZH_QUIT_IT = re.compile(
+_ZH_QUIT_IT = lazy_compile(
     r"(?:^|[就才都也已经终于后来现在如今])(?:彻底|完全|终于|已经|慢慢)?"
     r"(?:戒了|戒掉了|戒掉|给戒了|不(?:抽|喝|吃|玩|打|嚼)了|不再(?:抽|喝|吃|玩|打|嚼)了)$"
 )
@@ -303,7 +304,7 @@ _EN_SINCE = (
     r"|(?:my|all my) (?:whole |entire )?life))?"
 )
 # "I've been gluten-free since 2020", "I eat halal", "I keep kosher", "I'm on a keto diet".
-_EN_DIET_IS = re.compile(
+_EN_DIET_IS = lazy_compile(
     r"^I(?:'m| am|'ve been| have been| went| became| turned| eat| keep| follow| stick to| try to eat"
     r"| eat only)"
     r"\s+(?:a\s+|an\s+|strictly\s+|mostly\s+|fully\s+|completely\s+|pretty\s+much\s+)?"
@@ -314,7 +315,7 @@ _EN_DIET_IS = re.compile(
     re.IGNORECASE,
 )
 # "I'm not vegan anymore", "I'm no longer vegetarian", "I stopped being vegan", "I quit keto".
-_EN_DIET_NOT = re.compile(
+_EN_DIET_NOT = lazy_compile(
     r"^I(?:'m| am)\s+(?:not|no longer)\s+(?:a\s+)?(?P<d1>"
     + _EN_DIET
     + r")(?:\s+(?:any ?more|these days|now))?$"
@@ -323,13 +324,13 @@ _EN_DIET_NOT = re.compile(
     re.IGNORECASE,
 )
 # "I eat meat again", "I started eating meat again", "I'm eating fish again now".
-_EN_EATS_AGAIN = re.compile(
+_EN_EATS_AGAIN = lazy_compile(
     r"^I(?:'m| am)?\s+(?:started\s+|(?:'ve|have) started\s+|now\s+)?(?P<verb>eat|eating|drink|drinking)\s+"
     r"(?P<obj>[a-z][a-z -]{1,24}?)\s+again"
     r"(?:\s+(?:now|last \w+|this \w+|recently|(?:a|one|two|three|a few|\d+) \w+ ago))?$"
 )
 # "I quit smoking", "I gave up drinking", "I stopped smoking last year", "I no longer smoke".
-_EN_QUIT = re.compile(
+_EN_QUIT = lazy_compile(
     r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped)\s+"
     r"(?P<act>smoking|drinking|vaping)"
     r"(?:\s+cold turkey)?"
@@ -344,7 +345,7 @@ _EN_QUIT = re.compile(
 )
 # The key is the plain verb, as the habit rules write it ("I smoke every day" -> ``habit:smoke``).
 # "I quit coffee last month", "I gave up sugar two years ago": a food or drink given up.
-_EN_QUIT_FOOD = re.compile(
+_EN_QUIT_FOOD = lazy_compile(
     r"^I(?:'ve| have)?\s+(?:finally\s+|already\s+)?(?:quit|gave up|given up|stopped|cut out)\s+"
     r"(?P<obj>[a-z][a-z -]{1,20}?)"
     r"(?:\s+(?:last \w+|(?:about |almost |around )?.{1,20} ago|in \d{4}|in [A-Z]\w+|for good|completely))?$",
@@ -356,7 +357,7 @@ _EN_ACT |= {"vaping": "vape", "vape": "vape"}
 _EN_ACT |= {"smoker": "smoke", "drinker": "drink", "vaper": "vape"}
 _EN_ACT_SAY = {"smoke": "smokes", "drink": "drinks alcohol", "vape": "vapes"}
 # "I used to smoke, but I stopped last year": the second clause gives up what the first one named.
-_EN_USED_TO = re.compile(
+_EN_USED_TO = lazy_compile(
     r"^I used to (?P<act>smoke|drink|vape)(?:\s+(?:a lot|heavily|socially|daily|every \w+|on weekends"
     # how much: "a pack a day", "two packs a day", "a bottle of wine a night"
     r"|(?:a|one|two|three|half a|\d+) [\w ]{1,20}? (?:a|per|every) (?:day|night|week)))?$",
@@ -373,7 +374,7 @@ def _may_used_to(text: str) -> bool:
     return "used to" in fold_lower(text)
 
 
-_EN_STOPPED_IT = re.compile(
+_EN_STOPPED_IT = lazy_compile(
     r"^(?:but\s+|and\s+)?(?:now\s+)?I(?:'ve| have)?\s+(?:finally\s+|already\s+)?"
     r"(?:stopped|quit|gave up|given up|gave (?:it|that) up|given (?:it|that) up|kicked the habit)"
     r"(?:\s+(?:it|that))?(?:\s+(?:last \w+|(?:about |almost )?.{1,15} ago|in \d{4}|in \w+|for good|years ago"
@@ -391,7 +392,7 @@ def _en_quit(act: str) -> Fact:
 
 
 # "I play the cello", "I can play the guitar", "I play tennis", "I've played piano for years".
-_EN_PLAYS = re.compile(
+_EN_PLAYS = lazy_compile(
     r"^I(?:\s+(?P<mod>can|also|still|often|sometimes|mostly))?"
     r"(?:\s+play|'ve played|\s+have played|'ve been playing|\s+have been playing)\s+"
     rf"(?P<the>the\s+)?(?P<obj>{_EN_INSTR}|{_EN_SPORT})"
@@ -406,7 +407,7 @@ _EN_PLAYS = re.compile(
 _EN_GO = alternation(SPORT_ACTIVITIES_EN["go"])
 _EN_DO = alternation(SPORT_ACTIVITIES_EN["do"])
 _EN_BARE = alternation(SPORT_ACTIVITIES_EN["bare"])
-_EN_DOES_SPORT = re.compile(
+_EN_DOES_SPORT = lazy_compile(
     r"^I(?:\s+(?:also|still|often|sometimes|mostly|regularly))?\s+"
     rf"(?:(?P<go>go)\s+(?P<g>{_EN_GO})|(?P<do>do|practi[cs]e)\s+(?P<d>{_EN_DO})"
     rf"|(?P<b>{_EN_BARE})(?:\s+(?P<bo>marathons|half[- ]marathons|ultramarathons|triathlons|laps|trails))?)"
@@ -415,33 +416,33 @@ _EN_DOES_SPORT = re.compile(
     re.IGNORECASE,
 )
 # "I play in a soccer league on Sundays", "I'm on a volleyball team": the sport is played.
-_EN_PLAYS_IN = re.compile(
+_EN_PLAYS_IN = lazy_compile(
     r"^I(?:\s+play\s+(?:in|on|for)|'m on|'m in| am on| am in)\s+(?:a|an|the|my|our|a local)\s+"
     rf"(?:local\s+|amateur\s+|weekly\s+|company\s+)?(?P<obj>{_EN_SPORT})\s+(?:league|team|club)\b.{{0,30}}$",
     re.IGNORECASE,
 )
-_EN_SEVERE = re.compile(
+_EN_SEVERE = lazy_compile(
     r"^I(?:'m| am)\s+(?P<sev>severely|seriously|deathly|extremely|highly|mildly|slightly|a (?:little|bit))\s+"
     r"allergic to\s+(?P<obj>[a-z][a-z -]{1,24})$"
     r"|^I have (?:a\s+)?(?P<sev2>severe|serious|mild|slight)\s+(?P<obj2>[a-z][a-z -]{1,24}?)\s+allergy$"
     r"|^I have (?:a|an)\s+(?P<obj3>[a-z][a-z -]{1,24}?)\s+allergy$",
     re.IGNORECASE,
 )
-_EN_PET_GATE = re.compile(
+_EN_PET_GATE = lazy_compile(
     r"^(?:(?:last|this) \w+,? |(?:a|one|two|three|a few|\d+) \w+ ago,? |recently,? )?"
     r"(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+"
     rf"(?:(?:just\s+|recently\s+|finally\s+)?(?:{alternation(PET_VERBS_EN)})\b"
     r"|(?:a|an|one|two|three|four|\d+) )",
     re.IGNORECASE,
 )
-_EN_BAD_OBJ = re.compile(
+_EN_BAD_OBJ = lazy_compile(
     r"\b(?:you|your|it|that|this|them|something|anything|lunch|dinner|breakfast)\b", re.IGNORECASE
 )
 
 
 # "I have lactose intolerance", "I'm fructose intolerant", "I'm celiac": the key the health rules
 # give "I'm lactose intolerant" and "I have celiac disease".
-_EN_INTOLERANT = re.compile(
+_EN_INTOLERANT = lazy_compile(
     r"^I(?:'m| am| have| have got|'ve got)\s+(?:(?:a|an|mild|severe|slight)\s+)*"
     rf"(?P<obj>{alternation(INTOLERANCES_EN)})\s+intoleran(?:t|ce)$|^I(?:'m| am)\s+(?P<celiac>c(?:o)?eliac)$",
     re.IGNORECASE,
@@ -567,7 +568,7 @@ def _en_family(text: str) -> list[Fact]:
 # violin again", "I took up running": an activity taken up is one the user likes. Without an
 # intensifier ("got into college", "picked up groceries") only an activity counts: an -ing word, an
 # instrument or a sport of the taxonomy.
-_EN_TOOK_UP = re.compile(
+_EN_TOOK_UP = lazy_compile(
     r"^I(?P<aux>'ve| have)?\s+(?:recently\s+|just\s+|finally\s+)?"
     r"(?P<verb>gotten|got|been getting|picked up|taken up|took up|started getting)\s+"
     r"(?P<intens>(?:really|super|very|totally|so|big time|seriously)\s+)?(?P<into>into\s+)?"
@@ -629,13 +630,13 @@ def _third_s(verb: str) -> str:
 
 
 # "We moved to Leeds", "We live in Raleigh": the household's home, the user's too.
-_EN_HOME_GATE = re.compile(
+_EN_HOME_GATE = lazy_compile(
     r"\b(?:[Ww]e|[Mm]y [a-z-]+ and I)(?:'ve| have)?\s+(?:just\s+|recently\s+|finally\s+|now\s+|still\s+)?"
     r"(?:moved|relocated|settled|live|lived|are living)\s+(?:to|in)\s+[A-Z]"
 )
 
 
-_EN_OUR_PET_GATE = re.compile(rf"\b[Oo]ur (?:{alternation(EN_SPECIES)}) [A-Z]")
+_EN_OUR_PET_GATE = lazy_compile(rf"\b[Oo]ur (?:{alternation(EN_SPECIES)}) [A-Z]")
 
 
 #: Words every match of ``_EN_HOME_GATE`` holds one of ("live" also in "lived"), case as written.
@@ -682,8 +683,8 @@ def family_facts(raw: str, *, zh: bool, ctx: RuleContext) -> list[Fact]:
     return _zh_family(raw, ctx) if zh else _en_family(raw)
 
 
-_ZH_OWN = re.compile(rf"^我(?!们)(?!的?(?:{ZH_RELATIONS}))")
-_ZH_SOMEONE = re.compile(rf"^(?:他|她|它|你|您|我们|咱们|大家|别人|朋友|同事|我的?(?:{ZH_RELATIONS}))")
+_ZH_OWN = lazy_compile(rf"^我(?!们)(?!的?(?:{ZH_RELATIONS}))")
+_ZH_SOMEONE = lazy_compile(rf"^(?:他|她|它|你|您|我们|咱们|大家|别人|朋友|同事|我的?(?:{ZH_RELATIONS}))")
 
 
 def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fact]:
@@ -739,7 +740,7 @@ def clause_family_facts(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
 
 
 # A later clause that says a skill is gone: "现在基本都忘了", "后来就没再弹了", "早就荒废了".
-_ZH_LOST = re.compile(
+_ZH_LOST = lazy_compile(
     r"忘(?:了|光了|得差不多了|记了)|荒废了|放弃了|没(?:再)?(?:弹|拉|吹|打|踢|练|碰)(?:过)?了|不(?:弹|拉|吹|练|碰)了"
 )
 
@@ -751,7 +752,7 @@ def _lost_later(clauses: Sequence[Clause], n: int) -> bool:
 
 
 # A habit quit supersedes the transient "quitting" state the sentence rules read ("戒酒" -> state).
-_QUITTING_STATE = re.compile(r"^state:戒")
+_QUITTING_STATE = lazy_compile(r"^state:戒")
 
 
 def merge_family_facts(facts: list[Fact], extra: Sequence[Fact]) -> list[Fact]:
@@ -797,8 +798,8 @@ def _same_subject(a: str, b: str) -> bool:
 
 
 # Items of an allergy list: "花生和芒果", "cats, dogs and pollen", "shellfish or nuts".
-_LIST_ZH = re.compile(r"和|、|与|跟|以及|及")
-_LIST_EN = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+_LIST_ZH = lazy_compile(r"和|、|与|跟|以及|及")
+_LIST_EN = lazy_compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
 
 
 def split_allergy_lists(facts: list[Fact]) -> list[Fact]:
@@ -840,7 +841,7 @@ def split_allergy_lists(facts: list[Fact]) -> list[Fact]:
     return out
 
 
-_HAN = re.compile(f"[{UNIFIED}]")
+_HAN = lazy_compile(f"[{UNIFIED}]")
 
 
 def _has_han(text: str) -> bool:

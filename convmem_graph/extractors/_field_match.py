@@ -12,29 +12,30 @@ from __future__ import annotations
 import re
 
 from convmem_graph.models import VariableSpec
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 
 __all__ = ["GENERIC_FIELDS", "generic_field", "inference_source"]
 
 #: Family -> what names or describes it. Checked in order: the specific before the general
 #: ("pet_name" is a pet's name, not the user's; "company" a workplace, not a job).
-_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("pet_names", re.compile(r"\bpets?\b|pet_|宠物|猫|狗|\bcats?\b|\bdogs?\b", re.IGNORECASE)),
-    ("allergies", re.compile(r"allerg|过敏", re.IGNORECASE)),
-    ("birth_year", re.compile(r"birth|born|出生|生日|生年|\bage\b|年龄|年纪", re.IGNORECASE)),
-    ("hometown", re.compile(r"home_?town|家乡|老家|籍贯|故乡", re.IGNORECASE)),
-    ("workplace", re.compile(r"employer|company|workplace|公司|单位|工作单位|雇主", re.IGNORECASE)),
-    ("school", re.compile(r"school|university|college|学校|大学|院校", re.IGNORECASE)),
+_FAMILIES: tuple[tuple[str, LazyPattern], ...] = (
+    ("pet_names", lazy_compile(r"\bpets?\b|pet_|宠物|猫|狗|\bcats?\b|\bdogs?\b", re.IGNORECASE)),
+    ("allergies", lazy_compile(r"allerg|过敏", re.IGNORECASE)),
+    ("birth_year", lazy_compile(r"birth|born|出生|生日|生年|\bage\b|年龄|年纪", re.IGNORECASE)),
+    ("hometown", lazy_compile(r"home_?town|家乡|老家|籍贯|故乡", re.IGNORECASE)),
+    ("workplace", lazy_compile(r"employer|company|workplace|公司|单位|工作单位|雇主", re.IGNORECASE)),
+    ("school", lazy_compile(r"school|university|college|学校|大学|院校", re.IGNORECASE)),
     (
         "city",
-        re.compile(r"city|location|where .{0,20}lives?|城市|所在地|居住地|常住|住址|住在", re.IGNORECASE),
+        lazy_compile(r"city|location|where .{0,20}lives?|城市|所在地|居住地|常住|住址|住在", re.IGNORECASE),
     ),
     (
         "occupation",
-        re.compile(r"\bjobs?\b|job_|occupation|profession|career|职业|工作|岗位|行业", re.IGNORECASE),
+        lazy_compile(r"\bjobs?\b|job_|occupation|profession|career|职业|工作|岗位|行业", re.IGNORECASE),
     ),
-    ("diet", re.compile(r"\bdiet|food|饮食|忌口|口味|吃", re.IGNORECASE)),
-    ("hobbies", re.compile(r"hobb|interests?\b|爱好|兴趣|喜欢做", re.IGNORECASE)),
-    ("name", re.compile(r"^(?:user_?)?name$|nickname|full_?name|姓名|名字|称呼|昵称", re.IGNORECASE)),
+    ("diet", lazy_compile(r"\bdiet|food|饮食|忌口|口味|吃", re.IGNORECASE)),
+    ("hobbies", lazy_compile(r"hobb|interests?\b|爱好|兴趣|喜欢做", re.IGNORECASE)),
+    ("name", lazy_compile(r"^(?:user_?)?name$|nickname|full_?name|姓名|名字|称呼|昵称", re.IGNORECASE)),
 )
 #: The families a generic rule fills.
 GENERIC_FIELDS = tuple(name for name, _ in _FAMILIES)

@@ -7,9 +7,8 @@ lists is missed rather than guessed.
 
 from __future__ import annotations
 
-import re
-
 from convmem_graph.extractors._taxonomy import KINSHIP_EN, KINSHIP_ZH, PET_SPECIES_ZH, alternation
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
 
 __all__ = [
@@ -41,7 +40,7 @@ ZH_CITIES = frozenset(
 )
 
 #: A place: a known city/province/country, or a name with an administrative suffix.
-ZH_PLACE_RE = re.compile(
+ZH_PLACE_RE = lazy_compile(
     r"(?:" + "|".join(sorted(ZH_CITIES, key=len, reverse=True)) + r")(?:市|省)?"
     rf"|[{UNIFIED}]{{1,5}}(?:市|省|县|区|镇|村|州)"
 )
@@ -59,7 +58,7 @@ _ZH_JOB_SUFFIXES = """
 """.split()
 
 #: An occupation phrase ending in a job noun (optional short qualifier before it).
-ZH_JOB_RE = re.compile(
+ZH_JOB_RE = lazy_compile(
     rf"^[{UNIFIED}A-Za-z]{{0,6}}?(?:" + "|".join(sorted(_ZH_JOB_SUFFIXES, key=len, reverse=True)) + r")$"
     # Any agent noun of a trade is a job (分拣员, 调度员, 保洁员, 护工, 焊工, 木匠, 园艺师), except the
     # words for belonging to something (会员, 党员, 队员 ...), which say membership, not work.
@@ -69,7 +68,7 @@ ZH_JOB_RE = re.compile(
 )
 
 #: A pet: species or breed, with up to three qualifier characters before it (橘猫, 小黑狗).
-ZH_SPECIES_RE = re.compile(
+ZH_SPECIES_RE = lazy_compile(
     rf"^(?:(?![的像和与])[{UNIFIED}]){{0,3}}?(?:" + alternation(PET_SPECIES_ZH) + r")$"
 )
 

@@ -17,13 +17,13 @@ long messages, where they are reliable (short ones rely on the rules' own object
 from __future__ import annotations
 
 import math
-import re
 
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import IDEOGRAPHS
 
 __all__ = ["looks_like_noise"]
 
-_TOKEN = re.compile(rf"[{IDEOGRAPHS}]|[A-Za-z']+|\d+")
+_TOKEN = lazy_compile(rf"[{IDEOGRAPHS}]|[A-Za-z']+|\d+")
 _FUNCTION_CHARS = frozenset(
     "的了是我不在有一这个你他就也很吗呢吧啊都说要没好人们她它那么什还和把被给会能想去来到"
 )

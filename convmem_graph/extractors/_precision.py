@@ -18,6 +18,7 @@ import re
 from convmem_graph.extractors._facts import Fact
 from convmem_graph.extractors._lexicon import EN_FOODS, ZH_FOODS
 from convmem_graph.payloads._sanitize import looks_like_instruction
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.keys import key_subject
 
@@ -25,14 +26,14 @@ __all__ = ["carries_fact", "fits_variable"]
 
 # A count with no activity: "两次", "去两次", "once", "3 times"; a bare verb with a count ("烤一次",
 # "每个周末都烤一次") names no object either: what is done was said before.
-_COUNT_ONLY = re.compile(
+_COUNT_ONLY = lazy_compile(
     r"^(?:去|来|做|练|跑)?(?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍|下|天)$"
     rf"|^[{UNIFIED}](?:\d+|[一二两三四五六七八九十几半]+)(?:次|回|趟|遍)$"
     r"|^(?:go\s+)?(?:once|twice|\d+\s+times|a\s+few\s+times)$",
     re.IGNORECASE,
 )
 # Comings and goings: half of a routine sentence, not a fact by themselves.
-_BARE_ROUTINE = re.compile(
+_BARE_ROUTINE = lazy_compile(
     r"^(?:下班|放学|下课)?(?:回来|回家|到家)$|^(?:下班|上班|放学|上学|出门|下课)$"
     r"|^(?:come|get|go) (?:home|back)(?: from work)?$|^(?:leave|get off) work$",
     re.IGNORECASE,
@@ -40,10 +41,10 @@ _BARE_ROUTINE = re.compile(
 
 
 # Taking someone along ("带它去江边散步") is the user's own walk: the pronoun is the dog or the child.
-_TAKEN_ALONG = re.compile(r"带[他她它]们?")
+_TAKEN_ALONG = lazy_compile(r"带[他她它]们?")
 # An outcome is not something the user does: "sometimes I win", "I always miss out", "总是错过最好玩的"
 # name no activity (what is won or missed was said before).
-_OUTCOME = re.compile(
+_OUTCOME = lazy_compile(
     r"^(?:win|wins|lose|loses|fail|fails|miss|misses|fall|falls|succeed|succeeds|get lost"
     rf"|错过|赢|输|失败|摔倒|摔跤)(?:[_ ]|$|[{UNIFIED}])",
     re.IGNORECASE,
@@ -52,19 +53,19 @@ _OUTCOME = re.compile(
 
 # A pronoun or a "that kind" in what the user likes or does points at something said before:
 # "用户喜欢和他们一起做饭", "用户喜欢多肉的那种" say nothing on their own (吉他 and 其他 are words).
-_UNRESOLVED_ZH = re.compile(r"(?<![吉其])[他她它]|那种$|这种$")
+_UNRESOLVED_ZH = lazy_compile(r"(?<![吉其])[他她它]|那种$|这种$")
 
 
 # "the structure of the language", "the ending of the show": a definite noun that names no thing of
 # its own points at what was said before ("Learning German ... I like the structure of the language").
-_POINTING_EN = re.compile(
+_POINTING_EN = lazy_compile(
     r"(?:^|[_ ])the[_ ](?:language|game|book|show|movie|film|story|song|album|series|place|city|town"
     r"|team|class|course|job|process|idea|thing|things|one|ones|trip|event|project|area|way|stuff)$"
 )
 
 
 # A workplace that names no place: "在同一家公司工作" (15 years at the same company), "at a company".
-_VAGUE_WORKPLACE = re.compile(
+_VAGUE_WORKPLACE = lazy_compile(
     r"^(?:同一家|同一个|一家|这家|那家|某家?|本|一个|这个|那个|家里的?)?(?:公司|单位|企业|工厂|厂|店|地方|部门)$"
     r"|^(?:the same|a|an|one|some|this|that|the)\s+(?:small\s+|big\s+|large\s+|local\s+)?"
     r"(?:company|firm|office|place|business|startup|shop|store)$",
@@ -73,7 +74,7 @@ _VAGUE_WORKPLACE = re.compile(
 
 
 # A plan with no object: "打算自己养着" (养 what: the cat said before) names nothing to do.
-_NO_OBJECT_PLAN = re.compile(rf"^(?:自己)?[{UNIFIED}]着$")
+_NO_OBJECT_PLAN = lazy_compile(rf"^(?:自己)?[{UNIFIED}]着$")
 
 
 def carries_fact(fact: Fact) -> bool:
@@ -105,12 +106,12 @@ def carries_fact(fact: Fact) -> bool:
 
 
 _NOT_HOBBIES = frozenset("抽烟 吸烟 喝酒 smoke smoking drink drinking vape vaping".split())
-_HOBBY_FOOD_VERBS = re.compile(
+_HOBBY_FOOD_VERBS = lazy_compile(
     r"^(?:cook|cooking|bake|baking|make|making|grow|growing|brew|brewing|做|烤|烘焙|种)"
 )
-_EATING = re.compile(r"^(?:吃|喝|eat|eating|drink|drinking)\b|^[吃喝]")
-_LATIN_NAME = re.compile(r"^[A-Z][A-Za-z'\-]{0,23}(?: [A-Z][A-Za-z'\-]{0,23}){0,2}$")
-_ZH_NAME = re.compile(rf"^[{UNIFIED}·]{{1,5}}$|^[A-Za-z][A-Za-z'\-]{{0,23}}$")
+_EATING = lazy_compile(r"^(?:吃|喝|eat|eating|drink|drinking)\b|^[吃喝]")
+_LATIN_NAME = lazy_compile(r"^[A-Z][A-Za-z'\-]{0,23}(?: [A-Z][A-Za-z'\-]{0,23}){0,2}$")
+_ZH_NAME = lazy_compile(rf"^[{UNIFIED}·]{{1,5}}$|^[A-Za-z][A-Za-z'\-]{{0,23}}$")
 #: Longest hobby item, in words or (Chinese) characters: anything longer is a fragment of a sentence.
 _MAX_HOBBY_WORDS = 5
 _MAX_HOBBY_CHARS = 12

@@ -29,12 +29,13 @@ from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS
 from convmem_graph.extractors._rules_en_profile import health_food, identity, pets_family, work
 from convmem_graph.extractors._taxonomy import SPORT_ACTIVITIES_EN, alternation
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import Clause, contains_any, norm_key
 from convmem_graph.text.timeexpr import find_en
 
 __all__ = ["CONDITION_CLAUSE", "could_state", "extract_en_clause"]
 
-_FILLERS = re.compile(
+_FILLERS = lazy_compile(
     r"^(?:(?:by the way|btw|oh|ah|well|actually|also|yeah|yes|yep|so|anyway|hi|hello|hi there|hello there|"
     r"honestly|and|but|haha|lol|hey|um|uh|"
     r"ok|okay|plus|fun fact|to be honest|tbh|you know what|just so you know|wait|oh yeah|right|no|nah|"
@@ -45,22 +46,22 @@ _TRAILING = tuple(
     "remember that|just so you know|you know|haha|lol|lmao|though|too|as well|right|now|"
     "anymore|actually|honestly|so much|a lot|very much".split("|")
 )
-_REQUEST = re.compile(
+_REQUEST = lazy_compile(
     r"^(?:can|could|would|will) you\b|^(?:please\s+)?(?:remind|tell|help|show|"
     r"give|send|call|let|wake) me\b|^let's\b|^(?:please\s+)?set (?:an? )?(?:alarm|reminder|timer)\b"
     r"|^I (?:need|want|would like|'d like) you to\b|\bany (?:recommendations|suggestions|tips|ideas)\b",
     re.IGNORECASE,
 )
-_QUESTION_START = re.compile(
+_QUESTION_START = lazy_compile(
     r"^(?:do|does|did|can|could|would|will|should|is|are|was|were|have|has|what|why|how|where|when|who|which|"
     r"whose|shall|may|am|isn't|aren't|don't|didn't|wanna)\b",
     re.IGNORECASE,
 )
-_HABIT_PRE = re.compile(
+_HABIT_PRE = lazy_compile(
     r"\b(usually|often|always|normally|regularly|typically|generally|frequently|sometimes|mostly)\s+",
     re.IGNORECASE,
 )
-_HABIT_POST = re.compile(
+_HABIT_POST = lazy_compile(
     # A hedge before a count is part of it: "like three times a week", "about twice a month".
     r"\s+(?:(?:like|about|around|roughly|maybe|at least)\s+(?=once|twice|\w+\s+times))?"
     r"(every\s+(?:single\s+|other\s+)?(?:day|morning|evening|night|week|weekend|month|"
@@ -76,11 +77,11 @@ _HABIT_POST = re.compile(
     r"(?:day|week|month|year))\b",
     re.IGNORECASE,
 )
-_TEMP = re.compile(
+_TEMP = lazy_compile(
     r",?\s*\b(lately|recently|these days|for now|at the moment|currently|right now|nowadays|this week)\b,?",
     re.IGNORECASE,
 )
-_CONTRACTION = re.compile(
+_CONTRACTION = lazy_compile(
     r"\bI am\b|\b[Ii]'m\b|\bim\b|\bIm\b|\bi\b|\bI have been\b|\bI do not\b"
     r"|\bI cannot\b|\bI can not\b|\bI will\b"
 )
@@ -94,33 +95,33 @@ _CONTRACTED = {
 }
 # ----------------------------------------------------------------- likes, habits
 
-_LIKE = re.compile(
+_LIKE = lazy_compile(
     r"^I (?:really |also |absolutely |just |still |totally |truly |especially |do |genuinely |always |kinda |"
     r"kind of |pretty much |definitely )*(love|like|enjoy|adore|prefer)\s+" + OBJ + "$"
 )
-_INTO = re.compile(
+_INTO = lazy_compile(
     r"^I'm (?:really |also |very |super |so |totally |pretty |quite |a bit |more |much more |mostly )*(into|"
     r"passionate about|keen on|obsessed with|"
     r"a (?:big |huge )?fan of|crazy about|fond of|interested in)\s+" + OBJ + "$"
 )
-_FAVORITE = re.compile(r"^[Mm]y (?:all[- ]time )?favou?rite\s+([\w ]{2,30}?)\s+is\s+" + OBJ + "$")
-_DISLIKE = re.compile(
+_FAVORITE = lazy_compile(r"^[Mm]y (?:all[- ]time )?favou?rite\s+([\w ]{2,30}?)\s+is\s+" + OBJ + "$")
+_DISLIKE = lazy_compile(
     r"^I (?:really |just |absolutely |honestly |simply |still )?(?:don't|do not|never|can't) "
     r"(?:really |just )?(like|enjoy|love|stand|bear|stomach|tolerate)\s+" + OBJ + "$"
 )
 # "I can't stand olives" is said as it is: "User can't stand olives.", never "doesn't stand".
 _CANT_VERBS = frozenset({"stand", "bear", "stomach", "tolerate"})
-_HATE = re.compile(
+_HATE = lazy_compile(
     r"^I (?:really |absolutely |totally )?(hate|dislike|detest|despise|can't stand)\s+" + OBJ + "$"
 )
-_AFRAID = re.compile(r"^I'm (not a (?:big )?fan of|afraid of|scared of|terrified of)\s+" + OBJ + "$")
-_PLACE_SPLIT = re.compile(r"\s+(?:at|in|on|with|by|along|near|around|before|after)\s+")
+_AFRAID = lazy_compile(r"^I'm (not a (?:big )?fan of|afraid of|scared of|terrified of)\s+" + OBJ + "$")
+_PLACE_SPLIT = lazy_compile(r"\s+(?:at|in|on|with|by|along|near|around|before|after)\s+")
 _PAST = frozenset(
     "lost went got made took saw came left met ran bought found gave felt had was were did said".split()
 )
 _DO_SPORT = alternation(SPORT_ACTIVITIES_EN["do"])
-_HABIT_CLAUSE = re.compile(r"^I\s+([A-Za-z]+)\b(.*)$")
-_HABIT_VERB_BAD = re.compile(
+_HABIT_CLAUSE = lazy_compile(r"^I\s+([A-Za-z]+)\b(.*)$")
+_HABIT_VERB_BAD = lazy_compile(
     r"^(?:'m|am|was|were|feel|felt|think|thought|wonder|know|knew|guess|hope|"
     r"wish|want|need|have to|had|got|get|"
     # "do" alone is no habit ("I always do that"), "do karate" is a sport done (see _DO_SPORT).
@@ -135,16 +136,16 @@ _HABIT_VERB_BAD = re.compile(
 
 # A habit under a condition ("I always have a great time whenever I visit", "I sometimes fall when
 # I run too fast") holds only then: the rules would cut the condition off and state it as always.
-_CONDITION = re.compile(r"\b(?:when|whenever|if|every time|each time|unless)\b", re.IGNORECASE)
+_CONDITION = lazy_compile(r"\b(?:when|whenever|if|every time|each time|unless)\b", re.IGNORECASE)
 #: A clause that is only a condition ("When I'm there, I usually bring a book"): the habit that
 #: follows it in the same sentence holds only then.
-CONDITION_CLAUSE = re.compile(r"^(?:when|whenever|if|every time|each time|unless|once)\b", re.IGNORECASE)
+CONDITION_CLAUSE = lazy_compile(r"^(?:when|whenever|if|every time|each time|unless|once)\b", re.IGNORECASE)
 
 
 # A pronoun after taking someone along is the dog or the child, not someone else's habit:
 # "I take her for a run every morning", "I walk him along the canal daily".
 _ALONG_VERBS = frozenset({"take", "walk", "bring", "drive"})
-_TAKE_ALONG = re.compile(
+_TAKE_ALONG = lazy_compile(
     r"^\s+(?:him|her|them|it)\b(?=\s+(?:for|to|out|along|around|on|through|by)\b)"
     r"(?:\s+(?:out\s+)?for\s+(?:a|an|his|her|their)\s+(?P<what>[a-z]+))?"
 )
@@ -166,17 +167,17 @@ def _pref(obj: str, lead: str, polarity: int) -> Fact | None:
     )
 
 
-_LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=[^,]*$)")
+_LIST_SPLIT = lazy_compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+(?=[^,]*$)")
 
 
-_CUT_NOUN = re.compile(r"\b(?:a|an)\s+[\w-]+$", re.IGNORECASE)
+_CUT_NOUN = lazy_compile(r"\b(?:a|an)\s+[\w-]+$", re.IGNORECASE)
 
 
 # What a liking names only by pointing at something said or shown before, so the fact would name
 # nothing: someone else's thing ("their work", "his music"), "all the ..." of a photo, a quality
 # without its owner ("the color and texture", "the energy"), a list owned by "this city", a count
 # ("two projects in particular").
-_POINTING = re.compile(
+_POINTING = lazy_compile(
     r"^(?:their|his|her|its|all (?:the|those|these)|the (?:colou?rs?|texture|energy|vibes?|atmosphere|theme|"
     r"design|style|details?|mood|look|feel|sound|shape|patterns?|lighting|composition)(?=$|,| and ))"
     r"|\bof (?:this|that|these|those|their|his|her|its)\b"
@@ -184,14 +185,14 @@ _POINTING = re.compile(
     re.IGNORECASE,
 )
 # A favourite is a thing, not where or when it comes up ("My favorite dish is for dinner tonight").
-_NOT_A_VALUE = re.compile(
+_NOT_A_VALUE = lazy_compile(
     r"^(?:for|at|in|on|to|from|with|about|when|tonight|today|tomorrow)\b", re.IGNORECASE
 )
 # An adverb the user put after the verb ("I like also cheese pizza") is not part of the object.
-_OBJ_ADVERB = re.compile(r"^(?:also|too|really|even|especially|very much)\s+", re.IGNORECASE)
+_OBJ_ADVERB = lazy_compile(r"^(?:also|too|really|even|especially|very much)\s+", re.IGNORECASE)
 
 
-_NARROWING = re.compile(r"^(?:particularly|especially|mainly|mostly|specifically|notably)\b", re.IGNORECASE)
+_NARROWING = lazy_compile(r"^(?:particularly|especially|mainly|mostly|specifically|notably)\b", re.IGNORECASE)
 
 
 def _prefs(obj: str, lead: str, polarity: int) -> list[Fact] | None:
@@ -269,25 +270,25 @@ def _likes_habits(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
 
 _PLANS = (
     # (regex, modal): the modal decides the wording and whether a date is required.
-    (re.compile(r"^I'm\s+(planning|thinking about|thinking of|scheduled)\s+(?:to\s+)?" + OBJ + "$"), ""),
-    (re.compile(r"^I\s+(plan|intend)\s+(?:to\s+)?" + OBJ + "$"), ""),
-    (re.compile(r"^I'm\s+(going|about|hoping|supposed|due)\s+to\s+" + OBJ + "$"), ""),
-    (re.compile(r"^I\s+(want|hope|need|have|would like|am going)\s+to\s+" + OBJ + "$"), ""),
-    (re.compile(r"^I(?:'ll| will)\s+" + OBJ + "$"), "will"),
-    (re.compile(r"^I'd like to\s+" + OBJ + "$"), "would like"),
+    (lazy_compile(r"^I'm\s+(planning|thinking about|thinking of|scheduled)\s+(?:to\s+)?" + OBJ + "$"), ""),
+    (lazy_compile(r"^I\s+(plan|intend)\s+(?:to\s+)?" + OBJ + "$"), ""),
+    (lazy_compile(r"^I'm\s+(going|about|hoping|supposed|due)\s+to\s+" + OBJ + "$"), ""),
+    (lazy_compile(r"^I\s+(want|hope|need|have|would like|am going)\s+to\s+" + OBJ + "$"), ""),
+    (lazy_compile(r"^I(?:'ll| will)\s+" + OBJ + "$"), "will"),
+    (lazy_compile(r"^I'd like to\s+" + OBJ + "$"), "would like"),
 )
-_TRAVEL = re.compile(
+_TRAVEL = lazy_compile(
     r"^I'm\s+(flying|traveling|travelling|heading|driving|moving|going back|"
     r"coming back|returning|going)\s+to\s+" + OBJ + "$"
 )
-_EVENT = re.compile(
+_EVENT = lazy_compile(
     r"^I(?:'ve| have)(?: got)?\s+(?:a|an|my|the)\s+(.{0,40}?\b(?:trip|appointment|"
     r"interview|exam|test|meeting|concert|"
     r"wedding|surgery|flight|vacation|holiday|party|date|game|match|recital|"
     r"presentation|deadline|conference|race|"
     r"marathon|competition|show|performance|checkup|check-up)\b.{0,40})$"
 )
-_PLACE_START = re.compile(r"^(?:[A-Z]|(?:a|an|the|my|our|their)\s)")
+_PLACE_START = lazy_compile(r"^(?:[A-Z]|(?:a|an|the|my|our|their)\s)")
 _TRAVEL_VERBS = {
     "flying": "fly",
     "traveling": "travel",
@@ -300,39 +301,39 @@ _TRAVEL_VERBS = {
     "returning": "return",
     "going": "go",
 }
-_ING = re.compile(r"^I'm\s+(\w+ing)\s+(.{1,60})$")
+_ING = lazy_compile(r"^I'm\s+(\w+ing)\s+(.{1,60})$")
 _ING_BAD = tuple(
     "feeling|thinking|doing|getting|loving|enjoying|hoping|wondering|looking|having|trying|"
     "being|talking|saying|telling|going".split("|")
 )
 _STRONG = ("planning", "plan", "intend", "scheduled", "thinking about", "thinking of")
 #: Long-term goals worth remembering without a date ("I want to lose weight").
-_GOAL = re.compile(
+_GOAL = lazy_compile(
     r"^(?:lose weight|get fit|get in shape|quit smoking|quit drinking|stop smoking|save (?:up )?money|"
     r"buy a (?:house|home|car|flat|apartment)|find a (?:new |better )?job|change (?:jobs|careers)|"
     r"get married|run a marathon|study abroad|learn (?:to \w+|\w+)(?: \w+)?|become an? \w+(?: \w+)?)$",
     re.IGNORECASE,
 )
-_CRAVING = re.compile(
+_CRAVING = lazy_compile(
     r"^(?:eat|drink|grab|order|snack|have (?:a|an|some) (?:coffee|tea|drink|snack|bite|beer|glass|cup|"
     r"meal|lunch|dinner|breakfast|pizza|burger))\b",
     re.IGNORECASE,
 )
-_WILL_BAD = re.compile(
+_WILL_BAD = lazy_compile(
     r"^(?:be\s+)?(?:fine|ok|okay|right|there|back|careful|sure|happy|glad|good|great)\b", re.I
 )
 
 
 # "I signed up for the Bristol Half Marathon in September", "I've booked flights to Lisbon for next
 # week": committing to a dated event is a plan for that date (said without a date it is not).
-_SIGNED_UP = re.compile(
+_SIGNED_UP = lazy_compile(
     r"^I(?:'ve| have)?\s*(?:just\s+|finally\s+|already\s+|also\s+|officially\s+)?"
     r"(signed up for|registered for|entered|enrolled in|booked|got tickets (?:for|to)|"
     r"bought tickets (?:for|to)|reserved|RSVP'd to|applied for)\s+" + OBJ + "$"
 )
 
 
-_LEAD_ARTICLE = re.compile(r"^(?:a|an|the|my|their)\s+", re.IGNORECASE)
+_LEAD_ARTICLE = lazy_compile(r"^(?:a|an|the|my|their)\s+", re.IGNORECASE)
 
 
 def _signed_up(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
@@ -424,7 +425,7 @@ def _plans(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     return [Fact(content, "plan", key, action, transient=True, expires_at=expires, confidence=0.7)]
 
 
-_FOLLOW = re.compile(
+_FOLLOW = lazy_compile(
     r"^(?:[Tt]he|[Mm]y|[Oo]ur)\s+(\w+(?:\s+\w+)?)\s+(?:is|will be|starts)\s*(?:from|on|in|scheduled for)?\s*$"
 )
 
@@ -446,7 +447,7 @@ def _plan_date(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     return [Fact(content, "plan", plan.key, plan.action, transient=True, expires_at=expires, confidence=0.7)]
 
 
-_FOLLOW_GATE = re.compile(r"^(?:the|my|our)\s", re.IGNORECASE)
+_FOLLOW_GATE = lazy_compile(r"^(?:the|my|our)\s", re.IGNORECASE)
 
 # Each rule group runs only when one of its trigger words occurs in the clause: most clauses of a
 # long English transcript reach no rule at all, which keeps extraction fast.
@@ -543,9 +544,9 @@ def _strip_trailing(text: str) -> str:
     return text
 
 
-_DANGLING = re.compile(r"\s+(?:on|in|at|from|by|for|during|until|till)\s*$", re.IGNORECASE)
-_DAYPART = re.compile(r"^\s*(?:morning|afternoon|evening|night)\b")
-_STARTS = re.compile(r"^(?:I\b|I'm\b|I've\b|I'll\b|I'd\b|[Mm]y\b)")
+_DANGLING = lazy_compile(r"\s+(?:on|in|at|from|by|for|during|until|till)\s*$", re.IGNORECASE)
+_DAYPART = lazy_compile(r"^\s*(?:morning|afternoon|evening|night)\b")
+_STARTS = lazy_compile(r"^(?:I\b|I'm\b|I've\b|I'll\b|I'd\b|[Mm]y\b)")
 _LEAD_WORDS = tuple(
     "lately|recently|these days|this |next |tomorrow|today|tonight|usually|every|on |in |"
     "at the moment|currently|right now|for now|nowadays|sometimes|often|always|normally|"
@@ -573,8 +574,8 @@ def could_state(sentence: str, ctx: RuleContext) -> bool:
 
 # "I love it here in Bristol", "the weather here in Leeds is awful": where the user is, said in
 # passing, unless the sentence says they are only visiting.
-_HERE_IN = re.compile(r"\b[Hh]ere in ([A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*){0,2})")
-_AWAY = re.compile(
+_HERE_IN = lazy_compile(r"\b[Hh]ere in ([A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*){0,2})")
+_AWAY = lazy_compile(
     r"\b(?:visit|visiting|vacation|holiday|trip|travel|traveling|travelling|tour|touring|conference|hotel|"
     r"stopover|layover|business|for the (?:week|weekend|day|night)|few days|having (?:me|us)|welcome)\b",
     re.IGNORECASE,

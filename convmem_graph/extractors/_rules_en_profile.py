@@ -19,6 +19,7 @@ from convmem_graph.extractors._en_base import (
 )
 from convmem_graph.extractors._facts import Fact, RuleContext
 from convmem_graph.extractors._lexicon import EN_FOODS, EN_JOB_NOUNS, EN_RELATIONS, EN_SPECIES, en_relation
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import norm_key
 from convmem_graph.text.timeexpr import past_date_en
 
@@ -26,14 +27,14 @@ __all__ = ["health_food", "identity", "pets_family", "work"]
 
 # ----------------------------------------------------------------- identity
 
-_NAME = re.compile(
+_NAME = lazy_compile(
     r"^(?:[Mm]y name is|[Mm]y name's|I'm called|[Cc]all me|[Pp]eople call me|[Ee]veryone calls me)\s+"
     r"([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})$"
 )
 # "I'm Priya", "Hi, I'm Dev Patel, nice to meet you": a self-introduction when the word after I'm is
 # a capitalized name (not a nationality, a feeling said in Title Case, or an -ing word).
 _NAME_WORD = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
-_SELF_NAME = re.compile(
+_SELF_NAME = lazy_compile(
     rf"^(?:I'm|I go by|[Nn]ame's)\s+({_NAME_WORD}(?:\s+{_NAME_WORD})?)"
     r"(?:\s*,?\s+(?:nice|pleased|glad|good|great|lovely) to (?:meet|e-meet|chat with) you\b.*)?$"
 )
@@ -53,7 +54,7 @@ _NOT_NAMES = frozenset(
     rich poor vegan back totally literally definitely probably still always never almost kinda
     """.split()
 )
-_AGE = re.compile(r"^I'm\s+(\d{1,3})(?:\s*(?:years?|yrs?)(?:[\s-]*old)?)?(?:\s+(?:now|already|today))?$")
+_AGE = lazy_compile(r"^I'm\s+(\d{1,3})(?:\s*(?:years?|yrs?)(?:[\s-]*old)?)?(?:\s+(?:now|already|today))?$")
 _NUMBER_WORDS = {
     w: i
     for i, w in enumerate(
@@ -70,14 +71,16 @@ _AGE_WORD = (
     r"(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?|[a-z]+teen|ten|eleven|twelve"
 )
 # "I turned 27 last month", "I'm turning 30 next week" (the time word already read as the clause's).
-_TURNED = re.compile(
+_TURNED = lazy_compile(
     r"^I(?:'m| will| 'll|'ll)? (?:just |recently |finally |only |actually )?(?:turned|turning|turn)\s+"
     rf"({_AGE_WORD})"
     r"(?:\s+years? old)?(?:\s+(?P<tail>.{2,40}))?$"
 )
-_BORN = re.compile(r"^I was born in\s+(?:(\d{4})|" + PLACE + r")$")
-_BIRTHDAY = re.compile(r"^[Mm]y (?:birthday|bday|b-day)(?:'s| is)?(?: coming up)?$")
-_MARITAL = re.compile(r"^I'm\s+(?:happily\s+|recently\s+|now\s+)?(married|single|divorced|engaged|widowed)$")
+_BORN = lazy_compile(r"^I was born in\s+(?:(\d{4})|" + PLACE + r")$")
+_BIRTHDAY = lazy_compile(r"^[Mm]y (?:birthday|bday|b-day)(?:'s| is)?(?: coming up)?$")
+_MARITAL = lazy_compile(
+    r"^I'm\s+(?:happily\s+|recently\s+|now\s+)?(married|single|divorced|engaged|widowed)$"
+)
 
 
 def _age_number(word: str) -> int | None:
@@ -170,7 +173,7 @@ def identity(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- place and work
 
-_JOB = re.compile(
+_JOB = lazy_compile(
     r"^(?:I'm|I work as|I'm working as|I've been working as|I'm now|I became"
     # A job started or got is the job: "I started a new job as a nurse", "I got a job as a cook".
     r"|I(?:'ve| have)? (?:just |recently )?(?:started|got|took|landed) (?:a |my )?(?:new )?job as)"
@@ -178,11 +181,11 @@ _JOB = re.compile(
     r"((?:[\w-]+\s+){0,3}?[\w-]+?)(?:\s+(in|at|for)\s+(.{2,60}?))?"
     r"(?:\s+(?:last \w+|this \w+|recently|(?:a|one|two|three|a few|\d+) \w+ ago))?$"
 )
-_WORK_AT = re.compile(
+_WORK_AT = lazy_compile(
     r"^I(?:'ve been)? work(?:ing)? (?:at|for)\s+(.{2,60})$|^I'm working (?:at|for)\s+(.{2,60})$"
 )
-_WORK_IN = re.compile(r"^I work in\s+(.{2,60})$")
-_LIVE = re.compile(
+_WORK_IN = lazy_compile(r"^I work in\s+(.{2,60})$")
+_LIVE = lazy_compile(
     r"^I(?:'m| have| 've|'ve)?\s*(live|living|been living|based|moved|just moved|"
     r"recently moved|relocated|settled|moved back|moved back home)"
     r"\s+(?:in|to)\s+"
@@ -191,25 +194,25 @@ _LIVE = re.compile(
     r"|after (?:college|school|graduation|university|grad school|the divorce|retirement|my \w+)))?$"
 )
 # "I've been in London for ten years": a place the user has been in that long is where they live.
-_BEEN_IN = re.compile(
+_BEEN_IN = lazy_compile(
     r"^I(?:'ve| have) (?:been (?:living |based )?in|lived in)\s+"
     + PLACE
     + r"\s+for\s+(?:about |almost |over |nearly )?"
     r"(?:\w+|\d+|a few|a couple of) (?:years?|months?)(?: now)?$"
 )
-_FROM = re.compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
+_FROM = lazy_compile(r"^I'm (?:originally )?from\s+" + PLACE + r"$|^I grew up in\s+" + PLACE + r"$")
 
 
 # "for the team and our season opener is ...": a second statement run on after the workplace.
-_NEXT_CLAUSE = re.compile(r"\s(?:and|but|so)\s+(?:our|my|the|it|we|I|they|he|she|his|her|their)\b")
+_NEXT_CLAUSE = lazy_compile(r"\s(?:and|but|so)\s+(?:our|my|the|it|we|I|they|he|she|his|her|their)\b")
 # Who the user is at a place without working there: "a member at the gym", "a regular at the bar".
-_NOT_A_JOB = re.compile(
+_NOT_A_JOB = lazy_compile(
     r"\b(?:member|regular|guest|customer|client|patient|visitor|fan|friend|mom|dad|parent|newbie|beginner"
     r"|person|fool|mess|wreck|pro|natural|big|huge|part)$",
     re.IGNORECASE,
 )
 # "I work as a team", "as a whole": how, not what the user works as.
-_NOT_A_ROLE = re.compile(r"\b(?:team|group|whole|unit|pair|family|result|part|way)$", re.IGNORECASE)
+_NOT_A_ROLE = lazy_compile(r"\b(?:team|group|whole|unit|pair|family|result|part|way)$", re.IGNORECASE)
 
 
 def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
@@ -326,27 +329,27 @@ def work(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- health, food
 
-_ALLERGY = re.compile(
+_ALLERGY = lazy_compile(
     r"^I'm\s+(not\s+)?(?:also\s+|severely\s+|very\s+|really\s+|super\s+|deathly\s+)?allergic to\s+"
     + OBJ
     + "$"
 )
-_ALLERGY_HAVE = re.compile(r"^I(?:'ve| have)(?: got)?\s+(?:a|an)\s+(.{1,30}?)\s+allergy$")
-_NO_EAT = re.compile(
+_ALLERGY_HAVE = lazy_compile(r"^I(?:'ve| have)(?: got)?\s+(?:a|an)\s+(.{1,30}?)\s+allergy$")
+_NO_EAT = lazy_compile(
     r"^I (?:don't|never|can't|no longer|won't|do not|try not to)\s+(eat|drink)\s+" + OBJ + "$"
 )
 _ALCOHOL = frozenset({"alcohol", "booze", "liquor", "any alcohol"})
-_NOT_EATING = re.compile(r"^I'm\s+(?:not eating|not drinking|avoiding|staying away from)\s+" + OBJ + "$")
-_AVOID = re.compile(r"^I (?:avoid|stay away from)\s+" + OBJ + "$")
+_NOT_EATING = lazy_compile(r"^I'm\s+(?:not eating|not drinking|avoiding|staying away from)\s+" + OBJ + "$")
+_AVOID = lazy_compile(r"^I (?:avoid|stay away from)\s+" + OBJ + "$")
 # "I'm vegan", "I've been vegetarian since 2019", "I went vegan two years ago": since when is kept.
-_VEG = re.compile(
+_VEG = lazy_compile(
     r"^I(?:'m|'ve been| have been| went| became| turned| switched to being)\s+"
     r"(?:a\s+|now\s+|strictly\s+|fully\s+|completely\s+)?(vegetarian|vegan|pescatarian)"
     r"(?:\s+(?P<since>since\s+.{2,30}|for\s+(?:the\s+(?:last|past)\s+)?.{1,20}?(?:years?|months?|weeks?)"
     r"|(?:.{1,15}?)(?:years?|months?) ago|in \d{4}|last (?:year|month)))?$"
 )
 # "I stopped eating meat in 2019": a food given up.
-_STOPPED = re.compile(
+_STOPPED = lazy_compile(
     r"^I (?:stopped|quit|gave up) (eating|drinking)\s+"
     + OBJ
     + r"(?:\s+(since .{2,30}|in \d{4}|.{1,15} ago))?$"
@@ -354,20 +357,20 @@ _STOPPED = re.compile(
 _APPROX = frozenset(
     {"about", "around", "almost", "nearly", "over", "roughly", "cold turkey", "for good", "completely"}
 )
-_TRYING = re.compile(r"^I'm\s+(?:trying|trying out|experimenting with|testing out)\s+" + OBJ + "$")
-_BEEN = re.compile(r"^I've been\s+" + OBJ + "$")
+_TRYING = lazy_compile(r"^I'm\s+(?:trying|trying out|experimenting with|testing out)\s+" + OBJ + "$")
+_BEEN = lazy_compile(r"^I've been\s+" + OBJ + "$")
 # Learning is a state even without "lately"; other activities in progress only with a time word
 # ("I'm reading Dune these days"): a bare "I'm watching TV" is what the user does right now.
 _LEARNING = r"learning|studying|practicing|practising|training in|taking"
-_ONGOING = re.compile(
+_ONGOING = lazy_compile(
     rf"^I'm\s+(?:(?:also|still|now|currently)\s+)?({_LEARNING}|reading|watching|writing|building|"
     r"renovating|working on|getting into|preparing|planning|saving|looking after|taking care of|"
     r"recovering from|dealing with)\s+" + OBJ + "$"
 )
-_LEARNING_RE = re.compile(rf"^(?:{_LEARNING})\b")
-_LESSONS = re.compile(r"\b(?:lessons|classes|class|course|courses)$")
+_LEARNING_RE = lazy_compile(rf"^(?:{_LEARNING})\b")
+_LESSONS = lazy_compile(r"\b(?:lessons|classes|class|course|courses)$")
 # "studying real hard", "learning a ton": how much, not what.
-_NO_WHAT = re.compile(r"^(?:real(?:ly)?|so|very|hard|a lot|lots|a ton|tons|too|quite|a bit|more|fast)\b")
+_NO_WHAT = lazy_compile(r"^(?:real(?:ly)?|so|very|hard|a lot|lots|a ton|tons|too|quite|a bit|more|fast)\b")
 
 
 def _learning(verb_and_object: str) -> bool:
@@ -380,12 +383,12 @@ def _learning(verb_and_object: str) -> bool:
     return verb != "taking" or _LESSONS.search(obj) is not None
 
 
-_STARTED = re.compile(
+_STARTED = lazy_compile(
     rf"^I(?:'ve)? (?:just |recently |finally )?(?:started|began|picked up)\s+({_LEARNING}|to learn)\s+"
     + OBJ
     + r"(?:\s+(?:last \w+|(?:a few|\w+) (?:days|weeks|months|years) ago|a while ago|recently))?$"
 )
-_STATE = re.compile(
+_STATE = lazy_compile(
     r"^I'm\s+(?:feeling\s+)?(sick|ill|unwell|pregnant|on a diet|dieting|fasting|"
     r"injured|recovering from .{2,40}|"
     r"training for .{2,40}|studying for .{2,40}|preparing for .{2,40}|looking for a (?:new )?job|job hunting|"
@@ -393,7 +396,7 @@ _STATE = re.compile(
 )
 # Working hours, leave and treatment bound to a period: "I'm on night shifts this week", "I'm on
 # leave until Friday". Temporary even without a time word (nobody is on holiday for good).
-_ON_STATE = re.compile(
+_ON_STATE = lazy_compile(
     r"^I'm\s+(?:currently\s+|still\s+|now\s+|back\s+)?("
     r"(?:working\s+)?on\s+(?:the\s+)?(?:night|late|early|day|double|weekend|morning|evening|graveyard)\s+shifts?"
     r"|on nights|on call|on (?:annual |sick |parental |maternity |paternity |medical |study )?leave"
@@ -402,19 +405,19 @@ _ON_STATE = re.compile(
     r"|working (?:nights|late|double shifts|overtime|from home)|off work)"
     r"(?:\s+(?:until|till) \w+)?$"
 )
-_AILMENT = re.compile(
+_AILMENT = lazy_compile(
     r"^I(?:'ve| have)(?: got)?\s+((?:a\s+|an\s+|the\s+)?"
     r"(?:cold|fever|flu|cough|headache|stomach ?ache|migraine|"
     r"sore throat|back pain|toothache|hangover|stomach (?:problems|issues|trouble)))$"
 )
 #: Lasting conditions: "I have asthma", "I'm lactose intolerant" -> health:<condition>.
-_CHRONIC = re.compile(
+_CHRONIC = lazy_compile(
     r"^I(?:'ve| have)(?: got)?\s+(asthma|diabetes|high blood pressure|hypertension|celiac disease|"
     r"migraines|arthritis|anemia|eczema|adhd|depression|anxiety|insomnia|a heart condition|gout)$"
     r"|^I'm\s+(diabetic|asthmatic|colou?r ?blind|lactose intolerant|gluten intolerant|anemic|epileptic)$",
     re.IGNORECASE,
 )
-_BODY_HURTS = re.compile(
+_BODY_HURTS = lazy_compile(
     r"^[Mm]y (stomach|back|head|knee|throat|tooth|leg|arm|shoulder|neck|wrist|ankle)\s+"
     r"(hurts|is (?:killing me|bad|upset|sore|acting up)"
     r"|has been (?:hurting|killing me|bad|upset|sore|acting up))$"
@@ -423,10 +426,12 @@ _BODY_HURTS = re.compile(
 
 def health_food(c: EnClause, ctx: RuleContext) -> list[Fact] | None:
     s = c.core
-    m = _ALLERGY.match(s) or _ALLERGY_HAVE.match(s)
+    m = _ALLERGY.match(s)
+    said_allergic = m is not None  # "I'm (not) allergic to X" rather than "I have a X allergy"
+    m = m or _ALLERGY_HAVE.match(s)
     if m:
-        neg = m.re is _ALLERGY and bool(m.group(1))
-        item = (m.group(2) if m.re is _ALLERGY else m.group(1)).strip()
+        neg = said_allergic and bool(m.group(1))
+        item = (m.group(2) if said_allergic else m.group(1)).strip()
         if YOU.search(item) or BAD_OBJECT_START.match(item) or len(item.split()) > 6:
             return None
         item = third_person(item)
@@ -582,7 +587,7 @@ _PLURAL_SPECIES = {
 _ANY_SPECIES = "|".join(sorted({*EN_SPECIES, *_PLURAL_SPECIES}, key=len, reverse=True))
 _NAMES = rf"{_NAME_WORD}(?:(?:\s*,\s*|\s+and\s+|\s*&\s*|\s*,\s*and\s+){_NAME_WORD})*"
 # "I adopted two rabbits, Pepper and Salt", "we got a puppy named Biscuit": pets got, with their names.
-_PET_GOT = re.compile(
+_PET_GOT = lazy_compile(
     r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?"
     rf"(adopted|rescued|got|bought|brought home|took in|have|'ve got)\s+{_NUM_OR_WHOSE}\s+"
     # "a terrier mix": a cross of a breed is of that species.
@@ -596,57 +601,57 @@ _PET_GOT = re.compile(
     r"(?:\s*,?\s+and\s+(?:a|an|one|two|three)\s+[\w ]{1,30})?$"
 )
 # "I adopted two rabbits": adopting (not buying or getting: "got a fish") is a pet without names.
-_PET_ADOPTED = re.compile(
+_PET_ADOPTED = lazy_compile(
     r"^I(?:'ve| have)?\s*(?:just\s+|recently\s+|finally\s+|also\s+)?(adopted|rescued|brought home|took in)"
     rf"\s+{_NUM}\s+((?:[\w-]+\s+){{0,2}}?)({_ANY_SPECIES})"
     r"(?:\s+(?:last \w+|recently|this \w+|.{1,12} ago))?$"
 )
 # "My brother Dev lives in Toronto", "my older sister, Ana, is a nurse": a named relative and who they are.
-_FAMILY_NAMED = re.compile(
+_FAMILY_NAMED = lazy_compile(
     rf"^[Mm]y (?:(?:little|younger|older|big|baby|twin|elder|kid|step|half)[\s-]+)?({EN_RELATIONS})\s*,?\s+"
     rf"({_NAME_WORD})\s*,?\s+((?:also |just |recently |still |now |currently )*"
     r"(?:lives|moved|works|is|'s|studies|teaches|runs|owns|got|has|started|plays|loves|likes|hates|goes"
     r"|opened|bought|joined|retired|graduated|married|became|left)\b.{2,80})$"
 )
 # "I have a brother, Dev, who lives in Toronto" / "I have a sister named Mia".
-_FAMILY_HAVE_NAMED = re.compile(
+_FAMILY_HAVE_NAMED = lazy_compile(
     r"^I(?:'ve| have)(?: got)?\s+(?:a|an|one)\s+(?:(?:little|younger|older|big|baby|twin|elder)\s+)?"
     rf"({EN_RELATIONS})"
     rf"\s*,?\s+(?:named\s+|called\s+)?({_NAME_WORD})(?:\s*,?\s+(?:who|and (?:he|she))\s+(.{{2,80}}))?$"
 )
-_PET_HAVE = re.compile(
+_PET_HAVE = lazy_compile(
     rf"^I(?:'ve| have)(?: got)?\s+{_NUM}\s+((?:[\w-]+\s+){{0,2}}?)({_SPECIES})(?:\s+(?:named|"
     rf"called)\s+([A-Z][\w'-]*))?$",
     re.IGNORECASE,
 )
-_PET_NAMED = re.compile(rf"^[Mm]y ({_SPECIES})(?:'s name is| is named| is called)\s+([A-Z][\w'-]*)$")
+_PET_NAMED = lazy_compile(rf"^[Mm]y ({_SPECIES})(?:'s name is| is named| is called)\s+([A-Z][\w'-]*)$")
 # "our cat Pumpkin just turned twelve", "my dog Rex hates the rain": a pet named where it is mentioned.
-_PET_APPOSITIVE = re.compile(rf"^(?:[Mm]y|[Oo]ur) ((?:{_SPECIES}))\s+([A-Z][\w'-]*)\b(?!')")
-_PET_AGE = re.compile(
+_PET_APPOSITIVE = lazy_compile(rf"^(?:[Mm]y|[Oo]ur) ((?:{_SPECIES}))\s+([A-Z][\w'-]*)\b(?!')")
+_PET_AGE = lazy_compile(
     r"^(?:[Mm]y (\w+)\s+)?([A-Z][\w'-]*)?\s*(?:is|just turned)\s+(\d+|one|two|"
     r"three|four|five|six|seven|eight|nine|ten)\s+(years?|months?)(?: old)?$"
 )
-_FAMILY_HAVE = re.compile(
+_FAMILY_HAVE = lazy_compile(
     rf"^I(?:'ve| have)(?: got)?\s+{_NUM}\s+(?:(?:little|younger|older|big|baby|"
     rf"twin|grown|adult|teenage|wonderful|"
     rf"amazing|beautiful|lovely|great)\s+)?({EN_RELATIONS})$",
     re.IGNORECASE,
 )
-_FAMILY_ATTR = re.compile(
+_FAMILY_ATTR = lazy_compile(
     rf"^[Mm]y ({EN_RELATIONS})\s+((?:also |really |absolutely |just )*(?:loves|likes|enjoys|adores|hates|"
     r"dislikes|doesn't like|doesn't eat|can't eat|can't stand|is allergic to|is into|"
     r"is a (?:big |huge )?fan of|is afraid of|is learning|plays|collects))\s+" + OBJ + "$",
     re.IGNORECASE,
 )
 # A group the user belongs to is not an employer: "a coach in my group", "works in a team".
-_NOT_WORKPLACE = re.compile(
+_NOT_WORKPLACE = lazy_compile(
     r"^(?:my|our|their|the|a|an)\s+(?:own\s+)?(?:group|team|class|community|area|field|neighbou?rhood|family|"
     r"free time|spare time|life|way|home)$",
     re.IGNORECASE,
 )
 # Who a relative is, what they do, where they live or come from, what they got: "My grandpa grew
 # up in Naples", "My nephew got a hamster", "My aunt teaches math".
-_FAMILY_POSS = re.compile(
+_FAMILY_POSS = lazy_compile(
     r"^[Mm]y (?:(?:older|younger|little|big|baby|twin|elder|oldest|youngest|eldest)\s+)?"
     rf"({EN_RELATIONS})(?: (?:still|also|now|currently|just))?(?:'s| is| works| lives| lived| turned"
     # "are" only for where they are or what they are, not how they feel ("are so excited").
@@ -662,7 +667,7 @@ _FAMILY_POSS = re.compile(
 
 # "My aunt in Manila calls me every Sunday": whatever the rest says, a relative placed by name is
 # a relative the user has there (the rest, a habit of theirs, is not the user's).
-_FAMILY_PLACED = re.compile(
+_FAMILY_PLACED = lazy_compile(
     r"^[Mm]y (?:(?:older|younger|little|big|baby|twin|elder|oldest|youngest|eldest)\s+)?"
     rf"({EN_RELATIONS}) (?:who lives |living |out |over |back |up |down )?in "
     r"(?P<place>[A-Z][a-z]+(?: [A-Z][a-z]+){0,2})(?=[ ,]|$)"

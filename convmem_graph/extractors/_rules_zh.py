@@ -21,41 +21,42 @@ from convmem_graph.extractors._lexicon import (
     zh_relation,
 )
 from convmem_graph.extractors._taxonomy import PAST_TIMES_ZH, PET_SPECIES_ZH, PET_VERBS_ZH, alternation
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.scripts import Clause, has_cjk, norm_key
 from convmem_graph.text.timeexpr import TimeMatch, cn_int, find_zh, past_date_zh, render_zh
 
 __all__ = ["extract_zh_sentence"]
 
-_MEMO_PREFIX = re.compile(r"^(?:请|你)?(?:要)?(?:帮我)?(?:记住|记一下|记好|别忘了)(?:了)?[，,：:\s]*")
-_REQUEST = re.compile(
+_MEMO_PREFIX = lazy_compile(r"^(?:请|你)?(?:要)?(?:帮我)?(?:记住|记一下|记好|别忘了)(?:了)?[，,：:\s]*")
+_REQUEST = lazy_compile(
     r"提醒我|提醒一下|帮我|帮忙|^给我|你给我|告诉我|跟我说|你能|你可以|你会不会|能不能|可不可以|可以帮|麻烦你|"
     r"请你|你帮|闹钟|推荐一?下|有什么推荐|有啥推荐"
 )
-_QUESTION_END = re.compile(
+_QUESTION_END = lazy_compile(
     r"(?:吗|么|嘛)$|^(?:为什么|怎么|是不是|能不能|可不可以|要不要|有没有|你觉得|你知道)"
 )
-_FILLERS = re.compile(
+_FILLERS = lazy_compile(
     r"^(?:(?:对了|对对对?|对啊|对呀|是的|没错|还有(?=[，,\s]|我)|而且|另外|其实|嗯+|哦+|噢+|啊+|哈哈+|嘿嘿|然后|所以|"
     r"不过|但是|可是|因为|就是|反正|话说|顺便说一下|顺便说下|顺便|说真的|我跟你说|跟你说|告诉你|说起来|还|也|就)[，,\s]*)+"
 )
-_HABIT = re.compile(
+_HABIT = lazy_compile(
     r"平时|平常|日常|每天(?:早上|晚上|中午|下午|早晨)?|天天|每晚|每早|每周[一二三四五六日天末]?|每个?周末|"
     r"每个?星期[一二三四五六日天]?|周末都|每个月|经常|常常|通常|一般(?!般)|总是|向来|习惯性?地?|每年"
 )
 # When a habit happens, said before its frequency word: "周末经常", "下班后一般", "晚上通常".
-_HABIT_WHEN = re.compile(
+_HABIT_WHEN = lazy_compile(
     r"((?:周末|晚上|早上|早晨|中午|下午|傍晚|睡前|饭后|下班后|下班以后|放学后|工作日|平日|假期|节假日|放假|休息日"
     r"|有空|有时间|空闲)(?:的时候|时)?)(?:也|还|都|就)?"
 )
-_TEMP = re.compile(r"最近|近期|近来|这几天|这些天|这段时间|这段日子|这阵子|这一阵|目前|暂时|眼下")
+_TEMP = lazy_compile(r"最近|近期|近来|这几天|这些天|这段时间|这段日子|这阵子|这一阵|目前|暂时|眼下")
 _THIS_WEEK = ("这周", "本周", "这个星期", "这星期", "这礼拜", "这个礼拜")
 # Someone else as the subject, also an indefinite someone said with an adverb ("总有人…", "有的人…").
-_OTHER_SUBJECT = re.compile(
+_OTHER_SUBJECT = lazy_compile(
     r"^(?:他们|她们|它们|他|她|它|你们|你|您|咱们|我们|大家|别人|(?:总|老|总是|老是)?(?:有人|有的人)|人家|朋友|同事|老板"
     r"|一些人|某些人)"
 )
-_ADVERBS = re.compile(r"^(?:也|还|就|都|又|真的|确实|其实|已经|一直|本来)+")
+_ADVERBS = lazy_compile(r"^(?:也|还|就|都|又|真的|确实|其实|已经|一直|本来)+")
 _TRAIL_CHARS = "了啦呀啊哦哈呢嘛喔噢哟吧"
 # Words of the lexicons that end in a particle's character ("二哈", a husky): kept whole.
 _ENDS_LIKE_PARTICLE = tuple(w for w in PET_SPECIES_ZH if w[-1] in _TRAIL_CHARS and len(w) > 1)
@@ -99,18 +100,18 @@ Rule = Callable[[_Clause, RuleContext], list[Fact] | None]
 # ----------------------------------------------------------------- identity
 
 # "叫做/叫作" names a thing ("这道菜叫做回锅肉"), never the user.
-_NAME = re.compile(
+_NAME = lazy_compile(
     rf"^(?:叫(?![做作])|名叫|的名字(?:是|叫)|名字(?:是|叫))"
     rf"([{UNIFIED}·]{{2,4}}|[A-Za-z][A-Za-z .'-]{{0,30}})$"
 )
 # "叫我小林就行": what the user wants to be called.
-_CALL_ME = re.compile(
+_CALL_ME = lazy_compile(
     rf"^(?:就|可以)?叫我([{UNIFIED}]{{2,4}}?|[A-Za-z][A-Za-z .'-]{{0,30}}?)(?:就行|就好|就可以|吧|好了)?$"
 )
 # "我是李雷": a self-introduction only when the word after 是 looks like a personal name.
-_SELF_IS = re.compile(rf"^是([{UNIFIED}]{{2,4}})$")
+_SELF_IS = lazy_compile(rf"^是([{UNIFIED}]{{2,4}})$")
 #: Characters a name never contains: function words, pronouns, verbs of the rules themselves.
-_NOT_IN_NAME = re.compile(
+_NOT_IN_NAME = lazy_compile(
     r"[的了是在有我你他她它们叫吗呢吧啊么也都就还和跟与很太不没这那什怎去吃喝喜欢爱想要会每说做]"
 )
 _SURNAMES = frozenset(
@@ -128,27 +129,27 @@ _SURNAMES = frozenset(
     """.split()
 )
 # Words of two to four characters that open with a surname or 小/老/阿 but are not names.
-_NOT_NAMES = re.compile(
+_NOT_NAMES = lazy_compile(
     r"^(?:小白|小孩子?|小朋友|小学生?|小伙子?|小姑娘|小可爱|小仙女|小透明|小公主|老大|老二|老三|老幺|老板|老师|老乡|老人家?|"
     r"老手|老司机|老实人|阿姨|高手|高个子?|高中生|方便|明白|单身|安全|全职|文科生|理科生|乐观|宅男|宅女|宁愿|"
     # adjectives and roles that open with a surname character ("我是温柔" is rare, but not a name)
     r"高兴|高冷|温柔|温和|安静|严肃|单纯|成熟|强壮|冷静|冷漠|简单|白痴|路痴|孤儿|常客|熟人|华人|海归|学霸|学渣|万能|全能)$"
     r"|[人者手家座族控迷党货生员师长工民友粉派型子]$"
 )
-_AGE = re.compile(r"^(?:今年|现在)?(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
+_AGE = lazy_compile(r"^(?:今年|现在)?(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
 # "我今年35了": a bare number is an age only next to 今年.
-_BARE_AGE = re.compile(r"^(?:都|已经)?(\d{1,3}|[一二两三四五六七八九十]{2,3})(?:了|啦)?$")
+_BARE_AGE = lazy_compile(r"^(?:都|已经)?(\d{1,3}|[一二两三四五六七八九十]{2,3})(?:了|啦)?$")
 # "上个月刚满27岁", "下个月就满30岁了": the age reached on a birthday, dated by its own time word.
-_TURNED = re.compile(
+_TURNED = lazy_compile(
     r"^(?P<past>上个?月|上个?(?:星期|周|礼拜)末?|昨天|昨晚|前天|去年|前年"
     r"|[\d一二两三四五六七八九十几]{1,3}个?(?:天|星期|周|月|年)(?:以)?前)?"
     r"(?:刚刚?|才|就|已经|也|马上|快要?|要)*(?:满|过了?|到)(?P<age>\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:生日)?$"
 )
-_BIRTH = re.compile(r"^(?:是)?((?:19|20)\d{2}|\d{2})年(?:出生|生)?的?(?:人)?$|^出生于((?:19|20)\d{2})年?$")
-_GENDER = re.compile(r"^(?:可|也)?是(?:一个|个|一名|名)?.{0,3}?(男|女)(?:的|生|性|孩子?|人|子)$")
-_MARITAL = re.compile(r"^(?:已经)?(结婚|离婚|单身|已婚|未婚|离异)$")
-_BIRTHDAY = re.compile(r"^(?:是|在)?(?:我的?|的)?(?:生日|生辰)(?:是|在)?$|^(?:过)?生日$|^出生$|^出生的$")
-_GRADE = re.compile(
+_BIRTH = lazy_compile(r"^(?:是)?((?:19|20)\d{2}|\d{2})年(?:出生|生)?的?(?:人)?$|^出生于((?:19|20)\d{2})年?$")
+_GENDER = lazy_compile(r"^(?:可|也)?是(?:一个|个|一名|名)?.{0,3}?(男|女)(?:的|生|性|孩子?|人|子)$")
+_MARITAL = lazy_compile(r"^(?:已经)?(结婚|离婚|单身|已婚|未婚|离异)$")
+_BIRTHDAY = lazy_compile(r"^(?:是|在)?(?:我的?|的)?(?:生日|生辰)(?:是|在)?$|^(?:过)?生日$|^出生$|^出生的$")
+_GRADE = lazy_compile(
     r"^(?:在)?(?:上|读|念)?((?:小学|初中|高中)?[一二三四五六]年级|初[一二三]|高[一二三]|大[一二三四]|研[一二三])$"
 )
 
@@ -249,7 +250,7 @@ def _identity(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- place and work
 
-_WORK_AT = re.compile(r"^在(.{2,10}?)(?:做|当|从事|干)(.{2,10}?)(?:工作)?$")
+_WORK_AT = lazy_compile(r"^在(.{2,10}?)(?:做|当|从事|干)(.{2,10}?)(?:工作)?$")
 # "在汽车制造厂工作太累了": where the user works, said while complaining about it.
 # How long: "在武汉工作三年了", "在杭州住了五年多".
 _FOR_SPAN = (
@@ -257,28 +258,28 @@ _FOR_SPAN = (
 )
 # "是…的" and "现在/一直" around a place: "我是在武汉工作的", "我现在在武汉上班".
 _AT_LEAD = r"^(?:是|现在|一直|目前|还|都)*"
-_WORK_IN = re.compile(
+_WORK_IN = lazy_compile(
     _AT_LEAD
     + r"在(.{2,10}?)(?:工作|上班|打工|实习)"
     + _FOR_SPAN
     + r"(?:的|(?:(?:真的|实在)?(?:太|很|好|挺|特别|有点|超)(?:累|忙|辛苦|烦)))?$"
 )
 # "搬到了青岛", "去年从成都搬到青岛来了": where the user moved, also said with where from and when.
-_LIVE_IN = re.compile(
+_LIVE_IN = lazy_compile(
     rf"^{PAST_TIMES_ZH}?(?:从[{UNIFIED}]{{2,6}}?)?"
     r"(?:住在|住|生活在|定居在|定居|(?:搬家|搬|移居|迁居)(?:到了|到|去了|去|回了|回到了|回到|回|来了|来)(?!这|那))"
     r"(.{2,8}?)(?:来|去)?(?:住|生活|定居)?$"
 )
-_LIVE_AT = re.compile(_AT_LEAD + r"在(.{2,8}?)(?:住|生活|定居)" + _FOR_SPAN + r"的?$")
-_HOMETOWN = re.compile(r"^(?:是(.{2,6}?)人|来自(.{2,6}?)|老家(?:是|在)(.{2,6}?))$")
+_LIVE_AT = lazy_compile(_AT_LEAD + r"在(.{2,8}?)(?:住|生活|定居)" + _FOR_SPAN + r"的?$")
+_HOMETOWN = lazy_compile(r"^(?:是(.{2,6}?)人|来自(.{2,6}?)|老家(?:是|在)(.{2,6}?))$")
 # "是护士", "当了厨师", "转行做了程序员", "成了一名律师": a job the user has (now).
-_IS_JOB = re.compile(
+_IS_JOB = lazy_compile(
     r"^(?:(?:转行|改行|后来|现在)*(?:当了|做了|成了|成为了?)|(?:后来)?(?:转行|改行)(?:当|做)|是|当)"
     r"(?:一名|一个|一位|个|名|位)?(.{2,10}?)$"
 )
-_DOES_JOB = re.compile(r"^(?:是)?(?:做|干|从事)(.{1,8}?)(?:的|工作|行业|这行)$")
-_JOB_IS = re.compile(r"^的?(?:工作|职业)是(.{2,10})$")
-_SCHOOL = re.compile(r"^在(.{2,10}?)(?:上学|读书|读大学|上大学|念书|读研|读博|上高中|上初中)$")
+_DOES_JOB = lazy_compile(r"^(?:是)?(?:做|干|从事)(.{1,8}?)(?:的|工作|行业|这行)$")
+_JOB_IS = lazy_compile(r"^的?(?:工作|职业)是(.{2,10})$")
+_SCHOOL = lazy_compile(r"^在(.{2,10}?)(?:上学|读书|读大学|上大学|念书|读研|读博|上高中|上初中)$")
 
 
 def _city(place: str, *, moved: bool = False) -> Fact:
@@ -379,53 +380,53 @@ def _work(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- health, food
 
-_ALLERGY = re.compile(
+_ALLERGY = lazy_compile(
     r"^(?:对)?(.{1,10}?)(?:都|也|还)?(不)?过敏(?:症)?$|^有(.{1,8}?)过敏(?:症)?$|^过敏(?:原)?是(.{1,8})$"
 )
-_ALLERGY_ADV = re.compile(
+_ALLERGY_ADV = lazy_compile(
     r"^(?:有点|有些|一点|很|特别|比较|经常|容易|严重|轻微|也|还|都)+|(?:有点|有些|很|特别|比较|严重|也)+$"
 )
-_NO_EAT = re.compile(
+_NO_EAT = lazy_compile(
     r"^(?:不吃|不能吃|吃不了|不爱吃|不敢吃|不再吃|戒了|忌|不喝|喝不了|不能喝|不再喝)(.{1,8}?)$"
 )
-_NO_PUT = re.compile(
+_NO_PUT = lazy_compile(
     rf"(?:不|别)(?:放|加|要放|要加)([{UNIFIED}]{{1,4}}?)(?:的(?:一份|一碗|一杯)?([{UNIFIED}]{{1,6}}))?$"
 )
-_DISH_FIRST = re.compile(rf"^吃([{UNIFIED}]{{1,6}}?)(?:的时候)?(?:不|别)")
-_DONT_WANT = re.compile(r"^(?:不要|别放|不要放|别加)(?:太)?(.{1,4}?)的?$")
+_DISH_FIRST = lazy_compile(rf"^吃([{UNIFIED}]{{1,6}}?)(?:的时候)?(?:不|别)")
+_DONT_WANT = lazy_compile(r"^(?:不要|别放|不要放|别加)(?:太)?(.{1,4}?)的?$")
 # "从2019年开始吃素", "吃素三年了": since when is kept, the diet is the same fact.
-_VEGETARIAN = re.compile(
+_VEGETARIAN = lazy_compile(
     r"^(?:从(?P<since>[^开起]{0,10}?)(?:开始|起)就?)?(?:开始|已经|一直)?(?:吃素|是素食(?:者|主义者)?|只吃素)"
     r"(?:了?(?:已经|有|都)?(?:快|差不多|将近|好)?(?:\d{1,2}|[一二两三四五六七八九十几]{1,3})多?个?(?:年|月)多?)?$"
 )
 # Working hours and leave bound to a period ("这周上夜班", "下周休年假"): temporary, never a habit.
-_SHIFT = re.compile(
+_SHIFT = lazy_compile(
     r"^(?:在|要|得)?(?:上|值|轮|倒|上了)(?:大?夜班|晚班|早班|白班|中班|班)$"
     r"|^(?:在|要)?(?:休假|休年假|休产假|休病假|请假|放假|居家办公|在家办公|远程办公|隔离)(?:中)?$"
 )
-_STATE_BODY = re.compile(
+_STATE_BODY = lazy_compile(
     r"^(?:身体|胃|肚子|头|嗓子|喉咙|腰|背|腿|膝盖|牙|眼睛|皮肤|肠胃|睡眠|心情|胃口)(?:有点|不太|很|特别)?"
     r"(?:不好|不太好|不舒服|疼|痛|难受|发炎|不行|差)$"
 )
 #: Lasting conditions: "我有高血压" -> health:高血压.
-_CHRONIC = re.compile(
+_CHRONIC = lazy_compile(
     r"^(?:有|患有|得了|是)(?:点|一点儿?|轻微的?)?(高血压|糖尿病|哮喘|胃病|鼻炎|过敏性鼻炎|颈椎病|腰椎间盘突出|贫血|低血糖|"
     r"近视|色盲|色弱|抑郁症|焦虑症|痛风|心脏病|乳糖不耐受?)$"
 )
-_ACUTE = re.compile(
+_ACUTE = lazy_compile(
     r"^(?:在)?(?:感冒|发烧|咳嗽|失眠|生病|住院|怀孕|减肥|备孕|备考|戒烟|戒酒|找工作|考研|加班|(?:很|比较|特别)忙|压力(?:很|比较|特别)?大)$"
 )
-_TRYING = re.compile(r"^(?:在|正在)?(?:试着|尝试|试试|努力)(.{2,15})$")
+_TRYING = lazy_compile(r"^(?:在|正在)?(?:试着|尝试|试试|努力)(.{2,15})$")
 # An activity in progress: "在学吉他", "开始练习跑步". Learning is a state even without a time word;
 # anything else only with one ("最近在看三体"): a bare "在看电视" is what the user does right now.
-_ONGOING = re.compile(
+_ONGOING = lazy_compile(
     r"^(?P<aspect>在|正在|(?:又|重新)?开始(?:在)?)"
     r"(?P<act>(?P<verb>学习|学|练习|练|自学|复习|准备|备战|研究|筹备|装修|调理|适应|找|看|读|写|做|忙|追|养|带|玩|跑)"
     r"(?P<obj>.{1,14}))$"
 )
 _LEARNING = ("学习", "学", "练习", "练", "自学", "复习", "准备", "备战")
 # "在学校" is a place, "在做饭" a moment.
-_ONGOING_BAD = re.compile(r"^学(?:校|院|堂|生|期)|^练(?:习室|车场)|你|吗$|什么|怎么|(?<![吉其])[他她它]")
+_ONGOING_BAD = lazy_compile(r"^学(?:校|院|堂|生|期)|^练(?:习室|车场)|你|吗$|什么|怎么|(?<![吉其])[他她它]")
 #: Time words that name a period ("最近", "这周"), not just the present moment ("目前").
 _PERIOD_TEMP = (
     "最近",
@@ -572,7 +573,7 @@ def _ongoing(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     ]
 
 
-_EVENT_STATE = re.compile(r"^(?:感冒|发烧|咳嗽|失眠|生病|住院|怀孕)$")
+_EVENT_STATE = lazy_compile(r"^(?:感冒|发烧|咳嗽|失眠|生病|住院|怀孕)$")
 
 
 def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
@@ -593,48 +594,48 @@ def _state(body: str, ctx: RuleContext, c: _Clause) -> Fact:
 
 _PET_VERBS = alternation(PET_VERBS_ZH)
 _QTY = r"(?P<q>(?:一|两|三|四|几|\d+)(?:只|条|个|头|匹|对)?|只|条|头|匹)?"
-_PET = re.compile(
+_PET = lazy_compile(
     rf"^(?:家里?)?(?:有|{_PET_VERBS}){_QTY}(?:叫(?P<n1>[^的，]{{1,6}})的)?(?P<adj>[{UNIFIED}]{{1,3}}的)?(?P<sp>[{UNIFIED}]{{1,6}}?)"
     r"(?:(?:叫|名叫|名字叫)(?P<n2>.{1,6}))?$"
 )
-_PET_NAMED = re.compile(
+_PET_NAMED = lazy_compile(
     rf"^(?:的|家(?:里)?(?:的|那|这)?(?:只|条|头)?|(?:那|这)(?:只|条|头)|给(?:我的|我家的?|自己的)?)(?P<sp>[{UNIFIED}]{{1,6}}?)(?:叫|名叫|名字叫|的名字是|起名叫|起名字叫|取名叫|起了个名字叫)"
     r"(?P<n>.{1,6})$"
 )
-_FAMILY_HAS = re.compile(rf"^有(?P<q>(?:一|两|三|四|五|\d+)个?)?(?P<rel>{ZH_RELATIONS})$")
+_FAMILY_HAS = lazy_compile(rf"^有(?P<q>(?:一|两|三|四|五|\d+)个?)?(?P<rel>{ZH_RELATIONS})$")
 # A clause about a relative: "我妈妈喜欢跳舞" (the 我 already stripped), "女儿今年上小学".
-_RELATIVE = re.compile(rf"^的?(?P<rel>{ZH_RELATIONS})(?P<pred>.*)$")
+_RELATIVE = lazy_compile(rf"^的?(?P<rel>{ZH_RELATIONS})(?P<pred>.*)$")
 # Someone else the user knows: nothing said about them is about the user.
-_ACQUAINTANCE = re.compile(
+_ACQUAINTANCE = lazy_compile(
     r"^的?(?:好朋友|朋友|同事|同学|室友|舍友|老板|领导|上司|老师|邻居|闺蜜|哥们|兄弟|网友|客户|前妻|前夫|前任|家人|亲戚)"
 )
 # Who a relative is and where they live, also said with an adverb ("岳母也住在西安", "舅舅一直住在老家").
-_REL_IDENTITY = re.compile(
+_REL_IDENTITY = lazy_compile(
     r"^(?:也|还(?!是)|(?:还是|依然|仍然|依旧)(?=住|在|生活|定居)|都|一直|现在|目前|以前|原来|曾经|之前)*(?:要(?!是)|会(?!是)|将|打算|准备|刚|刚刚|已经)?(?:是|叫|住在|也是|也在|(?:要|打算|准备)?(?:去|来|到).{1,8}?(?:留学|读书|上学|上大学|工作|定居|实习)|(?:上|读)(?:小学|初中|高中|大学|幼儿园|研究生|博士)|(?:考上了?|考进了?|被.{1,8}录取).{2,10}|(?:在.{1,8}?)?开了(?:一)?[家个间]|搬到|搬去|在.{1,10}?(?:工作|上班|上学|读书|读大学|上大学|读研|住|生活)(?:了.{1,6})?$).{0,20}$"
 )
-_REL_IN_PLACE = re.compile(rf"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[{UNIFIED}]{{2,6}})$")
+_REL_IN_PLACE = lazy_compile(rf"^(?:一家)?(?:都|也|还|一直)*在(?P<place>[{UNIFIED}]{{2,6}})$")
 # "姐姐在上海当中学老师", "哥哥做程序员": a relative's job (and where), checked against the job words.
-_REL_JOB = re.compile(
+_REL_JOB = lazy_compile(
     r"^(?:也|还|现在|一直)*(?:在(?P<place>.{1,10}?))?(?:当|做|干|从事)(?:一名|一个|一位|个|名)?(?P<job>.{2,10})$"
 )
 # "哥哥小杰在深圳读大学": a relative named before what is said about them.
-_REL_NAMED = re.compile(rf"^(?P<name>[{UNIFIED}]{{2,3}}?)(?=在|是|住|今年|也|刚|已经|现在)")
-_REL_AGE = re.compile(r"^(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
+_REL_NAMED = lazy_compile(rf"^(?P<name>[{UNIFIED}]{{2,3}}?)(?=在|是|住|今年|也|刚|已经|现在)")
+_REL_AGE = lazy_compile(r"^(\d{1,3}|[一二两三四五六七八九十]{1,3})(?:周)?岁(?:多|半)?$")
 # "外婆八十多了", "爷爷都九十了": an age in tens said without 岁 or a year word is still an age
 # (tens only: "弟弟三了" is no way to say it, and a bare small number is something else).
-_REL_AGE_TENS = re.compile(
+_REL_AGE_TENS = lazy_compile(
     r"^(?:都|已经|快|今年|也|都已经)?(?P<n>[1-9]\d|[二三四五六七八九]?十[一二三四五六七八九]?)(?P<more>多|来)?岁?$"
 )
 # Said of parents, having one is no news; of anyone else, "我小叔子下周要回来" says the user has one.
 _REL_EVERYONE_HAS = frozenset({"父亲", "母亲", "父母"})
 _REL_ADV = r"(?:也|还|都|很|特别|非常|最|超级|超|比较|挺|一直|从小就?|就)*"
-_REL_LIKE = re.compile(
+_REL_LIKE = lazy_compile(
     rf"^{_REL_ADV}(?:不太|不怎么|不)?(?:喜欢|爱吃|爱喝|爱|热爱|讨厌|害怕|怕|迷上了|不吃|不能吃|吃不了|不喝)"
     r"(?P<obj>.{1,15})$"
 )
-_REL_ALLERGY = re.compile(rf"^{_REL_ADV}(?:对)?(?P<obj>.{{1,8}}?)(?:都|也|还)?(?:不)?过敏$")
+_REL_ALLERGY = lazy_compile(rf"^{_REL_ADV}(?:对)?(?P<obj>.{{1,8}}?)(?:都|也|还)?(?:不)?过敏$")
 _REL_SPOKEN = {"妈": "妈妈", "爸": "爸爸", "哥": "哥哥", "姐": "姐姐", "弟": "弟弟", "妹": "妹妹"}
-_REL_STATE = re.compile(r"^(?:在)?(?:生病|住院|感冒|发烧|咳嗽|怀孕|出差|备考|考研|找工作)$")
+_REL_STATE = lazy_compile(r"^(?:在)?(?:生病|住院|感冒|发烧|咳嗽|怀孕|出差|备考|考研|找工作)$")
 
 
 def _relative(rel: str, pred: str, c: _Clause, ctx: RuleContext) -> list[Fact] | None:
@@ -701,13 +702,13 @@ def _has_relative(rel: str) -> list[Fact] | None:
 # When and where a pet was got ("去年领养了", "前两天在楼下捡到"): the pet is had all the same.
 # Past times are not read by the date finder (it resolves what is planned), so they are cut here.
 _PAST_WHEN = PAST_TIMES_ZH
-_TWO_PETS = re.compile(
+_TWO_PETS = lazy_compile(
     rf"^(?P<verb>(?:家里?)?(?:有|{_PET_VERBS}))(?P<first>[一两三四几\d]?[只条个头][{UNIFIED}]{{1,6}}?)和"
     rf"(?P<second>[一两三四几\d]?[只条个头][{UNIFIED}]{{1,6}})$"
 )
 # "养过一只狗": a pet the user had once, maybe not any more.
-_HAD_ONCE = re.compile(r"^(?:家里?)?(?:有|养|领养|收养|捡)过")
-_PET_WHEN = re.compile(
+_HAD_ONCE = lazy_compile(r"^(?:家里?)?(?:有|养|领养|收养|捡)过")
+_PET_WHEN = lazy_compile(
     rf"^(?:家里?)?{_PAST_WHEN}*(?:(?:在|从)[{UNIFIED}]{{1,8}}?(?=(?:家里?)?(?:{_PET_VERBS})))?"
 )
 
@@ -715,11 +716,11 @@ _PET_WHEN = re.compile(
 # "从朋友那儿接手了一只布偶猫": any verb that brings a pet home, read only when the sentence goes on
 # to name it ("…，给它取名叫雪球"): naming a pet is what its owner does, so the verb need not be
 # one of ``PET_VERBS_ZH`` (a cat seen or fed is never named).
-_GOT_ANY_VERB = re.compile(
+_GOT_ANY_VERB = lazy_compile(
     rf"(?:[{UNIFIED}]{{1,2}})了(?P<q>(?:一|两|三|几|\d+)?(?:只|条|头))(?P<sp>[{UNIFIED}]{{1,6}})$"
 )
 # A later clause that gives a name: "给它取名叫雪球", "起名叫棉花", "取名七七".
-_NAMES_IT = re.compile(r"^(?:我|我们)?(?:给(?:它|他|她|它们|他们)|就)?(?:取|起)(?:了个?)?名字?(?:叫|为)?")
+_NAMES_IT = lazy_compile(r"^(?:我|我们)?(?:给(?:它|他|她|它们|他们)|就)?(?:取|起)(?:了个?)?名字?(?:叫|为)?")
 
 
 def _pets_family(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
@@ -801,19 +802,19 @@ def _pet_age(text: str, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- likes, habits
 
-_DISLIKE = re.compile(r"^(?:不太|不怎么|不是很|不是特别|不大|不|没那么|并不)(喜欢|爱)(.{1,20})$")
-_HATE = re.compile(r"^(?:很|特别|非常|最|超|有点|比较)?(讨厌|受不了|反感|厌恶|害怕|怕)(.{1,20})$")
-_LIKE = re.compile(
+_DISLIKE = lazy_compile(r"^(?:不太|不怎么|不是很|不是特别|不大|不|没那么|并不)(喜欢|爱)(.{1,20})$")
+_HATE = lazy_compile(r"^(?:很|特别|非常|最|超|有点|比较)?(讨厌|受不了|反感|厌恶|害怕|怕)(.{1,20})$")
+_LIKE = lazy_compile(
     r"^(?:(?:特别|很|非常|最|超级|超|挺|比较|也|还|都|一直|真的|蛮|可|更|尤其|好|还挺|最近)+)?"
     r"(喜欢上了|喜欢|爱上了|热爱|钟爱|偏爱|迷上了|爱)(.{1,20})$"
 )
-_FAVORITE = re.compile(r"^(?:最|特别)?(?:喜欢|爱)的(.{1,6}?)(?:是|就是)(.{1,12})$")
-_LIST_ZH = re.compile(r"、|(?:和|与|跟|还有)(?=[^、]*$)")
-_INTEREST = re.compile(r"^对(.{1,10}?)(?:很|特别|非常|比较|挺)?感兴趣$|^的?(?:爱好|兴趣)是(.{1,20})$")
-_BAD_OBJECT = re.compile(r"你|您|的时候|什么|哪|怎么|吗$|^(?:这|那|它|他|她|我|自己)")
+_FAVORITE = lazy_compile(r"^(?:最|特别)?(?:喜欢|爱)的(.{1,6}?)(?:是|就是)(.{1,12})$")
+_LIST_ZH = lazy_compile(r"、|(?:和|与|跟|还有)(?=[^、]*$)")
+_INTEREST = lazy_compile(r"^对(.{1,10}?)(?:很|特别|非常|比较|挺)?感兴趣$|^的?(?:爱好|兴趣)是(.{1,20})$")
+_BAD_OBJECT = lazy_compile(r"你|您|的时候|什么|哪|怎么|吗$|^(?:这|那|它|他|她|我|自己)")
 # Not a thing at all: a bare verb ("喜欢吃"), a character repeated, or a phrase that opens or ends
 # on a grammar word ("喜欢了是", "喜欢有喜吃在") - what noise and cut-off speech look like.
-_JUNK_OBJECT = re.compile(
+_JUNK_OBJECT = lazy_compile(
     r"^[吃喝玩看听做去买学用写读唱跳说叫弄搞]$|(.)\1\1|^[的了是叫吗呢吧啊么也都就还很太没]|[是在有叫和跟与也都就还很太没不每]$"
 )
 
@@ -840,20 +841,20 @@ def _pref(obj: str, verb: str, polarity: int, c: _Clause) -> Fact | None:
 
 # A pronoun is someone else's habit ("他每天…") unless it is the object of taking someone along
 # ("每天带它去跑步": the user walks the dog).
-_HABIT_BODY_BAD = re.compile(
+_HABIT_BODY_BAD = lazy_compile(
     r"^(?:很|好|太|挺|有点|比较|特别|非常|是|觉得|感觉|想|要|会|都很|在等)|了|不|没|可能|因为|希望|现在|"
     r"(?<![吉其带陪跟和同给喂遛])[他她它]|着$"
 )
-_LOCATION_PREFIX = re.compile(
+_LOCATION_PREFIX = lazy_compile(
     rf"^(?:在|去)[{UNIFIED}]{{1,10}}(?:边|旁|附近|里|上|下)|^(?:在|去)(?:公园|健身房|家)"
 )
-_COMPANION = re.compile(r"^(?:带|陪|跟|和|同|给|喂|遛)(?:它们|他们|她们|它|他|她)(?:一起)?")
+_COMPANION = lazy_compile(r"^(?:带|陪|跟|和|同|给|喂|遛)(?:它们|他们|她们|它|他|她)(?:一起)?")
 _ACTIVITY = (
     "跑步|慢跑|晨跑|夜跑|散步|遛弯|遛狗|游泳|爬山|徒步|骑车|骑行|打球|打篮球|打羽毛球|打乒乓球|踢球|踢足球|健身|锻炼|"
     "瑜伽|钓鱼|练琴|看书|读书|喝茶|喝咖啡|玩"
 )
-_GO_TO_DO = re.compile(rf"^(?:(?:去|到|在)[{UNIFIED}]{{1,10}}?|[{UNIFIED}]{{2,10}}?)(?=(?:{_ACTIVITY})$)")
-_CLOCK = re.compile(
+_GO_TO_DO = lazy_compile(rf"^(?:(?:去|到|在)[{UNIFIED}]{{1,10}}?|[{UNIFIED}]{{2,10}}?)(?=(?:{_ACTIVITY})$)")
+_CLOCK = lazy_compile(
     r"(?:早上|早晨|上午|中午|下午|傍晚|晚上|凌晨)?(?:(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:点|:|：)"
     r"(?:半|一刻|三刻|\d{1,2}分?|[一二三四五六七八九十]{1,3}分?)?(?:左右|前|后|多)?)?"
 )
@@ -874,7 +875,7 @@ def _resolve_pet(body: str, ctx: RuleContext) -> str:
     return re.sub(r"(?<=[带陪跟和同给喂遛])它(?!们)", label, body, count=1)
 
 
-_PLACE_WORD = re.compile(
+_PLACE_WORD = lazy_compile(
     r"(?:乐园|公园|图书馆|健身房|超市|市场|商场|博物馆|教堂|寺|庙|海边|山上|老家|学校|医院|酒吧|咖啡馆|书店|游泳馆)$"
 )
 
@@ -941,22 +942,22 @@ def _likes_habits(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
 
 # ----------------------------------------------------------------- plans
 
-_MODAL = re.compile(
+_MODAL = lazy_compile(
     r"^(正打算|正准备|打算|准备|计划|将要|想要|要|想|将|会|得)(?![着过])(?:还|也|再|都)?(.+)$"
 )
 _STRONG_MODALS = ("正打算", "正准备", "打算", "准备", "计划")
 #: Long-term goals worth remembering even without a date ("我想学吉他", "我要减肥").
-_GOAL = re.compile(
+_GOAL = lazy_compile(
     r"^(?:减肥|瘦身|戒烟|戒酒|健身|考研|考公|考证|找工作|换工作|辞职|创业|出国|留学|存钱|买房|结婚|早睡|早起|学.{1,6}|成为.{1,8})$"
 )
-_GO = re.compile(r"^(?:去|回|飞|出发去|到)(.+)$")
+_GO = lazy_compile(r"^(?:去|回|飞|出发去|到)(.+)$")
 #: Eating or drinking something soon: a craving, not a plan.
-_CRAVING = re.compile(r"^(?:吃|喝|点外卖|叫外卖|点个外卖|来一?[杯碗份顿])")
-_PLAN_BAD = re.compile(r"你|您|吗$|什么|怎么|(?<![吉其])[他她它]")
+_CRAVING = lazy_compile(r"^(?:吃|喝|点外卖|叫外卖|点个外卖|来一?[杯碗份顿])")
+_PLAN_BAD = lazy_compile(r"你|您|吗$|什么|怎么|(?<![吉其])[他她它]")
 
 
 # "报名了下个月的杭州马拉松": signing up for a dated event is a plan for that date.
-_SIGNED_UP = re.compile(
+_SIGNED_UP = lazy_compile(
     r"^(?:已经|刚刚?|也)*(?:报名参加了?|报名了?|报了名?|报考了?|注册了|预约了|订了|买了)(?:参加了?)?的?"
     r"(?P<thing>.{2,20}?)(?P<ticket>的?(?:门票|票|机票|车票|名额|号))?$"
 )
@@ -1014,7 +1015,7 @@ def _plans(c: _Clause, ctx: RuleContext) -> list[Fact] | None:
     return [Fact(content, "plan", key, action, transient=True, expires_at=expires, confidence=0.75)]
 
 
-_FOLLOW_TOPIC = re.compile(r"^(.{1,6}?)(?:的时间|的日期|时间|日期)?(?:是|在|定在|安排在|定于|从)?$")
+_FOLLOW_TOPIC = lazy_compile(r"^(.{1,6}?)(?:的时间|的日期|时间|日期)?(?:是|在|定在|安排在|定于|从)?$")
 
 
 def _plan_date(text: str, ctx: RuleContext) -> list[Fact] | None:
@@ -1040,9 +1041,9 @@ _RULES: Sequence[Rule] = (_identity, _work, _health_food, _pets_family, _likes_h
 
 # Verbs of liking: a time is said before them, so a date word right after them is part
 # of what is liked or heard (a band, a title, a season), not when.
-_OBJECT_VERB_BEFORE = re.compile(r"(?:喜欢|爱|迷|粉|讨厌|迷上了?|喜欢上了?|爱上了?)(?:听|看|唱|追)?$")
-_OUR_HOME_HAS = re.compile(rf"^我们家(?:里)?(?:{_PAST_WHEN})*(?:新)?(?:有|{_PET_VERBS})")
-_TIME_BEFORE_ME = re.compile(rf"^({_PAST_WHEN}+)我(?!们)")
+_OBJECT_VERB_BEFORE = lazy_compile(r"(?:喜欢|爱|迷|粉|讨厌|迷上了?|喜欢上了?|爱上了?)(?:听|看|唱|追)?$")
+_OUR_HOME_HAS = lazy_compile(rf"^我们家(?:里)?(?:{_PAST_WHEN})*(?:新)?(?:有|{_PET_VERBS})")
+_TIME_BEFORE_ME = lazy_compile(rf"^({_PAST_WHEN}+)我(?!们)")
 
 
 def _prepare(text: str, ctx: RuleContext) -> tuple[_Clause, str] | None:
@@ -1191,19 +1192,19 @@ def extract_zh_sentence(clauses: Sequence[Clause], ctx: RuleContext) -> list[Fac
 
 
 # A subject-less age ("今年三岁了", "都十岁了"): after a pet it is the pet's.
-_AGE_ALONE = re.compile(
+_AGE_ALONE = lazy_compile(
     r"^(?:今年|已经|都|现在|快|也)*(?:\d{1,2}|[一二两三四五六七八九十]{1,3})(?:岁|个月)(?:多|半)?(?:大)?(?:了|啦)?$"
 )
 
 
 # Verbs of knowing and hearing: what follows is someone else's fact unless it is about 我 again.
-_REPORTED = re.compile(
+_REPORTED = lazy_compile(
     r"^(?:知道|听说|听(?:别人|人家|朋友|他|她|他们)?说|觉得|认为|记得|以为|发现|猜|相信|感觉|看到|注意到|怀疑|确定|"
     r"肯定|明白|了解|担心|希望|听到|看出来?)"
 )
-_GREETING = re.compile(r"^(?:你好|您好|大家好|嗨|哈喽|hi|hello)(?:呀|啊|哦)?", re.IGNORECASE)
+_GREETING = lazy_compile(r"^(?:你好|您好|大家好|嗨|哈喽|hi|hello)(?:呀|啊|哦)?", re.IGNORECASE)
 # "我们武汉这边…", "我这里武汉…": the user says where they are.
-_HERE = re.compile(
+_HERE = lazy_compile(
     rf"^(?:我们|咱们|我)(?:这边|这里|这儿)?(?:在)?(?P<place>[{UNIFIED}]{{2,6}}?)(?:这边|这里|这儿)"
 )
 
@@ -1217,11 +1218,11 @@ def _here_zh(text: str) -> list[Fact] | None:
 
 
 # "有个弟弟", "有一个朋友", "养了一只猫": the clause brings in someone or something to be named next.
-_INTRODUCES = re.compile(r"^(?:还)?(?:有|养了|养着|养)(?:一|两|几)?(?:个|只|条|位|匹|头)")
+_INTRODUCES = lazy_compile(r"^(?:还)?(?:有|养了|养着|养)(?:一|两|几)?(?:个|只|条|位|匹|头)")
 
 
 # "叫豆豆", "分别叫胡椒和盐巴", "叫做团子": the names of what was just introduced.
-_PET_NAMES = re.compile(
+_PET_NAMES = lazy_compile(
     r"^(?:分别|一个|一只)?(?:给(?:它|他|她|它们|他们)(?:取|起)(?:了个?)?名字?|(?:取|起)名字?)?(?:叫做|叫作|名叫|叫|名字(?:是|叫))"
     rf"(?P<names>[{UNIFIED}A-Za-z]{{1,6}}(?:(?:和|、|跟|与)[{UNIFIED}A-Za-z]{{1,6}})*)$"
 )

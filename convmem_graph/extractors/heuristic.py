@@ -99,6 +99,7 @@ from convmem_graph.models import (
     Message,
     VariableSpec,
 )
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import UNIFIED
 from convmem_graph.text.scripts import Clause, clean_text, has_cjk, split_clauses
 from convmem_graph.text.timeexpr import local_date
@@ -111,8 +112,8 @@ logger = logging.getLogger(__name__)
 SKIPPED_SOURCES = frozenset({"command", "greeting", "silence", "llm_failure", "llm failure"})
 # A message opening with a bracketed tag is injected or a placeholder: "[app] ...",
 # "[think API injected] ...", "[image]".
-_INJECTED = re.compile(r"^\s*\[[^\[\]\n]{1,40}\]")
-_SPECIES_IN_CONTENT = re.compile(
+_INJECTED = lazy_compile(r"^\s*\[[^\[\]\n]{1,40}\]")
+_SPECIES_IN_CONTENT = lazy_compile(
     rf"的([{UNIFIED}]{{1,4}}?(?:猫|狗|犬|兔|鸟|鹦鹉|仓鼠|龟|鱼))|(?:a|an|one) ([a-z ]*?\b\w+) named"
 )
 _ZH_OFFSET = 8 * 60

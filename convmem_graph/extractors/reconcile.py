@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from convmem_graph.models import Fragment, FragmentCandidate, FragmentOp
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.keys import canonical_key
 from convmem_graph.text.scripts import norm_text
 
 __all__ = ["content_polarity", "reconcile"]
 
-_NEG_ZH = re.compile(r"不|没有|没|别|讨厌|厌恶|反感|害怕|怕|忌口|戒了|避免|受不了")
-_NEG_EN = re.compile(
+_NEG_ZH = lazy_compile(r"不|没有|没|别|讨厌|厌恶|反感|害怕|怕|忌口|戒了|避免|受不了")
+_NEG_EN = lazy_compile(
     r"\b(?:not|never|no longer|no|don't|doesn't|didn't|isn't|can't|cannot|won't|hates?|dislikes?|avoids?|"
     r"avoiding|detests?|despises?|afraid|scared|terrified|stopped|quit)\b|n't\b",
     re.IGNORECASE,

@@ -39,6 +39,7 @@ from convmem_graph.extractors._taxonomy import DIETS_EN, DIETS_ZH
 from convmem_graph.extractors.reconcile import content_polarity
 from convmem_graph.models import Fragment, VariableGuess, VariableSpec
 from convmem_graph.payloads._sanitize import looks_like_instruction
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 from convmem_graph.text.keys import canonical_key, key_subject, normalize_key
 from convmem_graph.text.scripts import has_cjk, is_cjk_text
 
@@ -109,56 +110,56 @@ DEFAULT_VARIABLE_SPECS: tuple[VariableSpec, ...] = (
     ),
 )
 
-_VALUE_PATTERNS: dict[str, tuple[re.Pattern[str], ...]] = {
+_VALUE_PATTERNS: dict[str, tuple[LazyPattern, ...]] = {
     "name": (
-        re.compile(r"^用户(?:叫|名叫|的名字(?:是|叫)|名字(?:是|叫))(?P<v>[^，。,.；;（(]{1,30})"),
-        re.compile(r"^User(?:'s name is| is called| is named| goes by)\s+(?P<v>[^,.;(]{1,40})"),
+        lazy_compile(r"^用户(?:叫|名叫|的名字(?:是|叫)|名字(?:是|叫))(?P<v>[^，。,.；;（(]{1,30})"),
+        lazy_compile(r"^User(?:'s name is| is called| is named| goes by)\s+(?P<v>[^,.;(]{1,40})"),
     ),
     "city": (
-        re.compile(
+        lazy_compile(
             r"^用户(?:目前|现在)?(?:住在|居住在|生活在|定居在|现居|搬到了|搬到|搬去了?|在)"
             r"(?P<v>[^，。,.；;（(]{1,12}?)(?:工作|生活|居住|上班|定居)?[。.]?$"
         ),
-        re.compile(
+        lazy_compile(
             r"^User (?:currently |now )?(?:lives|works|is based|moved|relocated|resides|lives and works)"
             r" (?:in|to) (?P<v>[^.;(]{1,40}?)\.?$"
         ),
     ),
     "occupation": (
-        re.compile(
+        lazy_compile(
             r"^用户(?:的职业是|的工作是|是一名|是一位|是一个|是个|是|从事|在[^，。]{1,10}?(?:做|当))"
             r"(?P<v>[^，。,.；;（(]{1,20}?)(?:工作)?[。.]?$"
         ),
-        re.compile(
+        lazy_compile(
             r"^User (?:works as|is|is working as|'s job is) (?:an? )?"
             r"(?P<v>[^,.;(]{1,40}?)(?: at .+| in .+)?\.?$"
         ),
     ),
     "hometown": (
-        re.compile(r"^用户(?:来自|是|老家(?:是|在))(?P<v>[^，。,.；;（(]{1,12}?)(?:人)?[。.]?$"),
-        re.compile(r"^User (?:is from|comes from|grew up in|was born in) (?P<v>[^,.;(]{1,40}?)\.?$"),
+        lazy_compile(r"^用户(?:来自|是|老家(?:是|在))(?P<v>[^，。,.；;（(]{1,12}?)(?:人)?[。.]?$"),
+        lazy_compile(r"^User (?:is from|comes from|grew up in|was born in) (?P<v>[^,.;(]{1,40}?)\.?$"),
     ),
 }
 _VALUE_PATTERNS["workplace"] = (
-    re.compile(r"^用户在(?P<v>[^，。,.；;（(]{1,20}?)(?:工作|上班|实习|任职)[。.]?$"),
-    re.compile(r"^User works (?:at|for|in) (?P<v>[^,.;(]{1,60}?)\.?$"),
+    lazy_compile(r"^用户在(?P<v>[^，。,.；;（(]{1,20}?)(?:工作|上班|实习|任职)[。.]?$"),
+    lazy_compile(r"^User works (?:at|for|in) (?P<v>[^,.;(]{1,60}?)\.?$"),
 )
 _VALUE_PATTERNS["school"] = (
-    re.compile(r"^用户在(?P<v>[^，。,.；;（(]{1,20}?)(?:上学|读书|读大学|上大学|念书)[。.]?$"),
-    re.compile(r"^User (?:studies|is studying|goes to school) (?:at|in) (?P<v>[^,.;(]{1,60}?)\.?$"),
+    lazy_compile(r"^用户在(?P<v>[^，。,.；;（(]{1,20}?)(?:上学|读书|读大学|上大学|念书)[。.]?$"),
+    lazy_compile(r"^User (?:studies|is studying|goes to school) (?:at|in) (?P<v>[^,.;(]{1,60}?)\.?$"),
 )
 _GENERIC = (
-    re.compile(
+    lazy_compile(
         r"^用户(?:的[^，。是]{1,10}是|是|叫|在|为)(?P<v>[^，。,.；;（(]{1,30}?)(?:工作|上班|生活|居住|上学)?[。.]?$"
     ),
-    re.compile(r"^User(?:'s [\w ]{1,30} is| is| has)\s+(?P<v>[^,.;(]{1,60}?)\.?$"),
+    lazy_compile(r"^User(?:'s [\w ]{1,30} is| is| has)\s+(?P<v>[^,.;(]{1,60}?)\.?$"),
 )
 _DEFAULT_NAMES = frozenset(s.name for s in DEFAULT_VARIABLE_SPECS)
-_YEAR = re.compile(r"(?<!\d)(19\d{2}|20\d{2})(?!\d)")
-_INT = re.compile(r"-?\d+")
+_YEAR = lazy_compile(r"(?<!\d)(19\d{2}|20\d{2})(?!\d)")
+_INT = lazy_compile(r"-?\d+")
 _LANG_WORDS = (
-    (re.compile(r"中文|汉语|普通话|Chinese|Mandarin|Cantonese|粤语", re.IGNORECASE), "zh"),
-    (re.compile(r"英语|英文|English", re.IGNORECASE), "en"),
+    (lazy_compile(r"中文|汉语|普通话|Chinese|Mandarin|Cantonese|粤语", re.IGNORECASE), "zh"),
+    (lazy_compile(r"英语|英文|English", re.IGNORECASE), "en"),
 )
 _HOBBY_PREFIXES = ("pref:", "habit:")
 _FAVORITE_PREFIXES = ("pref:favorite_", "pref:favourite_", "pref:最喜欢的", "pref:最爱的")

@@ -14,14 +14,15 @@ from collections.abc import Callable
 from datetime import date, timedelta
 
 from convmem_graph.payloads._sanitize import Language
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import IDEOGRAPHS
 from convmem_graph.text.timeexpr import cn_int, local_date
 
 __all__ = ["format_date", "local_date", "resolve_relative_times", "utc_offset_minutes"]
 
 _MONTHS = ("January February March April May June July August September October November December").split()
-_CJK = re.compile(f"[{IDEOGRAPHS}]")
-_LATIN = re.compile("[A-Za-z]")
+_CJK = lazy_compile(f"[{IDEOGRAPHS}]")
+_LATIN = lazy_compile("[A-Za-z]")
 _WEEKDAYS_EN = {
     "monday": 0,
     "tuesday": 1,
@@ -82,7 +83,7 @@ def _next_weekday(day: date, weekday: int) -> date:
     return day + timedelta(days=ahead)
 
 
-_EN = re.compile(
+_EN = lazy_compile(
     r"\b(?:(?P<yesterday>yesterday)|(?P<today>today|tonight|this morning|this afternoon|this evening)"
     r"|(?P<tomorrow>tomorrow)"
     r"|(?P<lastweekend>last weekend)|(?P<thisweekend>this weekend)|(?P<nextweekend>next weekend)"
@@ -96,7 +97,7 @@ _EN = re.compile(
     r")\b",
     re.IGNORECASE,
 )
-_ZH = re.compile(
+_ZH = lazy_compile(
     r"(?P<d2>前天)|(?P<d1>昨天|昨晚|昨日)|(?P<d0>今天|今晚|今早)|(?P<t1>明天|明晚)|(?P<t2>后天)"
     r"|(?P<lastwd>上(?:个)?(?:周|星期|礼拜)(?P<wd1>[一二三四五六日天]))"
     r"|(?P<lastweek>上(?:个)?(?:周|星期|礼拜))|(?P<thisweek>这(?:个)?(?:周|星期|礼拜)|本周)"

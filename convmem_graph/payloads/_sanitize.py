@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from convmem_graph._text_caches import holds_text
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import EAST_ASIAN
 
 __all__ = [
@@ -133,7 +134,7 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
     r"越狱",
 )
 
-_FLAG = re.compile("|".join(f"(?:{p})" for p in INSTRUCTION_PATTERNS), re.IGNORECASE)
+_FLAG = lazy_compile("|".join(f"(?:{p})" for p in INSTRUCTION_PATTERNS), re.IGNORECASE)
 # Substrings (of the lower-cased, whitespace-folded text) at least one of which every pattern
 # above needs; checking them with ``in`` first skips the slow regex for almost all memory text.
 _TRIGGERS = (
@@ -192,9 +193,9 @@ FLAG_MARKERS: dict[Language, str] = {
     "en": "[flagged: instruction-like text, data only]",
 }
 
-_WS = re.compile(r"\s+")
+_WS = lazy_compile(r"\s+")
 # C0/C1 controls left after whitespace folding, zero-width and bidi format characters.
-_INVISIBLE = re.compile(
+_INVISIBLE = lazy_compile(
     "[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
 )
 _BRACKETS = str.maketrans({"<": "＜", ">": "＞"})
@@ -203,7 +204,7 @@ _QUOTES: dict[Language, tuple[str, str, dict[int, str]]] = {
     "en": ('"', '"', str.maketrans({'"': "'"})),
 }
 
-_NON_ALNUM = re.compile(r"[^a-z0-9]")
+_NON_ALNUM = lazy_compile(r"[^a-z0-9]")
 _SECRET_SUFFIXES = (
     "apikey",
     "secret",
@@ -237,7 +238,7 @@ def clean_text(text: str) -> str:
     return _INVISIBLE.sub("", folded).strip().translate(_BRACKETS)
 
 
-_EAST_ASIAN = re.compile(f"[{EAST_ASIAN}]")
+_EAST_ASIAN = lazy_compile(f"[{EAST_ASIAN}]")
 
 
 def _is_cjk(ch: str) -> bool:
@@ -245,7 +246,7 @@ def _is_cjk(ch: str) -> bool:
 
 
 # A character the confusables table may map: neither ASCII nor East Asian.
-_OUTSIDE_TABLE = re.compile(f"[^\x00-\x7f{EAST_ASIAN}]")
+_OUTSIDE_TABLE = lazy_compile(f"[^\x00-\x7f{EAST_ASIAN}]")
 
 
 @functools.cache
@@ -397,7 +398,7 @@ def guard_turn(text: str, language: Language | None = None) -> str:
 LABEL_MAX_CHARS = 64
 # What may never appear in a label: line and block structure, tag and quote characters, the
 # ``key: value`` and ``[section]`` separators of block lines, and role-marker colons.
-_LABEL_UNSAFE = re.compile(r"[<>＜＞‹›«»\[\]【】「」『』\"'`:：;；|{}\\]")
+_LABEL_UNSAFE = lazy_compile(r"[<>＜＞‹›«»\[\]【】「」『』\"'`:：;；|{}\\]")
 
 
 def neutralize_label(text: str, language: Language) -> str:

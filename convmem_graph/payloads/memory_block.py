@@ -36,7 +36,6 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from convmem_graph.payloads._sanitize import (
 from convmem_graph.payloads.fusion import dense_weight, fuse
 from convmem_graph.payloads.ranker import PoolCounts, Scorer, TermStats, query_tokens
 from convmem_graph.payloads.relevance import FactOrder, FactRanking, iter_ranked, ranked_with_cosines
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import SCRIPTS
 from convmem_graph.text.sentences import join_sentences
 from convmem_graph.tokens import TokenCounter, count_tokens, token_parts, tokens_from_parts
@@ -151,10 +151,10 @@ _QUOTE_NOTE_PARTS = {lang: token_parts(t["quote_note"]) for lang, t in _TEXT.ite
 _KV = ": "
 _SEP = "; "
 _RECENT_CATEGORIES = frozenset({"plan"})
-_SENTENCE_END = re.compile(r"[。！？!?；;…]+|\.(?=\s|$)")
-_CLAUSE_END = re.compile(r"[，,、：:]")
-_CJK = re.compile(f"[{SCRIPTS}]")
-_LATIN_WORD = re.compile(r"[A-Za-z]+")
+_SENTENCE_END = lazy_compile(r"[。！？!?；;…]+|\.(?=\s|$)")
+_CLAUSE_END = lazy_compile(r"[，,、：:]")
+_CJK = lazy_compile(f"[{SCRIPTS}]")
+_LATIN_WORD = lazy_compile(r"[A-Za-z]+")
 # Work bounds: text longer than this many characters per budget token cannot fit with any sane
 # tokenizer, so it is cut before cleaning and counting.
 _CHARS_PER_TOKEN_BOUND = 16
@@ -177,7 +177,7 @@ _ID = attrgetter("id")
 # with a bracket (``[fact] ...``, a flag marker), with what reads as a speaker's name and a colon
 # (``Assistant: ...``, ``助手：...``) or with a date as the day prefixes write it (``2023-05-09 ...``,
 # which would read as another day's quote). It keeps the ``User:`` label.
-_LABEL_LIKE = re.compile(
+_LABEL_LIKE = lazy_compile(
     r"\[|\d{4}-\d{1,2}-\d{1,2}(?!\d)|[^\s:：\[\]]{1,24}(?:\s[^\s:：\[\]]{1,24}){0,2}\s?[:：]"
 )
 _LANGUAGE_SAMPLE_FRAGMENTS = 8

@@ -26,13 +26,14 @@ from typing import Literal
 from convmem_graph._text_caches import holds_text
 from convmem_graph.models import EpisodeSearch
 from convmem_graph.payloads.relevance import stem
+from convmem_graph.text._lazy_re import LazyPattern, lazy_compile
 from convmem_graph.text.terms import CJK_RUN, bigrams, search_terms
 
 __all__ = ["PoolCounts", "QuestionKind", "Scorer", "TermStats", "query_tokens", "question_kind", "text_terms"]
 
-_WORD = re.compile(r"[^\W_]+")
+_WORD = lazy_compile(r"[^\W_]+")
 #: A speaker given as a name: letters (any script) in up to four words.
-_NAME = re.compile(r"[^\W\d_]+(?:[ .'-][^\W\d_]+){0,3}")
+_NAME = lazy_compile(r"[^\W\d_]+(?:[ .'-][^\W\d_]+){0,3}")
 _K1 = 1.2
 _MAX_TERMS = 128
 _B = 0.75
@@ -46,10 +47,10 @@ QuestionKind = Literal["when", "count"]
 #: Share of the mean query-term weight a turn holding what the question asks for gains: one more
 #: term's worth (a prior; 0.5 and 2.0 moved LoCoMo conversations 0-4 by at most 0.4 points).
 _KIND_SHARE = 1.0
-_KIND_QUESTIONS: tuple[tuple[QuestionKind, re.Pattern[str]], ...] = (
+_KIND_QUESTIONS: tuple[tuple[QuestionKind, LazyPattern], ...] = (
     (
         "when",
-        re.compile(
+        lazy_compile(
             r"^\s*(?:when\b|what (?:year|month|date|day|time)\b|how long ago\b)"
             r"|什么时候|哪天|几号|几点|哪一?年|几月|何时",
             re.IGNORECASE,
@@ -57,7 +58,7 @@ _KIND_QUESTIONS: tuple[tuple[QuestionKind, re.Pattern[str]], ...] = (
     ),
     (
         "count",
-        re.compile(
+        lazy_compile(
             r"\bhow (?:many|much|often|long|old)\b|多少|几[个次岁年天回只位条本件]|多久|多大", re.IGNORECASE
         ),
     ),

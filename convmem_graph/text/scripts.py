@@ -7,6 +7,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import NamedTuple
 
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.cjk import IDEOGRAPHS
 from convmem_graph.text.keys import subject_key
 
@@ -21,34 +22,34 @@ __all__ = [
     "split_clauses",
 ]
 
-_CJK = re.compile(f"[{IDEOGRAPHS}]")
-_LATIN = re.compile(r"[A-Za-z]")
+_CJK = lazy_compile(f"[{IDEOGRAPHS}]")
+_LATIN = lazy_compile(r"[A-Za-z]")
 # Spaces next to a CJK character carry no meaning (ASR output, pre-segmented corpora).
-_CJK_SPACE = re.compile(
+_CJK_SPACE = lazy_compile(
     r"(?<=[\u3000-\u303f\u3400-\u9fff\uff00-\uffef])[ \t\u3000]+"
     r"(?=[\u3000-\u303f\u3400-\u9fff\uff00-\uffef\d])"
     r"|(?<=[\d])[ \t\u3000]+(?=[\u3400-\u9fff])"
 )
 # Bracketed tags: "[app] ...", "[think API injected] ...", "[image]", IM face placeholders "[得意]".
-_TAG = re.compile(r"\[[^\[\]\n]{1,40}\]")
-_LEADING_ANNOTATION = re.compile(r"^\s*[（(](?:文字|语音|text|voice|typed)[）)]\s*", re.IGNORECASE)
-_SENTENCE = re.compile(r"[^。！？!?；;\n]+[。！？!?；;]*")
+_TAG = lazy_compile(r"\[[^\[\]\n]{1,40}\]")
+_LEADING_ANNOTATION = lazy_compile(r"^\s*[（(](?:文字|语音|text|voice|typed)[）)]\s*", re.IGNORECASE)
+_SENTENCE = lazy_compile(r"[^。！？!?；;\n]+[。！？!?；;]*")
 # Not after a title or a saint's abbreviation: "St. Mary's hospital", "Dr. Lee" are one sentence.
 # The period first, the titles looked behind from after it: the same matches, and the scan only
 # stops at periods (with the look-behinds first, all eight ran at every character).
-_EN_PERIOD = re.compile(
+_EN_PERIOD = lazy_compile(
     r"\.(?<!\bSt\.)(?<!\bMt\.)(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bJr\.)(?<!\bSr\.)"
     r"(?<=[A-Za-z0-9)\"']\.)(?:\s+|(?=[\u4e00-\u9fff]))(?=[A-Z\"'\u4e00-\u9fff])"
 )
 # A colon between digits is a clock time ("6:30"), not a clause break.
-_ZH_CLAUSE = re.compile(r"[，,]|(?<!\d)[：:]|[：:](?!\d)")
+_ZH_CLAUSE = lazy_compile(r"[，,]|(?<!\d)[：:]|[：:](?!\d)")
 # Split English only where a new first-person clause (or a trailing "remember that") starts, a
 # sentence adverb allowed between the conjunction and "I" ("and honestly I", "but sometimes I"), or
 # where a comma and a conjunction start a clause about someone else or a consequence ("..., and he
 # named it Nibbles", "..., so no red meat for me", "..., so please ..."): that clause is not part
 # of the first one's object. A list ("hiking, swimming and reading") has no such start.
 _EN_ADVERBS = r"(?:(?:also|honestly|actually|sometimes|usually|still|now|then|really|frankly|luckily) )?"
-_EN_CLAUSE = re.compile(
+_EN_CLAUSE = lazy_compile(
     rf"[,:;] *(?=(?:and |but |so |because |cause |plus |also )?{_EN_ADVERBS}(?:I|my|My|remember|you know|haha"
     r"|lol)\b)"
     rf"|[,;] *(?=(?:and|but|so) {_EN_ADVERBS}(?:he|she|they|we|it|his|her|their|our|please|no)\b)"
@@ -63,9 +64,9 @@ _EN_CLAUSE = re.compile(
 #: comma branches, a conjunction between spaces or a dash after a space. Four English sentences in
 #: ten hold none, and the split scans every space of them (7.6 us a LoCoMo sentence, issue 24).
 _EN_CLAUSE_PIECES = (",", ";", ":", " and ", " but ", " so ", " because ", " cause ", " plus ", " -")
-_SPACES = re.compile(r"[ \t]{2,}")
+_SPACES = lazy_compile(r"[ \t]{2,}")
 _EDGE_CHARS = " \t\r\n\"'“”‘’「」『』《》()（）-–—~～…·.,，。!！?？;；:：\u3000"
-_KEY_DROP = re.compile(r"[\s\"'“”‘’「」『』《》()（）\-–—~～…·.,，。!！?？;；:：、]+")
+_KEY_DROP = lazy_compile(r"[\s\"'“”‘’「」『』《》()（）\-–—~～…·.,，。!！?？;；:：、]+")
 
 
 def contains_any(text: str, words: tuple[str, ...] | str) -> bool:

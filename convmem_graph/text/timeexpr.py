@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Literal
 
+from convmem_graph.text._lazy_re import lazy_compile
 from convmem_graph.text.scripts import contains_any
 
 __all__ = [
@@ -180,7 +181,7 @@ def _range(today: date, m1: int | None, d1: int | None, m2: int | None, d2: int 
 
 _N = r"(?:\d{1,2}|[一二三四五六七八九十两]{1,3})"
 _ZH_WD = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
-_ZH_WHEN = re.compile(
+_ZH_WHEN = lazy_compile(
     rf"(?P<range>(?:(?P<rm1>{_N})月)?(?P<rd1>{_N})[日号]?(?:到|至|-|~|～|—|–)(?:(?P<rm2>{_N})月)?(?P<rd2>{_N})[日号])"
     rf"|(?P<date>(?P<dm>{_N})月(?P<dd>{_N})[日号]?)"
     rf"|(?P<month>(?P<mm>{_N})月份?)"
@@ -325,7 +326,7 @@ _DAY = "(?:" + "|".join(_DAYS) + ")"
 _ORD = r"(?:st|nd|rd|th)?"
 _TO = r"\s*(?:-|–|to|through|until|till)\s*"
 _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-_EN_WHEN = re.compile(
+_EN_WHEN = lazy_compile(
     r"\b(?:"
     rf"(?P<mdrange>(?P<m1>{_MON})\.?\s+(?P<d1>\d{{1,2}}){_ORD}{_TO}(?:(?P<m2>{_MON})\.?\s+)?(?P<d2>\d{{1,2}}){_ORD})"
     rf"|(?P<dmrange>(?P<d3>\d{{1,2}}){_ORD}{_TO}(?P<d4>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<m3>{_MON}))"
@@ -463,11 +464,11 @@ def render_en(p: Period) -> str:
 
 # ---------------------------------------------------------------- the recent past
 
-_ZH_PAST = re.compile(
+_ZH_PAST = lazy_compile(
     r"^(?:(?P<lm>上个?月)|(?P<lw>上个?(?:星期|周|礼拜)末?)|(?P<d1>昨天|昨晚)|(?P<d2>前天)|(?P<y1>去年)|(?P<y2>前年)"
     r"|(?P<n>\d{1,2}|[一二两三四五六七八九十几]{1,3})(?:个)?(?P<unit>天|星期|周|月|年)(?:以)?前)$"
 )
-_EN_PAST = re.compile(
+_EN_PAST = lazy_compile(
     r"^(?:(?P<lm>last month)|(?P<lw>last week(?:end)?)|(?P<d1>yesterday|last night)|(?P<y1>last year)"
     rf"|(?P<mon>(?:in|this|last) (?P<month>{_MON}))"
     r"|(?P<n>a|an|one|two|three|four|five|six|a few|a couple of|\d{1,2})"
