@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from convmem_graph.store import MemoryStore
 from tests.backends import BACKENDS, fresh_schema, postgres_base_url
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -61,6 +62,14 @@ def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
         return
     with fresh_schema(request.getfixturevalue("pg_base_url"), "cm_backend") as url:
         yield url
+
+
+@pytest.fixture
+def backend_store(backend_url: str) -> Iterator[MemoryStore]:
+    """A store on ``backend_url`` (each backend, a database of this test's own), closed after the test."""
+    store = MemoryStore.from_url(backend_url)
+    yield store
+    store.close()
 
 
 _INTEGRATION = Path(__file__).parent / "integration"
