@@ -12,14 +12,15 @@ server it cannot reach. What only one backend does stays in a test of its own.
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
-from sqlalchemy.engine import make_url
 
+# The same throwaway schema the benchmarks use: a URL on it, and a schema made and dropped.
+from benchmarks._pg import schema_url as with_search_path
+from benchmarks._pg import scratch_schema as fresh_schema
 from convmem_graph.store.urls import libpq_url
+
+__all__ = ["BACKENDS", "PG_ENV", "fresh_schema", "postgres_base_url", "with_search_path"]
 
 PG_ENV = "CONVMEM_TEST_POSTGRES_URL"
 
@@ -42,27 +43,3 @@ def postgres_base_url() -> str:
     except psycopg.Error as exc:
         pytest.fail(f"{PG_ENV} is set but PostgreSQL is unreachable: {exc}")
     return url
-
-
-def with_search_path(url: str, schema: str) -> str:
-    """Return ``url`` whose sessions use ``schema`` first (libpq ``options``)."""
-    parsed = make_url(url)
-    options = f"-csearch_path={schema}"
-    if "options" in parsed.query:
-        options = f"{parsed.query['options']} {options}"
-    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
-
-
-@contextmanager
-def fresh_schema(base_url: str, prefix: str) -> Iterator[str]:
-    """A URL on a new schema of the test server, dropped with everything in it afterwards."""
-    import psycopg
-
-    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(libpq_url(base_url), autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield with_search_path(base_url, schema)
-    finally:
-        with psycopg.connect(libpq_url(base_url), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
