@@ -1,13 +1,17 @@
-"""Shared test fixtures: fixture paths and a clean provider environment."""
+"""Shared test fixtures: fixture paths, a clean provider environment, and the backends (``backend_url``)."""
 
 from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from convmem_graph.store import MemoryStore
+from tests.backends import BACKENDS, fresh_schema, postgres_base_url
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -37,6 +41,35 @@ def _no_heap_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
     from convmem_graph import _heap
 
     monkeypatch.setattr(_heap, "_frozen", True)
+
+
+@pytest.fixture(scope="session")
+def pg_base_url() -> str:
+    """The PostgreSQL test server's URL (skip when unset, fail when unreachable: ``tests/backends.py``)."""
+    return postgres_base_url()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A new, empty database of this test's own, once per backend (``sqlite``, ``postgres``).
+
+    ``sqlite``: a file path in ``tmp_path``. ``postgres``: a URL on a schema made for this test and
+    dropped after it (marked ``integration`` and ``postgres``; skipped with the reason when
+    ``CONVMEM_TEST_POSTGRES_URL`` is unset).
+    """
+    if request.param == "sqlite":
+        yield str(tmp_path / "store.db")
+        return
+    with fresh_schema(request.getfixturevalue("pg_base_url"), "cm_backend") as url:
+        yield url
+
+
+@pytest.fixture
+def backend_store(backend_url: str) -> Iterator[MemoryStore]:
+    """A store on ``backend_url`` (each backend, a database of this test's own), closed after the test."""
+    store = MemoryStore.from_url(backend_url)
+    yield store
+    store.close()
 
 
 _INTEGRATION = Path(__file__).parent / "integration"

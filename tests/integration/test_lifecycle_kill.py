@@ -24,7 +24,7 @@ import pytest
 
 from convmem_graph.memory import ConvMemory
 from convmem_graph.state import RawInput
-from tests.integration.conftest import _fresh_schema
+from tests.backends import fresh_schema
 
 NOW = 1_767_312_000_000
 NODES = ("ingest", "normalize", "extract", "update_variables", "summarize", "inject")
@@ -164,7 +164,7 @@ def test_the_default_durability_is_exit(tmp_path: Path) -> None:
 @pytest.mark.parametrize("node", ["normalize", "update_variables", "inject"])
 def test_a_kill_on_postgresql_rolls_the_whole_run_back(node: str, pg_base_url: str) -> None:
     """On PostgreSQL a run is one transaction: a kill stores none of it, and the resent turn all of it."""
-    with _fresh_schema(pg_base_url, "cm_kill") as clean_url, _fresh_schema(pg_base_url, "cm_kill") as url:
+    with fresh_schema(pg_base_url, "cm_kill") as clean_url, fresh_schema(pg_base_url, "cm_kill") as url:
         ahead, after = _clean(clean_url)
         caught_up, resent = _kill_and_resume(url, node, "default")
     assert (caught_up["messages"], caught_up["facts"]) == (ahead["messages"], ahead["facts"])

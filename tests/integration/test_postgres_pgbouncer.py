@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from convmem_graph.store.urls import libpq_url
-from tests.integration.conftest import with_search_path
+from tests.backends import with_search_path
 from tests.integration.test_postgres_pools import check_no_interleaving, memory_lock_holders, run_two_workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]

@@ -26,7 +26,7 @@ from convmem_graph.store import _queries as Q
 from convmem_graph.store._row_patch import PG_ROW_PATCH, RowPatch
 from convmem_graph.store.core import StoreCore
 from convmem_graph.store.postgres import PostgresBackend
-from tests.integration.conftest import _fresh_schema
+from tests.backends import fresh_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -230,7 +230,7 @@ def test_lifecycle_runs_send_no_row_step_and_store_what_they_stored(
     assert _folded_kinds(statements) == []
     # Without the fold (every step its own statement, as before) the same runs, on a schema of
     # their own (seqs are the database's), store the same rows.
-    with _fresh_schema(pg_base_url, "cm_fresh") as url, monkeypatch.context() as patched:
+    with fresh_schema(pg_base_url, "cm_fresh") as url, monkeypatch.context() as patched:
         patched.setattr(StoreCore, "_held_row", lambda self, memory_id: None)
         before = MemoryStore.from_url(url)
         try:

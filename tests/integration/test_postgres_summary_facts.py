@@ -1,4 +1,8 @@
-"""The summary's fact read on a real PostgreSQL: the old read's facts and summary text, turn after turn."""
+"""The summary's fact read on a real PostgreSQL: the server's own triggers, rollbacks and collation.
+
+The full memory's history and the memory made again by another store run on both backends, over
+``backend_url``, in ``tests/unit/nodes/test_summary_facts.py``.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from tests.unit.nodes.test_summary_facts import (
     NOW,
     TURNS,
     _Clock,
-    _facts,
+    _full_memory,
     _old_reads,
     check_history,
 )
@@ -32,22 +36,7 @@ from tests.unit.nodes.test_summary_facts import (
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
-@pytest.mark.parametrize("shape", ["only-plan", "only-like", "mixed"])
-def test_a_full_memory_keeps_the_summary_of_the_old_read_on_postgres(fresh_pg_url: str, shape: str) -> None:
-    """Booleans, the JSON column as psycopg decodes it, and the UNION's order, past the read limit."""
-    check_history([("bulk", shape, 700, 7), *FULL_MEMORY_STEPS], 300, url=fresh_pg_url)
-
-
 # -- the kept lists on PostgreSQL (migration 16's fact revisions) ----------------------------------
-
-
-def _pg_full_memory(url: str, facts: int = 700) -> MemoryStore:
-    """A memory past the read limit of both kinds (``only-plan``: many temporary facts)."""
-    store = MemoryStore.from_url(url)
-    store.ensure_memory(MID)
-    ops = _facts.generated_ops(7, facts, _facts.SHAPES["only-plan"], now_ms=NOW, ties=True)
-    store.commit_extraction(MID, ops, upto_seq=0, now_ms=NOW)
-    return store
 
 
 class _FactRows:
@@ -75,7 +64,7 @@ def test_a_live_turn_of_a_full_memory_reads_only_the_facts_it_wrote_on_postgres(
     Before migration 16 the summary's read alone returned both lists (2 x 203 rows here) every
     turn that refreshed the summary, whatever the turn changed.
     """
-    store = _pg_full_memory(fresh_pg_url)
+    store = _full_memory(fresh_pg_url, facts=700)
     clock = _Clock()
     lc = Lifecycle(store, config=MemoryConfig(), clock=clock)
     limit = MemoryConfig().summary_budget_tokens // 4 + _FACT_MARGIN
@@ -101,7 +90,7 @@ def test_a_live_turn_of_a_full_memory_reads_only_the_facts_it_wrote_on_postgres(
 
 def test_rows_written_behind_the_store_are_read_again_on_postgres(fresh_pg_url: str) -> None:
     """Another connection's edit (``updated_at`` kept), insert and delete: the triggers move the revision."""
-    store = _pg_full_memory(fresh_pg_url, facts=300)
+    store = _full_memory(fresh_pg_url, facts=300)
     limit = 60
     assert store.summary_facts(MID, limit=limit, now_ms=NOW) == _old_reads(store, limit, NOW)
     top = store.summary_facts(MID, limit=limit, now_ms=NOW)[0]
@@ -124,25 +113,9 @@ def test_rows_written_behind_the_store_are_read_again_on_postgres(fresh_pg_url: 
     store.close()
 
 
-def test_a_memory_deleted_and_made_again_by_another_store_is_read_again_on_postgres(
-    fresh_pg_url: str,
-) -> None:
-    """Its revisions start over; the new memory row's random cut tells this store's kept lists apart."""
-    store = _pg_full_memory(fresh_pg_url, facts=40)
-    assert store.summary_facts(MID, limit=30, now_ms=NOW)[0]
-    other = MemoryStore.from_url(fresh_pg_url)  # another process
-    other.delete_memory(MID)
-    other.ensure_memory(MID)
-    ops = _facts.generated_ops(8, 60, _facts.SHAPES["mixed"], now_ms=NOW, ties=True)
-    other.commit_extraction(MID, ops, upto_seq=0, now_ms=NOW)
-    other.close()
-    assert store.summary_facts(MID, limit=30, now_ms=NOW) == _old_reads(store, 30, NOW)
-    store.close()
-
-
 def test_rows_read_inside_a_run_that_rolled_back_are_not_kept_on_postgres(fresh_pg_url: str) -> None:
     """A failed run takes its revisions back; a fact another store writes next takes the same number."""
-    store = _pg_full_memory(fresh_pg_url, facts=300)
+    store = _full_memory(fresh_pg_url, facts=300)
     limit = 40
     assert store.summary_facts(MID, limit=limit, now_ms=NOW)[0]
     with pytest.raises(DBAPIError), store.run(MID) as s:

@@ -1,10 +1,11 @@
 """Turn vectors on PostgreSQL, both paths: pgvector where the server has it, and the portable BYTEA one.
 
 The same contract (:func:`check_vectors_round_trip`: half embedded, resumable, purge, import,
-delete) runs on each; the pgvector one also checks that its searchable copy holds exactly the
-turns ``cm_turn_vectors`` does after every step, and that its search returns what the portable
-path does. The pgvector tests skip, with the server's refusal as the reason, where ``CREATE
-EXTENSION vector`` fails (Debian's PostgreSQL 15 has no pgvector package).
+delete) runs on each (the portable one beside SQLite's, over ``backend_url``, in
+``tests/unit/store/test_turn_vectors.py``); the pgvector one also checks that its searchable copy
+holds exactly the turns ``cm_turn_vectors`` does after every step, and that its search returns
+what the portable path does. The pgvector tests skip, with the server's refusal as the reason,
+where ``CREATE EXTENSION vector`` fails (Debian's PostgreSQL 15 has no pgvector package).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from tests.unit.store.test_turn_vectors import (
     check_older_text_form,
     check_vectors_round_trip,
 )
-from tests.unit.store.test_vector_prefilter import check_pass_follows_the_vectors
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -44,13 +44,6 @@ def pgvector_url(fresh_pg_url: str) -> str:
     return fresh_pg_url
 
 
-@pytest.fixture
-def portable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The portable path even on a server with pgvector: the migration finds no extension."""
-    monkeypatch.setattr(migrations, "enable_pgvector", lambda conn: False)
-    monkeypatch.setattr(_vectors, "pgvector_schema", lambda conn: None)
-
-
 def _has_table(url: str, name: str) -> bool:
     store = MemoryStore.from_url(url)
     try:
@@ -60,19 +53,9 @@ def _has_table(url: str, name: str) -> bool:
         store.close()
 
 
-@pytest.mark.usefixtures("portable")
-def test_vectors_round_trip_postgres_portable(fresh_pg_url: str) -> None:
-    check_vectors_round_trip(fresh_pg_url)
-
-
 def test_vectors_round_trip_pgvector(pgvector_url: str) -> None:
     check_vectors_round_trip(pgvector_url, copies=(PGVECTOR_TABLE,))
     assert _has_table(pgvector_url, PGVECTOR_TABLE)
-
-
-@pytest.mark.usefixtures("portable")
-def test_older_text_form_postgres_portable(fresh_pg_url: str) -> None:
-    check_older_text_form(fresh_pg_url)
 
 
 def test_older_text_form_pgvector(pgvector_url: str) -> None:
@@ -239,9 +222,3 @@ def test_the_vectors_command_says_why_when_the_server_refuses_pgvector(
     assert main(["--db", fresh_pg_url, "vectors", "enable-pgvector"]) == 1
     err = capsys.readouterr().err
     assert "CREATE EXTENSION vector was refused" in err and "portable path" in err
-
-
-def test_the_scans_first_pass_follows_appends_refits_and_deletes_postgres_portable(
-    fresh_pg_url: str, portable: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    check_pass_follows_the_vectors(fresh_pg_url, monkeypatch)

@@ -20,7 +20,7 @@ import pytest
 
 from convmem_graph.store import MemoryStore
 from convmem_graph.store.urls import libpq_url
-from tests.integration.conftest import with_search_path
+from tests.backends import with_search_path
 from tests.integration.replay_archives import (
     FullRun,
     convmem_parallel,

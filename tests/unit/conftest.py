@@ -2,7 +2,11 @@
 
 Network sockets are disabled (unix sockets stay allowed for asyncio), and starting a process fails
 the test: a test that needs another process, a fork or a live server belongs in
-``tests/integration`` (marked ``integration``), where the tier's slower tests run. Run as a whole
+``tests/integration`` (marked ``integration``), where the tier's slower tests run. A test over
+``backend_url`` / ``backend_store`` (``tests/backends.py``) runs here once per backend: its
+``postgres`` run is marked ``integration`` and ``postgres`` and reaches the PostgreSQL test server
+(libpq's own socket, which the socket guard does not see), or skips with the reason when
+``CONVMEM_TEST_POSTGRES_URL`` is unset; ``-m "not integration"`` leaves it out. Run as a whole
 (``python -m pytest tests/unit``), the tier spreads over the cores with pytest-xdist (see
 :func:`pytest_cmdline_main`): its workers are started by pytest before any test runs.
 """

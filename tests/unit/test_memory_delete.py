@@ -2,15 +2,14 @@
 
 A replayed archive leaves dead letters (a bad line carrying an ID-card number) and replay progress
 rows (paths naming the user). After the delete, every table of the database, checkpoints
-included, is scanned for the memory id and the planted text. The contract runs on SQLite here and
-on PostgreSQL in tests/integration/test_postgres_hardening.py.
+included, is scanned for the memory id and the planted text, on SQLite and on PostgreSQL
+(``backend_url``).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,8 +58,12 @@ def _archive(root: Path, user: str, planted: str) -> Path:
     return path
 
 
-class DeleteContract:
-    """Subclasses provide ``url`` (a database URL for store and checkpoints)."""
+class TestDelete:
+    """On each backend (``backend_url``: the database of the store and checkpoints)."""
+
+    @pytest.fixture
+    def url(self, backend_url: str) -> str:
+        return backend_url
 
     def test_delete_leaves_no_trace_in_any_table(self, url: str, tmp_path: Path) -> None:
         run = uuid.uuid4().hex[:8]
@@ -106,9 +109,3 @@ class DeleteContract:
             assert found == {planted: [], shared.name: []}, found
         finally:
             mem.close()
-
-
-class TestSqliteDelete(DeleteContract):
-    @pytest.fixture
-    def url(self, tmp_path: Path) -> Iterator[str]:
-        yield str(tmp_path / "forget.db")

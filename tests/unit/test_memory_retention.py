@@ -3,7 +3,7 @@
 A facts-only deployment (``episodic=False`` + purge) keeps facts, variables and the summary, and no
 transcript past the session's summary: an ID-card number said in a call is gone from every table
 once the session ended. A vendor's late copy of a purged turn is not stored again; a new turn is.
-The contract runs on SQLite here and on PostgreSQL in tests/integration/test_postgres_retention.py.
+:class:`TestRetention` runs on SQLite and on PostgreSQL (``backend_url``).
 """
 
 from __future__ import annotations
@@ -40,8 +40,12 @@ def _open(url: str, **config: Any) -> ConvMemory:
     return ConvMemory.open(url, config=MemoryConfig(**config), clock=lambda: T0 + 3_600_000)
 
 
-class RetentionContract:
-    """Subclasses provide ``url`` (a database URL for the store and checkpoints)."""
+class TestRetention:
+    """On each backend (``backend_url``: the database of the store and checkpoints)."""
+
+    @pytest.fixture
+    def url(self, backend_url: str) -> str:
+        return backend_url
 
     def test_facts_only_keeps_no_transcript_past_the_session(self, url: str) -> None:
         run = uuid.uuid4().hex[:8]
@@ -111,12 +115,6 @@ class RetentionContract:
             assert mem.store.count_messages(user) == 0
         finally:
             mem.close()
-
-
-class TestSqliteRetention(RetentionContract):
-    @pytest.fixture
-    def url(self, tmp_path: Path) -> str:
-        return str(tmp_path / "retention.db")
 
 
 def test_deleting_a_facts_only_memory_leaves_the_index_sound(tmp_path: Path) -> None:

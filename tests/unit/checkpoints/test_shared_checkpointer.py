@@ -1,7 +1,8 @@
 """convmem inside someone else's LangGraph app: one checkpointer, the app's threads stay intact.
 
 The app keys its threads by user id, the common choice and also the natural memory id. convmem
-must checkpoint on its own threads and prune and delete only those (PostgreSQL: tests/integration).
+must checkpoint on its own threads and prune and delete only those, with its own saver on the
+app's database or with the app's saver object, on SQLite and on PostgreSQL (``backend_url``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,27 +74,40 @@ def exercise(
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> str:
-    return str(tmp_path / "shared.db")
+def app_saver(backend_url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """The application's own saver on ``backend_url`` (its own connection), as its docs set it up."""
+    if "://" not in backend_url:  # a SQLite file
+        lite = SqliteSaver(sqlite3.connect(backend_url, check_same_thread=False))
+        yield lite
+        lite.conn.close()
+        return
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    from convmem_graph.store.urls import libpq_url
+
+    conn = psycopg.connect(libpq_url(backend_url), autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = PostgresSaver(conn)  # type: ignore[arg-type]
+    saver.setup()
+    yield saver
+    conn.close()
 
 
-def test_own_saver_on_the_apps_sqlite_file(db: str) -> None:
-    app_saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
+def test_own_saver_on_the_apps_database(backend_url: str, app_saver: BaseCheckpointSaver[Any]) -> None:
     app = build_app(app_saver)
-    with ConvMemory.open(db) as mem:
+    with ConvMemory.open(backend_url) as mem:
         exercise(mem, app, app_saver)
-    app_saver.conn.close()
 
 
-def test_the_apps_sqlite_saver_object(db: str) -> None:
-    app_saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
+def test_the_apps_saver_object(backend_url: str, app_saver: BaseCheckpointSaver[Any]) -> None:
     app = build_app(app_saver)
-    with ConvMemory.open(db, checkpointer=app_saver) as mem:
+    with ConvMemory.open(backend_url, checkpointer=app_saver) as mem:
         assert mem.checkpointer is app_saver
         exercise(mem, app, app_saver)
     # The app's saver stays open: ConvMemory did not create it, so it does not close it.
-    assert app_saver.conn.execute("SELECT 1").fetchone() == (1,)
-    app_saver.conn.close()
+    row = app_saver.conn.execute("SELECT 1 AS one").fetchone()  # type: ignore[attr-defined]
+    assert row in ((1,), {"one": 1})
 
 
 def test_the_apps_in_memory_saver() -> None:

@@ -1,4 +1,8 @@
-"""Per-turn work independent of memory size: the index reads give what reading every fact gave."""
+"""Per-turn work independent of memory size: the index reads give what reading every fact gave.
+
+The generated-fact properties (inference, reconcile, the snapshot's strongest facts) run on SQLite
+and on PostgreSQL (``backend_store``).
+"""
 
 from __future__ import annotations
 
@@ -104,8 +108,9 @@ CUSTOM = [*DEFAULT_VARIABLE_SPECS, VariableSpec(name="tag", type="list"), Variab
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(facts=st.lists(fact, max_size=60))
 def test_inference_from_index_reads_equals_inference_over_every_fact(
-    store: MemoryStore, facts: list[Fact]
+    backend_store: MemoryStore, facts: list[Fact]
 ) -> None:
+    store = backend_store
     memory_id = f"m{abs(hash(tuple(facts)))}"
     fill(store, memory_id, facts)
     every = store.list_fragments(memory_id, status="active")
@@ -151,10 +156,11 @@ def test_only_variables_depending_on_touched_keys_are_reinferred() -> None:
     ),
 )
 def test_reconcile_against_related_facts_equals_reconcile_against_all(
-    store: MemoryStore,
+    backend_store: MemoryStore,
     facts: list[Fact],
     candidates: list[tuple[str, str, str]],
 ) -> None:
+    store = backend_store
     memory_id = f"r{abs(hash((tuple(facts), tuple(candidates))))}"
     fill(store, memory_id, facts)
     cands = [FragmentCandidate(content=c.format(s=s), key=k.format(s=s)) for k, c, s in candidates]
@@ -166,8 +172,9 @@ def test_reconcile_against_related_facts_equals_reconcile_against_all(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(facts=st.lists(fact, max_size=60), limit=st.integers(min_value=1, max_value=30))
 def test_the_database_picks_the_snapshots_strongest_facts(
-    store: MemoryStore, facts: list[Fact], limit: int
+    backend_store: MemoryStore, facts: list[Fact], limit: int
 ) -> None:
+    store = backend_store
     memory_id = f"s{abs(hash(tuple(facts)))}"
     fill(store, memory_id, facts)
     live = store.list_fragments(memory_id, status="active", include_expired=False, now_ms=NOW)
@@ -242,9 +249,9 @@ def test_a_live_turns_fact_reads_do_not_grow_with_the_memory(monkeypatch: pytest
         mem.close()
 
 
-def test_after_turns_and_hand_edits_inferred_variables_equal_a_full_inference() -> None:
+def test_after_turns_and_hand_edits_inferred_variables_equal_a_full_inference(backend_url: str) -> None:
     clock = iter(range(NOW, NOW + 10**9, 60_000))
-    mem = ConvMemory.open("sqlite://", clock=lambda: next(clock))
+    mem = ConvMemory.open(backend_url, clock=lambda: next(clock))
     try:
         steps: list[str | tuple[str, str]] = [
             "我住在杭州。",
@@ -271,6 +278,7 @@ def test_after_turns_and_hand_edits_inferred_variables_equal_a_full_inference() 
             expected = infer_variables(DEFAULT_VARIABLE_SPECS, every, now_ms=mem.lifecycle.clock())
             stored = mem.store.inferred_variables("seq")
             assert {n: v.value for n, v in stored.items()} == {n: g.value for n, g in expected.items()}, step
+        assert mem.store.inferred_variables("seq")["city"].value == "上海"
         assert mem.variables("seq")["city"].value == "上海"
     finally:
         mem.close()

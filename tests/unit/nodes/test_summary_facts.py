@@ -168,13 +168,17 @@ def _old_text(store: MemoryStore, limit: int, budget: int, now: int) -> str:
 
 
 def check_history(steps: list[tuple[Any, ...]], budget: int, url: str | None = None) -> None:
-    """Run ``steps`` on a new memory (a SQLite file, or the database at ``url``) checking each."""
+    """Run ``steps`` on a new memory (a new SQLite file, or the empty database at ``url``) checking each.
+
+    A SQLite ``url`` is a file path: the changes another connection makes go to that file.
+    """
     limit = budget // 4 + _FACT_MARGIN
     config = MemoryConfig(summary_budget_tokens=budget)
     clock = _Clock()
     with tempfile.TemporaryDirectory() as tmp:
-        path = None if url else Path(tmp) / "m.db"
-        store = MemoryStore.from_url(url or str(path))
+        url = url or str(Path(tmp) / "m.db")
+        path = None if "://" in url else Path(url)  # another connection's changes: SQLite only
+        store = MemoryStore.from_url(url)
         try:
             lc = Lifecycle(store, config=config, clock=clock)
             for i, step in enumerate(steps):
@@ -228,9 +232,14 @@ FULL_MEMORY_STEPS: list[tuple[Any, ...]] = [
 
 
 @pytest.mark.parametrize("shape", ["only-plan", "only-like", "mixed"])
-def test_a_full_memory_keeps_the_summary_of_the_old_read_turn_after_turn(shape: str) -> None:
-    """Past the read limit (the cut matters), with every kind of change between live turns."""
-    check_history([("bulk", shape, 700, 7), *FULL_MEMORY_STEPS], 300)
+def test_a_full_memory_keeps_the_summary_of_the_old_read_turn_after_turn(
+    backend_url: str, shape: str
+) -> None:
+    """Past the read limit (the cut matters), with every kind of change between live turns.
+
+    On PostgreSQL: booleans, the JSON column as psycopg decodes it, and the UNION's order.
+    """
+    check_history([("bulk", shape, 700, 7), *FULL_MEMORY_STEPS], 300, url=backend_url)
 
 
 def test_a_row_changed_behind_the_store_is_read_again(tmp_path: Path) -> None:
@@ -247,9 +256,9 @@ def test_a_row_changed_behind_the_store_is_read_again(tmp_path: Path) -> None:
     store.close()
 
 
-def _full_memory(path: Path, facts: int = 400) -> MemoryStore:
+def _full_memory(url: str | Path, facts: int = 400) -> MemoryStore:
     """A memory past the read limit of both kinds (``only-plan``: many temporary facts)."""
-    store = MemoryStore.from_url(str(path))
+    store = MemoryStore.from_url(str(url))
     store.ensure_memory(MID)
     ops = _facts.generated_ops(7, facts, _facts.SHAPES["only-plan"], now_ms=NOW, ties=True)
     store.commit_extraction(MID, ops, upto_seq=0, now_ms=NOW)
@@ -315,12 +324,14 @@ def test_rows_read_inside_a_transaction_that_rolled_back_are_not_kept(tmp_path: 
     store.close()
 
 
-def test_a_memory_deleted_and_made_again_by_another_store_is_read_again(tmp_path: Path) -> None:
-    """Its revisions start over, past the kept one by the time this store reads: the cut tells."""
-    path = tmp_path / "m.db"
-    store = _full_memory(path, facts=40)
+def test_a_memory_deleted_and_made_again_by_another_store_is_read_again(backend_url: str) -> None:
+    """Its revisions start over, past the kept one by the time this store reads: the cut tells.
+
+    (On PostgreSQL the new memory row's random cut tells this store's kept lists apart.)
+    """
+    store = _full_memory(backend_url, facts=40)
     assert store.summary_facts(MID, limit=30, now_ms=NOW)[0]
-    other = MemoryStore.from_url(str(path))  # another process
+    other = MemoryStore.from_url(backend_url)  # another process
     other.delete_memory(MID)
     other.ensure_memory(MID)
     ops = _facts.generated_ops(8, 60, _facts.SHAPES["mixed"], now_ms=NOW, ties=True)

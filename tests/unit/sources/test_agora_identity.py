@@ -2,7 +2,8 @@
 
 Every copy of an agent's utterance carries the id its transcript gives it (agent, role, words,
 occurrence), so copies merge whatever their order and whichever runs they arrive in, with one
-field precedence (``convmem_graph._copies``); a real repeat stays two messages.
+field precedence (``convmem_graph._copies``); a real repeat stays two messages. A few run orders
+also run on a database of each backend, PostgreSQL included (``backend_url``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +74,24 @@ def one_timeline_in_any_order(data: st.DataObject) -> None:
 @given(data=st.data())
 def test_any_order_any_runs_gives_one_timeline(data: st.DataObject) -> None:
     one_timeline_in_any_order(data)
+
+
+@pytest.mark.parametrize(
+    "runs", [[[HOOK_103], [HISTORY]], [[HISTORY], [HOOK_103, HISTORY]], [[HISTORY, HOOK_103]]]
+)
+def test_copies_merge_in_any_run_order_on_each_backend(
+    backend_url: str, runs: list[list[dict[str, object]]]
+) -> None:
+    """A few run orders on a database of each backend (``backend_url``) give the in-memory reference."""
+    memory_id = "u_agora"
+    mem = ConvMemory.open(backend_url)
+    try:
+        for run in runs:
+            mem.ingest(memory_id, [RawInput(p, "agora") for p in run])
+        assert _timeline(mem, memory_id) == REFERENCE
+    finally:
+        mem.delete(memory_id)
+        mem.close()
 
 
 def _with_repeat(doc: dict[str, Any], items_key: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Fact vectors: stored beside the facts, written off the request path, exact after every change.
 
-:func:`check_fact_vectors_round_trip` runs on SQLite here and on PostgreSQL (both turn-vector
-paths) in ``tests/integration/test_postgres_fact_vectors.py``.
+:func:`check_fact_vectors_round_trip` runs here on each backend (``backend_url``; PostgreSQL with
+the portable turn-vector path) and with pgvector in ``tests/integration/test_postgres_fact_vectors.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from convmem_graph.models import FragmentCandidate, FragmentOp, MemorySnapshot
 from convmem_graph.payloads.memory_block import MemoryBlockOptions, build_memory_block
 from convmem_graph.payloads.relevance import ranked_with_cosines
 from convmem_graph.store.transfer import export_memory, import_memory
-from tests.unit.store.test_turn_vectors import ConceptEmbeddings
+from tests.unit.store.test_turn_vectors import ConceptEmbeddings, portable  # noqa: F401 (a fixture)
 
 T0 = 1_709_460_000_000
 
@@ -156,8 +156,9 @@ def check_fact_vectors_round_trip(url: str) -> None:
         mem.close()
 
 
-def test_fact_vectors_round_trip_sqlite(tmp_path: Path) -> None:
-    check_fact_vectors_round_trip(str(tmp_path / "m.db"))
+@pytest.mark.usefixtures("portable")
+def test_fact_vectors_round_trip(backend_url: str) -> None:
+    check_fact_vectors_round_trip(backend_url)
 
 
 def test_call_start_embeds_the_query_only(tmp_path: Path) -> None:

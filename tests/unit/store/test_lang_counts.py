@@ -7,7 +7,8 @@ every path (extraction adds and supersedes, hand edits and deletes, durable fact
 expiry, raw SQL status, flag and expiry changes, moves of the mark forwards and backwards) and
 checks the counts against the full count after each one, at times before, exactly at and after
 the expiries, with the bounded read at several caps; and the inferred ``language`` (with its
-supporting facts, read by index) against the reference rules. A last test holds SQLite's work for
+supporting facts, read by index) against the reference rules, on SQLite and on PostgreSQL's
+plpgsql trigger (``backend_store``). A last test holds SQLite's work for
 the count flat from 1k to 10k expired facts (it grew with them: the old code fails it).
 """
 
@@ -155,8 +156,9 @@ def store() -> Iterator[MemoryStore]:
 @example(actions=[("api_add", 1, True, False, DAY), ("mark", 3), ("mark", 0)], mark=0)
 @given(actions=ACTIONS, mark=st.sampled_from([0, *CHECKS]))
 def test_counts_follow_every_write_path(
-    store: MemoryStore, actions: list[tuple[object, ...]], mark: int
+    backend_store: MemoryStore, actions: list[tuple[object, ...]], mark: int
 ) -> None:
+    store = backend_store
     memory_id = f"m{abs(hash((tuple(actions), mark))) % 10**9}"
     store.ensure_memory(memory_id)
     with store._write(memory_id) as conn:  # a mark among the expiries from the start (a new memory's is 0)
@@ -190,7 +192,8 @@ def check_counts(store: MemoryStore, memory_id: str) -> None:
             assert bounded_language_counts(conn, memory_id, now_ms=now, cap=10**6) == expected
 
 
-def test_deleting_a_memory_leaves_no_count(store: MemoryStore) -> None:
+def test_deleting_a_memory_leaves_no_count(backend_store: MemoryStore) -> None:
+    store = backend_store
     store.commit_extraction(
         "gone", [FragmentOp(op="add", candidate=_candidate(1, True, False, None))], upto_seq=0, now_ms=NOW
     )

@@ -3,8 +3,7 @@
 ``tests/fixtures/store_v0_1_0.sqlite`` was written by the release before migrations existed
 (``tests/fixtures/make_store_fixture.py``): it opens with this version, every row it held reads
 back unchanged, and a delete of its memory leaves nothing of it in any table, the server inbox
-included. :class:`MigrationContract` runs on PostgreSQL too
-(``tests/integration/test_postgres_migrations.py``).
+included. :class:`TestMigrations` runs on SQLite and on PostgreSQL (``backend_url``).
 """
 
 from __future__ import annotations
@@ -53,12 +52,12 @@ def _columns(store: MemoryStore, table: str) -> set[str]:
         return set(live_tables(conn)[table])
 
 
-class MigrationContract:
-    """What every backend's open does with the migration list."""
+class TestMigrations:
+    """What every backend's open does with the migration list (``backend_url``: a database of its own)."""
 
     @pytest.fixture
-    def url(self) -> str:
-        raise NotImplementedError  # each backend's subclass provides the database
+    def url(self, backend_url: str) -> str:
+        return backend_url
 
     @pytest.fixture
     def store(self, url: str) -> Iterator[MemoryStore]:
@@ -70,6 +69,9 @@ class MigrationContract:
 
     def forget_setup(self, store: MemoryStore) -> None:
         """Make the next open set up again (SQLite: clear the stamp; PostgreSQL always does)."""
+        if store.dialect == "sqlite":
+            with store.transaction() as conn:
+                conn.exec_driver_sql("PRAGMA user_version = 0")
 
     def test_a_fresh_database_records_each_migration_once(self, url: str, store: MemoryStore) -> None:
         first = _records(store)
@@ -150,16 +152,6 @@ class MigrationContract:
         assert "[999]" in caplog.text
         with store.schema_transaction() as conn:
             conn.execute(schema_migrations.delete().where(schema_migrations.c.version == 999))
-
-
-class TestSqliteMigrations(MigrationContract):
-    @pytest.fixture
-    def url(self, tmp_path: Path) -> str:
-        return str(tmp_path / "m.db")
-
-    def forget_setup(self, store: MemoryStore) -> None:
-        with store.transaction() as conn:
-            conn.exec_driver_sql("PRAGMA user_version = 0")
 
 
 def dump_tables(path: Path, skip: Collection[str] = ()) -> dict[str, list[tuple[Any, ...]]]:

@@ -6,8 +6,7 @@ created next to the store's own, then every table of the database must be classi
 A memory is then planted in every registered table (an ID-card number in its texts, raw inbox
 bodies included), deleted, and every column of every table is searched for its id and the number;
 on SQLite the file's bytes are searched too after a WAL checkpoint (FTS5 index pages keep deleted
-terms unless merged). :class:`DeleteRegistryContract` runs on PostgreSQL too
-(``tests/integration/test_postgres_delete_registry.py``).
+terms unless merged). :class:`TestDeleteRegistry` runs on SQLite and on PostgreSQL (``backend_url``).
 """
 
 from __future__ import annotations
@@ -216,12 +215,15 @@ def find(conn: Connection, tables: dict[str, dict[str, str]], needle: str) -> li
     return hits
 
 
-class DeleteRegistryContract:
-    """The registry and delete contract, run on SQLite here and on PostgreSQL in the integration tier."""
+class TestDeleteRegistry:
+    """The registry and delete contract, on each backend (``backend_url``: a database of the test's own).
+
+    The catalog scan must see only this test's tables: on PostgreSQL the test's schema.
+    """
 
     @pytest.fixture
-    def url(self) -> str:
-        raise NotImplementedError  # each dialect's subclass provides the database
+    def url(self, backend_url: str) -> str:
+        return backend_url
 
     @pytest.fixture
     def store(self, url: str) -> Iterator[MemoryStore]:
@@ -295,12 +297,6 @@ class DeleteRegistryContract:
                 assert any(h.split(".")[0] in CHECKPOINT_TABLES for h in find(conn, tables, kept))
         finally:
             mem.close()
-
-
-class TestSqliteDeleteRegistry(DeleteRegistryContract):
-    @pytest.fixture
-    def url(self, tmp_path: Path) -> str:
-        return str(tmp_path / "convmem.db")
 
 
 def _checkpoint(path: Path) -> None:

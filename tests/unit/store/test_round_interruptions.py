@@ -81,8 +81,12 @@ def _cut_round() -> tuple[live.CallIds, list[dict[str, Any]], list[live.Round]]:
     return ids, live.deliveries(rounds, ids), rounds
 
 
-class RoundInterruptionContract:
-    """A lone 906/908 and its round in separate library runs; subclasses provide ``url``."""
+class TestRoundInterruptions:
+    """A lone 906/908 and its round in separate library runs, on each backend (``backend_url``)."""
+
+    @pytest.fixture
+    def url(self, backend_url: str) -> str:
+        return backend_url
 
     def test_a_lone_interruption_metric_marks_the_round_stored_in_an_earlier_run(self, url: str) -> None:
         ids, bodies, rounds = _cut_round()
@@ -114,9 +118,3 @@ class RoundInterruptionContract:
             with mem.store.read() as conn:
                 gone = round_interruptions.select().where(round_interruptions.c.memory_id == ids.human)
                 assert conn.execute(gone).all() == []
-
-
-class TestSqliteRoundInterruptions(RoundInterruptionContract):
-    @pytest.fixture
-    def url(self) -> str:
-        return ":memory:"

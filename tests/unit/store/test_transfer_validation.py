@@ -3,7 +3,7 @@
 Issue 10, finding 1: an export whose message row carried ``"seq": 9223372036854775807`` imported
 fine and then every later ``add_messages`` on SQLite failed with "database or disk is full"
 (AUTOINCREMENT exhausted); on PostgreSQL explicit seqs collided with other memories' rows. The
-contract below runs on SQLite here and on PostgreSQL in tests/integration/test_postgres_hardening.py.
+contract below runs on SQLite and on PostgreSQL (``backend_url``).
 """
 
 from __future__ import annotations
@@ -169,8 +169,14 @@ def _counts(store: MemoryStore) -> tuple[int, int]:
         )
 
 
-class ImportHardeningContract:
-    """Subclasses provide a ``store`` fixture."""
+class TestImportHardening:
+    """On each backend (``backend_url``)."""
+
+    @pytest.fixture
+    def store(self, backend_url: str) -> Iterator[MemoryStore]:
+        s = MemoryStore.from_url(backend_url)
+        yield s
+        s.close()
 
     @pytest.fixture
     def mid(self) -> Callable[[str], str]:
@@ -248,14 +254,6 @@ class ImportHardeningContract:
         for memory_id in legacy:
             assert store.delete_memory(memory_id) is True
         assert not {m.memory_id for m in store.list_memories(limit=100_000)} & set(legacy)
-
-
-class TestSqliteImportHardening(ImportHardeningContract):
-    @pytest.fixture
-    def store(self, tmp_path: Path) -> Iterator[MemoryStore]:
-        s = MemoryStore.from_url(str(tmp_path / "h.db"))
-        yield s
-        s.close()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,8 @@
-"""Turn vectors: written off the request path, found by meaning, exact after delete and purge."""
+"""Turn vectors: written off the request path, found by meaning, exact after delete and purge.
+
+The round trip and the older text form run on each backend (``backend_url``; PostgreSQL on its
+portable path); pgvector's own tests are in ``tests/integration/test_postgres_turn_vectors.py``.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from sqlalchemy import text
 
 from convmem_graph.memory import ConvMemory
 from convmem_graph.models import Message
-from convmem_graph.store import MemoryStore, _vectors
+from convmem_graph.store import MemoryStore, _vectors, migrations
 from convmem_graph.store._vectors import dense_search
 from convmem_graph.store.transfer import export_memory, import_memory
 
@@ -216,8 +220,16 @@ def check_older_text_form(url: str, copies: tuple[str, ...] = ()) -> None:
         mem.close()
 
 
-def test_vectors_of_an_older_text_form_are_not_used_and_are_replaced_sqlite(tmp_path: Path) -> None:
-    check_older_text_form(str(tmp_path / "v.db"))
+@pytest.fixture
+def portable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The portable path even on a server with pgvector: the migration finds no extension."""
+    monkeypatch.setattr(migrations, "enable_pgvector", lambda conn: False)
+    monkeypatch.setattr(_vectors, "pgvector_schema", lambda conn: None)
+
+
+@pytest.mark.usefixtures("portable")
+def test_vectors_of_an_older_text_form_are_not_used_and_are_replaced(backend_url: str) -> None:
+    check_older_text_form(backend_url)
 
 
 def test_a_new_text_form_makes_the_current_vectors_old(
@@ -277,8 +289,9 @@ def test_vector_key_keeps_the_column_width() -> None:
     assert _vectors.current_model("m" * 128) is None
 
 
-def test_vectors_round_trip_sqlite(tmp_path: Path) -> None:
-    check_vectors_round_trip(str(tmp_path / "v.db"))
+@pytest.mark.usefixtures("portable")
+def test_vectors_round_trip(backend_url: str) -> None:
+    check_vectors_round_trip(backend_url)
 
 
 def test_lexical_only_memory_does_not_find_by_meaning(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
-"""The turn vectors' first pass on the leading principal axes: same top k, fewer rows, kept fresh."""
+"""The turn vectors' first pass on the leading principal axes: same top k, fewer rows, kept fresh.
+
+The pass's upkeep runs on each backend (``backend_url``; PostgreSQL on its portable path).
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from sqlalchemy import text
 from convmem_graph.models import Message
 from convmem_graph.store import MemoryStore, _vector_prefilter, _vectors
 from convmem_graph.store._vectors import dense_search
+from tests.unit.store.test_turn_vectors import portable  # noqa: F401 (a fixture)
 
 T0 = 1_709_460_000_000
 
@@ -181,8 +183,11 @@ def _add(store: MemoryStore, vectors: np.ndarray, start: int) -> list[int]:
     return seqs
 
 
-def test_the_pass_follows_appends_refits_and_deletes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    check_pass_follows_the_vectors(f"sqlite:///{tmp_path / 'p.db'}", monkeypatch)
+@pytest.mark.usefixtures("portable")
+def test_the_pass_follows_appends_refits_and_deletes(
+    backend_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check_pass_follows_the_vectors(backend_url, monkeypatch)
 
 
 def check_pass_follows_the_vectors(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
