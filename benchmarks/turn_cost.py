@@ -8,13 +8,18 @@ is not a dependency of convmem), Mem0's ``Memory.add`` of the same pair is timed
 rounds with instant fakes: a fake LLM that answers at once with one fact and no update, a fake
 embedder returning a fixed vector, and its default local vector store on disk.
 
+With ``--floor``, LangGraph's own cost is timed in the same rounds too: a bare graph of six nodes in a
+line (the lifecycle's step count) whose bodies return a one-key update at once, compiled with
+LangGraph's ``SqliteSaver`` on a file and run with ``durability="exit"`` per turn. No store, no
+rules: what any six-step LangGraph state machine with a checkpointer pays per run on this host.
+
 With ``--baseline DIR`` (a checkout of an earlier convmem, e.g. ``git worktree add /tmp/base
 <commit>``) the same turns run on that code too, in a worker process whose cells interleave with
 this process's in every round (the order alternating), so both see the same load: on a shared
 host a run of one after the other compares two loads more than two codes.
 
 Usage:
-    PYTHONPATH=. python benchmarks/turn_cost.py [--turns 60] [--rounds 5] [--mem0] [--baseline DIR]
+    PYTHONPATH=. python benchmarks/turn_cost.py [--turns 60] [--rounds 5] [--mem0] [--floor] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -124,6 +129,37 @@ def mem0_memory(workdir: Path) -> Any:
     return memory
 
 
+def langgraph_floor(workdir: Path, steps: int = 6) -> Callable[[int], Any]:
+    """A bare ``steps``-node LangGraph line on ``SqliteSaver``: one ``invoke`` per turn (see ``--floor``)."""
+    import sqlite3
+    from typing import TypedDict
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+
+    class Floor(TypedDict, total=False):
+        turn: int
+        step: int
+
+    graph = StateGraph(Floor)
+    previous = START
+    for n in range(steps):
+        graph.add_node(f"step{n}", lambda state, n=n: {"step": n})
+        graph.add_edge(previous, f"step{n}")
+        previous = f"step{n}"
+    graph.add_edge(previous, END)
+    saver = SqliteSaver(sqlite3.connect(str(workdir / "floor.db"), check_same_thread=False))
+    app = graph.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "u1"}}
+
+    def run(i: int) -> Any:
+        return app.invoke({"turn": i}, config, durability="exit")
+
+    for i in range(3):  # untimed: the saver's tables, the first checkpoint
+        run(10**6 + i)
+    return run
+
+
 def open_memories(workdir: Path, freeze: bool) -> dict[str, ConvMemory]:
     """One memory per durability on its own SQLite file, warmed up (imports, compile, checkpoints)."""
     mems = {d: ConvMemory.open(str(workdir / f"turn_{d}.db"), durability=d) for d in DURABILITIES}
@@ -184,6 +220,9 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mem0", action="store_true", help="time Mem0's add beside (needs mem0ai installed)")
+    parser.add_argument(
+        "--floor", action="store_true", help="time a bare six-node LangGraph line on SqliteSaver beside"
+    )
     parser.add_argument("--freeze", action="store_true", help="gc.freeze() after opening, as the server does")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument(
@@ -206,6 +245,7 @@ def main() -> int:
     if m0 is not None:
         added = m0.add(turn(10**6), user_id="u1")
         print(f"mem0 {getattr(sys.modules.get('mem0'), '__version__', '?')}: first add stored {added}")
+    floor = langgraph_floor(workdir) if args.floor else None
     if args.freeze:
         gc.collect()
         gc.freeze()
@@ -234,6 +274,10 @@ def main() -> int:
             for side in (here, there) if r % 2 == 0 else (there, here):
                 if side is here or base is not None:
                     side()
+        if floor is not None:
+            cells.setdefault("langgraph floor", []).append(
+                statistics.median(timed(floor, r * args.turns, args.turns, "langgraph floor"))
+            )
         if m0 is not None:
             cells.setdefault("mem0 add", []).append(
                 statistics.median(
@@ -267,6 +311,9 @@ def main() -> int:
         wall = statistics.median(cells[d]) / statistics.median(cells["mem0 add"])
         cpu = statistics.median(CPU[d]) / statistics.median(CPU["mem0 add"])
         print(f"convmem default ({d}) / mem0 add: wall p50 x{wall:.2f}, CPU x{cpu:.2f}")
+        if floor is not None:
+            share = statistics.median(CPU["langgraph floor"]) / statistics.median(CPU["mem0 add"])
+            print(f"langgraph six-step floor / mem0 add: CPU x{share:.2f} (before any store or rule work)")
     if base is not None:
         for d in DURABILITIES:
             new, old = statistics.median(CPU[d]), statistics.median(CPU[f"{d} (baseline)"])
