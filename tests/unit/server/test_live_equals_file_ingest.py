@@ -29,6 +29,7 @@ from convmem_graph import ConvMemory, MemoryConfig
 from convmem_graph.server.app import create_app
 from convmem_graph.server.served import open_served_memory
 from convmem_graph.signatures import sign_agora_v2, sign_trtc
+from convmem_graph.state import RawInput
 from tests.conftest import load_fixture
 from tests.unit.server.conftest import AGORA_SECRET, BOT, TRTC_KEY, make_settings
 from tests.unit.server.test_trtc_live_any_order import BOT as SCRIPT_BOT
@@ -53,7 +54,7 @@ def _stored(mem: ConvMemory, memory_id: str) -> Stored:
     return turns, facts, None if summary is None else summary.text
 
 
-def _file_ingest(memory_id: str, payload: Any, source: str) -> Stored:
+def _file_ingest(memory_id: str, payload: Any, source: str | None) -> Stored:
     """The reference: every delivery in one run, the session ended (``convmem ingest --session-ended``)."""
     with ConvMemory.open(":memory:", config=MemoryConfig(bot_ids=_BOTS)) as ref:
         ref.ingest(memory_id, payload, source=source, session_ended=True)
@@ -80,7 +81,11 @@ class Served:
 
     def post_trtc(self, doc: dict[str, Any]) -> None:
         raw = json.dumps(doc, ensure_ascii=False).encode("utf-8")
-        headers = {"Content-Type": "application/json", "SdkAppId": "1400000000", "Sign": sign_trtc(raw, TRTC_KEY)}
+        headers = {
+            "Content-Type": "application/json",
+            "SdkAppId": "1400000000",
+            "Sign": sign_trtc(raw, TRTC_KEY),
+        }
         assert self.client.post("/webhooks/trtc", content=raw, headers=headers).status_code == 200
 
     def post_agora(self, doc: dict[str, Any]) -> None:
@@ -146,7 +151,7 @@ def served_trtc_call(served: Served, order: list[tuple[int, bool]], cuts: list[b
     return _stored(served.mem, f"{_HUMAN}-{n}")
 
 
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(arrival=arrivals(len(_CALL["deliveries"])))
 def test_a_served_trtc_call_equals_its_file_ingest_in_any_order_and_batching(
     served: Served, trtc_reference: Stored, arrival: tuple[list[tuple[int, bool]], list[bool]]
@@ -172,7 +177,16 @@ def test_a_902_taken_with_nothing_to_store_still_ends_the_session(
 
 #: Sentences the rules take a fact from (so facts and the summary have something to differ on),
 #: and short ones they take none from; a round's sentences are joined into one turn.
-HUMAN_SAYS = ["我对芒果过敏。", "我住在杭州。", "I like green tea.", "我是一名护士。", "嗯。", "好的。", "明天要去上海出差。"]
+HUMAN_SAYS = [
+    "我对芒果过敏。",
+    "我住在杭州。",
+    "我住在上海。",
+    "I like green tea.",
+    "我是一名护士。",
+    "嗯。",
+    "好的。",
+    "明天要去上海出差。",
+]
 BOT_SAYS = ["好的，我记住了。", "嗯嗯，", "那太棒了！", "Sounds great."]
 
 
@@ -210,7 +224,11 @@ def test_a_served_scripted_call_equals_its_file_ingest_in_any_order_and_batching
 
 
 def served_scripted_call(
-    served: Served, ids: CallIds, bodies: list[dict[str, Any]], order: list[tuple[int, bool]], cuts: list[bool]
+    served: Served,
+    ids: CallIds,
+    bodies: list[dict[str, Any]],
+    order: list[tuple[int, bool]],
+    cuts: list[bool],
 ) -> Stored:
     """Post a scripted call's ``bodies`` in ``order``, running the worker's batches at ``cuts``."""
     for (i, later), cut in zip(order, cuts, strict=True):
@@ -241,3 +259,65 @@ def test_a_round_after_the_902_batch_refreshes_the_ended_sessions_summary(served
     turns, facts, summary = served_scripted_call(served, ids, bodies, order, cuts)
     assert (turns, facts, summary) == _file_ingest(ids.human, {"deliveries": bodies}, "trtc")
     assert summary is not None and "green tea" in summary
+
+
+#: Replies of the Agora agent (its sentences carry no fact).
+AGORA_REPLIES = ["好的，我记住了。", "那太棒了！", "Sounds great."]
+
+
+@st.composite
+def agora_calls(draw: st.DrawFn) -> list[list[tuple[str, str]]]:
+    """1-3 calls of one person, each 1-3 turns of (what the person said, what the agent answered)."""
+    turn = st.tuples(st.sampled_from(HUMAN_SAYS), st.sampled_from(AGORA_REPLIES))
+    return draw(st.lists(st.lists(turn, min_size=1, max_size=3), min_size=1, max_size=3))
+
+
+def agora_103(memory_id: str, n: int, k: int, turns: list[tuple[str, str]]) -> dict[str, Any]:
+    """The 103 (agent history, sent when the agent leaves) of the person's ``k``-th call, a day apart."""
+    start = _AGORA["payload"]["start_ts"] * 1000 + k * 86_400_000
+    contents = []
+    for j, (said, answered) in enumerate(turns):
+        ms = start + 1_000 + j * 6_000
+        contents.append({"role": "user", "content": said, "speech_start_ms": ms, "speech_end_ms": ms + 1_500})
+        contents.append(
+            {
+                "role": "assistant",
+                "content": answered,
+                "speech_start_ms": ms + 3_000,
+                "speech_end_ms": ms + 4_500,
+            }
+        )
+    stop = start + 2_000 + len(turns) * 6_000
+    payload = {
+        **_AGORA["payload"],
+        "agent_id": f"agent-{n}-{k}",
+        "channel": f"convmem_{n}_{k}",
+        "start_ts": start // 1000,
+        "stop_ts": stop // 1000,
+        "contents": contents,
+        "labels": {"memory_id": memory_id},
+    }
+    return {**_AGORA, "noticeId": f"{n}:{k}:103", "notifyMs": stop + 4_000, "payload": payload}
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=agora_calls(), data=st.data())
+def test_served_agora_calls_equal_their_file_ingest_in_any_order_and_batching(
+    served: Served, calls: list[list[tuple[str, str]]], data: st.DataObject
+) -> None:
+    # The same person's calls, each one 103 (NCS resends a notice with its noticeId: one row).
+    n = next(_IDS)
+    memory_id = f"mem-agora-{n}"
+    docs = [agora_103(memory_id, n, k, turns) for k, turns in enumerate(calls)]
+    order, cuts = data.draw(arrivals(len(docs)))
+    for (i, later), cut in zip(order, cuts, strict=True):
+        doc = json.loads(json.dumps(docs[i]))
+        if later:
+            doc["notifyMs"] += 10_000
+        served.post_agora(doc)
+        if cut:
+            served.drain()
+    served.drain()
+    assert _stored(served.mem, memory_id) == _file_ingest(
+        memory_id, [RawInput(d, "agora") for d in docs], None
+    )
