@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +138,24 @@ class Inbox:
             inbox_table.c.task_id == task_id, inbox_table.c.status == "waiting"
         ).order_by(inbox_table.c.seq)
         return self._deliveries(query)
+
+    def ended_tasks(self, task_ids: Collection[str]) -> set[str]:
+        """Return those of ``task_ids`` whose 902 (the call ended) was already processed.
+
+        A delivery of such a task that comes later (a late sentence, a 905, a retry with new words)
+        belongs to a session that has ended: it is ingested as the 902's batch was.
+        """
+        if not task_ids:
+            return set()
+        # The status is checked here, not in SQL: a status filter would lead SQLite to the status
+        # index (every done row) instead of the task's few rows.
+        query = select(inbox_table.c.task_id, inbox_table.c.status).where(
+            inbox_table.c.task_id.in_(sorted(task_ids)),
+            inbox_table.c.vendor == "trtc",
+            inbox_table.c.event == 902,
+        )
+        with self.store.read() as conn:
+            return {str(task_id) for task_id, status in conn.execute(query) if status == "done"}
 
     def _deliveries(self, query: Select[Any]) -> list[Delivery]:
         with self.store.read() as conn:

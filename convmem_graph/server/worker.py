@@ -567,6 +567,10 @@ class InboxWorker:
                 ended = True
             elif d.vendor == "proxy":
                 inputs.append(RawInput(_proxy_turn(d), "openai", name=f"proxy turn {d.seq}"))
+        # A call's end is the task's, not the batch's: turns of a task whose 902 an earlier batch
+        # took (late, parked, or cut off from it by the batch boundary) refresh the summary as
+        # the 902 did, so the memory ends as one run over all the deliveries would leave it.
+        ended = ended or bool(self.inbox.ended_tasks([t for t in by_task if t]))
         for task_id, rows in by_task.items():
             info = tasks.get(task_id) or self.inbox.task(task_id) or TaskInfo(task_id)
             # Only this batch's deliveries: the store completes a round stored earlier, as for

@@ -26,7 +26,9 @@ def _post_trtc(client: TestClient, raw: str | bytes, *, sign: str | None = "auto
 
 
 def _drain(client: TestClient) -> None:
-    assert client.app.state.worker.wait_idle(30)  # type: ignore[attr-defined]
+    state = client.app.state  # type: ignore[attr-defined]
+    # Under load the cause of a failure is in the inbox: what was still pending, waiting or failed.
+    assert state.worker.wait_idle(30), f"worker not idle after 30 s; inbox {state.inbox.counts()}"
 
 
 def _turns(mem: ConvMemory, memory_id: str) -> list[tuple[str, str, str]]:
