@@ -582,12 +582,19 @@ def _select(
             if score > 0:
                 # A matching turn that holds what the question asks for (a time, a number).
                 score += scorer.kind_bonus(msg.content)
-            if hit.reply_to is not None:
+            if hit.reply_to is not None and not episodes.dense:
                 # A reply inherits part of what made its question relevant.
                 score += _REPLY_SHARE * by_seq.get(hit.reply_to, 0.0)
             by_seq[hit.seq] = score
         if episodes.dense:
-            by_seq = fuse(by_seq, episodes.dense, method=_FUSION, weight=dense_weight(options.query))
+            # With meaning, a reply inherits from its turn's fused score: a question found by
+            # meaning alone (no shared word) lifts its answer as one found by words does.
+            own = fuse(by_seq, episodes.dense, method=_FUSION, weight=dense_weight(options.query))
+            by_seq = {
+                hit.seq: own.get(hit.seq, 0.0)
+                + (_REPLY_SHARE * own.get(hit.reply_to, 0.0) if hit.reply_to is not None else 0.0)
+                for hit in episodes.hits
+            }
         for hit in episodes.hits:
             msg = hit.message
             score = by_seq.get(hit.seq, 0.0)

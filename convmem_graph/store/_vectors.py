@@ -632,18 +632,35 @@ def _coarse_scores(coarse: np.ndarray, scale: np.ndarray, q: np.ndarray) -> np.n
 def dense_episodes(
     conn: Connection, memory_id: str, model: str, query: Sequence[float], *, limit: int
 ) -> EpisodeSearch:
-    """The ``limit`` stored turns nearest ``query`` as an :class:`EpisodeSearch` (cosines in ``dense``)."""
+    """The ``limit`` stored turns nearest ``query`` as an :class:`EpisodeSearch` (cosines in ``dense``).
+
+    Each found turn's reply (the other voice's next turn, within two seqs) follows the found
+    turns with ``reply_to`` set and no cosine, unless it was found itself.
+    """
     near = dense_search(conn, memory_id, model, query, limit)
     result = EpisodeSearch()
     if not near:
         return result
     mark = "%s" if conn.dialect.name == "postgresql" else "?"
-    found = read_messages(conn.exec_driver_sql, mark, memory_id, list(near))
+    # The two seqs after each found turn as well: the other voice's next turn is its reply, added
+    # as the words' search adds one (``reply_to``). A turn's vector holds the turn before it, so
+    # a question found by meaning often has its answer in the reply, which may not be found.
+    follow = [s + k for s in list(near)[: limit // 3] for k in (1, 2) if s + k not in near]
+    found = read_messages(conn.exec_driver_sql, mark, memory_id, [*near, *dict.fromkeys(follow)])
     for seq, cosine in near.items():
         msg = found.get(seq)
         if msg is not None:
             result.hits.append(EpisodeHit(seq=seq, message=msg))
             result.dense[seq] = cosine
+    taken = {h.seq for h in result.hits}
+    for hit in result.hits[: limit // 3]:
+        for nxt in (hit.seq + 1, hit.seq + 2):
+            msg = found.get(nxt)
+            if msg is not None and msg.role != hit.message.role:
+                if nxt not in taken:
+                    taken.add(nxt)
+                    result.hits.append(EpisodeHit(seq=nxt, message=msg, reply_to=hit.seq))
+                break
     return result
 
 
