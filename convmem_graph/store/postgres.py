@@ -253,6 +253,8 @@ class PostgresBackend:
     locks_memories = True
     #: ``add_messages`` inserts with ``RETURNING`` (the new seqs, indexed in the same statement).
     returns_rows = True
+    #: Reads of a memory's messages by seq in forms no generic plan answers by a table walk.
+    seq_reads = Q.PG_SEQ_READS
     #: No write gate: the server orders writers.
     gate = None
 
@@ -506,7 +508,10 @@ def _pg_followed_sql(index: bool) -> str:
         # just assigned (a read of them after the insert was a round trip of its own).
         "SELECT (SELECT max(seq) FROM ins), s.extracted_seq, s.summarized_seq, s.facts_dirty, "
         # The statement's snapshot is the one before it: this is the newest seq before the insert.
-        f"(SELECT max(seq) FROM {messages.name} WHERE memory_id = %(mid)s), "
+        # Its form: see _queries.PG_SEQ_READS (``max(seq) ... WHERE memory_id = $1`` read every
+        # newer message of the table for a new memory under a generic plan).
+        f"(SELECT seq FROM {messages.name} WHERE (memory_id, seq) >= (%(mid)s, {-(2**63)}) "
+        f"AND (memory_id, seq) <= (%(mid)s, {2**63 - 1}) ORDER BY memory_id DESC, seq DESC LIMIT 1), "
         "(SELECT array_agg(seq ORDER BY seq) FROM ins) FROM stamp s"
     )
     return "".join(parts)
