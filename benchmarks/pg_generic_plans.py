@@ -37,12 +37,12 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks._pg import schema_url, scratch_schema
+from benchmarks._pg import scratch_schema
 
 #: Makes every plan of a prepared statement generic.
 GENERIC = ("SET plan_cache_mode = force_generic_plan",)
@@ -60,11 +60,11 @@ EXPLAIN = (
 BASE_MS = 1_767_000_000_000
 
 
-def set_on_connect(statements: tuple[str, ...], notice: Any = None) -> None:
+def set_on_connect(statements: tuple[str, ...], notice: Any = None) -> Callable[[], None]:
     """Run ``statements`` on every psycopg connection this process opens from now on (pools too).
 
     Session settings, committed before the connection is handed out. ``notice``: a handler added
-    to each connection's notices.
+    to each connection's notices. Returns the function that puts psycopg's ``connect`` back.
     """
     import psycopg
 
@@ -80,8 +80,14 @@ def set_on_connect(statements: tuple[str, ...], notice: Any = None) -> None:
             conn.add_notice_handler(notice)
         return conn
 
+    saved = psycopg.Connection.__dict__["connect"], psycopg.connect
+
+    def undo() -> None:
+        psycopg.Connection.connect, psycopg.connect = saved  # type: ignore[method-assign]
+
     psycopg.Connection.connect = classmethod(connect)  # type: ignore[method-assign,assignment]
     psycopg.connect = psycopg.Connection.connect  # the module's alias (SQLAlchemy's dialect calls it)
+    return undo
 
 
 @dataclass
@@ -129,9 +135,21 @@ class PlanCapture:
     on: bool = False
     seen: list[StatementReads] = field(default_factory=list)
 
-    def install(self) -> None:
-        """Force generic plans and receive every plan on each psycopg connection opened from now on."""
-        set_on_connect(GENERIC + EXPLAIN, self._notice)
+    def install(self) -> Callable[[], None]:
+        """Force generic plans and receive every plan on each psycopg connection opened from now on.
+
+        Returns the function undoing it (for connections opened later).
+        """
+        return set_on_connect(GENERIC + EXPLAIN, self._notice)
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """:meth:`install` for the connections opened inside the block."""
+        undo = self.install()
+        try:
+            yield
+        finally:
+            undo()
 
     def _notice(self, diag: Any) -> None:
         message = diag.message_primary or ""
@@ -207,7 +225,11 @@ def fill(url: str, big: int, smalls: int, *, one_memory_stats: bool = True) -> N
             # import): one distinct memory_id, so any memory's rows look like most of the table.
             if one_memory_stats:
                 conn.exec_driver_sql("ALTER TABLE cm_messages ALTER COLUMN memory_id SET (n_distinct = 1)")
-            conn.exec_driver_sql("VACUUM ANALYZE")
+            # The store's tables only: the server may hold other users' schemas.
+            tables = conn.exec_driver_sql(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            ).scalars()
+            conn.exec_driver_sql(f"VACUUM ANALYZE {', '.join(tables)}")
 
 
 def measure(url: str, batch: int, capture: PlanCapture) -> dict[str, list[StatementReads]]:
@@ -310,9 +332,8 @@ def _timing(args: argparse.Namespace, url: str) -> None:
         for case, rounds in cases.items():
             p50 = statistics.median(r[0] for r in rounds)
             p95 = statistics.median(r[1] for r in rounds)
-            print(
-                f"  {tree:5} {case:8} p50 {p50:7.2f}  p95 {p95:7.2f}   rounds p50: {[round(r[0], 1) for r in rounds]}"
-            )
+            each = [round(r[0], 1) for r in rounds]
+            print(f"  {tree:5} {case:8} p50 {p50:7.2f}  p95 {p95:7.2f}   rounds p50: {each}")
 
 
 def main() -> int:

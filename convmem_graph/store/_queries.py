@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BindParameter,
+    ColumnClause,
     Select,
     bindparam,
     delete,
@@ -71,7 +72,7 @@ CURSORS = select(
 
 
 class SeqReads(NamedTuple):
-    """A backend's statements reading a memory's messages by seq (parameters ``mid``, ``after``, ``limit``)."""
+    """A backend's statements reading a memory's messages by seq (``mid``, ``after``, ``limit``)."""
 
     messages_after: Select[Any]
     message_ids_after: Select[Any]
@@ -97,7 +98,8 @@ SEQ_READS = SeqReads(MESSAGES_AFTER, MESSAGE_IDS_AFTER, MESSAGE_TEXTS_AFTER, MAX
 #   primary key is still chosen when the statistics say one memory.
 # Rows and their order are those of the equality forms.
 _KEY = tuple_(messages.c.memory_id, messages.c.seq)
-_SEQ_MIN, _SEQ_MAX = literal_column(str(-(2**63))), literal_column(str(2**63 - 1))
+_SEQ_MIN: ColumnClause[Any] = literal_column(str(-(2**63)))
+_SEQ_MAX: ColumnClause[Any] = literal_column(str(2**63 - 1))
 _PG_AFTER = (messages.c.memory_id == _MEMORY, _KEY > tuple_(_MEMORY, bindparam("after")))
 _PG_ALL = (_KEY >= tuple_(_MEMORY, _SEQ_MIN), _KEY <= tuple_(_MEMORY, _SEQ_MAX))
 
