@@ -13,7 +13,8 @@ certain and measures it:
 - the store's connections run with ``plan_cache_mode = force_generic_plan`` (no waiting for the
   sixth execution) and ``auto_explain`` (``log_analyze``, ``log_buffers``, at ``NOTICE`` level, so
   each statement's executed plan comes back to the client that ran it);
-- a live turn (``ConvMemory.ingest`` of a user and an assistant message) and a replay batch
+- a live turn (``ConvMemory.ingest`` of a user and an assistant message), the next call start
+  (``ConvMemory.payload`` with a query: the snapshot and the episodic search) and a replay batch
   (``lifecycle.run`` of ``--batch`` messages without a WAL flush, as a replay worker runs it) for
   (a) a new memory, (b) a small memory written before the big one, (c) the big memory.
 
@@ -58,6 +59,8 @@ EXPLAIN = (
     "SET auto_explain.log_nested_statements = on",
 )
 BASE_MS = 1_767_000_000_000
+#: A call start's query: terms for the episodic index, and a date (its day's turns are searched too).
+QUERY = "2025年12月29日我们聊过西湖和徒步吗？"
 
 
 def set_on_connect(statements: tuple[str, ...], notice: Any = None) -> Callable[[], None]:
@@ -242,10 +245,15 @@ def measure(url: str, batch: int, capture: PlanCapture) -> dict[str, list[Statem
         # Warm-up outside the record: connections, the checkpointer's tables, first-use reads.
         mem.ingest("warm", live_turn(0))
         mem.lifecycle.run("warm", [RawInput(replay_batch(0, batch))], flush_commit=False)
+        mem.payload("warm", "openai", query=QUERY)
         for name, mid in (("a new", "fresh"), ("b small", "small1"), ("c big", "big")):
             with capture.recording() as seen:
                 mem.ingest(mid, live_turn(1))
             cases[f"live turn, {name}"] = list(seen)
+        for name, mid in (("a new", "fresh"), ("b small", "small1"), ("c big", "big")):
+            with capture.recording() as seen:
+                mem.payload(mid, "openai", query=QUERY)
+            cases[f"call start, {name}"] = list(seen)
         for name, mid in (("a new", "fresh_r"), ("b small", "small2"), ("c big", "big")):
             with capture.recording() as seen:
                 mem.lifecycle.run(mid, [RawInput(replay_batch(1, batch))], flush_commit=False)

@@ -15,14 +15,16 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.pg_generic_plans import PlanCapture, fill, measure
+from convmem_graph.store._episode_search import COUNT_CAP
 from tests.backends import fresh_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 #: Messages of the big memory: each statement of the other memories must read far fewer.
 BIG = 100_000
-#: Tuples a statement of a new or small memory's turn may read (a replay batch writes 200 rows).
-BOUND = 1_000
+#: Tuples one statement may read: a replay batch writes 200 rows, and the episodic search counts
+#: a memory's messages up to ``COUNT_CAP`` (1,000) entries of its index.
+BOUND = max(1_000, COUNT_CAP)
 
 
 @pytest.fixture(params=[True, False], ids=["one-memory-statistics", "analyze-statistics"])
@@ -33,12 +35,14 @@ def skewed(request: pytest.FixtureRequest, pg_base_url: str) -> Iterator[str]:
         yield url
 
 
-def test_a_turn_and_a_replay_batch_read_a_bounded_number_of_rows(skewed: str) -> None:
+def test_a_turn_a_call_start_and_a_replay_batch_read_a_bounded_number_of_rows(skewed: str) -> None:
     capture = PlanCapture()
     with capture.installed():
         cases = measure(skewed, 200, capture)
     assert set(cases) == {
-        f"{kind}, {case}" for kind in ("live turn", "replay batch") for case in ("a new", "b small", "c big")
+        f"{kind}, {case}"
+        for kind in ("live turn", "call start", "replay batch")
+        for case in ("a new", "b small", "c big")
     }
     over: dict[str, list[tuple[int, str]]] = {}
     for case, seen in cases.items():
