@@ -138,12 +138,13 @@ class PlanCapture:
     on: bool = False
     seen: list[StatementReads] = field(default_factory=list)
 
-    def install(self) -> Callable[[], None]:
-        """Force generic plans and receive every plan on each psycopg connection opened from now on.
+    def install(self, *, generic: bool = True) -> Callable[[], None]:
+        """Receive every plan on each psycopg connection opened from now on (forced generic plans
+        unless ``generic`` is false: then the server's own choice, custom plans first).
 
         Returns the function undoing it (for connections opened later).
         """
-        return set_on_connect(GENERIC + EXPLAIN, self._notice)
+        return set_on_connect((GENERIC if generic else ()) + EXPLAIN, self._notice)
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -362,6 +363,9 @@ def main() -> int:
     parser.add_argument("--bound", type=int, default=1_000, help="reads listed above this")
     parser.add_argument("--time", type=int, default=0, help="live turns of (a) and of (b) per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--custom", action="store_true", help="plans as the server picks them, not forced generic"
+    )
     parser.add_argument("--own-stats", action="store_true", help="ANALYZE's own n_distinct, not 1")
     parser.add_argument("--show", default="", help="print the plans of statements holding this text")
     parser.add_argument("--baseline", help="a checkout whose convmem_graph is timed beside this one")
@@ -382,7 +386,7 @@ def main() -> int:
             f"filled: {smalls} small memories, one of {args.big} messages ({time.perf_counter() - t0:.1f} s)"
         )
         capture = PlanCapture()
-        capture.install()
+        capture.install(generic=not args.custom)
         report(measure(url, args.batch, capture), args.bound, args.show)
         if args.time:
             _timing(args, url)
