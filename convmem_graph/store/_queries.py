@@ -7,7 +7,22 @@ import and executed with a parameter dict, so SQLAlchemy's compiled cache answer
 
 from __future__ import annotations
 
-from sqlalchemy import BindParameter, bindparam, delete, func, insert, select, text, update
+from typing import Any, NamedTuple
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnClause,
+    Select,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    tuple_,
+    update,
+)
 
 from convmem_graph.store._messages import MESSAGE_COLUMNS
 from convmem_graph.store.schema import (
@@ -54,6 +69,65 @@ CURSORS = select(
     memories.c.summarized_seq,
     memories.c.facts_dirty,
 ).where(memories.c.memory_id == _MEMORY)
+
+
+class SeqReads(NamedTuple):
+    """A backend's statements reading a memory's messages by seq (``mid``, ``after``, ``limit``)."""
+
+    messages_after: Select[Any]
+    message_ids_after: Select[Any]
+    message_texts_after: Select[Any]
+    max_seq: Select[Any]
+    cursors: Select[Any]
+
+
+#: SQLite's (and any backend's) reads by seq: the memory by equality, ordered by seq.
+SEQ_READS = SeqReads(MESSAGES_AFTER, MESSAGE_IDS_AFTER, MESSAGE_TEXTS_AFTER, MAX_SEQ, CURSORS)
+
+# PostgreSQL's forms of the same reads, for plans made for any memory (psycopg prepares the store's
+# statements, and the server plans a prepared statement generically after five executions). With
+# ``memory_id = $1 AND seq > $2`` such a plan may walk the seq primary key and filter by memory,
+# expecting a match within a few rows, as it does when the statistics say one memory holds most
+# messages; for a memory whose rows are not the newest (a new one, a returning small one) that
+# reads every newer row of the table. Measured by ``benchmarks/pg_generic_plans.py``:
+# - after a cursor: the seq bound as a comparison of the row ``(memory_id, seq)``, which only the
+#   ``(memory_id, seq)`` index can start at: the walk of the primary key would filter on it, and
+#   costs more than the index's scan (both with ``ANALYZE``'s own statistics and with one memory);
+# - the newest seq: the memory named by two row comparisons alone (together exactly
+#   ``memory_id = $1``), ordered by both columns: with an equality the backward walk of the
+#   primary key is still chosen when the statistics say one memory.
+# Rows and their order are those of the equality forms.
+_KEY = tuple_(messages.c.memory_id, messages.c.seq)
+_SEQ_MIN: ColumnClause[Any] = literal_column(str(-(2**63)))
+_SEQ_MAX: ColumnClause[Any] = literal_column(str(2**63 - 1))
+_PG_AFTER = (messages.c.memory_id == _MEMORY, _KEY > tuple_(_MEMORY, bindparam("after")))
+_PG_ALL = (_KEY >= tuple_(_MEMORY, _SEQ_MIN), _KEY <= tuple_(_MEMORY, _SEQ_MAX))
+
+
+def _pg_after(*columns: Any) -> Select[Any]:
+    return select(*columns).where(*_PG_AFTER).order_by(messages.c.seq).limit(bindparam("limit"))
+
+
+#: The memory's newest seq on PostgreSQL (no row: it has none).
+PG_MAX_SEQ = (
+    select(messages.c.seq)
+    .where(*_PG_ALL)
+    .order_by(messages.c.memory_id.desc(), messages.c.seq.desc())
+    .limit(1)
+)
+PG_SEQ_READS = SeqReads(
+    _pg_after(*MESSAGE_COLUMNS),
+    _pg_after(messages.c.seq, messages.c.id),
+    _pg_after(messages.c.seq, messages.c.id, messages.c.content),
+    PG_MAX_SEQ,
+    select(
+        PG_MAX_SEQ.scalar_subquery(),
+        memories.c.extracted_seq,
+        memories.c.summarized_seq,
+        memories.c.facts_dirty,
+    ).where(memories.c.memory_id == _MEMORY),
+)
+
 EXTRACTED_SEQ = select(memories.c.extracted_seq).where(memories.c.memory_id == _MEMORY)
 SUMMARIZED_SEQ = select(memories.c.summarized_seq).where(memories.c.memory_id == _MEMORY)
 

@@ -206,10 +206,10 @@ class MessageRecords(StoreCore):
                 # (a replay's extraction batches, 200 of the run's 1,000 rows each, whose reading
                 # and metadata decoding cost more than the read of ids). A live turn holds fewer
                 # than a page and reads the rows at once, one statement as before.
-                ids = select_rows(conn, Q.MESSAGE_IDS_AFTER, params)
+                ids = select_rows(conn, self._backend.seq_reads.message_ids_after, params)
                 if all(row.id in known for row in ids):
                     return [(int(row.seq), known[row.id]) for row in ids]
-            rows = select_rows(conn, Q.MESSAGES_AFTER, params)
+            rows = select_rows(conn, self._backend.seq_reads.messages_after, params)
             if not known:
                 return [(int(row[0]), row_to_message(row)) for row in rows]
             return [(int(row[0]), known.get(row.id) or row_to_message(row)) for row in rows]
@@ -231,7 +231,7 @@ class MessageRecords(StoreCore):
                 return [(seq, known[mid].content) for seq, mid in picked]
         with self._read() as conn:
             params = {"mid": memory_id, "after": after_seq, "limit": limit}
-            rows = select_rows(conn, Q.MESSAGE_TEXTS_AFTER, params)
+            rows = select_rows(conn, self._backend.seq_reads.message_texts_after, params)
         if not known:
             return [(int(row[0]), row[2]) for row in rows]
         return [(int(row[0]), known[row[1]].content if row[1] in known else row[2]) for row in rows]
@@ -243,7 +243,10 @@ class MessageRecords(StoreCore):
         """
         params = {"mid": memory_id, "after": after_seq, "limit": limit}
         with self._read() as conn:
-            return [(int(seq), str(mid)) for seq, mid in select_rows(conn, Q.MESSAGE_IDS_AFTER, params)]
+            return [
+                (int(seq), str(mid))
+                for seq, mid in select_rows(conn, self._backend.seq_reads.message_ids_after, params)
+            ]
 
     def recent_messages(self, memory_id: str, n: int) -> list[Message]:
         """Return the last ``n`` messages by (timestamp, seq), oldest first."""
@@ -370,7 +373,7 @@ class MessageRecords(StoreCore):
     def max_seq(self, memory_id: str) -> int:
         """Return the highest message seq of a memory (0 when it has none)."""
         with self._read() as conn:
-            value = conn.execute(Q.MAX_SEQ, {"mid": memory_id}).scalar()
+            value = conn.execute(self._backend.seq_reads.max_seq, {"mid": memory_id}).scalar()
         return int(value or 0)
 
     def extracted_seq(self, memory_id: str) -> int:
@@ -387,7 +390,7 @@ class MessageRecords(StoreCore):
         """Return the processing state of a memory in one query (zeros if unknown)."""
 
         def load(conn: Connection) -> Cursors | None:
-            rows = select_rows(conn, Q.CURSORS, {"mid": memory_id})
+            rows = select_rows(conn, self._backend.seq_reads.cursors, {"mid": memory_id})
             if not rows:
                 return None
             row = rows[0]

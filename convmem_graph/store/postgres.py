@@ -19,7 +19,7 @@ from convmem_graph._query_dates import date_spans
 from convmem_graph.store import _fact_queries as FQ
 from convmem_graph.store import _queries as Q
 from convmem_graph.store._driver import DriverOpener, ReadOpener, driver_execute, execute_rows, select_rows
-from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, bucket, collect
+from convmem_graph.store._episode_search import COUNT_CAP, EPISODE_TABLE, PER_TERM, bucket, collect
 from convmem_graph.store._messages import INSERT_COLUMNS, RowWriter
 from convmem_graph.store._snapshot_revisions import SnapshotRow
 from convmem_graph.store._summary_facts import FactReads, StrongestRows, pg_reads
@@ -236,8 +236,21 @@ class PostgresEpisodeIndex(EpisodeIndex):
             replies=replies,
             spans=spans,
             per_term=per_term,
+            count_sql=_PG_COUNT,
         )
 
+
+#: The memory's messages counted up to :data:`COUNT_CAP` (the one parameter: the memory id), read
+#: from its ``(memory_id, seq)`` entries alone. ``WHERE memory_id = $1 LIMIT 1000`` under a generic
+#: plan, with statistics saying one memory holds most messages, was a scan of the whole table for
+#: any other memory (``benchmarks/pg_generic_plans.py``); the memory named by two comparisons of
+#: the row ``(memory_id, seq)`` (together exactly ``memory_id = $1``), in that index's order, is
+#: answered by that index (the same form as ``_queries.PG_SEQ_READS``' newest seq).
+_PG_COUNT = (
+    f"SELECT count(*) FROM (SELECT 1 FROM {messages.name}, (SELECT %s::text AS m) v "
+    f"WHERE (memory_id, seq) >= (v.m, {-(2**63)}) AND (memory_id, seq) <= (v.m, {2**63 - 1}) "
+    f"ORDER BY memory_id, seq LIMIT {COUNT_CAP}) t"
+)
 
 #: The one instance every PostgreSQL store uses (it holds no state).
 POSTGRES_EPISODES = PostgresEpisodeIndex()
@@ -253,6 +266,8 @@ class PostgresBackend:
     locks_memories = True
     #: ``add_messages`` inserts with ``RETURNING`` (the new seqs, indexed in the same statement).
     returns_rows = True
+    #: Reads of a memory's messages by seq in forms no generic plan answers by a table walk.
+    seq_reads = Q.PG_SEQ_READS
     #: No write gate: the server orders writers.
     gate = None
 
@@ -506,7 +521,10 @@ def _pg_followed_sql(index: bool) -> str:
         # just assigned (a read of them after the insert was a round trip of its own).
         "SELECT (SELECT max(seq) FROM ins), s.extracted_seq, s.summarized_seq, s.facts_dirty, "
         # The statement's snapshot is the one before it: this is the newest seq before the insert.
-        f"(SELECT max(seq) FROM {messages.name} WHERE memory_id = %(mid)s), "
+        # Its form: see _queries.PG_SEQ_READS (``max(seq) ... WHERE memory_id = $1`` read every
+        # newer message of the table for a new memory under a generic plan).
+        f"(SELECT seq FROM {messages.name} WHERE (memory_id, seq) >= (%(mid)s, {-(2**63)}) "
+        f"AND (memory_id, seq) <= (%(mid)s, {2**63 - 1}) ORDER BY memory_id DESC, seq DESC LIMIT 1), "
         "(SELECT array_agg(seq ORDER BY seq) FROM ins) FROM stamp s"
     )
     return "".join(parts)

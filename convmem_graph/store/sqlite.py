@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import ColumnElement, Connection, Engine, Row, select
 
 from convmem_graph.store import _fact_queries as FQ
+from convmem_graph.store import _queries as Q
 from convmem_graph.store._driver import DriverOpener, ReadOpener, driver_execute, select_rows
 from convmem_graph.store._episode_search import EPISODE_TABLE, PER_TERM, SEQ_MASK, rowid_range, search_sqlite
 from convmem_graph.store._fresh_sqlite import is_empty, set_up_fresh
@@ -168,6 +169,8 @@ class SqliteBackend:
     locks_memories = False
     #: ``add_messages`` reads the new seqs back: SQLite's executemany cannot return rows.
     returns_rows = False
+    #: Reads of a memory's messages by seq: the equality forms (SQLite plans each execution).
+    seq_reads = Q.SEQ_READS
 
     def __init__(self, url: str, *, memory: bool) -> None:
         self.memory = memory
