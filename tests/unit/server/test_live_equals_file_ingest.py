@@ -79,6 +79,21 @@ class Served:
                 return
         raise AssertionError("the worker still had work after 50 batches")
 
+    def deliver(
+        self, docs: list[dict[str, Any]], order: list[tuple[int, bool]], cuts: list[bool], vendor: str
+    ) -> None:
+        """Post ``docs`` in ``order`` (a retry resent later gets a later vendor clock), running the
+        worker's batches after each post ``cuts`` marks, and once more at the end."""
+        post, clock = (self.post_trtc, "CallbackTs") if vendor == "trtc" else (self.post_agora, "notifyMs")
+        for (i, later), cut in zip(order, cuts, strict=True):
+            doc = json.loads(json.dumps(docs[i]))
+            if later:
+                doc[clock] += 10_000
+            post(doc)
+            if cut:
+                self.drain()
+        self.drain()
+
     def post_trtc(self, doc: dict[str, Any]) -> None:
         raw = json.dumps(doc, ensure_ascii=False).encode("utf-8")
         headers = {
@@ -138,14 +153,7 @@ def served_trtc_call(served: Served, order: list[tuple[int, bool]], cuts: list[b
     """Post the fixture call's deliveries in ``order`` as a new call, running the worker at ``cuts``."""
     n = next(_IDS)
     bodies = [d["raw_body"] for d in _CALL["deliveries"]]
-    for (i, later), cut in zip(order, cuts, strict=True):
-        doc = _renamed(bodies[i], n)
-        if later:
-            doc["CallbackTs"] += 10_000
-        served.post_trtc(doc)
-        if cut:
-            served.drain()
-    served.drain()
+    served.deliver([_renamed(body, n) for body in bodies], order, cuts, "trtc")
     assert served.worker.inbox.pending_count == 0
     assert served.worker.inbox.waiting(f"{_TASK}-{n}") == [], "a delivery was left parked"
     return _stored(served.mem, f"{_HUMAN}-{n}")
@@ -231,14 +239,7 @@ def served_scripted_call(
     cuts: list[bool],
 ) -> Stored:
     """Post a scripted call's ``bodies`` in ``order``, running the worker's batches at ``cuts``."""
-    for (i, later), cut in zip(order, cuts, strict=True):
-        doc = json.loads(json.dumps(bodies[i]))
-        if later:
-            doc["CallbackTs"] += 10_000
-        served.post_trtc(doc)
-        if cut:
-            served.drain()
-    served.drain()
+    served.deliver(bodies, order, cuts, "trtc")
     assert served.worker.inbox.waiting(ids.task) == [], "a delivery was left parked"
     return _stored(served.mem, ids.human)
 
@@ -310,14 +311,7 @@ def test_served_agora_calls_equal_their_file_ingest_in_any_order_and_batching(
     memory_id = f"mem-agora-{n}"
     docs = [agora_103(memory_id, n, k, turns) for k, turns in enumerate(calls)]
     order, cuts = data.draw(arrivals(len(docs)))
-    for (i, later), cut in zip(order, cuts, strict=True):
-        doc = json.loads(json.dumps(docs[i]))
-        if later:
-            doc["notifyMs"] += 10_000
-        served.post_agora(doc)
-        if cut:
-            served.drain()
-    served.drain()
+    served.deliver(docs, order, cuts, "agora")
     assert _stored(served.mem, memory_id) == _file_ingest(
         memory_id, [RawInput(d, "agora") for d in docs], None
     )
