@@ -104,6 +104,25 @@ _PG_AFTER = (messages.c.memory_id == _MEMORY, _KEY > tuple_(_MEMORY, bindparam("
 _PG_ALL = (_KEY >= tuple_(_MEMORY, _SEQ_MIN), _KEY <= tuple_(_MEMORY, _SEQ_MAX))
 
 
+def pg_memory_seqs(memory_id: Any, low: Any = _SEQ_MIN, high: Any = _SEQ_MAX) -> tuple[Any, Any]:
+    """PostgreSQL: a memory's messages with ``low <= seq <= high``, as two row comparisons.
+
+    Together exactly ``memory_id = :memory_id AND seq BETWEEN low AND high``, and one range of the
+    ``(memory_id, seq)`` index: no generic plan answers them by walking the seq primary key, which
+    could only filter on them (see ``PG_SEQ_READS`` above). ``memory_id``, ``low``, ``high``:
+    values or SQL expressions (another table's columns too: ``pg_seq_range``).
+    """
+    return pg_seq_range(messages.c.memory_id, messages.c.seq, memory_id, low, high)
+
+
+def pg_seq_range(
+    memory_column: Any, seq_column: Any, memory_id: Any, low: Any = _SEQ_MIN, high: Any = _SEQ_MAX
+) -> tuple[Any, Any]:
+    """:func:`pg_memory_seqs` on any table keyed by ``(memory_id, seq, ...)`` (turn vectors)."""
+    key = tuple_(memory_column, seq_column)
+    return key >= tuple_(memory_id, low), key <= tuple_(memory_id, high)
+
+
 def _pg_after(*columns: Any) -> Select[Any]:
     return select(*columns).where(*_PG_AFTER).order_by(messages.c.seq).limit(bindparam("limit"))
 
