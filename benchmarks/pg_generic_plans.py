@@ -333,7 +333,9 @@ def measure(
         # cursors are at its end), which would leave the other cases a table of dead rows.
         for big in (False, True):
             for kind, run in kinds.items():
-                for name, mid in ((("c big", "big"),) if big else zip(("a new", "b small"), memories[kind])):
+                small = tuple(zip(("a new", "b small"), memories[kind], strict=True))
+                named = (("c big", "big"),) if big else small
+                for name, mid in named:
                     with capture.recording() as seen:
                         run(mid)
                     cases[f"{kind}, {name}"] = list(seen)
@@ -447,6 +449,7 @@ def main() -> int:
         "--custom", action="store_true", help="plans as the server picks them, not forced generic"
     )
     parser.add_argument("--own-stats", action="store_true", help="ANALYZE's own n_distinct, not 1")
+    parser.add_argument("--smalls", type=int, default=0, help="small memories (default: what --time needs)")
     parser.add_argument("--embeddings", action="store_true", help="a (fake) embeddings model: turn vectors")
     parser.add_argument("--purge", action="store_true", help="purge_summarized_messages=True")
     parser.add_argument("--show", default="", help="print the plans of statements holding this text")
@@ -462,7 +465,7 @@ def main() -> int:
     if not args.postgres:
         parser.error("--postgres URL (or CONVMEM_BENCH_POSTGRES_URL) is required")
     with scratch_schema(args.postgres, "cm_generic") as url:
-        smalls = 10 + args.time * args.rounds * 2
+        smalls = max(args.smalls, 10 + args.time * args.rounds * 2)
         t0 = time.perf_counter()
         fill(url, args.big, smalls, one_memory_stats=not args.own_stats, setup=setup)
         print(

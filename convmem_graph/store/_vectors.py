@@ -75,7 +75,6 @@ from sqlalchemy.exc import DBAPIError
 
 from convmem_graph.models import EpisodeHit, EpisodeSearch
 from convmem_graph.store._episode_search import read_messages
-from convmem_graph.store._queries import pg_memory_seqs, pg_seq_range
 from convmem_graph.store._optional import ensure_tables, is_missing, present
 from convmem_graph.store._pgvector import (
     pg_delete_matching,
@@ -84,6 +83,7 @@ from convmem_graph.store._pgvector import (
     pg_write,
     pgvector_schema,
 )
+from convmem_graph.store._queries import pg_memory_seqs, pg_seq_range
 from convmem_graph.store._vector_prefilter import Prefilter, candidates, extend, fit
 from convmem_graph.store.schema import messages
 from convmem_graph.text.cjk import IDEOGRAPHS
@@ -436,15 +436,19 @@ def _adjacent(conn: Connection, memory_id: str, earlier: int, later: int) -> boo
     """No turn with text stored between seqs ``earlier`` and ``later`` (cheap when they follow)."""
     if later == earlier + 1:
         return True
-    query = select(messages.c.seq).where(messages.c.content != "")
+    query = select(messages.c.seq)
     if conn.dialect.name == "postgresql":
         # The gap as one range of the (memory_id, seq) index: a generic plan of the equality form
         # walked the seq primary key between the two, over every other memory's rows (issue 24).
-        query = query.where(*pg_memory_seqs(memory_id, earlier + 1, later - 1)).order_by(
-            messages.c.memory_id, messages.c.seq
-        )
+        query = query.where(*pg_memory_seqs(memory_id, earlier + 1, later - 1), messages.c.content != "")
+        query = query.order_by(messages.c.memory_id, messages.c.seq)
     else:
-        query = query.where(messages.c.memory_id == memory_id, messages.c.seq > earlier, messages.c.seq < later)
+        query = query.where(
+            messages.c.memory_id == memory_id,
+            messages.c.seq > earlier,
+            messages.c.seq < later,
+            messages.c.content != "",
+        )
     return conn.execute(query.limit(1)).first() is None
 
 
@@ -455,7 +459,8 @@ def delete_message_vectors(conn: Connection, memory_id: str, *where: ColumnEleme
     if conn.dialect.name == "postgresql":
         # Row comparisons (_queries.pg_memory_seqs) on both tables: with ``memory_id = $1`` a
         # generic plan of the purge's delete scanned the whole vectors table (issue 24).
-        gone = delete(turn_vectors).where(*pg_seq_range(turn_vectors.c.memory_id, turn_vectors.c.seq, memory_id))
+        key = pg_seq_range(turn_vectors.c.memory_id, turn_vectors.c.seq, memory_id)
+        gone = delete(turn_vectors).where(*key)
         mine: tuple[ColumnElement[bool], ...] = pg_memory_seqs(memory_id)
     else:
         gone = delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id)
