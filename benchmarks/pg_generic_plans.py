@@ -24,9 +24,14 @@ reading more than ``--bound`` tuples for (a) or (b). ``--time N`` also times N l
 and of (b) per round under the forced generic plan, with ``--baseline DIR`` the same turns with the
 ``convmem_graph`` of checkout DIR in a worker process, interleaved by round.
 
+``--embeddings`` opens the memory with a deterministic fake embeddings model (every message of every
+memory gets a vector; each live turn and replay batch is followed by ``embed_turns``, the
+background worker's pass) and ``--purge`` with ``purge_summarized_messages=True`` (issue 24, H6).
+
 Usage:
     python benchmarks/pg_generic_plans.py --postgres postgresql://postgres@127.0.0.1:5432/test
-        [--big 100000] [--batch 200] [--time 30 --rounds 5 --baseline /work/wt4-base]
+        [--big 100000] [--batch 200] [--smalls 370] [--embeddings] [--purge]
+        [--time 30 --rounds 5 --baseline /work/wt4-base]
 """
 
 from __future__ import annotations
@@ -471,11 +476,11 @@ def main() -> int:
         print(
             f"filled: {smalls} small memories, one of {args.big} messages ({time.perf_counter() - t0:.1f} s)"
         )
+        if args.time:  # first: with --purge the big memory's measured run deletes its history
+            _timing(args, url)
         capture = PlanCapture()
         capture.install(generic=not args.custom)
         report(measure(url, args.batch, capture, setup), args.bound, args.show)
-        if args.time:
-            _timing(args, url)
     return 0
 
 
