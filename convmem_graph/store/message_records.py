@@ -313,7 +313,8 @@ class MessageRecords(StoreCore):
                 # plans of ``memory_id = $1 AND seq <= $2`` walked the seq primary key from the
                 # table's start, in the delete and in the index's and the vectors' deletes that
                 # select through it (issue 24; benchmarks/pg_generic_plans.py --purge).
-                cond.extend(Q.pg_memory_seqs(memory_id, **({} if upto is None else {"high": upto})))
+                mine = Q.pg_memory_seqs(memory_id) if upto is None else Q.pg_memory_seqs(memory_id, high=upto)
+                cond.extend(mine)
             if keep_recent > 0:
                 keep = [
                     r.seq
