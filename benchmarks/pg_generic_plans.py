@@ -24,14 +24,20 @@ reading more than ``--bound`` tuples for (a) or (b). ``--time N`` also times N l
 and of (b) per round under the forced generic plan, with ``--baseline DIR`` the same turns with the
 ``convmem_graph`` of checkout DIR in a worker process, interleaved by round.
 
+``--embeddings`` opens the memory with a deterministic fake embeddings model (every message of every
+memory gets a vector; each live turn and replay batch is followed by ``embed_turns``, the
+background worker's pass) and ``--purge`` with ``purge_summarized_messages=True`` (issue 24, H6).
+
 Usage:
     python benchmarks/pg_generic_plans.py --postgres postgresql://postgres@127.0.0.1:5432/test
-        [--big 100000] [--batch 200] [--time 30 --rounds 5 --baseline /work/wt4-base]
+        [--big 100000] [--batch 200] [--smalls 370] [--embeddings] [--purge]
+        [--time 30 --rounds 5 --baseline /work/wt4-base]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -42,6 +48,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from langchain_core.embeddings import Embeddings
 
 from benchmarks._pg import scratch_schema
 
@@ -195,17 +203,67 @@ def replay_batch(i: int, size: int) -> list[dict[str, Any]]:
     return out
 
 
-def fill(url: str, big: int, smalls: int, *, one_memory_stats: bool = True) -> None:
+class FakeEmbeddings(Embeddings):
+    """A deterministic stand-in for an embeddings model: each text's sha256 as ``DIM`` numbers.
+
+    What the store reads and writes per turn does not depend on the vectors' values, only on
+    there being a model: no model file is needed.
+    """
+
+    DIM = 16
+    model = "fake-sha256-16"
+
+    def _one(self, text: str) -> list[float]:
+        digest = hashlib.sha256(text.encode()).digest()
+        return [b / 255.0 - 0.5 for b in digest[: self.DIM]]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text."""
+        return [self._one(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        """The query's vector."""
+        return self._one(text)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How the measured memory is opened: an embeddings model (turns embedded after each live
+    turn, as the background worker does, and the call start's search by meaning) and the
+    retention purge at the end of every run."""
+
+    embeddings: bool = False
+    purge: bool = False
+
+    def open(self, url: str) -> Any:
+        """The ``ConvMemory`` of this setup (turns embedded only when asked: in the record)."""
+        from convmem_graph.config import MemoryConfig
+        from convmem_graph.memory import ConvMemory
+
+        return ConvMemory.open(
+            url,
+            config=MemoryConfig(purge_summarized_messages=self.purge),
+            embeddings=FakeEmbeddings() if self.embeddings else None,
+            embed_in_background=False,
+        )
+
+    def turn(self, mem: Any, memory_id: str, i: int) -> None:
+        """A live turn, and with embeddings its turns' vectors (the background worker's pass)."""
+        mem.ingest(memory_id, live_turn(i))
+        if self.embeddings:
+            mem.embed_turns(memory_id)
+
+
+def fill(url: str, big: int, smalls: int, *, one_memory_stats: bool = True, setup: Setup = Setup()) -> None:
     """Write ``smalls`` small memories, then one memory of ``big`` messages, then ``ANALYZE``.
 
     ``one_memory_stats``: the statistics say ``memory_id`` has one distinct value; otherwise
-    they are ``ANALYZE``'s own (from every row).
+    they are ``ANALYZE``'s own (from every row). With ``setup.embeddings`` every message of every
+    memory has a vector (the big memory's written by one ``INSERT ... SELECT`` too).
     """
-    from convmem_graph.memory import ConvMemory
-
-    with ConvMemory.open(url) as mem:
+    with setup.open(url) as mem:
         for k in range(smalls):
-            mem.ingest(f"small{k}", live_turn(k))
+            setup.turn(mem, f"small{k}", k)
         mem.store.ensure_memory("big")
         with mem.store.engine.begin() as conn:
             # Rows as the store writes them (no episodic entries: the cases measured never search
@@ -222,13 +280,25 @@ def fill(url: str, big: int, smalls: int, *, one_memory_stats: bool = True) -> N
                 "FROM (SELECT max(seq) AS top FROM cm_messages WHERE memory_id = 'big') m "
                 "WHERE memory_id = 'big'"
             )
+            if setup.embeddings:
+                from convmem_graph.embeddings import model_name
+                from convmem_graph.store._vectors import vector_key
+
+                key = vector_key(model_name(FakeEmbeddings()))
+                conn.exec_driver_sql(
+                    "INSERT INTO cm_turn_vectors (memory_id, seq, model, vec) "
+                    f"SELECT memory_id, seq, %s, decode(repeat('003c', {FakeEmbeddings.DIM}), 'hex') "
+                    "FROM cm_messages WHERE memory_id = 'big'",
+                    (key,),
+                )
         with mem.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             # Statistics from every row (the sample covers the table): the same plans each run.
             conn.exec_driver_sql("SET default_statistics_target = 1000")
             # As analyzed while the table held the one memory (autovacuum's ANALYZE after its
             # import): one distinct memory_id, so any memory's rows look like most of the table.
             if one_memory_stats:
-                conn.exec_driver_sql("ALTER TABLE cm_messages ALTER COLUMN memory_id SET (n_distinct = 1)")
+                for table in ("cm_messages",) + (("cm_turn_vectors",) if setup.embeddings else ()):
+                    conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN memory_id SET (n_distinct = 1)")
             # The store's tables only: the server may hold other users' schemas.
             tables = conn.exec_driver_sql(
                 "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
@@ -236,29 +306,44 @@ def fill(url: str, big: int, smalls: int, *, one_memory_stats: bool = True) -> N
             conn.exec_driver_sql(f"VACUUM ANALYZE {', '.join(tables)}")
 
 
-def measure(url: str, batch: int, capture: PlanCapture) -> dict[str, list[StatementReads]]:
+def measure(
+    url: str, batch: int, capture: PlanCapture, setup: Setup = Setup()
+) -> dict[str, list[StatementReads]]:
     """Each case's statements and what they read, under forced generic plans."""
-    from convmem_graph.memory import ConvMemory
     from convmem_graph.state import RawInput
 
     cases: dict[str, list[StatementReads]] = {}
-    with ConvMemory.open(url) as mem:
+    with setup.open(url) as mem:
         # Warm-up outside the record: connections, the checkpointer's tables, first-use reads.
-        mem.ingest("warm", live_turn(0))
+        setup.turn(mem, "warm", 0)
         mem.lifecycle.run("warm", [RawInput(replay_batch(0, batch))], flush_commit=False)
         mem.payload("warm", "openai", query=QUERY)
-        for name, mid in (("a new", "fresh"), ("b small", "small1"), ("c big", "big")):
-            with capture.recording() as seen:
-                mem.ingest(mid, live_turn(1))
-            cases[f"live turn, {name}"] = list(seen)
-        for name, mid in (("a new", "fresh"), ("b small", "small1"), ("c big", "big")):
-            with capture.recording() as seen:
-                mem.payload(mid, "openai", query=QUERY)
-            cases[f"call start, {name}"] = list(seen)
-        for name, mid in (("a new", "fresh_r"), ("b small", "small2"), ("c big", "big")):
-            with capture.recording() as seen:
-                mem.lifecycle.run(mid, [RawInput(replay_batch(1, batch))], flush_commit=False)
-            cases[f"replay batch, {name}"] = list(seen)
+
+        def replay(mid: str) -> None:
+            mem.lifecycle.run(mid, [RawInput(replay_batch(1, batch))], flush_commit=False)
+            if setup.embeddings:  # as `convmem ingest` does after a batch
+                mem.embed_turns(mid)
+
+        kinds: dict[str, Callable[[str], None]] = {
+            "live turn": lambda mid: setup.turn(mem, mid, 1),
+            "call start": lambda mid: mem.payload(mid, "openai", query=QUERY),
+            "replay batch": replay,
+        }
+        memories = {
+            "live turn": ("fresh", "small1"),
+            "call start": ("fresh", "small1"),
+            "replay batch": ("fresh_r", "small2"),
+        }
+        # The big memory's cases last: with the purge its first run deletes its history (its
+        # cursors are at its end), which would leave the other cases a table of dead rows.
+        for big in (False, True):
+            for kind, run in kinds.items():
+                small = tuple(zip(("a new", "b small"), memories[kind], strict=True))
+                named = (("c big", "big"),) if big else small
+                for name, mid in named:
+                    with capture.recording() as seen:
+                        run(mid)
+                    cases[f"{kind}, {name}"] = list(seen)
     return cases
 
 
@@ -301,20 +386,21 @@ def report(cases: dict[str, list[StatementReads]], bound: int, show: str = "") -
     return list(over)
 
 
-def time_turns(url: str, turns: int, start: int, smalls: range) -> dict[str, list[float]]:
-    """ms per live turn, and per next call start, of new and of small memories (forced generic plans)."""
-    from convmem_graph.memory import ConvMemory
-
+def time_turns(
+    url: str, turns: int, start: int, smalls: range, setup: Setup = Setup()
+) -> dict[str, list[float]]:
+    """ms per live turn (with its vectors under ``setup.embeddings``), and per next call start, of
+    new and of small memories (forced generic plans)."""
     out: dict[str, list[float]] = {}
     set_on_connect(GENERIC)
-    with ConvMemory.open(url) as mem:
+    with setup.open(url) as mem:
         for k in range(5):  # the first statements of each connection prepare, and plan
-            mem.ingest(f"warm{start}_{k}", live_turn(k))
+            setup.turn(mem, f"warm{start}_{k}", k)
             mem.payload(f"warm{start}_{k}", "openai", query=QUERY)
         for k in range(turns):
             for case, mid in (("a new", f"new{start}_{k}"), ("b small", f"small{smalls[k]}")):
                 t0 = time.perf_counter()
-                mem.ingest(mid, live_turn(start + k))
+                setup.turn(mem, mid, start + k)
                 t1 = time.perf_counter()
                 mem.payload(mid, "openai", query=QUERY)
                 t2 = time.perf_counter()
@@ -333,6 +419,7 @@ def _timing(args: argparse.Namespace, url: str) -> None:
         for tree in order:
             cmd = [sys.executable, os.path.abspath(__file__), "--postgres", args.postgres, "--worker", url]
             cmd += ["--time", str(args.time), "--start", str(slot)]
+            cmd += ["--embeddings"] * args.embeddings + ["--purge"] * args.purge
             env = os.environ | {"PYTHONPATH": f"{trees[tree]}:{here}"}
             line = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout.strip()
             slot += args.time
@@ -367,29 +454,33 @@ def main() -> int:
         "--custom", action="store_true", help="plans as the server picks them, not forced generic"
     )
     parser.add_argument("--own-stats", action="store_true", help="ANALYZE's own n_distinct, not 1")
+    parser.add_argument("--smalls", type=int, default=0, help="small memories (default: what --time needs)")
+    parser.add_argument("--embeddings", action="store_true", help="a (fake) embeddings model: turn vectors")
+    parser.add_argument("--purge", action="store_true", help="purge_summarized_messages=True")
     parser.add_argument("--show", default="", help="print the plans of statements holding this text")
     parser.add_argument("--baseline", help="a checkout whose convmem_graph is timed beside this one")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    setup = Setup(embeddings=args.embeddings, purge=args.purge)
     if args.worker:  # one timing round in this process, on the filled schema at --worker
         smalls = range(10 + args.start, 10 + args.start + args.time)
-        print(json.dumps(time_turns(args.worker, args.time, args.start, smalls)))
+        print(json.dumps(time_turns(args.worker, args.time, args.start, smalls, setup)))
         return 0
     if not args.postgres:
         parser.error("--postgres URL (or CONVMEM_BENCH_POSTGRES_URL) is required")
     with scratch_schema(args.postgres, "cm_generic") as url:
-        smalls = 10 + args.time * args.rounds * 2
+        smalls = max(args.smalls, 10 + args.time * args.rounds * 2)
         t0 = time.perf_counter()
-        fill(url, args.big, smalls, one_memory_stats=not args.own_stats)
+        fill(url, args.big, smalls, one_memory_stats=not args.own_stats, setup=setup)
         print(
             f"filled: {smalls} small memories, one of {args.big} messages ({time.perf_counter() - t0:.1f} s)"
         )
+        if args.time:  # first: with --purge the big memory's measured run deletes its history
+            _timing(args, url)
         capture = PlanCapture()
         capture.install(generic=not args.custom)
-        report(measure(url, args.batch, capture), args.bound, args.show)
-        if args.time:
-            _timing(args, url)
+        report(measure(url, args.batch, capture, setup), args.bound, args.show)
     return 0
 
 

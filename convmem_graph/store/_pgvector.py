@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sqlalchemy import ColumnElement, Connection, Engine, column, delete, select, table
+from sqlalchemy import ColumnElement, Connection, Engine, any_, column, delete, func, select, table
 
 from convmem_graph.store.schema import messages
 
@@ -197,9 +197,10 @@ def pg_delete_matching(conn: Connection, memory_id: str, *where: ColumnElement[b
     """Delete the vectors of the memory's messages matching ``where`` (all the memory's when none)."""
     gone = delete(_TABLE).where(_TABLE.c.memory_id == memory_id)
     if where:
-        gone = gone.where(
-            _TABLE.c.seq.in_(select(messages.c.seq).where(messages.c.memory_id == memory_id, *where))
-        )
+        # The seqs as an array probing the key, not ``seq IN (subquery)``: a generic plan of that
+        # may join a scan of the whole table (as the episodic index's delete did, issue 24).
+        chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
+        gone = gone.where(_TABLE.c.seq == any_(func.array(chosen.scalar_subquery())))
     conn.execute(gone)
 
 

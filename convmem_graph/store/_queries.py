@@ -90,9 +90,12 @@ SEQ_READS = SeqReads(MESSAGES_AFTER, MESSAGE_IDS_AFTER, MESSAGE_TEXTS_AFTER, MAX
 # expecting a match within a few rows, as it does when the statistics say one memory holds most
 # messages; for a memory whose rows are not the newest (a new one, a returning small one) that
 # reads every newer row of the table. Measured by ``benchmarks/pg_generic_plans.py``:
-# - after a cursor: the seq bound as a comparison of the row ``(memory_id, seq)``, which only the
-#   ``(memory_id, seq)`` index can start at: the walk of the primary key would filter on it, and
-#   costs more than the index's scan (both with ``ANALYZE``'s own statistics and with one memory);
+# - after a cursor: the equality and the seq range as two comparisons of the row
+#   ``(memory_id, seq)``, ordered by both columns. Only the ``(memory_id, seq)`` index can start
+#   and stop at them; the walk of the primary key would filter on them. With one row comparison
+#   alone (the cursor) the walk was still chosen once the table held 370 memories under
+#   one-memory statistics (101,174 rows read); without the equality, ``ANALYZE``'s own statistics
+#   chose another memory_id index and sorted the whole memory (H6, issue 24);
 # - the newest seq: the memory named by two row comparisons alone (together exactly
 #   ``memory_id = $1``), ordered by both columns: with an equality the backward walk of the
 #   primary key is still chosen when the statistics say one memory.
@@ -100,12 +103,40 @@ SEQ_READS = SeqReads(MESSAGES_AFTER, MESSAGE_IDS_AFTER, MESSAGE_TEXTS_AFTER, MAX
 _KEY = tuple_(messages.c.memory_id, messages.c.seq)
 _SEQ_MIN: ColumnClause[Any] = literal_column(str(-(2**63)))
 _SEQ_MAX: ColumnClause[Any] = literal_column(str(2**63 - 1))
-_PG_AFTER = (messages.c.memory_id == _MEMORY, _KEY > tuple_(_MEMORY, bindparam("after")))
+_PG_AFTER = (
+    messages.c.memory_id == _MEMORY,
+    _KEY > tuple_(_MEMORY, bindparam("after")),
+    _KEY <= tuple_(_MEMORY, _SEQ_MAX),
+)
 _PG_ALL = (_KEY >= tuple_(_MEMORY, _SEQ_MIN), _KEY <= tuple_(_MEMORY, _SEQ_MAX))
 
 
+def pg_memory_seqs(memory_id: Any, low: Any = _SEQ_MIN, high: Any = _SEQ_MAX) -> tuple[Any, Any]:
+    """PostgreSQL: a memory's messages with ``low <= seq <= high``, as two row comparisons.
+
+    Together exactly ``memory_id = :memory_id AND seq BETWEEN low AND high``, and one range of the
+    ``(memory_id, seq)`` index: no generic plan answers them by walking the seq primary key, which
+    could only filter on them (see ``PG_SEQ_READS`` above). ``memory_id``, ``low``, ``high``:
+    values or SQL expressions (another table's columns too: ``pg_seq_range``).
+    """
+    return pg_seq_range(messages.c.memory_id, messages.c.seq, memory_id, low, high)
+
+
+def pg_seq_range(
+    memory_column: Any, seq_column: Any, memory_id: Any, low: Any = _SEQ_MIN, high: Any = _SEQ_MAX
+) -> tuple[Any, Any]:
+    """:func:`pg_memory_seqs` on any table keyed by ``(memory_id, seq, ...)`` (turn vectors)."""
+    key = tuple_(memory_column, seq_column)
+    return key >= tuple_(memory_id, low), key <= tuple_(memory_id, high)
+
+
 def _pg_after(*columns: Any) -> Select[Any]:
-    return select(*columns).where(*_PG_AFTER).order_by(messages.c.seq).limit(bindparam("limit"))
+    return (
+        select(*columns)
+        .where(*_PG_AFTER)
+        .order_by(messages.c.memory_id, messages.c.seq)
+        .limit(bindparam("limit"))
+    )
 
 
 #: The memory's newest seq on PostgreSQL (no row: it has none).

@@ -65,6 +65,7 @@ from sqlalchemy import (
     String,
     Table,
     delete,
+    exists,
     select,
     true,
 )
@@ -82,6 +83,7 @@ from convmem_graph.store._pgvector import (
     pg_write,
     pgvector_schema,
 )
+from convmem_graph.store._queries import pg_memory_seqs, pg_seq_range
 from convmem_graph.store._vector_prefilter import Prefilter, candidates, extend, fit
 from convmem_graph.store.schema import messages
 from convmem_graph.text.cjk import IDEOGRAPHS
@@ -370,37 +372,53 @@ def missing_vectors(conn: Connection, memory_id: str, model: str, limit: int) ->
     speaker; a voice's own turn before is most often another subject, not this turn's context).
     A turn whose only vector by ``model`` was made from an older form of that text counts as missing.
     """
+    pg = conn.dialect.name == "postgresql"
     without: ColumnElement[bool] = true()  # a SQLite file with no vector yet: every turn lacks one
-    if present(conn, turn_vectors):
+    if pg:
+        # The memory's vectors, by row comparisons on their key: a generic plan of ``NOT IN (the
+        # memory's vectors)`` read the whole vectors table and walked the seq primary key from the
+        # table's start for a new memory; a bare correlated NOT EXISTS merged with every vector
+        # (issue 24; benchmarks/pg_generic_plans.py --embeddings).
+        without = ~exists().where(
+            *pg_seq_range(turn_vectors.c.memory_id, turn_vectors.c.seq, memory_id),
+            turn_vectors.c.memory_id == messages.c.memory_id,
+            turn_vectors.c.seq == messages.c.seq,
+            turn_vectors.c.model == vector_key(model),
+        )
+    elif present(conn, turn_vectors):
         have = select(turn_vectors.c.seq).where(
             turn_vectors.c.memory_id == memory_id, turn_vectors.c.model == vector_key(model)
         )
         without = messages.c.seq.not_in(have)
-    rows = conn.execute(
-        select(
-            messages.c.seq,
-            messages.c.content,
-            messages.c.role,
-            messages.c.speaker_id,
-            messages.c.timestamp_ms,
-            messages.c.metadata,
-        )
-        .where(messages.c.memory_id == memory_id, without, messages.c.content != "")
-        .order_by(messages.c.seq)
-        .limit(limit)
-    ).all()
+    query = select(
+        messages.c.seq,
+        messages.c.content,
+        messages.c.role,
+        messages.c.speaker_id,
+        messages.c.timestamp_ms,
+        messages.c.metadata,
+    )
+    if pg:  # the memory by row comparisons, in the (memory_id, seq) index's order (_queries)
+        query = query.where(*pg_memory_seqs(memory_id)).order_by(messages.c.memory_id, messages.c.seq)
+    else:
+        query = query.where(messages.c.memory_id == memory_id).order_by(messages.c.seq)
+    rows = conn.execute(query.where(without, messages.c.content != "").limit(limit)).all()
     out: list[tuple[int, str]] = []
     # The last row seen: (seq, role, speaker, text).
     previous: tuple[int, str | None, str | None, str] | None = None
     for seq, content, role, speaker, ts, metadata in rows:
         if previous is None or not _adjacent(conn, memory_id, previous[0], int(seq)):
             # Missing turns are mostly consecutive; otherwise one index seek for the turn before.
-            found = conn.execute(
-                select(messages.c.seq, messages.c.role, messages.c.speaker_id, messages.c.content)
-                .where(messages.c.memory_id == memory_id, messages.c.seq < seq, messages.c.content != "")
-                .order_by(messages.c.seq.desc())
-                .limit(1)
-            ).first()
+            prior = select(messages.c.seq, messages.c.role, messages.c.speaker_id, messages.c.content)
+            if pg:  # a generic plan of the equality form walked the primary key back over the table
+                prior = prior.where(*pg_memory_seqs(memory_id, high=seq - 1)).order_by(
+                    messages.c.memory_id.desc(), messages.c.seq.desc()
+                )
+            else:
+                prior = prior.where(messages.c.memory_id == memory_id, messages.c.seq < seq).order_by(
+                    messages.c.seq.desc()
+                )
+            found = conn.execute(prior.where(messages.c.content != "").limit(1)).first()
             previous = (int(found[0]), found[1], found[2], str(found[3])) if found is not None else None
         # The turn before is context for a reply (another voice), not for the same voice going on:
         # there it is mostly another subject (MADial's chats: each message one unrelated memory).
@@ -418,26 +436,37 @@ def _adjacent(conn: Connection, memory_id: str, earlier: int, later: int) -> boo
     """No turn with text stored between seqs ``earlier`` and ``later`` (cheap when they follow)."""
     if later == earlier + 1:
         return True
-    between = conn.execute(
-        select(messages.c.seq)
-        .where(
+    query = select(messages.c.seq)
+    if conn.dialect.name == "postgresql":
+        # The gap as one range of the (memory_id, seq) index: a generic plan of the equality form
+        # walked the seq primary key between the two, over every other memory's rows (issue 24).
+        query = query.where(*pg_memory_seqs(memory_id, earlier + 1, later - 1), messages.c.content != "")
+        query = query.order_by(messages.c.memory_id, messages.c.seq)
+    else:
+        query = query.where(
             messages.c.memory_id == memory_id,
             messages.c.seq > earlier,
             messages.c.seq < later,
             messages.c.content != "",
         )
-        .limit(1)
-    ).first()
-    return between is None
+    return conn.execute(query.limit(1)).first() is None
 
 
 def delete_message_vectors(conn: Connection, memory_id: str, *where: ColumnElement[bool]) -> None:
     """Delete the vectors of the memory's messages matching ``where`` (all when none), before they go."""
     if not present(conn, turn_vectors):
         return  # no vector was ever stored in this (SQLite) file
-    gone = delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id)
+    if conn.dialect.name == "postgresql":
+        # Row comparisons (_queries.pg_memory_seqs) on both tables: with ``memory_id = $1`` a
+        # generic plan of the purge's delete scanned the whole vectors table (issue 24).
+        key = pg_seq_range(turn_vectors.c.memory_id, turn_vectors.c.seq, memory_id)
+        gone = delete(turn_vectors).where(*key)
+        mine: tuple[ColumnElement[bool], ...] = pg_memory_seqs(memory_id)
+    else:
+        gone = delete(turn_vectors).where(turn_vectors.c.memory_id == memory_id)
+        mine = (messages.c.memory_id == memory_id,)
     if where:
-        chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
+        chosen = select(messages.c.seq).where(*mine, *where)
         gone = gone.where(turn_vectors.c.seq.in_(chosen))
     if pgvector_schema(conn) is not None:
         pg_delete_matching(conn, memory_id, *where)

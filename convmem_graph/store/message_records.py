@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     delete,
     func,
@@ -293,7 +294,9 @@ class MessageRecords(StoreCore):
         """
         check_memory_id(memory_id)
         with self._write(memory_id) as conn:
-            cond = [messages.c.timestamp_ms < before_ms]
+            pg = conn.dialect.name == "postgresql"
+            cond: list[ColumnElement[bool]] = [messages.c.timestamp_ms < before_ms]
+            upto: int | None = None
             if only_processed:
                 cursors = conn.execute(
                     select(memories.c.extracted_seq, memories.c.summarized_seq).where(
@@ -302,7 +305,16 @@ class MessageRecords(StoreCore):
                 ).first()
                 if cursors is None:
                     return 0
-                cond.append(messages.c.seq <= min(cursors.extracted_seq, cursors.summarized_seq))
+                upto = min(cursors.extracted_seq, cursors.summarized_seq)
+                if not pg:
+                    cond.append(messages.c.seq <= upto)
+            if pg:
+                # The memory and the cursor as one range of the (memory_id, seq) index: generic
+                # plans of ``memory_id = $1 AND seq <= $2`` walked the seq primary key from the
+                # table's start, in the delete and in the index's and the vectors' deletes that
+                # select through it (issue 24; benchmarks/pg_generic_plans.py --purge).
+                mine = Q.pg_memory_seqs(memory_id) if upto is None else Q.pg_memory_seqs(memory_id, high=upto)
+                cond.extend(mine)
             if keep_recent > 0:
                 keep = [
                     r.seq

@@ -12,7 +12,19 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Connection, Engine, Row, column, delete, select, table, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Row,
+    any_,
+    column,
+    delete,
+    func,
+    select,
+    table,
+    text,
+)
 from sqlalchemy.exc import DBAPIError
 
 from convmem_graph._query_dates import date_spans
@@ -182,9 +194,13 @@ class PostgresEpisodeIndex(EpisodeIndex):
             conn.exec_driver_sql(f"DELETE FROM {EPISODE_TABLE} WHERE seq = ANY(%s::bigint[])", (seqs,))
 
     def _remove_matching(self, conn: Connection, memory_id: str, *where: ColumnElement[bool]) -> None:
-        # One statement finds them through the messages; nothing is read into Python.
+        # One statement finds them through the messages; nothing is read into Python. The seqs as
+        # an array the index's key is probed with: ``seq IN (subquery)`` was planned generically
+        # as a scan of the whole index table joined to the memory's rows (the purge's delete,
+        # issue 24; benchmarks/pg_generic_plans.py --purge).
         chosen = select(messages.c.seq).where(messages.c.memory_id == memory_id, *where)
-        conn.execute(delete(_PG_EPISODES).where(_PG_EPISODES.c.seq.in_(chosen)))
+        seqs = any_(func.array(chosen.scalar_subquery()))
+        conn.execute(delete(_PG_EPISODES).where(_PG_EPISODES.c.seq == seqs))
 
     def _clear(self, conn: Connection) -> None:
         conn.exec_driver_sql(f"DELETE FROM {EPISODE_TABLE}")

@@ -177,3 +177,32 @@ def test_every_message_field_survives_the_one_statement_insert(store: MemoryStor
     got = {m.id: m for _, m in store.messages_after("pg_i", 0)}
     assert got["1"].model_dump() == sent.model_copy(update={"memory_id": "pg_i"}).model_dump()
     assert got["2"].metadata == {} and got["2"].turn_id is None and got["2"].original is None
+
+
+def test_a_purge_of_processed_messages_takes_what_both_cursors_passed_in_its_memory_only(
+    store: MemoryStore,
+) -> None:
+    # PostgreSQL names the memory and the cursor by row comparisons (issue 24): the same rows go
+    # as with ``memory_id = $1 AND seq <= cursor``; another memory's rows between them stay.
+    for i in range(8):
+        store.add_messages("pg_p", [msg(f"p{i}", f"kayak note {i}", ts=T0 + i)])
+        store.add_messages("pg_q", [msg(f"q{i}", f"canoe note {i}", ts=T0 + i)])
+    with store.engine.begin() as conn:
+        seqs = [
+            int(s)
+            for s in conn.exec_driver_sql(
+                "SELECT seq FROM cm_messages WHERE memory_id = 'pg_p' ORDER BY seq"
+            ).scalars()
+        ]
+        conn.exec_driver_sql(
+            "UPDATE cm_memories SET extracted_seq = %s, summarized_seq = %s WHERE memory_id = 'pg_p'",
+            (seqs[5], seqs[4]),
+        )
+    # At or below both cursors (the first five), less the newest two kept: none of those is.
+    assert store.purge_messages("pg_p", before_ms=T0 + 100, keep_recent=2) == 5
+    with store.engine.connect() as conn:
+        left = conn.exec_driver_sql(
+            "SELECT memory_id, count(*) FROM cm_messages WHERE memory_id IN ('pg_p', 'pg_q') GROUP BY 1"
+        ).all()
+    assert dict(left) == {"pg_p": 3, "pg_q": 8}
+    assert rows(store, "pg_p") == 3 and rows(store, "pg_q") == 8
