@@ -101,14 +101,23 @@ SEQ_READS = SeqReads(MESSAGES_AFTER, MESSAGE_IDS_AFTER, MESSAGE_TEXTS_AFTER, MAX
 #   primary key is still chosen when the statistics say one memory.
 # Rows and their order are those of the equality forms.
 _KEY = tuple_(messages.c.memory_id, messages.c.seq)
-_SEQ_MIN: ColumnClause[Any] = literal_column(str(-(2**63)))
-_SEQ_MAX: ColumnClause[Any] = literal_column(str(2**63 - 1))
+#: The seq type's bounds (BIGINT): a range between them names every seq of a memory.
+SEQ_LOW, SEQ_HIGH = -(2**63), 2**63 - 1
+_SEQ_MIN: ColumnClause[Any] = literal_column(str(SEQ_LOW))
+_SEQ_MAX: ColumnClause[Any] = literal_column(str(SEQ_HIGH))
 _PG_AFTER = (
     messages.c.memory_id == _MEMORY,
     _KEY > tuple_(_MEMORY, bindparam("after")),
     _KEY <= tuple_(_MEMORY, _SEQ_MAX),
 )
-_PG_ALL = (_KEY >= tuple_(_MEMORY, _SEQ_MIN), _KEY <= tuple_(_MEMORY, _SEQ_MAX))
+
+
+def pg_memory_range_sql(memory: str) -> str:
+    """SQL text of :func:`pg_memory_seqs` over all seqs, for statements written as text.
+
+    ``memory`` is the SQL expression naming the memory id (a placeholder or a column).
+    """
+    return f"(memory_id, seq) >= ({memory}, {SEQ_LOW}) AND (memory_id, seq) <= ({memory}, {SEQ_HIGH})"
 
 
 def pg_memory_seqs(memory_id: Any, low: Any = _SEQ_MIN, high: Any = _SEQ_MAX) -> tuple[Any, Any]:
@@ -142,7 +151,7 @@ def _pg_after(*columns: Any) -> Select[Any]:
 #: The memory's newest seq on PostgreSQL (no row: it has none).
 PG_MAX_SEQ = (
     select(messages.c.seq)
-    .where(*_PG_ALL)
+    .where(*pg_memory_seqs(_MEMORY))
     .order_by(messages.c.memory_id.desc(), messages.c.seq.desc())
     .limit(1)
 )

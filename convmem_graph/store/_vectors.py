@@ -674,7 +674,8 @@ def dense_episodes(
     # The two seqs after each found turn as well: the other voice's next turn is its reply, added
     # as the words' search adds one (``reply_to``). A turn's vector holds the turn before it, so
     # a question found by meaning often has its answer in the reply, which may not be found.
-    follow = [s + k for s in list(near)[: limit // 3] for k in (1, 2) if s + k not in near]
+    best = list(near)[: limit // 3]
+    follow = [s + k for s in best for k in (1, 2) if s + k not in near]
     found = read_messages(conn.exec_driver_sql, mark, memory_id, [*near, *dict.fromkeys(follow)])
     for seq, cosine in near.items():
         msg = found.get(seq)
@@ -682,13 +683,16 @@ def dense_episodes(
             result.hits.append(EpisodeHit(seq=seq, message=msg))
             result.dense[seq] = cosine
     taken = {h.seq for h in result.hits}
-    for hit in result.hits[: limit // 3]:
-        for nxt in (hit.seq + 1, hit.seq + 2):
+    for seq in best:  # the turns whose replies were read above
+        turn = found.get(seq)
+        if turn is None:
+            continue
+        for nxt in (seq + 1, seq + 2):
             msg = found.get(nxt)
-            if msg is not None and msg.role != hit.message.role:
+            if msg is not None and msg.role != turn.role:
                 if nxt not in taken:
                     taken.add(nxt)
-                    result.hits.append(EpisodeHit(seq=nxt, message=msg, reply_to=hit.seq))
+                    result.hits.append(EpisodeHit(seq=nxt, message=msg, reply_to=seq))
                 break
     return result
 

@@ -264,7 +264,7 @@ class PostgresEpisodeIndex(EpisodeIndex):
 #: answered by that index (the same form as ``_queries.PG_SEQ_READS``' newest seq).
 _PG_COUNT = (
     f"SELECT count(*) FROM (SELECT 1 FROM {messages.name}, (SELECT %s::text AS m) v "
-    f"WHERE (memory_id, seq) >= (v.m, {-(2**63)}) AND (memory_id, seq) <= (v.m, {2**63 - 1}) "
+    f"WHERE {Q.pg_memory_range_sql('v.m')} "
     f"ORDER BY memory_id, seq LIMIT {COUNT_CAP}) t"
 )
 
@@ -539,8 +539,8 @@ def _pg_followed_sql(index: bool) -> str:
         # The statement's snapshot is the one before it: this is the newest seq before the insert.
         # Its form: see _queries.PG_SEQ_READS (``max(seq) ... WHERE memory_id = $1`` read every
         # newer message of the table for a new memory under a generic plan).
-        f"(SELECT seq FROM {messages.name} WHERE (memory_id, seq) >= (%(mid)s, {-(2**63)}) "
-        f"AND (memory_id, seq) <= (%(mid)s, {2**63 - 1}) ORDER BY memory_id DESC, seq DESC LIMIT 1), "
+        f"(SELECT seq FROM {messages.name} WHERE {Q.pg_memory_range_sql('%(mid)s')} "
+        "ORDER BY memory_id DESC, seq DESC LIMIT 1), "
         "(SELECT array_agg(seq ORDER BY seq) FROM ins) FROM stamp s"
     )
     return "".join(parts)
